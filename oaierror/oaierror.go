@@ -1,0 +1,104 @@
+// Package oaierror is the one list of errors a client can get from
+// Tollgate, each with its HTTP status and OpenAI-shaped body
+// ({"error":{"message","type","param","code"}}), so that OpenAI SDKs surface
+// them unchanged. Nothing else reaches a client: internal causes are logged,
+// never sent.
+package oaierror
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// Error is one client-facing error.
+type Error struct {
+	Status  int
+	Code    string
+	Type    string
+	Message string
+	Param   string // empty: null
+}
+
+// Body is the JSON body of e.
+func (e Error) Body() []byte {
+	var param *string
+	if e.Param != "" {
+		param = &e.Param
+	}
+	b, err := json.Marshal(Envelope{Error: Detail{Message: e.Message, Type: e.Type, Param: param, Code: e.Code}})
+	if err != nil { // unreachable with these field types
+		return []byte(`{"error":{"message":"internal error","type":"server_error","param":null,"code":"internal_error"}}`)
+	}
+	return b
+}
+
+// With returns e with another message and param.
+func (e Error) With(message, param string) Error {
+	e.Message, e.Param = message, param
+	return e
+}
+
+// Envelope is OpenAI's error body.
+type Envelope struct {
+	Error Detail `json:"error"`
+}
+
+// Detail is the inside of Envelope.
+type Detail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
+}
+
+// Types.
+const (
+	TypeAuthentication     = "authentication_error"
+	TypePermission         = "permission_error"
+	TypeRateLimit          = "rate_limit_error"
+	TypeInsufficientQuota  = "insufficient_quota"
+	TypeInvalidRequest     = "invalid_request_error"
+	TypeServiceUnavailable = "service_unavailable"
+	TypeServer             = "server_error"
+)
+
+// The errors of DECISIONS.md, in check order.
+var (
+	MissingAPIKey = Error{http.StatusUnauthorized, "missing_api_key", TypeAuthentication,
+		"You didn't provide an API key. Send it in the Authorization header: Authorization: Bearer <key>.", ""}
+	InvalidAPIKey = Error{http.StatusUnauthorized, "invalid_api_key", TypeAuthentication,
+		"Incorrect API key provided.", ""}
+	KeyDisabled = Error{http.StatusUnauthorized, "key_disabled", TypeAuthentication,
+		"This API key is disabled. Enable it in the dashboard or use another key.", ""}
+	KeyExpired = Error{http.StatusUnauthorized, "key_expired", TypeAuthentication,
+		"This API key has expired. Move its expiry date forward or use another key.", ""}
+	IPNotAllowed = Error{http.StatusForbidden, "ip_not_allowed", TypePermission,
+		"Requests from your IP address are not allowed for this API key.", ""}
+	RateLimited = Error{http.StatusTooManyRequests, "rate_limit_exceeded", TypeRateLimit,
+		"Rate limit reached for this API key (requests per minute). Retry after the time in the Retry-After header.", ""}
+	InsufficientBalance = Error{http.StatusPaymentRequired, "insufficient_balance", TypeInsufficientQuota,
+		"Your account balance is too low for this request. Add credit to continue.", ""}
+	ModelNotAllowed = Error{http.StatusForbidden, "model_not_allowed", TypePermission,
+		"This API key or your plan does not give access to this model.", "model"}
+	NoAvailableWorkers = Error{http.StatusServiceUnavailable, "no_available_workers", TypeServiceUnavailable,
+		"No provider is available to serve this model right now; please retry.", ""}
+	// UpstreamFailed is not a status of its own: it is the error event that
+	// ends a stream whose provider failed after the answer began.
+	UpstreamFailed = Error{http.StatusBadGateway, "upstream_error", TypeServer,
+		"The provider failed while answering.", ""}
+	Internal = Error{http.StatusInternalServerError, "internal_error", TypeServer,
+		"The server had an error while processing your request.", ""}
+	NotFound = Error{http.StatusNotFound, "not_found", TypeInvalidRequest,
+		"Unknown path. Tollgate serves POST /v1/chat/completions and GET /v1/models.", ""}
+	MethodNotAllowed = Error{http.StatusMethodNotAllowed, "method_not_allowed", TypeInvalidRequest,
+		"Method not allowed on this path.", ""}
+	BodyTooLarge = Error{http.StatusRequestEntityTooLarge, "request_too_large", TypeInvalidRequest,
+		"The request body is larger than this server accepts.", ""}
+)
+
+// Invalid is a 400 invalid_request_error with a specific code (invalid_model,
+// invalid_messages, invalid_temperature, invalid_max_tokens, invalid_stop,
+// invalid_request…) and the offending parameter.
+func Invalid(code, param, message string) Error {
+	return Error{Status: http.StatusBadRequest, Code: code, Type: TypeInvalidRequest, Message: message, Param: param}
+}
