@@ -1,0 +1,444 @@
+// Package config reads and validates Tollgate's YAML configuration: the key
+// prefix, the providers, the public models with their prices and deployments,
+// and the plans. Parse is pure; nothing in the request path reads the
+// environment or files.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/money"
+)
+
+// Provider types.
+const (
+	TypeOpenAI    = "openai"
+	TypeAzure     = "azure"
+	TypeAnthropic = "anthropic"
+	TypeGemini    = "gemini"
+)
+
+// Defaults applied where the file is silent.
+const (
+	DefaultMaxBodyBytes = 4 << 20 // 4 MiB request body limit
+	DefaultAzureVersion = "2024-10-21"
+)
+
+// Config is a validated configuration.
+type Config struct {
+	// KeyPrefix begins every key secret; default "tg".
+	KeyPrefix string     `yaml:"key_prefix"`
+	Providers []Provider `yaml:"providers"`
+	Models    []Model    `yaml:"models"`
+	Plans     []Plan     `yaml:"plans"`
+	// MaxBodyBytes caps a request body; default 4 MiB.
+	MaxBodyBytes int `yaml:"max_body_bytes"`
+
+	providers map[string]*Provider
+	models    map[string]*Model
+	plans     map[string]*Plan
+}
+
+// Provider is an upstream API and its credential.
+type Provider struct {
+	Name string `yaml:"name"`
+	// Type is openai (also any OpenAI-compatible server), azure, anthropic or gemini.
+	Type    string `yaml:"type"`
+	BaseURL string `yaml:"base_url"`
+	// APIKey is the credential; ${VAR} expands from the environment. Never logged.
+	APIKey Secret `yaml:"api_key"`
+	// APIVersion is Azure's api-version (default 2024-10-21) or Anthropic's
+	// anthropic-version header (default 2023-06-01).
+	APIVersion string `yaml:"api_version"`
+	// Enabled is an administrator's switch; a disabled provider serves nothing.
+	// Default true.
+	Enabled *bool `yaml:"enabled"`
+}
+
+// IsEnabled reports the administrator's switch (true unless set to false).
+func (p *Provider) IsEnabled() bool { return p.Enabled == nil || *p.Enabled }
+
+// Secret is a credential that never prints itself.
+type Secret string
+
+// String hides the value.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// GoString hides the value from %#v too.
+func (s Secret) GoString() string { return s.String() }
+
+// Reveal returns the credential for the one place that sends it upstream.
+func (s Secret) Reveal() string { return string(s) }
+
+// Model is a public model id, its limits and prices, and the deployments that
+// serve it.
+type Model struct {
+	ID string `yaml:"id"`
+	// MaxTokens is the model's maximum for max_tokens.
+	MaxTokens             int          `yaml:"max_tokens"`
+	InputPricePerMillion  money.Nanos  `yaml:"input_price_per_million"`
+	OutputPricePerMillion money.Nanos  `yaml:"output_price_per_million"`
+	Deployments           []Deployment `yaml:"deployments"`
+}
+
+// Deployment is one provider serving a model under the provider's own name.
+type Deployment struct {
+	Provider string `yaml:"provider"`
+	// Model is the provider's name for the model (Azure: the deployment name).
+	Model string `yaml:"model"`
+	// Priority: lower is tried first; default 0.
+	Priority int `yaml:"priority"`
+	// Weight balances deployments of equal priority; default 1.
+	Weight int `yaml:"weight"`
+
+	// ID is assigned by Parse: contract.DeploymentID(model, index).
+	ID string `yaml:"-"`
+}
+
+// Plan is a subscription plan.
+type Plan struct {
+	Name string `yaml:"name"`
+	// DefaultRPM applies to keys whose Rate Limit is Off; 0 means unlimited.
+	DefaultRPM int `yaml:"default_rpm"`
+	// Models are the model ids the plan may use; "*" means every model.
+	Models []string `yaml:"models"`
+}
+
+// AllowsModel reports whether the plan covers the model id.
+func (p *Plan) AllowsModel(id string) bool {
+	for _, m := range p.Models {
+		if m == "*" || m == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Provider returns the named provider.
+func (c *Config) Provider(name string) (*Provider, bool) {
+	p, ok := c.providers[name]
+	return p, ok
+}
+
+// Model returns the public model with this id.
+func (c *Config) Model(id string) (*Model, bool) {
+	m, ok := c.models[id]
+	return m, ok
+}
+
+// Plan returns the named plan.
+func (c *Config) Plan(name string) (*Plan, bool) {
+	p, ok := c.plans[name]
+	return p, ok
+}
+
+// Deployment finds a deployment by its ID, with its model and provider.
+func (c *Config) Deployment(id string) (*Model, *Deployment, *Provider, bool) {
+	modelID, _, ok := strings.Cut(id, "#")
+	if !ok {
+		return nil, nil, nil, false
+	}
+	m, ok := c.models[modelID]
+	if !ok {
+		return nil, nil, nil, false
+	}
+	for i := range m.Deployments {
+		d := &m.Deployments[i]
+		if d.ID == id {
+			p := c.providers[d.Provider]
+			return m, d, p, true
+		}
+	}
+	return nil, nil, nil, false
+}
+
+// Load reads and parses the file at path, expanding ${VAR} from the process
+// environment.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(data, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// envRef matches ${VAR} and ${VAR:-default}.
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}`)
+
+// Parse decodes and validates a configuration. ${VAR} references in the text
+// are expanded with lookup; a reference to an unset variable is an error,
+// unless it names a default: ${VAR:-default} (the default may be empty).
+// Every error names the field it is about.
+func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, errors.New("config: the file is empty")
+	}
+	// Expand ${VAR} inside scalars only, so a value with characters YAML
+	// treats specially (a '#' or ': ' in a credential) cannot change the
+	// document's structure.
+	var missing []string
+	expandScalars(&doc, func(s string) string {
+		return envRef.ReplaceAllStringFunc(s, func(ref string) string {
+			m := envRef.FindStringSubmatch(ref)
+			name, def := m[1], m[2]
+			v, ok := lookup(name)
+			switch {
+			case ok && v != "":
+				return v
+			case def != "":
+				return def[2:] // ${VAR:-default}: unset or empty gives the default
+			case ok:
+				return v
+			}
+			missing = append(missing, name)
+			return ""
+		})
+	})
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("config: environment variable %s is not set", strings.Join(missing, ", "))
+	}
+	expanded, err := yaml.Marshal(&doc)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(expanded))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func expandScalars(n *yaml.Node, f func(string) string) {
+	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
+		n.Value = f(n.Value)
+		n.Tag, n.Style = "", 0 // let the expanded text resolve (and quote itself) as YAML would
+	}
+	for _, c := range n.Content {
+		expandScalars(c, f)
+	}
+}
+
+func (c *Config) validate() error {
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = apikey.DefaultPrefix
+	}
+	if !apikey.ValidPrefix(c.KeyPrefix) {
+		return fieldErr("key_prefix", "must match [a-z0-9]{1,16}, got %q", c.KeyPrefix)
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxBodyBytes < 1024 {
+		return fieldErr("max_body_bytes", "must be at least 1024, got %d", c.MaxBodyBytes)
+	}
+
+	c.providers = make(map[string]*Provider, len(c.Providers))
+	for i := range c.Providers {
+		p := &c.Providers[i]
+		f := fmt.Sprintf("providers[%d]", i)
+		if p.Name == "" {
+			return fieldErr(f+".name", "is required")
+		}
+		f = fmt.Sprintf("providers[%d] (%s)", i, p.Name)
+		if _, dup := c.providers[p.Name]; dup {
+			return fieldErr(f+".name", "%q is defined twice", p.Name)
+		}
+		switch p.Type {
+		case TypeOpenAI, TypeAzure, TypeAnthropic, TypeGemini:
+		case "":
+			return fieldErr(f+".type", "is required (openai, azure, anthropic or gemini)")
+		default:
+			return fieldErr(f+".type", "must be openai, azure, anthropic or gemini, got %q", p.Type)
+		}
+		if p.BaseURL == "" {
+			return fieldErr(f+".base_url", "is required")
+		}
+		u, err := url.Parse(p.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fieldErr(f+".base_url", "must be an http(s) URL without query, got %q", p.BaseURL)
+		}
+		p.BaseURL = strings.TrimRight(p.BaseURL, "/")
+		if p.Type == TypeAzure && p.APIVersion == "" {
+			p.APIVersion = DefaultAzureVersion
+		}
+		if p.Type == TypeAnthropic && p.APIVersion == "" {
+			p.APIVersion = "2023-06-01"
+		}
+		c.providers[p.Name] = p
+	}
+
+	c.models = make(map[string]*Model, len(c.Models))
+	for i := range c.Models {
+		m := &c.Models[i]
+		f := fmt.Sprintf("models[%d]", i)
+		if m.ID == "" {
+			return fieldErr(f+".id", "is required")
+		}
+		f = fmt.Sprintf("models[%d] (%s)", i, m.ID)
+		if strings.ContainsAny(m.ID, "#\x00\r\n") || len(m.ID) > 256 {
+			return fieldErr(f+".id", "must not contain '#' or control characters, nor exceed 256 bytes")
+		}
+		if _, dup := c.models[m.ID]; dup {
+			return fieldErr(f+".id", "%q is defined twice", m.ID)
+		}
+		if m.MaxTokens < 1 {
+			return fieldErr(f+".max_tokens", "must be at least 1")
+		}
+		if m.InputPricePerMillion < 0 {
+			return fieldErr(f+".input_price_per_million", "must not be negative")
+		}
+		if m.OutputPricePerMillion < 0 {
+			return fieldErr(f+".output_price_per_million", "must not be negative")
+		}
+		if len(m.Deployments) == 0 {
+			return fieldErr(f+".deployments", "needs at least one deployment")
+		}
+		for j := range m.Deployments {
+			d := &m.Deployments[j]
+			df := fmt.Sprintf("%s.deployments[%d]", f, j)
+			if d.Provider == "" {
+				return fieldErr(df+".provider", "is required")
+			}
+			if _, ok := c.providers[d.Provider]; !ok {
+				return fieldErr(df+".provider", "names unknown provider %q", d.Provider)
+			}
+			if d.Model == "" {
+				return fieldErr(df+".model", "is required (the provider's name for the model)")
+			}
+			if d.Priority < 0 {
+				return fieldErr(df+".priority", "must not be negative")
+			}
+			if d.Weight == 0 {
+				d.Weight = 1
+			}
+			if d.Weight < 0 || d.Weight > 128 {
+				return fieldErr(df+".weight", "must be between 1 and 128")
+			}
+			d.ID = m.ID + "#" + fmt.Sprint(j)
+		}
+		c.models[m.ID] = m
+	}
+
+	c.plans = make(map[string]*Plan, len(c.Plans))
+	if len(c.Plans) == 0 {
+		return fieldErr("plans", "needs at least one plan")
+	}
+	for i := range c.Plans {
+		p := &c.Plans[i]
+		f := fmt.Sprintf("plans[%d]", i)
+		if p.Name == "" {
+			return fieldErr(f+".name", "is required")
+		}
+		f = fmt.Sprintf("plans[%d] (%s)", i, p.Name)
+		if _, dup := c.plans[p.Name]; dup {
+			return fieldErr(f+".name", "%q is defined twice", p.Name)
+		}
+		if p.DefaultRPM < 0 {
+			return fieldErr(f+".default_rpm", "must not be negative (0 means unlimited)")
+		}
+		for j, m := range p.Models {
+			if m == "*" {
+				continue
+			}
+			if _, ok := c.models[m]; !ok {
+				return fieldErr(fmt.Sprintf("%s.models[%d]", f, j), "names unknown model %q", m)
+			}
+		}
+		c.plans[p.Name] = p
+	}
+	return nil
+}
+
+// FieldError is a validation error about one field of the file.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return "config: " + e.Field + ": " + e.Msg }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// UnmarshalYAML reads a dollar amount exactly from the scalar's text, so
+// 0.15 is 150,000,000 nano-dollars, not a float's neighbour.
+func unmarshalNanos(value *yaml.Node) (money.Nanos, error) {
+	if value.Kind != yaml.ScalarNode {
+		return 0, fmt.Errorf("line %d: a price must be a number of dollars", value.Line)
+	}
+	n, err := money.ParseUSD(value.Value)
+	if err != nil {
+		return 0, fmt.Errorf("line %d: %w", value.Line, err)
+	}
+	return n, nil
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler for Model so prices are exact.
+func (m *Model) UnmarshalYAML(value *yaml.Node) error {
+	type plain struct {
+		ID                    string       `yaml:"id"`
+		MaxTokens             int          `yaml:"max_tokens"`
+		InputPricePerMillion  yaml.Node    `yaml:"input_price_per_million"`
+		OutputPricePerMillion yaml.Node    `yaml:"output_price_per_million"`
+		Deployments           []Deployment `yaml:"deployments"`
+	}
+	// Decode does not apply the decoder's KnownFields here, so check the
+	// field names ourselves: a misspelt price must not be silently free.
+	if value.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(value.Content); i += 2 {
+			switch k := value.Content[i].Value; k {
+			case "id", "max_tokens", "input_price_per_million", "output_price_per_million", "deployments":
+			default:
+				return fmt.Errorf("line %d: field %s not found in type config.Model", value.Content[i].Line, k)
+			}
+		}
+	}
+	var p plain
+	if err := value.Decode(&p); err != nil {
+		return err
+	}
+	m.ID, m.MaxTokens, m.Deployments = p.ID, p.MaxTokens, p.Deployments
+	for _, price := range []struct {
+		node *yaml.Node
+		dst  *money.Nanos
+		name string
+	}{{&p.InputPricePerMillion, &m.InputPricePerMillion, "input_price_per_million"}, {&p.OutputPricePerMillion, &m.OutputPricePerMillion, "output_price_per_million"}} {
+		if price.node.Kind == 0 {
+			continue // absent: free
+		}
+		n, err := unmarshalNanos(price.node)
+		if err != nil {
+			return fmt.Errorf("model %q: %s: %w", p.ID, price.name, err)
+		}
+		*price.dst = n
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/money"
+)
+
+const valid = `
+providers:
+  - name: openai
+    type: openai
+    base_url: https://api.openai.com/v1/
+    api_key: ${OPENAI_API_KEY}
+  - name: az
+    type: azure
+    base_url: https://res.openai.azure.com
+    api_key: k
+models:
+  - id: gpt-4o-mini
+    max_tokens: 16384
+    input_price_per_million: 0.15
+    output_price_per_million: 0.60
+    deployments:
+      - provider: openai
+        model: gpt-4o-mini
+      - provider: az
+        model: my-deployment
+        priority: 1
+        weight: 3
+plans:
+  - name: pro
+    models: ["*"]
+  - name: free
+    default_rpm: 20
+    models: [gpt-4o-mini]
+`
+
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := vars[k]
+		return v, ok
+	}
+}
+
+func TestValidConfigGetsDefaultsAndExactPrices(t *testing.T) {
+	c, err := Parse([]byte(valid), env(map[string]string{"OPENAI_API_KEY": "sk-test"}))
+	require.NoError(t, err)
+	assert.Equal(t, "tg", c.KeyPrefix)
+	assert.Equal(t, DefaultMaxBodyBytes, c.MaxBodyBytes)
+	p, ok := c.Provider("openai")
+	require.True(t, ok)
+	assert.Equal(t, "https://api.openai.com/v1", p.BaseURL, "a trailing slash is dropped")
+	assert.Equal(t, "sk-test", p.APIKey.Reveal())
+	az, _ := c.Provider("az")
+	assert.Equal(t, DefaultAzureVersion, az.APIVersion)
+	m, ok := c.Model("gpt-4o-mini")
+	require.True(t, ok)
+	assert.Equal(t, money.Nanos(150_000_000), m.InputPricePerMillion)
+	assert.Equal(t, money.Nanos(600_000_000), m.OutputPricePerMillion)
+	assert.Equal(t, 1, m.Deployments[0].Weight, "weight defaults to 1")
+	assert.Equal(t, "gpt-4o-mini#1", m.Deployments[1].ID)
+	dm, d, dp, ok := c.Deployment("gpt-4o-mini#1")
+	require.True(t, ok)
+	assert.Equal(t, "gpt-4o-mini", dm.ID)
+	assert.Equal(t, "my-deployment", d.Model)
+	assert.Equal(t, "az", dp.Name)
+	free, _ := c.Plan("free")
+	assert.True(t, free.AllowsModel("gpt-4o-mini"))
+	assert.False(t, free.AllowsModel("gpt-4o"))
+}
+
+func TestCredentialsNeverPrint(t *testing.T) {
+	c, err := Parse([]byte(valid), env(map[string]string{"OPENAI_API_KEY": "sk-very-secret"}))
+	require.NoError(t, err)
+	p, _ := c.Provider("openai")
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		assert.NotContains(t, strings.ReplaceAll(sprintf(format, *p), " ", ""), "sk-very-secret", format)
+	}
+}
+
+func TestEnvironmentDefaults(t *testing.T) {
+	text := strings.Replace(valid, "${OPENAI_API_KEY}", "${OPENAI_API_KEY:-fallback}", 1)
+	c, err := Parse([]byte(text), env(nil))
+	require.NoError(t, err)
+	p, _ := c.Provider("openai")
+	assert.Equal(t, "fallback", p.APIKey.Reveal())
+
+	text = strings.Replace(valid, "${OPENAI_API_KEY}", "${OPENAI_API_KEY:-}", 1)
+	c, err = Parse([]byte(text), env(nil))
+	require.NoError(t, err)
+	p, _ = c.Provider("openai")
+	assert.Equal(t, "", p.APIKey.Reveal())
+}
+
+func TestBadConfigNamesTheField(t *testing.T) {
+	tests := []struct {
+		name        string
+		from, to    string
+		env         map[string]string
+		wantInError string
+	}{
+		{"unset variable", "", "", map[string]string{}, "OPENAI_API_KEY is not set"},
+		{"unknown field", "max_tokens: 16384", "max_tokenz: 16384", nil, "max_tokenz"},
+		{"bad type", "type: azure", "type: bedrock", nil, "providers[1] (az).type"},
+		{"bad base url", "https://res.openai.azure.com", "ftp://x", nil, "providers[1] (az).base_url"},
+		{"unknown provider", "provider: az", "provider: nope", nil, "models[0] (gpt-4o-mini).deployments[1].provider"},
+		{"inexact price", "0.15", "0.0000000001", nil, "input_price_per_million"},
+		{"price not a number", "0.15", "cheap", nil, "input_price_per_million"},
+		{"negative price", "0.60", "-1", nil, "output_price_per_million"},
+		{"no max tokens", "max_tokens: 16384", "max_tokens: 0", nil, "max_tokens"},
+		{"unknown plan model", "models: [gpt-4o-mini]", "models: [gpt-5]", nil, "plans[1] (free).models[0]"},
+		{"negative rpm", "default_rpm: 20", "default_rpm: -1", nil, "default_rpm"},
+		{"duplicate provider", "name: az", "name: openai", nil, "defined twice"},
+		{"bad weight", "weight: 3", "weight: 1000", nil, "weight"},
+		{"bad prefix", "providers:", "key_prefix: TG\nproviders:", nil, "key_prefix"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			text := valid
+			if tt.from != "" {
+				require.Contains(t, text, tt.from)
+				text = strings.Replace(text, tt.from, tt.to, 1)
+			}
+			vars := tt.env
+			if vars == nil {
+				vars = map[string]string{"OPENAI_API_KEY": "k"}
+			}
+			_, err := Parse([]byte(text), env(vars))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wantInError)
+		})
+	}
+	_, err := Parse([]byte(""), env(nil))
+	assert.ErrorContains(t, err, "empty")
+}
+
+func TestTheExampleConfigsParse(t *testing.T) {
+	for _, path := range []string{"../examples/config.yaml"} {
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		_, err = Parse(data, env(nil))
+		assert.NoError(t, err, path)
+	}
+}
+
+func sprintf(format string, v any) string { return fmtSprintf(format, v) }
+
+var fmtSprintf = fmt.Sprintf
