@@ -1,0 +1,81 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// The store's SQL is written once, against the small adapter below, and runs
+// unchanged on PostgreSQL (pgxpool) and SQLite (database/sql). Both accept
+// $1-style placeholders. Arguments are limited to string, int64, bool,
+// []byte, time.Time and nil; each adapter maps time.Time to its column type.
+// Scan destinations of type *time.Time and **time.Time always come back in UTC.
+
+// scanner reads one row's columns into dest.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// querier runs statements. Errors come back already mapped to the package's
+// sentinels where one applies: no row → ErrNotFound, a unique violation →
+// ErrConflict, a missing foreign row → ErrNotFound.
+type querier interface {
+	// exec runs a statement and returns how many rows it changed.
+	exec(ctx context.Context, sql string, args ...any) (int64, error)
+	// queryRow runs a statement that returns at most one row.
+	queryRow(ctx context.Context, sql string, args ...any) scanner
+	// queryEach calls fn for every row the statement returns.
+	queryEach(ctx context.Context, sql string, args []any, fn func(scanner) error) error
+}
+
+// database is one open database.
+type database interface {
+	// read runs statements that only read.
+	read() querier
+	// write runs single statements that write, outside a transaction.
+	write() querier
+	// inTx runs fn in one transaction, committed if fn returns nil and
+	// rolled back otherwise.
+	inTx(ctx context.Context, fn func(querier) error) error
+	// notify announces c to every listener as part of q's transaction: it is
+	// delivered if the transaction commits and dropped if it rolls back. A
+	// database without notifications does nothing.
+	notify(ctx context.Context, q querier, c Change) error
+	// listen implements Store.Subscribe.
+	listen(ctx context.Context, fn func(Change)) error
+	close()
+}
+
+// dbTime is the form every time takes before it is stored: UTC, with
+// microsecond precision (PostgreSQL's), so what is read back equals what was
+// written.
+func dbTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// dbTimePtr is dbTime for an optional time; nil stays SQL NULL.
+func dbTimePtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return dbTime(*t)
+}
+
+// utcTimes moves the times scanned into dest to UTC.
+func utcTimes(dest []any) {
+	for _, d := range dest {
+		switch p := d.(type) {
+		case *time.Time:
+			*p = p.UTC()
+		case **time.Time:
+			if *p != nil {
+				u := (*p).UTC()
+				*p = &u
+			}
+		}
+	}
+}
+
+// errTx wraps the failure to begin or commit a transaction.
+func errTx(step string, err error) error {
+	return fmt.Errorf("%s transaction: %w", step, err)
+}

@@ -1,0 +1,204 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tollgate/tollgate/apikey"
+)
+
+const keyColumns = `id, account_id, description, rate_limit_rpm, ip_restrictions, models,
+	expires_at, enabled, hint, created_at, last_used_at`
+
+func scanKey(row scanner) (Key, error) {
+	var (
+		k      Key
+		rpm    *int64
+		ips    string
+		models *string
+	)
+	err := row.Scan(&k.ID, &k.AccountID, &k.Description, &rpm, &ips, &models,
+		&k.ExpiresAt, &k.Enabled, &k.Hint, &k.CreatedAt, &k.LastUsedAt)
+	if err != nil {
+		return Key{}, err
+	}
+	if rpm != nil {
+		n := int(*rpm)
+		k.RateLimitRPM = &n
+	}
+	if err := json.Unmarshal([]byte(ips), &k.IPRestrictions); err != nil {
+		return Key{}, fmt.Errorf("key %s: ip_restrictions: %w", k.ID, err)
+	}
+	if k.IPRestrictions == nil {
+		k.IPRestrictions = []string{}
+	}
+	if models != nil {
+		if err := json.Unmarshal([]byte(*models), &k.Models); err != nil {
+			return Key{}, fmt.Errorf("key %s: models: %w", k.ID, err)
+		}
+		if k.Models == nil {
+			k.Models = []string{}
+		}
+	}
+	return k, nil
+}
+
+// keyOptionArgs are the editable options as arguments, in the order
+// description, rate_limit_rpm, ip_restrictions, models, expires_at, enabled.
+func keyOptionArgs(k Key) ([]any, error) {
+	var rpm any
+	if k.RateLimitRPM != nil {
+		rpm = int64(*k.RateLimitRPM)
+	}
+	ips := k.IPRestrictions
+	if ips == nil {
+		ips = []string{}
+	}
+	ipsJSON, err := json.Marshal(ips)
+	if err != nil {
+		return nil, fmt.Errorf("ip restrictions: %w", err)
+	}
+	var models any // nil: All Models
+	if k.Models != nil {
+		b, err := json.Marshal(k.Models)
+		if err != nil {
+			return nil, fmt.Errorf("models: %w", err)
+		}
+		models = string(b)
+	}
+	return []any{k.Description, rpm, string(ipsJSON), models, dbTimePtr(k.ExpiresAt), k.Enabled}, nil
+}
+
+// CreateKey announces the new key: another replica may have cached its
+// secret as unknown.
+func (s *sqlStore) CreateKey(ctx context.Context, k Key, hash apikey.Hash) (Key, error) {
+	id, err := newID(s.random, keyIDPrefix)
+	if err != nil {
+		return Key{}, fmt.Errorf("store: create key: %w", err)
+	}
+	opts, err := keyOptionArgs(k)
+	if err != nil {
+		return Key{}, fmt.Errorf("store: create key: %w", err)
+	}
+	args := append([]any{id, k.AccountID, hash[:], k.Hint, dbTime(s.now())}, opts...)
+	var out Key
+	err = s.changeTx(ctx, Change{Kind: ChangeKey, ID: id}, func(q querier) error {
+		var err error
+		out, err = scanKey(q.queryRow(ctx,
+			`INSERT INTO keys (id, account_id, secret_hash, hint, created_at,
+				description, rate_limit_rpm, ip_restrictions, models, expires_at, enabled)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			RETURNING `+keyColumns,
+			args...))
+		return err
+	})
+	if err != nil {
+		return Key{}, fmt.Errorf("store: create key: %w", err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) KeyByHash(ctx context.Context, hash apikey.Hash) (Key, error) {
+	k, err := scanKey(s.db.read().queryRow(ctx,
+		`SELECT `+keyColumns+` FROM keys WHERE secret_hash = $1 AND deleted_at IS NULL`, hash[:]))
+	if err != nil {
+		return Key{}, fmt.Errorf("store: key by hash: %w", err)
+	}
+	return k, nil
+}
+
+func (s *sqlStore) KeyByID(ctx context.Context, id string) (Key, error) {
+	k, err := scanKey(s.db.read().queryRow(ctx,
+		`SELECT `+keyColumns+` FROM keys WHERE id = $1 AND deleted_at IS NULL`, id))
+	if err != nil {
+		return Key{}, fmt.Errorf("store: key by id: %w", err)
+	}
+	return k, nil
+}
+
+func (s *sqlStore) ListKeys(ctx context.Context, accountID string) ([]Key, error) {
+	keys := []Key{}
+	err := s.db.read().queryEach(ctx,
+		`SELECT `+keyColumns+` FROM keys WHERE account_id = $1 AND deleted_at IS NULL
+		ORDER BY created_at DESC, id DESC`,
+		[]any{accountID},
+		func(row scanner) error {
+			k, err := scanKey(row)
+			keys = append(keys, k)
+			return err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("store: list keys: %w", err)
+	}
+	return keys, nil
+}
+
+// UpdateKey announces the change to other replicas' caches.
+func (s *sqlStore) UpdateKey(ctx context.Context, k Key) (Key, error) {
+	opts, err := keyOptionArgs(k)
+	if err != nil {
+		return Key{}, fmt.Errorf("store: update key: %w", err)
+	}
+	var out Key
+	err = s.changeTx(ctx, Change{Kind: ChangeKey, ID: k.ID}, func(q querier) error {
+		var err error
+		out, err = scanKey(q.queryRow(ctx,
+			`UPDATE keys SET description = $2, rate_limit_rpm = $3, ip_restrictions = $4,
+				models = $5, expires_at = $6, enabled = $7
+			WHERE id = $1 AND deleted_at IS NULL
+			RETURNING `+keyColumns,
+			append([]any{k.ID}, opts...)...))
+		return err
+	})
+	if err != nil {
+		return Key{}, fmt.Errorf("store: update key: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteKey announces the deletion to other replicas' caches.
+func (s *sqlStore) DeleteKey(ctx context.Context, id string) error {
+	err := s.changeTx(ctx, Change{Kind: ChangeKey, ID: id}, func(q querier) error {
+		n, err := q.exec(ctx,
+			`UPDATE keys SET secret_hash = NULL, deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL`,
+			id, dbTime(s.now()))
+		if err == nil && n == 0 {
+			err = ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: delete key: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlStore) TouchKeys(ctx context.Context, lastUsed map[string]time.Time) error {
+	if len(lastUsed) == 0 {
+		return nil
+	}
+	// A fixed order keeps concurrent batches from deadlocking on PostgreSQL.
+	ids := make([]string, 0, len(lastUsed))
+	for id := range lastUsed {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	err := s.db.inTx(ctx, func(q querier) error {
+		for _, id := range ids {
+			if _, err := q.exec(ctx,
+				`UPDATE keys SET last_used_at = $2
+				WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $2)`,
+				id, dbTime(lastUsed[id])); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: touch keys: %w", err)
+	}
+	return nil
+}

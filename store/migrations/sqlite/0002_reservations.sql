@@ -1,0 +1,18 @@
+-- Balance reservations: money set aside for requests in flight, so that
+-- concurrent requests cannot overdraw an account. The available balance is
+-- balance_nanos - reserved_nanos; reserved_nanos is the sum of the account's
+-- rows in reservations, kept in step by the same transactions.
+
+ALTER TABLE accounts
+    ADD COLUMN reserved_nanos INTEGER NOT NULL DEFAULT 0 CHECK (reserved_nanos >= 0);
+
+CREATE TABLE reservations (
+    id           TEXT PRIMARY KEY,
+    account_id   TEXT NOT NULL REFERENCES accounts (id),
+    amount_nanos INTEGER NOT NULL CHECK (amount_nanos > 0),
+    expires_at   TEXT NOT NULL,
+    created_at   TEXT NOT NULL
+) STRICT;
+
+-- For ReleaseExpired.
+CREATE INDEX reservations_expires ON reservations (expires_at);

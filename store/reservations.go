@@ -1,0 +1,176 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/tollgate/tollgate/money"
+)
+
+// Lock order. Every transaction that writes reservations or balances takes
+// its PostgreSQL row locks in the same order: usage records, then
+// reservations (by ID), then accounts (by ID). So concurrent Reserve,
+// Release, ReleaseExpired and RecordUsage never deadlock: a transaction that
+// holds an account's lock waits for nothing else.
+
+// Reserve inserts the reservation first (a missing account fails its foreign
+// key: ErrNotFound; a taken ID fails its primary key: ErrConflict), then
+// raises reserved_nanos only if the available balance covers amount. On
+// PostgreSQL the conditional UPDATE waits for any concurrent one on the same
+// account and re-checks its condition against the committed row, so two
+// Reserves never both spend the same money.
+func (s *sqlStore) Reserve(ctx context.Context, accountID, reservationID string, amount money.Nanos, expiresAt time.Time) error {
+	if reservationID == "" {
+		return errors.New("store: reserve: no reservation ID")
+	}
+	if amount <= 0 {
+		return fmt.Errorf("store: reserve: amount %d is not positive", amount)
+	}
+	err := s.db.inTx(ctx, func(q querier) error {
+		if _, err := q.exec(ctx,
+			`INSERT INTO reservations (id, account_id, amount_nanos, expires_at, created_at)
+			VALUES ($1, $2, $3, $4, $5)`,
+			reservationID, accountID, int64(amount), dbTime(expiresAt), dbTime(s.now())); err != nil {
+			return err
+		}
+		n, err := q.exec(ctx,
+			`UPDATE accounts SET reserved_nanos = reserved_nanos + $2
+			WHERE id = $1 AND balance_nanos - reserved_nanos >= $2`,
+			accountID, int64(amount))
+		if err != nil {
+			return err
+		}
+		if n == 0 { // the account exists: the foreign key said so
+			return ErrInsufficientBalance
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: reserve: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlStore) Release(ctx context.Context, reservationID string) error {
+	err := s.db.inTx(ctx, func(q querier) error {
+		changes := accountChanges{}
+		if err := changes.release(ctx, q, reservationID); err != nil {
+			return err
+		}
+		return changes.apply(ctx, q)
+	})
+	if err != nil {
+		return fmt.Errorf("store: release: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlStore) ReleaseExpired(ctx context.Context, now time.Time) (int, error) {
+	var released int
+	err := s.db.inTx(ctx, func(q querier) error {
+		var ids []string
+		err := q.queryEach(ctx,
+			`SELECT id FROM reservations WHERE expires_at <= $1 ORDER BY id`,
+			[]any{dbTime(now)},
+			func(row scanner) error {
+				var id string
+				err := row.Scan(&id)
+				ids = append(ids, id)
+				return err
+			})
+		if err != nil {
+			return err
+		}
+		// Each reservation is deleted by its own statement, in ID order
+		// (see Lock order); one freed meanwhile by another transaction is
+		// simply not counted.
+		changes := accountChanges{}
+		for _, id := range ids {
+			if err := changes.release(ctx, q, id); err != nil {
+				return err
+			}
+		}
+		released = changes.released
+		return changes.apply(ctx, q)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: release expired: %w", err)
+	}
+	return released, nil
+}
+
+// accountChanges gathers what a transaction does to account balances, so
+// that each account is updated once, in ID order, after every other lock
+// was taken.
+type accountChanges struct {
+	byAccount map[string]accountChange
+	// released counts the reservations freed.
+	released int
+}
+
+// accountChange is what one account's UPDATE subtracts.
+type accountChange struct {
+	debit   int64 // from balance_nanos
+	release int64 // from reserved_nanos
+}
+
+// debit charges amount to the account.
+func (c *accountChanges) debit(accountID string, amount money.Nanos) {
+	if c.byAccount == nil {
+		c.byAccount = map[string]accountChange{}
+	}
+	ch := c.byAccount[accountID]
+	ch.debit += int64(amount)
+	c.byAccount[accountID] = ch
+}
+
+// release deletes the reservation, if it still exists, and notes the
+// amount its account gets back.
+func (c *accountChanges) release(ctx context.Context, q querier, reservationID string) error {
+	var (
+		accountID string
+		amount    int64
+	)
+	err := q.queryRow(ctx,
+		`DELETE FROM reservations WHERE id = $1 RETURNING account_id, amount_nanos`,
+		reservationID).Scan(&accountID, &amount)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("release reservation %s: %w", reservationID, err)
+	}
+	if c.byAccount == nil {
+		c.byAccount = map[string]accountChange{}
+	}
+	ch := c.byAccount[accountID]
+	ch.release += amount
+	c.byAccount[accountID] = ch
+	c.released++
+	return nil
+}
+
+// apply updates each changed account, in ID order.
+func (c *accountChanges) apply(ctx context.Context, q querier) error {
+	for _, id := range slices.Sorted(maps.Keys(c.byAccount)) {
+		ch := c.byAccount[id]
+		if ch == (accountChange{}) {
+			continue
+		}
+		n, err := q.exec(ctx,
+			`UPDATE accounts SET balance_nanos = balance_nanos - $2, reserved_nanos = reserved_nanos - $3
+			WHERE id = $1`,
+			id, ch.debit, ch.release)
+		if err != nil {
+			return fmt.Errorf("update account %s: %w", id, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("update account %s: %w", id, ErrNotFound)
+		}
+	}
+	return nil
+}

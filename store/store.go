@@ -1,0 +1,226 @@
+// Package store keeps Tollgate's accounts, API keys and usage records in
+// PostgreSQL (pgx/v5) or, by default, an embedded SQLite file, behind one
+// interface. Money is integer nano-dollars; secrets are stored only as hashes.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/money"
+)
+
+// Sentinel errors. Callers test them with errors.Is.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("already exists")
+	// ErrInsufficientBalance is Reserve's answer when the account's
+	// available balance (Balance − Reserved) is below the amount.
+	ErrInsufficientBalance = errors.New("insufficient balance")
+	// ErrNotifyUnsupported is Subscribe's answer on a database that cannot
+	// announce changes to other processes (SQLite); there, cached entries
+	// expire by their TTL instead.
+	ErrNotifyUnsupported = errors.New("change notifications are not supported by this database")
+)
+
+// Account is a holder of keys and of a balance.
+type Account struct {
+	ID      string
+	Email   string
+	Plan    string
+	Balance money.Nanos
+	// Reserved is the sum of the account's live reservations; the available
+	// balance is Balance − Reserved.
+	Reserved  money.Nanos
+	CreatedAt time.Time
+}
+
+// Key is an API key's options and read-only facts. The secret itself is never
+// here: only its hash is stored, and only the hint is shown.
+type Key struct {
+	ID          string
+	AccountID   string
+	Description string
+	// RateLimitRPM is nil when the Rate Limit is Off (the plan's default applies).
+	RateLimitRPM *int
+	// IPRestrictions are IPv4/IPv6 addresses or CIDRs; empty means no restriction.
+	IPRestrictions []string
+	// Models is nil for All Models, otherwise the allow-list.
+	Models []string
+	// ExpiresAt is nil for Never; the key is expired from this instant on.
+	ExpiresAt  *time.Time
+	Enabled    bool
+	Hint       string
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+}
+
+// Key statuses, as shown on the wire.
+const (
+	StatusEnabled  = "enabled"
+	StatusDisabled = "disabled"
+	StatusExpired  = "expired"
+)
+
+// Status derives the key's status from its flag and the clock: expiry is
+// never stored, so moving ExpiresAt forward revives a key.
+func (k Key) Status(now time.Time) string {
+	switch {
+	case !k.Enabled:
+		return StatusDisabled
+	case k.Expired(now):
+		return StatusExpired
+	default:
+		return StatusEnabled
+	}
+}
+
+// Expired reports whether the key's expiry has been reached at now.
+func (k Key) Expired(now time.Time) bool {
+	return k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)
+}
+
+// UsageRecord is one request's outcome: written once for every completed,
+// failed or cut-off request that got past authentication.
+type UsageRecord struct {
+	// ID makes writing idempotent: a record with an ID already stored is
+	// skipped, and so is its debit.
+	ID               string
+	KeyID            string
+	AccountID        string
+	Model            string
+	Provider         string
+	PromptTokens     int64
+	CompletionTokens int64
+	Cost             money.Nanos
+	// Status is the outcome: the HTTP status the client got, except for an
+	// answer that began (200) and did not end: 499 when the client left,
+	// 502 when the provider broke off.
+	Status int
+	// ErrorCode is the OpenAI-shaped error code, empty on success.
+	ErrorCode string
+	Latency   time.Duration
+	CreatedAt time.Time
+	// Estimated is true when the tokens were counted by Tollgate, not reported
+	// by the provider.
+	Estimated bool
+	// ReservationID, when set, names the reservation made for this request:
+	// writing the record releases it, in the same transaction as the debit.
+	// A reservation already gone (released or expired) is no error.
+	ReservationID string
+}
+
+// ModelUsage is one model's share of a key's usage.
+type ModelUsage struct {
+	Model            string
+	Requests         int64
+	PromptTokens     int64
+	CompletionTokens int64
+	Cost             money.Nanos
+}
+
+// UsageSummary totals a key's usage records.
+type UsageSummary struct {
+	TotalRequests    int64
+	ErrorRequests    int64 // records with Status >= 400
+	PromptTokens     int64
+	CompletionTokens int64
+	Cost             money.Nanos
+	ByModel          []ModelUsage // sorted by model id
+}
+
+// Change names what another replica may hold stale: one key or one account,
+// or, with Kind ChangeAll, anything at all.
+type Change struct {
+	// Kind is ChangeKey, ChangeAccount or ChangeAll.
+	Kind string
+	// ID is the key's or account's ID; empty for ChangeAll.
+	ID string
+}
+
+// Change kinds.
+const (
+	// ChangeKey: a key was created, edited or deleted.
+	ChangeKey = "key"
+	// ChangeAccount: an account was credited (or debited by CreditAccount).
+	// Usage and reservations change balances without announcing it.
+	ChangeAccount = "account"
+	// ChangeAll: changes may have been missed, so drop everything cached.
+	// Subscribe sends it each time it starts (or resumes) listening.
+	ChangeAll = "all"
+)
+
+// Store is everything Tollgate keeps. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// CreateAccount stores a new account; ID and CreatedAt are assigned.
+	// ErrConflict if the email is taken.
+	CreateAccount(ctx context.Context, a Account) (Account, error)
+	AccountByEmail(ctx context.Context, email string) (Account, error)
+	AccountByID(ctx context.Context, id string) (Account, error)
+	// CreditAccount adds amount (which may be negative) to the balance and
+	// returns the account as it is afterwards.
+	CreditAccount(ctx context.Context, accountID string, amount money.Nanos) (Account, error)
+
+	// CreateKey stores a new key with the hash of its secret; ID and
+	// CreatedAt are assigned. The account must exist (ErrNotFound).
+	CreateKey(ctx context.Context, k Key, hash apikey.Hash) (Key, error)
+	// KeyByHash finds a live (not deleted) key by its secret's hash.
+	KeyByHash(ctx context.Context, hash apikey.Hash) (Key, error)
+	KeyByID(ctx context.Context, id string) (Key, error)
+	// ListKeys returns an account's keys, newest first.
+	ListKeys(ctx context.Context, accountID string) ([]Key, error)
+	// UpdateKey replaces the editable options (Description, RateLimitRPM,
+	// IPRestrictions, Models, ExpiresAt, Enabled) of the key with k.ID.
+	UpdateKey(ctx context.Context, k Key) (Key, error)
+	// DeleteKey removes the key and its secret hash at once; its usage
+	// records stay.
+	DeleteKey(ctx context.Context, id string) error
+	// TouchKeys sets LastUsedAt for many keys at once, never moving it back.
+	TouchKeys(ctx context.Context, lastUsed map[string]time.Time) error
+
+	// RecordUsage writes the records, debits each account by each record's
+	// cost and releases each record's reservation (if it still exists), all
+	// in one transaction. A record whose ID is already stored is skipped
+	// together with its debit and its release, so a retried batch never
+	// charges or releases twice.
+	RecordUsage(ctx context.Context, records []UsageRecord) error
+	// KeyUsage totals the usage records of a key (deleted or not).
+	KeyUsage(ctx context.Context, keyID string) (UsageSummary, error)
+
+	// Reserve sets amount (> 0) of the account's available balance aside
+	// under reservationID until RecordUsage or Release frees it, or
+	// ReleaseExpired does once expiresAt has passed. It fails with
+	// ErrInsufficientBalance if less than amount is available, ErrNotFound
+	// if there is no such account, and ErrConflict if reservationID is
+	// already held; a failed Reserve changes nothing. Concurrent Reserves
+	// never overdraw the account.
+	Reserve(ctx context.Context, accountID, reservationID string, amount money.Nanos, expiresAt time.Time) error
+	// Release frees a reservation without charging anything. Releasing an
+	// unknown or already freed reservation does nothing.
+	Release(ctx context.Context, reservationID string) error
+	// ReleaseExpired frees every reservation whose expiresAt is at or
+	// before now (those left by a replica that died mid-request), and
+	// returns how many it freed.
+	ReleaseExpired(ctx context.Context, now time.Time) (int, error)
+
+	// Subscribe calls fn for every key and account change made through any
+	// Store on the same database, by any process, until ctx ends; then it
+	// returns ctx's error. fn runs on Subscribe's goroutine, one call at a
+	// time, and should return quickly. Changes are announced when their
+	// transaction commits: by CreateKey, UpdateKey, DeleteKey and
+	// CreditAccount, not by RecordUsage, Reserve or Release (too frequent).
+	//
+	// fn gets Change{Kind: ChangeAll} whenever listening starts, and again
+	// after every reconnection (the connection to the database may drop, and
+	// Subscribe retries with backoff): changes made while not listening are
+	// lost, so anything cached before that call may be stale.
+	//
+	// Close does not stop it: cancel ctx. On a database without
+	// notifications (SQLite) it returns ErrNotifyUnsupported at once.
+	Subscribe(ctx context.Context, fn func(Change)) error
+
+	Close()
+}

@@ -1,0 +1,108 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/tollgate/tollgate/money"
+)
+
+// RecordUsage inserts the records in ID order; for each one that was new it
+// frees the record's reservation, if any is left, and charges its cost. Then
+// it updates each account once (see Lock order in reservations.go).
+func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error {
+	if len(records) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(records)
+	slices.SortFunc(sorted, func(a, b UsageRecord) int { return cmp.Compare(a.ID, b.ID) })
+	for _, r := range sorted {
+		if r.ID == "" {
+			return errors.New("store: record usage: a record has no ID")
+		}
+	}
+	now := dbTime(s.now())
+	err := s.db.inTx(ctx, func(q querier) error {
+		changes := accountChanges{}
+		var reservations []string
+		for _, r := range sorted {
+			created := now
+			if !r.CreatedAt.IsZero() {
+				created = dbTime(r.CreatedAt)
+			}
+			n, err := q.exec(ctx,
+				`INSERT INTO usage_records (id, key_id, account_id, model, provider,
+					prompt_tokens, completion_tokens, cost_nanos, status, error_code,
+					latency_us, created_at, estimated)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+				ON CONFLICT (id) DO NOTHING`,
+				r.ID, r.KeyID, r.AccountID, r.Model, r.Provider,
+				r.PromptTokens, r.CompletionTokens, int64(r.Cost), int64(r.Status), r.ErrorCode,
+				r.Latency.Microseconds(), created, r.Estimated)
+			if err != nil {
+				return fmt.Errorf("record %s: %w", r.ID, err)
+			}
+			if n == 0 { // stored before: already charged and released
+				continue
+			}
+			changes.debit(r.AccountID, r.Cost)
+			if r.ReservationID != "" {
+				reservations = append(reservations, r.ReservationID)
+			}
+		}
+		slices.Sort(reservations)
+		for _, id := range slices.Compact(reservations) {
+			if err := changes.release(ctx, q, id); err != nil {
+				return err
+			}
+		}
+		return changes.apply(ctx, q)
+	})
+	if err != nil {
+		return fmt.Errorf("store: record usage: %w", err)
+	}
+	return nil
+}
+
+// KeyUsage sums a key's records per model in SQL; the totals add those sums.
+// A key with no records (or no such key) has a zero summary.
+func (s *sqlStore) KeyUsage(ctx context.Context, keyID string) (UsageSummary, error) {
+	sum := UsageSummary{ByModel: []ModelUsage{}}
+	err := s.db.read().queryEach(ctx,
+		`SELECT model,
+			COUNT(*),
+			CAST(SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS BIGINT),
+			CAST(SUM(prompt_tokens) AS BIGINT),
+			CAST(SUM(completion_tokens) AS BIGINT),
+			CAST(SUM(cost_nanos) AS BIGINT)
+		FROM usage_records
+		WHERE key_id = $1
+		GROUP BY model
+		ORDER BY model`,
+		[]any{keyID},
+		func(row scanner) error {
+			var (
+				m      ModelUsage
+				failed int64
+				cost   int64
+			)
+			if err := row.Scan(&m.Model, &m.Requests, &failed, &m.PromptTokens, &m.CompletionTokens, &cost); err != nil {
+				return err
+			}
+			m.Cost = money.Nanos(cost)
+			sum.TotalRequests += m.Requests
+			sum.ErrorRequests += failed
+			sum.PromptTokens += m.PromptTokens
+			sum.CompletionTokens += m.CompletionTokens
+			sum.Cost = money.Add(sum.Cost, m.Cost)
+			sum.ByModel = append(sum.ByModel, m)
+			return nil
+		})
+	if err != nil {
+		return UsageSummary{}, fmt.Errorf("store: key usage: %w", err)
+	}
+	return sum, nil
+}
