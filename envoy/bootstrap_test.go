@@ -1,0 +1,253 @@
+package envoy_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
+	bufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/buffer/v3"
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	previousprioritiesv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/envoy/xds"
+)
+
+// loadBootstrap decodes a bootstrap file into Envoy's proto and validates
+// it, packed extensions included.
+func loadBootstrap(t *testing.T, path string) *bootstrapv3.Bootstrap {
+	t.Helper()
+	docs := yamlDocs(t, path)
+	require.Len(t, docs, 1, "%s: one bootstrap per file", path)
+	var b bootstrapv3.Bootstrap
+	require.NoError(t, decodeInto(docs[0], &b), path)
+	_, err := validateDeep(&b)
+	require.NoError(t, err, path)
+	return &b
+}
+
+func TestEveryEnvoyYAMLIsAValidBootstrap(t *testing.T) {
+	files, err := filepath.Glob("*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		t.Run(f, func(t *testing.T) {
+			loadBootstrap(t, f)
+		})
+	}
+}
+
+// bootstrapParts is what the contract tests look at.
+type bootstrapParts struct {
+	b        *bootstrapv3.Bootstrap
+	hcm      *hcmv3.HttpConnectionManager
+	filters  []*hcmv3.HttpFilter
+	routes   map[string]*routev3.Route // by name
+	clusters map[string]*clusterv3.Cluster
+}
+
+func parts(t *testing.T) bootstrapParts {
+	t.Helper()
+	b := loadBootstrap(t, "envoy.yaml")
+	p := bootstrapParts{b: b, routes: map[string]*routev3.Route{}, clusters: map[string]*clusterv3.Cluster{}}
+	require.Len(t, b.GetStaticResources().GetListeners(), 1)
+	l := b.GetStaticResources().GetListeners()[0]
+	require.Len(t, l.GetFilterChains(), 1)
+	nf := l.GetFilterChains()[0].GetFilters()
+	require.Len(t, nf, 1)
+	p.hcm = &hcmv3.HttpConnectionManager{}
+	require.NoError(t, nf[0].GetTypedConfig().UnmarshalTo(p.hcm))
+	p.filters = p.hcm.GetHttpFilters()
+	for _, vh := range p.hcm.GetRouteConfig().GetVirtualHosts() {
+		for _, r := range vh.GetRoutes() {
+			p.routes[r.GetName()] = r
+		}
+	}
+	for _, c := range b.GetStaticResources().GetClusters() {
+		p.clusters[c.GetName()] = c
+	}
+	return p
+}
+
+func (p bootstrapParts) filter(t *testing.T, name string, m proto.Message) {
+	t.Helper()
+	for _, f := range p.filters {
+		if f.GetName() == name {
+			require.NoError(t, f.GetTypedConfig().UnmarshalTo(m))
+			return
+		}
+	}
+	t.Fatalf("no HTTP filter %q", name)
+}
+
+func TestBootstrapFilterChainOrder(t *testing.T) {
+	p := parts(t)
+	var names []string
+	for _, f := range p.filters {
+		names = append(names, f.GetName())
+	}
+	// Key check first (nothing is buffered for a stranger), then the body
+	// cap, then the router step, then the router.
+	assert.Equal(t, []string{
+		"envoy.filters.http.ext_authz",
+		"envoy.filters.http.buffer",
+		xds.FilterExtProc,
+		"envoy.filters.http.router",
+	}, names)
+	assert.Equal(t, uint32(8080), p.b.GetStaticResources().GetListeners()[0].GetAddress().GetSocketAddress().GetPortValue())
+	assert.True(t, p.hcm.GetUseRemoteAddress().GetValue(), "the peer address is the client's")
+	assert.Equal(t, hcmv3.HttpConnectionManager_AUTO, p.hcm.GetCodecType(), "HTTP/1.1 and HTTP/2")
+}
+
+func TestBootstrapAuthzFailsClosed(t *testing.T) {
+	p := parts(t)
+	var authz extauthzv3.ExtAuthz
+	p.filter(t, "envoy.filters.http.ext_authz", &authz)
+	assert.False(t, authz.GetFailureModeAllow())
+	assert.Equal(t, corev3.ApiVersion_V3, authz.GetTransportApiVersion())
+	assert.Equal(t, contract.ClusterGRPC, authz.GetGrpcService().GetEnvoyGrpc().GetClusterName())
+	assert.Nil(t, authz.GetWithRequestBody(), "the key check needs no body")
+	assert.EqualValues(t, 503, authz.GetStatusOnError().GetCode())
+}
+
+func TestBootstrapBodyLimitIsTheConfigDefault(t *testing.T) {
+	p := parts(t)
+	var buf bufferv3.Buffer
+	p.filter(t, "envoy.filters.http.buffer", &buf)
+	assert.EqualValues(t, config.DefaultMaxBodyBytes, buf.GetMaxRequestBytes().GetValue())
+}
+
+func TestBootstrapRouterStepFollowsTheContract(t *testing.T) {
+	p := parts(t)
+	var step extprocfilterv3.ExternalProcessor
+	p.filter(t, xds.FilterExtProc, &step)
+	want, err := xds.ProcessingMode(contract.RouterMode)
+	require.NoError(t, err)
+	assert.True(t, proto.Equal(want, step.GetProcessingMode()), "processing mode %v, contract says %v", step.GetProcessingMode(), want)
+	assert.True(t, proto.Equal(xds.GRPCService(contract.StepRouter), step.GetGrpcService()),
+		"the router step's gRPC service must name cluster %s and carry %s: %s", contract.ClusterGRPC, contract.HeaderStep, contract.StepRouter)
+	assert.True(t, step.GetAllowModeOverride())
+	assert.False(t, step.GetFailureModeAllow())
+	assert.GreaterOrEqual(t, step.GetMessageTimeout().AsDuration().Seconds(), 1.0, "the default 200ms is too short for a store lookup")
+	assert.ElementsMatch(t, []string{contract.DynamicMetadataNamespace, contract.RequestMetadataNamespace},
+		step.GetMetadataOptions().GetReceivingNamespaces().GetUntyped())
+}
+
+func TestBootstrapRoutesByTheClusterHeader(t *testing.T) {
+	p := parts(t)
+	for _, name := range []string{"chat-completions", "models", "api-other"} {
+		r := p.routes[name]
+		require.NotNil(t, r, name)
+		assert.Equal(t, contract.HeaderCluster, r.GetRoute().GetClusterHeader(), name)
+	}
+	assert.Equal(t, contract.PathChatCompletions, p.routes["chat-completions"].GetMatch().GetPath())
+	assert.Equal(t, contract.PathModels, p.routes["models"].GetMatch().GetPath())
+
+	chat := p.routes["chat-completions"].GetRoute()
+	assert.Zero(t, chat.GetTimeout().AsDuration(), "a completion may stream for minutes")
+	rp := chat.GetRetryPolicy()
+	assert.EqualValues(t, contract.UpstreamAttempts-1, rp.GetNumRetries().GetValue())
+	for _, on := range []string{"connect-failure", "refused-stream", "reset", "5xx", "retriable-status-codes"} {
+		assert.Contains(t, strings.Split(rp.GetRetryOn(), ","), on)
+	}
+	assert.Equal(t, []uint32{429}, rp.GetRetriableStatusCodes())
+	require.Len(t, rp.GetRetryHostPredicate(), 1)
+	assert.Equal(t, "envoy.retry_host_predicates.previous_hosts", rp.GetRetryHostPredicate()[0].GetName())
+	assert.Greater(t, rp.GetHostSelectionRetryMaxAttempts(), int64(1))
+	assert.Equal(t, "envoy.retry_priorities.previous_priorities", rp.GetRetryPriority().GetName())
+	var prio previousprioritiesv3.PreviousPrioritiesConfig
+	require.NoError(t, rp.GetRetryPriority().GetTypedConfig().UnmarshalTo(&prio))
+	assert.EqualValues(t, 1, prio.GetUpdateFrequency())
+
+	// The dashboard route skips the API-key filters, by their names in
+	// the chain.
+	dash := p.routes["dashboard"]
+	require.NotNil(t, dash)
+	assert.Equal(t, "tollgate_http", dash.GetRoute().GetCluster())
+	for _, f := range p.filters[:3] {
+		assert.Contains(t, dash.GetTypedPerFilterConfig(), f.GetName())
+	}
+}
+
+func TestBootstrapAccessLogCarriesTheUsageMetadata(t *testing.T) {
+	p := parts(t)
+	require.Len(t, p.hcm.GetAccessLog(), 1)
+	var out streamv3.StdoutAccessLog
+	require.NoError(t, p.hcm.GetAccessLog()[0].GetTypedConfig().UnmarshalTo(&out))
+	fields := out.GetLogFormat().GetJsonFormat().GetFields()
+	require.NotEmpty(t, fields)
+	assert.Equal(t, "%DYNAMIC_METADATA("+contract.DynamicMetadataNamespace+")%", fields["usage"].GetStringValue())
+	assert.Equal(t, "%DYNAMIC_METADATA("+contract.RequestMetadataNamespace+")%", fields["request"].GetStringValue())
+	for k, v := range fields {
+		assert.NotContains(t, strings.ToLower(v.GetStringValue()), "authorization", "field %s would log credentials", k)
+	}
+}
+
+func TestBootstrapReachesTollgateOverOneGRPCCluster(t *testing.T) {
+	p := parts(t)
+	c := p.clusters[contract.ClusterGRPC]
+	require.NotNil(t, c, "static cluster %s", contract.ClusterGRPC)
+	sa := c.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
+	assert.Equal(t, "tollgate", sa.GetAddress(), "the compose service")
+	assert.EqualValues(t, contract.DefaultGRPCPort, sa.GetPortValue())
+	var opts upstreamhttpv3.HttpProtocolOptions
+	require.NoError(t, c.GetTypedExtensionProtocolOptions()[xds.HTTPProtocolOptions].UnmarshalTo(&opts))
+	assert.NotNil(t, opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions(), "gRPC needs HTTP/2")
+
+	ads := p.b.GetDynamicResources().GetAdsConfig()
+	assert.Equal(t, corev3.ApiConfigSource_GRPC, ads.GetApiType())
+	require.Len(t, ads.GetGrpcServices(), 1)
+	assert.Equal(t, contract.ClusterGRPC, ads.GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName())
+	assert.NotNil(t, p.b.GetDynamicResources().GetCdsConfig().GetAds(), "clusters come over ADS")
+
+	assert.Equal(t, "127.0.0.1", p.b.GetAdmin().GetAddress().GetSocketAddress().GetAddress(), "admin is local only")
+}
+
+func TestBootstrapRejectsNoUnknownModelClusterName(t *testing.T) {
+	// Model clusters come from xDS; nothing static may use their prefix.
+	p := parts(t)
+	for name := range p.clusters {
+		assert.False(t, strings.HasPrefix(name, contract.ClusterPrefix), name)
+	}
+	assert.True(t, slices.ContainsFunc(p.filters, func(f *hcmv3.HttpFilter) bool { return f.GetName() == xds.FilterExtProc }))
+}
+
+// Envoy's own upstream failures reach the client in OpenAI's shape even
+// where ext_proc skips local replies: a mapper covers every such flag.
+func TestBootstrapMapsEnvoysUpstreamFailuresToOpenAIErrors(t *testing.T) {
+	p := parts(t)
+	var found bool
+	for _, m := range p.hcm.GetLocalReplyConfig().GetMappers() {
+		flags := m.GetFilter().GetResponseFlagFilter().GetFlags()
+		if !slices.Contains(flags, "UH") {
+			continue
+		}
+		found = true
+		for _, f := range []string{"UF", "URX", "NC"} {
+			assert.Contains(t, flags, f)
+		}
+		assert.Equal(t, uint32(503), m.GetStatusCode().GetValue())
+		body := m.GetBodyFormatOverride().GetTextFormatSource().GetInlineString()
+		var e struct {
+			Error struct{ Code, Type string } `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &e))
+		assert.Equal(t, "no_available_workers", e.Error.Code)
+		assert.Equal(t, "service_unavailable", e.Error.Type)
+	}
+	assert.True(t, found, "no local-reply mapper for no healthy upstream")
+}

@@ -1,0 +1,186 @@
+// Package contract is the one routing contract between Tollgate's ext_authz
+// and ext_proc servers, the built-in edge and the Envoy configuration (the
+// bootstrap and the xDS snapshots): header names, cluster names, metadata
+// keys and processing modes. Nothing else spells these strings.
+package contract
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Headers set by Tollgate's filters on the request as it travels through the
+// proxy. A client's own headers with these names never survive: ext_authz
+// overwrites the identity headers and removes the rest, and the upstream step
+// removes all of them before the request reaches a provider.
+const (
+	// HeaderKeyID and HeaderAccountID carry the authenticated identity from
+	// ext_authz to ext_proc.
+	HeaderKeyID     = "x-tollgate-key-id"
+	HeaderAccountID = "x-tollgate-account-id"
+	// HeaderCluster is set by the router step; the route table sends the
+	// request to the cluster it names.
+	HeaderCluster = "x-tollgate-cluster"
+	// HeaderRequestID identifies a request across the filters (Envoy sets
+	// it; the built-in edge does too).
+	HeaderRequestID = "x-request-id"
+)
+
+// InternalHeaders lists every header in the contract that must never come
+// from a client nor reach a provider.
+var InternalHeaders = []string{
+	HeaderKeyID, HeaderAccountID, HeaderCluster, HeaderTranslated,
+}
+
+// Endpoint metadata: every upstream endpoint carries the identity of the
+// deployment behind it under this filter-metadata namespace and key. The
+// upstream ext_proc step lists AttrDeployment in its request_attributes, and
+// Envoy sends the value (a string) in ProcessingRequest.attributes under
+// AttributesNamespace, keyed by the attribute expression itself.
+const (
+	MetadataNamespace     = "tollgate"
+	MetadataDeploymentKey = "deployment"
+	AttributesNamespace   = "envoy.filters.http.ext_proc"
+	AttrDeployment        = "xds.upstream_host_metadata.filter_metadata['" + MetadataNamespace + "']['" + MetadataDeploymentKey + "']"
+	// AttrUpstreamHostMetadata is the same attribute (kept for readers who
+	// look for Envoy's attribute name).
+	AttrUpstreamHostMetadata = AttrDeployment
+)
+
+// HeaderTranslated marks a response the upstream step has translated into
+// OpenAI's shape; the router step removes it. A non-2xx response without it
+// is a reply Envoy made itself (no healthy upstream, connect failure,
+// timeout), which the router step replaces with an OpenAI-shaped 503.
+const HeaderTranslated = "x-tollgate-translated"
+
+// Dynamic metadata that ext_proc emits for the access log.
+const (
+	DynamicMetadataNamespace = "tollgate.usage"
+)
+
+// gRPC authorities by which Envoy reaches the two steps of ext_proc; one
+// server answers both and tells them apart by this header.
+const (
+	// HeaderStep is set on the ext_proc gRPC call (initial_metadata in
+	// Envoy's grpc_service) to say which step it is.
+	HeaderStep   = "x-tollgate-step"
+	StepRouter   = "router"
+	StepUpstream = "upstream"
+)
+
+// ClusterPrefix begins every model cluster's name.
+const ClusterPrefix = "tollgate-model-"
+
+// ClusterName is the name of the upstream cluster serving a public model.
+// Model ids may contain characters Envoy names do not like, so anything but
+// [A-Za-z0-9._-] is replaced by '_' and a length suffix keeps distinct ids apart.
+func ClusterName(modelID string) string {
+	var b strings.Builder
+	b.Grow(len(ClusterPrefix) + len(modelID) + 4)
+	b.WriteString(ClusterPrefix)
+	changed := false
+	for i := 0; i < len(modelID); i++ {
+		c := modelID[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('_')
+		changed = true
+	}
+	if changed {
+		b.WriteString("-")
+		b.WriteString(strconv.FormatUint(uint64(fnv32(modelID)), 36))
+	}
+	return b.String()
+}
+
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// DeploymentID names the i-th deployment of a model; it is what the endpoint
+// metadata carries.
+func DeploymentID(modelID string, i int) string {
+	return modelID + "#" + strconv.Itoa(i)
+}
+
+// Processing modes, as Envoy's ext_proc ProcessingMode enums spell them. The
+// bootstrap, the xDS cluster filters and the built-in edge all use these.
+type Mode struct {
+	RequestHeader  string // SEND or SKIP
+	RequestBody    string // NONE, BUFFERED or STREAMED
+	ResponseHeader string
+	ResponseBody   string
+}
+
+var (
+	// RouterMode: the router step validates the buffered body, picks the
+	// model's cluster, and sees the final response status to record failures.
+	RouterMode = Mode{RequestHeader: "SEND", RequestBody: "BUFFERED", ResponseHeader: "SEND", ResponseBody: "NONE"}
+	// UpstreamMode: the upstream step runs per attempt, rewrites the body and
+	// credentials for the deployment Envoy picked, and translates and meters
+	// the streamed response.
+	UpstreamMode = Mode{RequestHeader: "SEND", RequestBody: "BUFFERED", ResponseHeader: "SEND", ResponseBody: "STREAMED"}
+)
+
+// Paths served by the edge.
+const (
+	PathChatCompletions = "/v1/chat/completions"
+	PathModels          = "/v1/models"
+)
+
+// The proxy's side of the gRPC servers. Envoy reaches Tollgate's ext_authz,
+// ext_proc and xDS services through one cluster of this name; the bootstrap
+// (envoy/envoy.yaml), the xDS clusters and the mesh examples name it.
+const (
+	ClusterGRPC = "tollgate_grpc"
+	// DefaultGRPCPort is the port Tollgate's gRPC server listens on unless
+	// told otherwise (127.0.0.1:9001 locally, 0.0.0.0:9001 in a container).
+	DefaultGRPCPort = 9001
+)
+
+// UpstreamAttempts is how many deployments one request may try before the
+// client gets an error: the bootstrap's route retry policy allows
+// UpstreamAttempts-1 retries, each on a host (and, where there is one, a
+// priority) not tried yet. Models with more enabled deployments than this
+// still spread load over all of them; one request just stops sooner.
+const UpstreamAttempts = 5
+
+// RequestMetadataNamespace is dynamic metadata the router step may set with
+// the request's routing state (key, account, model, stream flags, start
+// time). The bootstrap lets the router step write it and forwards it to the
+// upstream step (ProcessingRequest.metadata_context), which needs it on a
+// retry: upstream filters edit the downstream request's own header map, so
+// the headers a first attempt removed are gone for the second.
+const RequestMetadataNamespace = "tollgate.request"
+
+// Fields of the RequestMetadataNamespace struct. Upstream filters share the
+// downstream request's header map, so the upstream step cannot rely on
+// headers an earlier attempt may have removed: it reads these instead.
+const (
+	MetaKeyID       = "key_id"
+	MetaAccountID   = "account_id"
+	MetaRequestID   = "request_id" // names the request's hold and its one usage record
+	MetaModel       = "model"
+	MetaStream      = "stream"       // bool
+	MetaClientUsage = "client_usage" // bool: the client asked for include_usage
+	MetaStarted     = "started_us"   // admission time, Unix microseconds (number)
+)
+
+// CredentialHeaders are the headers providers take credentials in. The
+// upstream step removes all of them on every attempt before setting the one
+// its provider wants, so that no credential meant for one provider can
+// follow a retry to another.
+var CredentialHeaders = []string{"authorization", "x-api-key", "api-key", "x-goog-api-key"}
+
+// ProviderHeaders are other headers a provider adapter sets or that must
+// not reach a provider: versions and betas meant for one provider, and the
+// client's Accept-Encoding (a compressed answer could not be translated or
+// metered). Removed on every attempt, like the credentials.
+var ProviderHeaders = []string{"anthropic-version", "anthropic-beta", "accept-encoding"}
