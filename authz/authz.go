@@ -1,0 +1,267 @@
+// Package authz is Tollgate's Envoy ext_authz server: it admits a request
+// only for a live API key (401), from an allowed address (403), within the
+// key's per-minute rate (429) and with money in the account (402), and hands
+// the key's identity to ext_proc in headers a client cannot forge.
+package authz
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+
+	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/ratelimit"
+	"github.com/tollgate/tollgate/store"
+)
+
+// Keys is what authz needs of storage (a store.Cache in production).
+type Keys interface {
+	KeyByHash(ctx context.Context, h apikey.Hash) (store.Key, error)
+	Account(ctx context.Context, id string) (store.Account, error)
+}
+
+// Toucher records that a key was used; it must not block.
+type Toucher interface {
+	Touch(keyID string, at time.Time)
+}
+
+// Options configure a Server. Zero values are documented per field.
+type Options struct {
+	Keys    Keys
+	Limiter ratelimit.Limiter
+	// Config returns the configuration in force (it may be reloaded).
+	Config func() *config.Config
+	// Toucher batches Last Used updates; nil records nothing.
+	Toucher Toucher
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server implements envoy.service.auth.v3.Authorization.
+type Server struct {
+	authv3.UnimplementedAuthorizationServer
+	opt Options
+	ips prefixCache
+}
+
+// prefixCache keeps parsed IP restrictions, so that a request does not parse
+// its key's list again. Keyed by the list's text; cleared when it grows past
+// maxPrefixLists (keys change rarely, so it refills quickly).
+type prefixCache struct {
+	mu sync.RWMutex
+	m  map[string][]netip.Prefix
+}
+
+const maxPrefixLists = 10000
+
+func (c *prefixCache) get(restrictions []string) ([]netip.Prefix, error) {
+	k := strings.Join(restrictions, "\n")
+	c.mu.RLock()
+	p, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return p, nil
+	}
+	p, err := keyopts.ParseIPRestrictions(restrictions)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxPrefixLists {
+		c.m = map[string][]netip.Prefix{}
+	}
+	c.m[k] = p
+	c.mu.Unlock()
+	return p, nil
+}
+
+// New returns a Server.
+func New(opt Options) *Server {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	return &Server{opt: opt}
+}
+
+// Check decides one request, in the order DECISIONS.md fixes: key (401),
+// address (403), rate (429), balance (402).
+func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	httpReq := req.GetAttributes().GetRequest().GetHttp()
+	headers := httpReq.GetHeaders()
+	now := s.opt.Now()
+	cfg := s.opt.Config()
+
+	secret, ok := bearer(headers["authorization"])
+	if !ok {
+		return deny(oaierror.MissingAPIKey, nil), nil
+	}
+	if apikey.Check(cfg.KeyPrefix, secret) != nil {
+		return deny(oaierror.InvalidAPIKey, nil), nil
+	}
+	key, err := s.opt.Keys.KeyByHash(ctx, apikey.HashOf(secret))
+	if errors.Is(err, store.ErrNotFound) {
+		return deny(oaierror.InvalidAPIKey, nil), nil
+	}
+	if err != nil {
+		s.opt.Logger.ErrorContext(ctx, "authz: key lookup failed", "err", err)
+		return deny(oaierror.Internal, nil), nil
+	}
+	if !key.Enabled {
+		return deny(oaierror.KeyDisabled, nil), nil
+	}
+	if key.Expired(now) {
+		return deny(oaierror.KeyExpired, nil), nil
+	}
+	if len(key.IPRestrictions) > 0 {
+		addr := sourceAddr(req)
+		if !s.allowedIP(key.IPRestrictions, addr) {
+			return deny(oaierror.IPNotAllowed, nil), nil
+		}
+	}
+	acct, err := s.opt.Keys.Account(ctx, key.AccountID)
+	if err != nil {
+		s.opt.Logger.ErrorContext(ctx, "authz: account lookup failed", "key_id", key.ID, "err", err)
+		return deny(oaierror.Internal, nil), nil
+	}
+
+	var rlHeaders []*corev3.HeaderValueOption
+	if limit := s.limitFor(cfg, key, acct); limit > 0 {
+		res, err := s.opt.Limiter.Allow(ctx, key.ID, limit, now)
+		if err != nil {
+			s.opt.Logger.ErrorContext(ctx, "authz: rate limiter failed", "key_id", key.ID, "err", err)
+			return deny(oaierror.Internal, nil), nil
+		}
+		rlHeaders = rateLimitHeaders(res)
+		if !res.Allowed {
+			retry := int((res.Reset + time.Second - 1) / time.Second)
+			rlHeaders = append(rlHeaders, header("retry-after", strconv.Itoa(retry)))
+			return deny(oaierror.RateLimited, rlHeaders), nil
+		}
+	}
+	// A coarse check on what the replica knows; the router step holds the
+	// request's most possible cost against the database, which is exact.
+	if acct.Balance-acct.Reserved <= 0 {
+		return deny(oaierror.InsufficientBalance, rlHeaders), nil
+	}
+	if s.opt.Toucher != nil {
+		s.opt.Toucher.Touch(key.ID, now)
+	}
+	return allow(key, rlHeaders), nil
+}
+
+// limitFor is the key's own limit, or its plan's default when the key's is
+// Off; 0 means unlimited.
+func (s *Server) limitFor(cfg *config.Config, key store.Key, acct store.Account) int {
+	if key.RateLimitRPM != nil {
+		return *key.RateLimitRPM
+	}
+	if p, ok := cfg.Plan(acct.Plan); ok {
+		return p.DefaultRPM
+	}
+	return 0
+}
+
+func bearer(h string) (string, bool) {
+	const prefix = "bearer "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return "", false
+	}
+	s := strings.TrimSpace(h[len(prefix):])
+	return s, s != ""
+}
+
+// sourceAddr is the caller's address as Envoy determined it (the TCP peer,
+// or the X-Forwarded-For entry its trusted-hops setting selects).
+func sourceAddr(req *authv3.CheckRequest) netip.Addr {
+	a, err := netip.ParseAddr(req.GetAttributes().GetSource().GetAddress().GetSocketAddress().GetAddress())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a.Unmap()
+}
+
+func (s *Server) allowedIP(restrictions []string, addr netip.Addr) bool {
+	if !addr.IsValid() {
+		return false
+	}
+	prefixes, err := s.ips.get(restrictions)
+	if err != nil {
+		return false // a stored entry that no longer parses admits nobody
+	}
+	for _, p := range prefixes {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+func rateLimitHeaders(r ratelimit.Result) []*corev3.HeaderValueOption {
+	reset := int((r.Reset + time.Second - 1) / time.Second)
+	return []*corev3.HeaderValueOption{
+		header("x-ratelimit-limit-requests", strconv.Itoa(r.Limit)),
+		header("x-ratelimit-remaining-requests", strconv.Itoa(r.Remaining)),
+		header("x-ratelimit-reset-requests", strconv.Itoa(reset)+"s"),
+	}
+}
+
+func header(k, v string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{
+		Header:       &corev3.HeaderValue{Key: k, Value: v},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+	}
+}
+
+func allow(key store.Key, responseHeaders []*corev3.HeaderValueOption) *authv3.CheckResponse {
+	// The identity headers overwrite whatever the client sent; the other
+	// internal headers are removed, so nothing downstream can be forged.
+	remove := make([]string, 0, len(contract.InternalHeaders))
+	for _, h := range contract.InternalHeaders {
+		if h != contract.HeaderKeyID && h != contract.HeaderAccountID {
+			remove = append(remove, h)
+		}
+	}
+	return &authv3.CheckResponse{
+		Status: &status.Status{Code: int32(codes.OK)},
+		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
+			Headers: []*corev3.HeaderValueOption{
+				header(contract.HeaderKeyID, key.ID),
+				header(contract.HeaderAccountID, key.AccountID),
+			},
+			HeadersToRemove:      remove,
+			ResponseHeadersToAdd: responseHeaders,
+		}},
+	}
+}
+
+func deny(e oaierror.Error, extra []*corev3.HeaderValueOption) *authv3.CheckResponse {
+	headers := append([]*corev3.HeaderValueOption{header("content-type", "application/json")}, extra...)
+	return &authv3.CheckResponse{
+		Status: &status.Status{Code: int32(codes.PermissionDenied)},
+		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(e.Status)},
+			Headers: headers,
+			Body:    string(e.Body()),
+		}},
+	}
+}
