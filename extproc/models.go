@@ -1,0 +1,88 @@
+package extproc
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
+)
+
+type accessResult int
+
+const (
+	accessOK accessResult = iota
+	accessDenied
+	accessUnavailable
+)
+
+// access decides whether a key may use a model right now: the model must be
+// in the account plan and in the key's allow-list (else denied, 403), and at
+// least one of its deployments must be available (else 503). GET /v1/models
+// lists exactly the models for which this says OK.
+func access(cfg *config.Config, health Health, key store.Key, acct store.Account, m *config.Model) accessResult {
+	plan, ok := cfg.Plan(acct.Plan)
+	if !ok || !plan.AllowsModel(m.ID) {
+		return accessDenied
+	}
+	if key.Models != nil && !slices.Contains(key.Models, m.ID) {
+		return accessDenied
+	}
+	for i := range m.Deployments {
+		d := &m.Deployments[i]
+		p, ok := cfg.Provider(d.Provider)
+		if !ok || !p.IsEnabled() {
+			continue
+		}
+		if health == nil || health.Available(d.ID) {
+			return accessOK
+		}
+	}
+	return accessUnavailable
+}
+
+// modelList is OpenAI's list shape for GET /v1/models.
+type modelList struct {
+	Object string       `json:"object"`
+	Data   []modelEntry `json:"data"`
+}
+
+type modelEntry struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// models answers GET /v1/models at once with the models this key may use now.
+func (r *routerStep) models(ctx context.Context) (*extprocv3.ProcessingResponse, error) {
+	key, acct, err := r.identity(ctx)
+	if err != nil {
+		return immediate(oaierror.Internal, nil), nil
+	}
+	list := modelList{Object: "list", Data: []modelEntry{}}
+	for i := range r.cfg.Models {
+		m := &r.cfg.Models[i]
+		if access(r.cfg, r.s.opt.Health, key, acct, m) == accessOK {
+			list.Data = append(list.Data, modelEntry{ID: m.ID, Object: "model", Created: 0, OwnedBy: "tollgate"})
+		}
+	}
+	body, err := json.Marshal(list)
+	if err != nil {
+		return immediate(oaierror.Internal, nil), nil
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
+		ImmediateResponse: &extprocv3.ImmediateResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode_OK},
+			Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("content-type", "application/json")}},
+			Body:    body,
+		},
+	}}, nil
+}

@@ -1,0 +1,489 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/extproc/sse"
+)
+
+func init() { adapters[config.TypeAnthropic] = anthropic{defaultEnv} }
+
+// Defaults for Anthropic requests.
+const (
+	// defaultAnthropicVersion is the anthropic-version header when the
+	// provider's api_version is empty (config sets the same default).
+	defaultAnthropicVersion = "2023-06-01"
+	// fallbackMaxTokens is max_tokens when neither the client nor the
+	// model's configuration gives one (config requires the latter).
+	fallbackMaxTokens = 4096
+)
+
+// anthropic translates to Anthropic's Messages API (POST /v1/messages).
+//
+// Request:
+//   - system and developer messages, wherever they are, become the
+//     top-level system prompt, joined by a blank line;
+//   - tool messages become user messages of tool_result blocks, and
+//     consecutive messages of one role are merged into one, since Anthropic
+//     wants user and assistant to alternate;
+//   - max_tokens, which Anthropic requires, is the client's max_tokens (or
+//     max_completion_tokens), else the model's configured max_tokens;
+//   - temperature is clamped to Anthropic's range 0–1: OpenAI's 0–2 values
+//     above 1 become 1, values up to 1 keep their meaning (scaling would
+//     turn OpenAI's default 1 into 0.5);
+//   - top_p passes, except alongside temperature: recent models (Claude
+//     4.1, 4.5…) reject the two together, so temperature wins;
+//   - stop (as stop_sequences), tools, tool_choice (none, auto,
+//     required as any, a named function as tool), parallel_tool_calls=false
+//     (as disable_parallel_tool_use) and user (as metadata.user_id) pass;
+//   - frequency_penalty, presence_penalty, seed, n, logprobs, logit_bias,
+//     response_format and the message name field have no Anthropic
+//     counterpart and are dropped.
+//
+// Response: the id and model are Anthropic's (msg_…, and the model that
+// answered), as the OpenAI adapter passes OpenAI's own; created is the time
+// Tollgate sent the request (Anthropic gives none). stop_reason end_turn,
+// stop_sequence and pause_turn become stop, max_tokens length, tool_use
+// tool_calls, refusal content_filter. prompt_tokens counts cached input too (input_tokens +
+// cache_creation_input_tokens + cache_read_input_tokens), as OpenAI's does.
+type anthropic struct{ env env }
+
+type anthropicRequest struct {
+	Model         string               `json:"model"`
+	System        string               `json:"system,omitempty"`
+	Messages      []anthropicMessage   `json:"messages"`
+	MaxTokens     int64                `json:"max_tokens"`
+	StopSequences []string             `json:"stop_sequences,omitempty"`
+	Temperature   *float64             `json:"temperature,omitempty"`
+	TopP          *float64             `json:"top_p,omitempty"`
+	Stream        bool                 `json:"stream,omitempty"`
+	Tools         []anthropicTool      `json:"tools,omitempty"`
+	ToolChoice    *anthropicToolChoice `json:"tool_choice,omitempty"`
+	Metadata      *anthropicMetadata   `json:"metadata,omitempty"`
+}
+
+type anthropicMessage struct {
+	Role    string           `json:"role"`
+	Content []anthropicBlock `json:"content"`
+}
+
+// anthropicBlock is a content block of a request: text, image, tool_use or
+// tool_result.
+type anthropicBlock struct {
+	Type      string           `json:"type"`
+	Text      string           `json:"text,omitempty"`
+	Source    *anthropicSource `json:"source,omitempty"`
+	ID        string           `json:"id,omitempty"`
+	Name      string           `json:"name,omitempty"`
+	Input     json.RawMessage  `json:"input,omitempty"`
+	ToolUseID string           `json:"tool_use_id,omitempty"`
+	Content   string           `json:"content,omitempty"`
+}
+
+type anthropicSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type,omitempty"`
+	Data      string `json:"data,omitempty"`
+	URL       string `json:"url,omitempty"`
+}
+
+type anthropicTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+type anthropicToolChoice struct {
+	Type                   string `json:"type"`
+	Name                   string `json:"name,omitempty"`
+	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
+}
+
+type anthropicMetadata struct {
+	UserID string `json:"user_id"`
+}
+
+// Translate builds the upstream request and the answer's translator.
+func (a anthropic) Translate(req *Request, t Target) (Upstream, Response, error) {
+	cr, err := parseChatRequest(req.Body)
+	if err != nil {
+		return Upstream{}, nil, err
+	}
+	body, err := anthropicBody(cr, req.Stream, t)
+	if err != nil {
+		return Upstream{}, nil, err
+	}
+	authority, path, err := upstreamURL(t.Provider)
+	if err != nil {
+		return Upstream{}, nil, err
+	}
+	version := t.Provider.APIVersion
+	if version == "" {
+		version = defaultAnthropicVersion
+	}
+	up := Upstream{
+		Path:      path + "/v1/messages",
+		Authority: authority,
+		Body:      body,
+		Headers: []Header{
+			{"content-type", "application/json"},
+			{"anthropic-version", version},
+		},
+	}
+	if k := t.Provider.APIKey.Reveal(); k != "" {
+		up.Headers = append(up.Headers, Header{"x-api-key", k})
+	}
+	c := &anthropicCodec{tools: map[int]int{}}
+	return up, newTranslated(req, c, a.env.newID(), t.Deployment.Model, a.env), nil
+}
+
+func anthropicBody(cr *chatRequest, stream bool, t Target) ([]byte, error) {
+	system, msgs, err := anthropicMessages(cr.Messages)
+	if err != nil {
+		return nil, err
+	}
+	out := anthropicRequest{
+		Model: t.Deployment.Model, System: system, Messages: msgs,
+		MaxTokens: cr.maxTokens(), TopP: cr.TopP, Stream: stream,
+	}
+	if out.MaxTokens <= 0 && t.Model != nil {
+		out.MaxTokens = int64(t.Model.MaxTokens)
+	}
+	if out.MaxTokens <= 0 {
+		out.MaxTokens = fallbackMaxTokens
+	}
+	if cr.Temperature != nil {
+		temp := min(*cr.Temperature, 1)
+		out.Temperature, out.TopP = &temp, nil
+	}
+	if out.StopSequences, err = cr.stopSequences(); err != nil {
+		return nil, err
+	}
+	if cr.User != "" {
+		out.Metadata = &anthropicMetadata{UserID: cr.User}
+	}
+	for _, tool := range cr.Tools {
+		schema := tool.Function.Parameters
+		if len(bytes.TrimSpace(schema)) == 0 || string(schema) == "null" {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		out.Tools = append(out.Tools, anthropicTool{
+			Name: tool.Function.Name, Description: tool.Function.Description, InputSchema: schema,
+		})
+	}
+	choice, err := cr.toolChoice()
+	if err != nil {
+		return nil, err
+	}
+	if len(out.Tools) > 0 {
+		out.ToolChoice = anthropicChoice(choice, cr.ParallelToolCalls)
+	}
+	return marshalJSON(out)
+}
+
+func anthropicChoice(c toolChoice, parallel *bool) *anthropicToolChoice {
+	var tc anthropicToolChoice
+	switch {
+	case c.mode == "none":
+		return &anthropicToolChoice{Type: "none"}
+	case c.name != "":
+		tc = anthropicToolChoice{Type: "tool", Name: c.name}
+	case c.mode == "required":
+		tc = anthropicToolChoice{Type: "any"}
+	default:
+		tc = anthropicToolChoice{Type: "auto"}
+	}
+	if parallel != nil && !*parallel {
+		tc.DisableParallelToolUse = true
+	} else if c.mode == "" {
+		return nil // Anthropic's default is auto
+	}
+	return &tc
+}
+
+// anthropicMessages splits off the system prompt and turns the rest into
+// alternating user and assistant messages.
+func anthropicMessages(msgs []chatMessage) (string, []anthropicMessage, error) {
+	var system []string
+	var out []anthropicMessage
+	for i := range msgs {
+		m := &msgs[i]
+		var role string
+		var blocks []anthropicBlock
+		var err error
+		switch m.Role {
+		case "system", "developer":
+			var text string
+			if text, err = m.text(); err == nil && text != "" {
+				system = append(system, text)
+			}
+		case "user":
+			role = "user"
+			blocks, err = anthropicUserBlocks(m)
+		case "assistant":
+			role = "assistant"
+			blocks, err = anthropicAssistantBlocks(m)
+		case "tool":
+			role = "user"
+			var text string
+			if text, err = m.text(); err == nil {
+				if m.ToolCallID == "" {
+					err = unsupported("a tool message needs a tool_call_id")
+				}
+				blocks = []anthropicBlock{{Type: "tool_result", ToolUseID: m.ToolCallID, Content: text}}
+			}
+		default:
+			err = unsupported("role %q is not supported", m.Role)
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		if len(blocks) == 0 {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].Role == role {
+			out[n-1].Content = append(out[n-1].Content, blocks...)
+		} else {
+			out = append(out, anthropicMessage{Role: role, Content: blocks})
+		}
+	}
+	return strings.Join(system, "\n\n"), out, nil
+}
+
+func anthropicUserBlocks(m *chatMessage) ([]anthropicBlock, error) {
+	parts, err := m.parts()
+	if err != nil {
+		return nil, err
+	}
+	var blocks []anthropicBlock
+	for _, p := range parts {
+		switch p.Type {
+		case "text":
+			if p.Text != "" {
+				blocks = append(blocks, anthropicBlock{Type: "text", Text: p.Text})
+			}
+		case "image_url":
+			if p.ImageURL == nil {
+				return nil, unsupported("an image_url part needs an image_url")
+			}
+			src := &anthropicSource{Type: "url", URL: p.ImageURL.URL}
+			if mt, data, ok := dataURL(p.ImageURL.URL); ok {
+				src = &anthropicSource{Type: "base64", MediaType: mt, Data: data}
+			} else if !strings.HasPrefix(p.ImageURL.URL, "https://") && !strings.HasPrefix(p.ImageURL.URL, "http://") {
+				return nil, unsupported("an image URL must be http(s) or a base64 data URL")
+			}
+			blocks = append(blocks, anthropicBlock{Type: "image", Source: src})
+		default:
+			return nil, unsupported("content parts of type %q are not supported", p.Type)
+		}
+	}
+	return blocks, nil
+}
+
+func anthropicAssistantBlocks(m *chatMessage) ([]anthropicBlock, error) {
+	text, err := m.text()
+	if err != nil {
+		return nil, err
+	}
+	var blocks []anthropicBlock
+	if text != "" {
+		blocks = append(blocks, anthropicBlock{Type: "text", Text: text})
+	}
+	for j, call := range m.ToolCalls {
+		args, err := toolArguments(call.Function.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("tool_calls[%d]: %w", j, err)
+		}
+		if call.ID == "" || call.Function.Name == "" {
+			return nil, unsupported("tool_calls[%d] needs an id and a function name", j)
+		}
+		blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: call.ID, Name: call.Function.Name, Input: args})
+	}
+	return blocks, nil
+}
+
+// anthropicFinish maps a stop_reason to OpenAI's finish_reason.
+func anthropicFinish(stopReason string) string {
+	switch stopReason {
+	case "max_tokens", "model_context_window_exceeded":
+		return finishLength
+	case "tool_use":
+		return finishToolCalls
+	case "refusal":
+		return finishContentFilter
+	}
+	return finishStop
+}
+
+// anthropicCodec translates Anthropic's answers.
+type anthropicCodec struct {
+	tools map[int]int // content block index → tool call index
+	// The usage counts, each updated as Anthropic reports it.
+	input, cacheCreation, cacheRead, output int64
+}
+
+type anthropicUsage struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+}
+
+type anthropicContent struct {
+	Type  string          `json:"type"`
+	Text  string          `json:"text"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+type anthropicResponse struct {
+	ID         string             `json:"id"`
+	Model      string             `json:"model"`
+	Content    []anthropicContent `json:"content"`
+	StopReason string             `json:"stop_reason"`
+	Usage      *anthropicUsage    `json:"usage"`
+}
+
+type anthropicEvent struct {
+	Type         string             `json:"type"`
+	Message      *anthropicResponse `json:"message"`
+	Index        int                `json:"index"`
+	ContentBlock *anthropicContent  `json:"content_block"`
+	Delta        *struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage *anthropicUsage `json:"usage"`
+	Error *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// addUsage takes the counts Anthropic reported (each is cumulative).
+func (c *anthropicCodec) addUsage(s *streamState, u *anthropicUsage) {
+	if u == nil {
+		return
+	}
+	for _, f := range []struct {
+		src *int64
+		dst *int64
+	}{{u.InputTokens, &c.input}, {u.CacheCreationInputTokens, &c.cacheCreation}, {u.CacheReadInputTokens, &c.cacheRead}, {u.OutputTokens, &c.output}} {
+		if f.src != nil {
+			*f.dst = *f.src
+		}
+	}
+	s.usage.PromptTokens = c.input + c.cacheCreation + c.cacheRead
+	s.usage.CompletionTokens = c.output
+	s.cached = c.cacheRead
+}
+
+func (c *anthropicCodec) whole(s *streamState, body []byte) ([]byte, error) {
+	var m anthropicResponse
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, fmt.Errorf("anthropic: response: %w", err)
+	}
+	if m.ID != "" {
+		s.id = m.ID
+	}
+	if m.Model != "" {
+		s.model = m.Model
+	}
+	if m.Usage != nil {
+		c.addUsage(s, m.Usage)
+		s.usage.Reported = true
+	}
+	var r reply
+	for _, b := range m.Content {
+		switch b.Type {
+		case "text":
+			r.text.WriteString(b.Text)
+		case "tool_use":
+			r.addToolCall(b.ID, b.Name, compactArguments(b.Input))
+		}
+	}
+	r.finish = anthropicFinish(m.StopReason)
+	return s.completion(&r)
+}
+
+// compactArguments renders a tool input object as OpenAI's arguments string.
+func compactArguments(input json.RawMessage) string {
+	var b bytes.Buffer
+	if len(input) == 0 || json.Compact(&b, input) != nil {
+		return "{}"
+	}
+	return b.String()
+}
+
+func (c *anthropicCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte, error) {
+	var e anthropicEvent
+	if err := json.Unmarshal(ev.Data, &e); err != nil {
+		return out, fmt.Errorf("anthropic: %q event: %w", ev.Name, err)
+	}
+	typ := e.Type
+	if typ == "" {
+		typ = string(ev.Name)
+	}
+	switch typ {
+	case "message_start":
+		if m := e.Message; m != nil {
+			if m.ID != "" {
+				s.id = m.ID
+			}
+			if m.Model != "" {
+				s.model = m.Model
+			}
+			c.addUsage(s, m.Usage)
+		}
+		return s.start(out), nil
+	case "content_block_start":
+		b := e.ContentBlock
+		switch {
+		case b == nil:
+		case b.Type == "text":
+			return s.content(out, b.Text), nil
+		case b.Type == "tool_use":
+			out, c.tools[e.Index] = s.toolCallStart(out, b.ID, b.Name, "")
+		}
+	case "content_block_delta":
+		d := e.Delta
+		switch {
+		case d == nil:
+		case d.Type == "text_delta":
+			return s.content(out, d.Text), nil
+		case d.Type == "input_json_delta":
+			if i, ok := c.tools[e.Index]; ok {
+				return s.toolCallArguments(out, i, d.PartialJSON), nil
+			}
+		}
+	case "message_delta":
+		if e.Usage != nil {
+			c.addUsage(s, e.Usage)
+			s.usage.Reported = true
+		}
+		if e.Delta != nil && e.Delta.StopReason != "" {
+			return s.finish(out, anthropicFinish(e.Delta.StopReason)), nil
+		}
+	case "message_stop":
+		s.usage.Reported = true
+		return s.close(s.finish(out, finishStop)), nil
+	case "error":
+		msg := "The provider failed while answering."
+		if e.Error != nil && e.Error.Message != "" {
+			msg += " " + truncate(e.Error.Message)
+		}
+		return s.fail(out, msg), nil
+	}
+	return out, nil
+}
+
+func (c *anthropicCodec) end(s *streamState, out []byte) []byte {
+	return s.fail(out, errEndedEarly)
+}

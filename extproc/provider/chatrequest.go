@@ -1,0 +1,253 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrUnsupportedRequest wraps every error about a client request that an
+// adapter cannot express in its provider's API (an image URL Gemini cannot
+// fetch, a tool message that answers no earlier tool call…). The message
+// after it is safe to show the client: the router answers 400
+// invalid_request with it.
+var ErrUnsupportedRequest = errors.New("the request cannot be sent to this model's provider")
+
+// chatRequest is the part of an OpenAI chat-completions request that the
+// translating adapters (Anthropic, Gemini) read. Fields they do not read are
+// listed in each adapter's doc comment as dropped.
+type chatRequest struct {
+	Messages            []chatMessage   `json:"messages"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	MaxTokens           *int64          `json:"max_tokens"`
+	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
+	Stop                json.RawMessage `json:"stop"`
+	PresencePenalty     *float64        `json:"presence_penalty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty"`
+	Seed                *int64          `json:"seed"`
+	User                string          `json:"user"`
+	Tools               []chatTool      `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
+	ResponseFormat      *struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
+}
+
+// chatMessage is one OpenAI message. Content is a string, an array of
+// parts, or null.
+type chatMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       string          `json:"name"`
+	ToolCalls  []chatToolCall  `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+}
+
+// chatToolCall is a tool call in an assistant message.
+type chatToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// chatTool is one entry of the request's tools.
+type chatTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+// contentPart is one element of an array content.
+type contentPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Refusal  string `json:"refusal"`
+	ImageURL *struct {
+		URL string `json:"url"`
+	} `json:"image_url"`
+}
+
+// toolChoice is the request's tool_choice, normalized: mode is "", "none",
+// "auto" or "required"; name is set when one function is forced (mode
+// "required").
+type toolChoice struct {
+	mode string
+	name string
+}
+
+func unsupported(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrUnsupportedRequest, fmt.Sprintf(format, args...))
+}
+
+func parseChatRequest(body []byte) (*chatRequest, error) {
+	var r chatRequest
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, unsupported("the body is not a valid chat-completions request: %v", err)
+	}
+	for i, t := range r.Tools {
+		if t.Type != "function" {
+			return nil, unsupported("tools[%d]: only function tools are supported, got %q", i, t.Type)
+		}
+	}
+	return &r, nil
+}
+
+// maxTokens is the client's max_tokens, else its max_completion_tokens, else 0.
+func (r *chatRequest) maxTokens() int64 {
+	switch {
+	case r.MaxTokens != nil:
+		return *r.MaxTokens
+	case r.MaxCompletionTokens != nil:
+		return *r.MaxCompletionTokens
+	}
+	return 0
+}
+
+// stopSequences reads stop: a string, an array of strings, or null.
+func (r *chatRequest) stopSequences() ([]string, error) {
+	raw := bytes.TrimSpace(r.Stop)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, unsupported("stop: %v", err)
+		}
+		return []string{s}, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, unsupported("stop must be a string or an array of strings")
+	}
+	return list, nil
+}
+
+// toolChoice reads tool_choice: "none", "auto", "required", or
+// {"type":"function","function":{"name":…}}.
+func (r *chatRequest) toolChoice() (toolChoice, error) {
+	raw := bytes.TrimSpace(r.ToolChoice)
+	if len(raw) == 0 || string(raw) == "null" {
+		return toolChoice{}, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return toolChoice{}, unsupported("tool_choice: %v", err)
+		}
+		switch s {
+		case "none", "auto", "required":
+			return toolChoice{mode: s}, nil
+		}
+		return toolChoice{}, unsupported("tool_choice %q is not none, auto or required", s)
+	}
+	var named struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &named); err != nil || named.Function.Name == "" {
+		return toolChoice{}, unsupported(`tool_choice must be a string or {"type":"function","function":{"name":…}}`)
+	}
+	return toolChoice{mode: "required", name: named.Function.Name}, nil
+}
+
+// parts decodes a message content into parts: a string is one text part,
+// null or absent is none.
+func (m *chatMessage) parts() ([]contentPart, error) {
+	raw := bytes.TrimSpace(m.Content)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, unsupported("content: %v", err)
+		}
+		return []contentPart{{Type: "text", Text: s}}, nil
+	}
+	var ps []contentPart
+	if err := json.Unmarshal(raw, &ps); err != nil {
+		return nil, unsupported("content must be a string or an array of content parts")
+	}
+	return ps, nil
+}
+
+// text joins the text (and refusal) parts of the content; any other part is
+// an error, for roles whose provider counterpart holds only text.
+func (m *chatMessage) text() (string, error) {
+	ps, err := m.parts()
+	if err != nil {
+		return "", err
+	}
+	if len(ps) == 1 && ps[0].Type == "text" {
+		return ps[0].Text, nil
+	}
+	var b strings.Builder
+	for _, p := range ps {
+		switch p.Type {
+		case "text":
+			b.WriteString(p.Text)
+		case "refusal":
+			b.WriteString(p.Refusal)
+		default:
+			return "", unsupported("a %s message may only hold text, got a %q part", m.Role, p.Type)
+		}
+	}
+	return b.String(), nil
+}
+
+// toolArguments checks that a tool call's arguments are a JSON object, as
+// Anthropic's input and Gemini's args must be; empty arguments are {}.
+func toolArguments(args string) (json.RawMessage, error) {
+	trimmed := strings.TrimSpace(args)
+	if trimmed == "" {
+		return json.RawMessage("{}"), nil
+	}
+	if !json.Valid([]byte(trimmed)) || trimmed[0] != '{' {
+		return nil, unsupported("tool call arguments must be a JSON object")
+	}
+	return json.RawMessage(trimmed), nil
+}
+
+// dataURL splits a data: URL with base64 data into its media type and data.
+func dataURL(u string) (mediaType, data string, ok bool) {
+	rest, found := strings.CutPrefix(u, "data:")
+	if !found {
+		return "", "", false
+	}
+	meta, data, found := strings.Cut(rest, ",")
+	if !found {
+		return "", "", false
+	}
+	mediaType, found = strings.CutSuffix(meta, ";base64")
+	if !found || mediaType == "" {
+		return "", "", false
+	}
+	return mediaType, data, true
+}
+
+// marshalJSON encodes v without HTML escaping, so prompts reach providers
+// (and goldens read) as written.
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

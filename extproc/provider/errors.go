@@ -1,0 +1,105 @@
+package provider
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tollgate/tollgate/oaierror"
+)
+
+// UpstreamError turns a provider's error response (any provider's shape, or
+// none) into the status and OpenAI-shaped body the client gets:
+//   - 400, 404 (model or deployment not found is a bad request to us too),
+//     413 and 422: 400 invalid_request with the provider's message, which
+//     tells the client what is wrong with its request (context too long…);
+//   - 401 and 403: Tollgate's own credential was refused; the client cannot
+//     fix that, so 500 internal_error without the provider's text (it may
+//     echo part of the credential);
+//   - 408, 429, 5xx (and Anthropic's 529): 503 no_available_workers — the
+//     deployment failed, and failover had nothing left to try.
+//
+// The provider's error code is kept when it is a string (OpenAI's and
+// Azure's codes); Azure's "type": null and Gemini's numeric code and status
+// are not carried over.
+func UpstreamError(status int, body []byte) (int, []byte) {
+	msg := providerMessage(body)
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return http.StatusInternalServerError, oaierror.Internal.With(
+			"The provider refused Tollgate's credentials; the administrator has been told.", "").Body()
+	case status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500:
+		m := "No provider could serve this request right now; please retry."
+		if msg != "" {
+			m += " Last provider error: " + msg
+		}
+		return http.StatusServiceUnavailable, oaierror.NoAvailableWorkers.With(m, "").Body()
+	default:
+		if msg == "" {
+			msg = "The provider rejected the request (HTTP " + http.StatusText(status) + ")."
+		}
+		// Only a string code is OpenAI's kind; Gemini's is the HTTP status
+		// as a number.
+		code := ""
+		if c := gjson.GetBytes(body, "error.code"); c.Type == gjson.String {
+			code = c.String()
+		}
+		if code == "" || !isIdent(code) {
+			code = "invalid_request"
+		}
+		param := ""
+		if p := gjson.GetBytes(body, "error.param"); p.Type == gjson.String {
+			param = p.String()
+		}
+		return http.StatusBadRequest, oaierror.Invalid(code, param, msg).Body()
+	}
+}
+
+// providerMessage finds the human message in the error shapes providers use:
+// {"error":{"message":…}} (OpenAI, Azure, Anthropic, Gemini), {"message":…},
+// {"error":"…"} (some OpenAI-compatible servers), or plain text.
+func providerMessage(body []byte) string {
+	if gjson.ValidBytes(body) {
+		for _, path := range []string{"error.message", "message", "error", "detail", "0.error.message"} {
+			if r := gjson.GetBytes(body, path); r.Type == gjson.String && r.String() != "" {
+				return truncate(r.String())
+			}
+		}
+		return ""
+	}
+	return truncate(strings.TrimSpace(string(body)))
+}
+
+func truncate(s string) string {
+	const max = 500
+	if len(s) > max {
+		return s[:max] + "…"
+	}
+	return s
+}
+
+func isIdent(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// StreamErrorEvent is the SSE event that ends a stream whose provider failed
+// midway, as OpenAI itself reports such errors, followed by [DONE] so
+// clients end cleanly.
+func StreamErrorEvent(message string) []byte {
+	b := oaierror.UpstreamFailed.With(message, "").Body()
+	out := make([]byte, 0, len(b)+32)
+	out = append(out, "data: "...)
+	out = append(out, b...)
+	out = append(out, "\n\ndata: [DONE]\n\n"...)
+	return out
+}

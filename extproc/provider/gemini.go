@@ -1,0 +1,467 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/extproc/sse"
+)
+
+func init() { adapters[config.TypeGemini] = gemini{defaultEnv} }
+
+// gemini translates to Google's Gemini API (v1beta generateContent and
+// streamGenerateContent?alt=sse).
+//
+// Request:
+//   - user and assistant messages become contents of role user and model,
+//     consecutive ones of one role merged; system and developer messages,
+//     wherever they are, become systemInstruction;
+//   - tools become functionDeclarations (parameters as
+//     parametersJsonSchema, which takes OpenAI's JSON Schema as it is);
+//     tool_choice none/auto/required/a named function becomes
+//     functionCallingConfig NONE/AUTO/ANY/ANY with allowedFunctionNames;
+//   - Gemini has no tool call ids: answers get ids call_0, call_1… (by
+//     position in the answer), and a tool message becomes a functionResponse
+//     named after the function of the latest earlier tool call with its
+//     tool_call_id; its content is the response if it is a JSON object, else
+//     {"content": text};
+//   - temperature (Gemini's range is 0–2 too), top_p, max_tokens (or
+//     max_completion_tokens; when absent Gemini's default applies), stop,
+//     presence_penalty, frequency_penalty, seed and response_format go into
+//     generationConfig;
+//   - n, logprobs, logit_bias, user, parallel_tool_calls and the message
+//     name field are dropped; images must be base64 data URLs.
+//
+// Response: the id is Gemini's responseId (or a generated one) and the
+// model is Gemini's modelVersion, else the deployment's model. finishReason
+// STOP becomes stop (tool_calls when the answer called a function),
+// MAX_TOKENS length, any other (SAFETY, RECITATION, BLOCKLIST…) and a
+// blocked prompt content_filter. completion_tokens counts thinking tokens
+// too (candidatesTokenCount + thoughtsTokenCount); thought parts are not
+// sent to the client.
+type gemini struct{ env env }
+
+type geminiRequest struct {
+	Contents          []geminiContent         `json:"contents"`
+	SystemInstruction *geminiContent          `json:"systemInstruction,omitempty"`
+	Tools             []geminiTool            `json:"tools,omitempty"`
+	ToolConfig        *geminiToolConfig       `json:"toolConfig,omitempty"`
+	GenerationConfig  *geminiGenerationConfig `json:"generationConfig,omitempty"`
+}
+
+type geminiContent struct {
+	Role  string       `json:"role,omitempty"`
+	Parts []geminiPart `json:"parts"`
+}
+
+// geminiPart is a part of a request or an answer.
+type geminiPart struct {
+	Text             string                  `json:"text,omitempty"`
+	Thought          bool                    `json:"thought,omitempty"`
+	InlineData       *geminiBlob             `json:"inlineData,omitempty"`
+	FunctionCall     *geminiFunctionCall     `json:"functionCall,omitempty"`
+	FunctionResponse *geminiFunctionResponse `json:"functionResponse,omitempty"`
+}
+
+type geminiBlob struct {
+	MimeType string `json:"mimeType"`
+	Data     string `json:"data"`
+}
+
+type geminiFunctionCall struct {
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+type geminiFunctionResponse struct {
+	Name     string          `json:"name"`
+	Response json.RawMessage `json:"response"`
+}
+
+type geminiTool struct {
+	FunctionDeclarations []geminiFunction `json:"functionDeclarations"`
+}
+
+type geminiFunction struct {
+	Name                 string          `json:"name"`
+	Description          string          `json:"description,omitempty"`
+	ParametersJSONSchema json.RawMessage `json:"parametersJsonSchema,omitempty"`
+}
+
+type geminiToolConfig struct {
+	FunctionCallingConfig geminiCallingConfig `json:"functionCallingConfig"`
+}
+
+type geminiCallingConfig struct {
+	Mode                 string   `json:"mode"`
+	AllowedFunctionNames []string `json:"allowedFunctionNames,omitempty"`
+}
+
+type geminiGenerationConfig struct {
+	Temperature        *float64        `json:"temperature,omitempty"`
+	TopP               *float64        `json:"topP,omitempty"`
+	MaxOutputTokens    int64           `json:"maxOutputTokens,omitempty"`
+	StopSequences      []string        `json:"stopSequences,omitempty"`
+	PresencePenalty    *float64        `json:"presencePenalty,omitempty"`
+	FrequencyPenalty   *float64        `json:"frequencyPenalty,omitempty"`
+	Seed               *int64          `json:"seed,omitempty"`
+	ResponseMimeType   string          `json:"responseMimeType,omitempty"`
+	ResponseJSONSchema json.RawMessage `json:"responseJsonSchema,omitempty"`
+}
+
+// Translate builds the upstream request and the answer's translator.
+func (g gemini) Translate(req *Request, t Target) (Upstream, Response, error) {
+	cr, err := parseChatRequest(req.Body)
+	if err != nil {
+		return Upstream{}, nil, err
+	}
+	body, err := geminiBody(cr)
+	if err != nil {
+		return Upstream{}, nil, err
+	}
+	authority, path, err := upstreamURL(t.Provider)
+	if err != nil {
+		return Upstream{}, nil, err
+	}
+	model := strings.TrimPrefix(t.Deployment.Model, "models/")
+	path += "/v1beta/models/" + url.PathEscape(model)
+	if req.Stream {
+		path += ":streamGenerateContent?alt=sse"
+	} else {
+		path += ":generateContent"
+	}
+	up := Upstream{
+		Path:      path,
+		Authority: authority,
+		Body:      body,
+		Headers:   []Header{{"content-type", "application/json"}},
+	}
+	if k := t.Provider.APIKey.Reveal(); k != "" {
+		up.Headers = append(up.Headers, Header{"x-goog-api-key", k})
+	}
+	return up, newTranslated(req, &geminiCodec{}, g.env.newID(), model, g.env), nil
+}
+
+func geminiBody(cr *chatRequest) ([]byte, error) {
+	var out geminiRequest
+	var err error
+	if out.SystemInstruction, out.Contents, err = geminiContents(cr.Messages); err != nil {
+		return nil, err
+	}
+	if out.GenerationConfig, err = geminiConfig(cr); err != nil {
+		return nil, err
+	}
+	if len(cr.Tools) > 0 {
+		decls := make([]geminiFunction, 0, len(cr.Tools))
+		for _, tool := range cr.Tools {
+			f := geminiFunction{Name: tool.Function.Name, Description: tool.Function.Description}
+			if p := bytes.TrimSpace(tool.Function.Parameters); len(p) > 0 && string(p) != "null" {
+				f.ParametersJSONSchema = p
+			}
+			decls = append(decls, f)
+		}
+		out.Tools = []geminiTool{{FunctionDeclarations: decls}}
+		choice, err := cr.toolChoice()
+		if err != nil {
+			return nil, err
+		}
+		if mode := map[string]string{"none": "NONE", "auto": "AUTO", "required": "ANY"}[choice.mode]; mode != "" {
+			out.ToolConfig = &geminiToolConfig{FunctionCallingConfig: geminiCallingConfig{Mode: mode}}
+			if choice.name != "" {
+				out.ToolConfig.FunctionCallingConfig.AllowedFunctionNames = []string{choice.name}
+			}
+		}
+	}
+	return marshalJSON(out)
+}
+
+func geminiConfig(cr *chatRequest) (*geminiGenerationConfig, error) {
+	stops, err := cr.stopSequences()
+	if err != nil {
+		return nil, err
+	}
+	c := geminiGenerationConfig{
+		Temperature: cr.Temperature, TopP: cr.TopP, MaxOutputTokens: max(cr.maxTokens(), 0),
+		StopSequences: stops, PresencePenalty: cr.PresencePenalty, FrequencyPenalty: cr.FrequencyPenalty,
+		Seed: cr.Seed,
+	}
+	if f := cr.ResponseFormat; f != nil {
+		switch f.Type {
+		case "json_object":
+			c.ResponseMimeType = "application/json"
+		case "json_schema":
+			c.ResponseMimeType = "application/json"
+			if f.JSONSchema != nil && len(f.JSONSchema.Schema) > 0 {
+				c.ResponseJSONSchema = f.JSONSchema.Schema
+			}
+		}
+	}
+	if c.Temperature == nil && c.TopP == nil && c.MaxOutputTokens == 0 && len(c.StopSequences) == 0 &&
+		c.PresencePenalty == nil && c.FrequencyPenalty == nil && c.Seed == nil && c.ResponseMimeType == "" {
+		return nil, nil
+	}
+	return &c, nil
+}
+
+// geminiContents splits off the system instruction and turns the rest into
+// contents, resolving each tool message's function name.
+func geminiContents(msgs []chatMessage) (*geminiContent, []geminiContent, error) {
+	var system []string
+	var out []geminiContent
+	calls := map[string]string{} // tool call id → function name
+	for i := range msgs {
+		m := &msgs[i]
+		var role string
+		var parts []geminiPart
+		var err error
+		switch m.Role {
+		case "system", "developer":
+			var text string
+			if text, err = m.text(); err == nil && text != "" {
+				system = append(system, text)
+			}
+		case "user":
+			role = "user"
+			parts, err = geminiUserParts(m)
+		case "assistant":
+			role = "model"
+			parts, err = geminiModelParts(m, calls)
+		case "tool":
+			role = "user"
+			var part geminiPart
+			part, err = geminiToolResult(m, calls)
+			parts = []geminiPart{part}
+		default:
+			err = unsupported("role %q is not supported", m.Role)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		if len(parts) == 0 {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].Role == role {
+			out[n-1].Parts = append(out[n-1].Parts, parts...)
+		} else {
+			out = append(out, geminiContent{Role: role, Parts: parts})
+		}
+	}
+	if len(system) == 0 {
+		return nil, out, nil
+	}
+	return &geminiContent{Parts: []geminiPart{{Text: strings.Join(system, "\n\n")}}}, out, nil
+}
+
+func geminiUserParts(m *chatMessage) ([]geminiPart, error) {
+	ps, err := m.parts()
+	if err != nil {
+		return nil, err
+	}
+	var parts []geminiPart
+	for _, p := range ps {
+		switch p.Type {
+		case "text":
+			if p.Text != "" {
+				parts = append(parts, geminiPart{Text: p.Text})
+			}
+		case "image_url":
+			if p.ImageURL == nil {
+				return nil, unsupported("an image_url part needs an image_url")
+			}
+			mt, data, ok := dataURL(p.ImageURL.URL)
+			if !ok {
+				return nil, unsupported("images for this model must be base64 data URLs")
+			}
+			parts = append(parts, geminiPart{InlineData: &geminiBlob{MimeType: mt, Data: data}})
+		default:
+			return nil, unsupported("content parts of type %q are not supported", p.Type)
+		}
+	}
+	return parts, nil
+}
+
+func geminiModelParts(m *chatMessage, calls map[string]string) ([]geminiPart, error) {
+	text, err := m.text()
+	if err != nil {
+		return nil, err
+	}
+	var parts []geminiPart
+	if text != "" {
+		parts = append(parts, geminiPart{Text: text})
+	}
+	for j, call := range m.ToolCalls {
+		args, err := toolArguments(call.Function.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("tool_calls[%d]: %w", j, err)
+		}
+		if call.Function.Name == "" {
+			return nil, unsupported("tool_calls[%d] needs a function name", j)
+		}
+		calls[call.ID] = call.Function.Name
+		parts = append(parts, geminiPart{FunctionCall: &geminiFunctionCall{Name: call.Function.Name, Args: args}})
+	}
+	return parts, nil
+}
+
+func geminiToolResult(m *chatMessage, calls map[string]string) (geminiPart, error) {
+	text, err := m.text()
+	if err != nil {
+		return geminiPart{}, err
+	}
+	name, ok := calls[m.ToolCallID]
+	if !ok {
+		return geminiPart{}, unsupported("tool_call_id %q matches no tool call of an earlier assistant message", m.ToolCallID)
+	}
+	response := json.RawMessage(strings.TrimSpace(text))
+	if len(response) == 0 || response[0] != '{' || !json.Valid(response) {
+		wrapped, err := marshalJSON(map[string]string{"content": text})
+		if err != nil {
+			return geminiPart{}, err
+		}
+		response = wrapped
+	}
+	return geminiPart{FunctionResponse: &geminiFunctionResponse{Name: name, Response: response}}, nil
+}
+
+// geminiFinish maps a finishReason to OpenAI's finish_reason.
+func geminiFinish(reason string, calledTools bool) string {
+	switch reason {
+	case "STOP":
+		if calledTools {
+			return finishToolCalls
+		}
+		return finishStop
+	case "MAX_TOKENS":
+		return finishLength
+	}
+	return finishContentFilter
+}
+
+type geminiResponse struct {
+	Candidates []struct {
+		Content *struct {
+			Parts []geminiPart `json:"parts"`
+		} `json:"content"`
+		FinishReason string `json:"finishReason"`
+	} `json:"candidates"`
+	PromptFeedback *struct {
+		BlockReason string `json:"blockReason"`
+	} `json:"promptFeedback"`
+	UsageMetadata *struct {
+		PromptTokenCount        int64 `json:"promptTokenCount"`
+		CandidatesTokenCount    int64 `json:"candidatesTokenCount"`
+		ThoughtsTokenCount      int64 `json:"thoughtsTokenCount"`
+		ToolUsePromptTokenCount int64 `json:"toolUsePromptTokenCount"`
+		CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
+	} `json:"usageMetadata"`
+	ModelVersion string `json:"modelVersion"`
+	ResponseID   string `json:"responseId"`
+	Error        *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// finishReason is the answer's finish reason, "" while it goes on; a
+// blocked prompt has no candidate and finishes as SAFETY.
+func (g *geminiResponse) finishReason() string {
+	if len(g.Candidates) > 0 {
+		return g.Candidates[0].FinishReason
+	}
+	if g.PromptFeedback != nil && g.PromptFeedback.BlockReason != "" {
+		return "SAFETY"
+	}
+	return ""
+}
+
+func (g *geminiResponse) parts() []geminiPart {
+	if len(g.Candidates) == 0 || g.Candidates[0].Content == nil {
+		return nil
+	}
+	return g.Candidates[0].Content.Parts
+}
+
+// geminiCodec translates Gemini's answers.
+type geminiCodec struct{}
+
+// meta takes the id, model and usage of one response or stream event.
+func (c *geminiCodec) meta(s *streamState, g *geminiResponse) {
+	if !s.started {
+		if g.ResponseID != "" {
+			s.id = g.ResponseID
+		}
+		if g.ModelVersion != "" {
+			s.model = g.ModelVersion
+		}
+	}
+	if u := g.UsageMetadata; u != nil {
+		s.usage.PromptTokens = u.PromptTokenCount + u.ToolUsePromptTokenCount
+		s.usage.CompletionTokens = u.CandidatesTokenCount + u.ThoughtsTokenCount
+		s.cached = u.CachedContentTokenCount
+		s.reasoning = u.ThoughtsTokenCount
+	}
+}
+
+func (c *geminiCodec) whole(s *streamState, body []byte) ([]byte, error) {
+	var g geminiResponse
+	if err := json.Unmarshal(body, &g); err != nil {
+		return nil, fmt.Errorf("gemini: response: %w", err)
+	}
+	c.meta(s, &g)
+	s.usage.Reported = g.UsageMetadata != nil
+	var r reply
+	for _, p := range g.parts() {
+		switch {
+		case p.FunctionCall != nil:
+			r.addToolCall("call_"+strconv.Itoa(len(r.toolCalls)), p.FunctionCall.Name, compactArguments(p.FunctionCall.Args))
+		case !p.Thought:
+			r.text.WriteString(p.Text)
+		}
+	}
+	r.finish = finishStop
+	if reason := g.finishReason(); reason != "" {
+		r.finish = geminiFinish(reason, len(r.toolCalls) > 0)
+	}
+	return s.completion(&r)
+}
+
+func (c *geminiCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte, error) {
+	var g geminiResponse
+	if err := json.Unmarshal(ev.Data, &g); err != nil {
+		return out, fmt.Errorf("gemini: stream event: %w", err)
+	}
+	if g.Error != nil {
+		return s.fail(out, "The provider failed while answering. "+truncate(g.Error.Message)), nil
+	}
+	c.meta(s, &g)
+	out = s.start(out)
+	for _, p := range g.parts() {
+		switch {
+		case p.FunctionCall != nil:
+			id := "call_" + strconv.Itoa(s.toolCalls)
+			out, _ = s.toolCallStart(out, id, p.FunctionCall.Name, compactArguments(p.FunctionCall.Args))
+		case !p.Thought:
+			out = s.content(out, p.Text)
+		}
+	}
+	if reason := g.finishReason(); reason != "" {
+		out = s.finish(out, geminiFinish(reason, s.toolCalls > 0))
+	}
+	if s.finished && g.UsageMetadata != nil {
+		s.usage.Reported = true
+	}
+	return out, nil
+}
+
+// end closes the stream: Gemini's has no end marker of its own, so a stream
+// that ends after a finishReason is complete.
+func (c *geminiCodec) end(s *streamState, out []byte) []byte {
+	if s.finished {
+		return s.close(out)
+	}
+	return s.fail(out, errEndedEarly)
+}

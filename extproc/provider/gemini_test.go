@@ -1,0 +1,101 @@
+package provider
+
+import (
+	"github.com/tollgate/tollgate/oaierror"
+
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+
+	"github.com/tollgate/tollgate/config"
+)
+
+func TestGeminiRequestTranslation(t *testing.T) {
+	testRequests(t, config.TypeGemini, []requestCase{
+		{"request_chat.json", func(t *testing.T, up Upstream) {
+			b := up.Body
+			assert.Equal(t, "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", up.Path)
+			assert.Equal(t, "You are terse.\n\nBe kind.", gjson.GetBytes(b, "systemInstruction.parts.0.text").String())
+			assert.Equal(t, `["user","model","user"]`, gjson.GetBytes(b, "contents.#.role").Raw)
+			assert.Equal(t, 1.5, gjson.GetBytes(b, "generationConfig.temperature").Float(), "Gemini's temperature range is OpenAI's")
+			assert.EqualValues(t, 1024, gjson.GetBytes(b, "generationConfig.maxOutputTokens").Int())
+			assert.Contains(t, up.Headers, Header{"x-goog-api-key", "gem-test-key"})
+		}},
+		{"request_tools.json", func(t *testing.T, up Upstream) {
+			b := up.Body
+			assert.Equal(t, "/v1beta/models/gemini-2.5-flash:generateContent", up.Path)
+			assert.Equal(t, `["user","model","user","model","user"]`, gjson.GetBytes(b, "contents.#.role").Raw)
+			assert.Equal(t, `["get_weather","get_time"]`, gjson.GetBytes(b, "contents.2.parts.#.functionResponse.name").Raw,
+				"tool messages are named after the function of their tool call")
+			assert.Equal(t, `"get_forecast"`, gjson.GetBytes(b, "contents.4.parts.0.functionResponse.name").Raw,
+				"a reused id names the latest tool call with it")
+			assert.Equal(t, `{"content":"12:30"}`, gjson.GetBytes(b, "contents.2.parts.1.functionResponse.response").Raw)
+			assert.Equal(t, `{"mode":"ANY"}`, gjson.GetBytes(b, "toolConfig.functionCallingConfig").Raw)
+			assert.False(t, gjson.GetBytes(b, "generationConfig").Exists())
+		}},
+		{"request_named_tool.json", func(t *testing.T, up Upstream) {
+			assert.Equal(t, `{"mode":"ANY","allowedFunctionNames":["get_weather"]}`, gjson.GetBytes(up.Body, "toolConfig.functionCallingConfig").Raw)
+		}},
+	})
+}
+
+func TestGeminiRejectsWhatItCannotExpress(t *testing.T) {
+	tests := []struct {
+		name, body string
+	}{
+		{"tool message answering no call", `{"messages":[{"role":"user","content":"x"},{"role":"tool","tool_call_id":"call_9","content":"y"}]}`},
+		{"image by URL", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}`},
+		{"arguments not JSON", `{"messages":[{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{"}}]}]}`},
+		{"bad tool_choice", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"sometimes"}`},
+		{"not JSON", `{"messages":`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := testAdapter(config.TypeGemini).Translate(&Request{Body: []byte(tt.body)}, testTarget(config.TypeGemini))
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, ErrUnsupportedRequest), "%v", err)
+		})
+	}
+}
+
+func TestGeminiResponseTranslation(t *testing.T) {
+	testResponses(t, config.TypeGemini, []answerCase{
+		{fixture: "response_text.json", usage: Usage{PromptTokens: 5, CompletionTokens: 36, Reported: true},
+			completion: "Hello! How can I help?"},
+		{fixture: "response_function_call.json", usage: Usage{PromptTokens: 60, CompletionTokens: 22, Reported: true},
+			completion: `{"city":"Paris"}{}`},
+		{fixture: "response_blocked.json", usage: Usage{PromptTokens: 9, Reported: true}},
+		{fixture: "response_max_tokens.json", usage: Usage{PromptTokens: 4, CompletionTokens: 3, Reported: true},
+			completion: "Once upon a"},
+	})
+}
+
+func TestGeminiStreamTranslation(t *testing.T) {
+	testStreams(t, config.TypeGemini, []answerCase{
+		{fixture: "stream_text.sse", clientUsage: true, usage: Usage{PromptTokens: 8, CompletionTokens: 37, Reported: true},
+			completion: "The quick brown fox — ünïcödé 🦊 jumps."},
+		{fixture: "stream_function_call.sse", usage: Usage{PromptTokens: 60, CompletionTokens: 30, Reported: true},
+			completion: `Let me look that up.{"city":"Paris"}{"city":"Rome"}`},
+		{fixture: "stream_safety.sse", clientUsage: true, usage: Usage{PromptTokens: 7, CompletionTokens: 2, Reported: true},
+			completion: "I can"},
+		{fixture: "stream_error.sse", usage: Usage{PromptTokens: 11, CompletionTokens: 2}, completion: "Partial answer"},
+		{fixture: "stream_cut.sse", usage: Usage{PromptTokens: 6, CompletionTokens: 3}, completion: "Half a sen"},
+	})
+}
+
+func TestGeminiErrors(t *testing.T) {
+	testErrors(t, config.TypeGemini, []errorCase{
+		// Gemini's error.code is the HTTP status as a number: not an
+		// OpenAI error code.
+		{"error_400.json", 400, 400, "invalid_request"},
+		{"error_403.json", 403, 500, oaierror.Internal.Code},
+		{"error_429.json", 429, 503, oaierror.NoAvailableWorkers.Code},
+	})
+}
+
+func FuzzGeminiStream(f *testing.F) {
+	fuzzStream(f, config.TypeGemini)
+}

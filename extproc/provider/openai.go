@@ -1,0 +1,230 @@
+package provider
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/extproc/sse"
+)
+
+func init() { adapters[config.TypeOpenAI] = openAI{} }
+
+// openAI serves OpenAI and every OpenAI-compatible server (vLLM, Ollama,
+// Groq, Mistral…): the body passes through with the provider's model name,
+// and the usage chunk Tollgate asks for is stripped unless the client asked.
+type openAI struct{}
+
+func (openAI) Translate(req *Request, t Target) (Upstream, Response, error) {
+	body, err := openAIBody(req, t.Deployment.Model)
+	if err != nil {
+		return Upstream{}, nil, err
+	}
+	base, err := url.Parse(t.Provider.BaseURL)
+	if err != nil {
+		return Upstream{}, nil, fmt.Errorf("provider %s: base_url: %w", t.Provider.Name, err)
+	}
+	up := Upstream{
+		Path:      base.Path + "/chat/completions",
+		Authority: base.Host,
+		Body:      body,
+		Headers:   []Header{{"content-type", "application/json"}},
+	}
+	if k := t.Provider.APIKey.Reveal(); k != "" {
+		up.Headers = append(up.Headers, Header{"authorization", "Bearer " + k})
+	}
+	return up, newOpenAIResponse(req), nil
+}
+
+// openAIBody rewrites only what must change, without re-encoding the rest:
+// the model name, and include_usage on streams so that every stream is
+// metered from the provider's own counts.
+func openAIBody(req *Request, model string) ([]byte, error) {
+	body, err := sjson.SetBytes(req.Body, "model", model)
+	if err != nil {
+		return nil, fmt.Errorf("rewrite model: %w", err)
+	}
+	if req.Stream && !req.ClientUsage {
+		body, err = sjson.SetBytes(body, "stream_options.include_usage", true)
+		if err != nil {
+			return nil, fmt.Errorf("set include_usage: %w", err)
+		}
+	}
+	return body, nil
+}
+
+// openAIResponse meters (and, for streams, filters) an OpenAI-shaped answer.
+type openAIResponse struct {
+	stream      bool
+	clientUsage bool
+	// azure normalizes Azure OpenAI's quirks: its content-filter-only
+	// stream chunks are dropped, and a non-streamed body gets the fields
+	// OpenAI's schema requires and Azure may omit.
+	azure  bool
+	fail   *failure
+	buf    []byte // a non-streamed body, until its end
+	parser sse.Parser
+	out    []byte
+	usage  Usage
+	text   strings.Builder
+	failed bool // the provider sent an error event mid-stream
+}
+
+func newOpenAIResponse(req *Request) *openAIResponse {
+	return &openAIResponse{stream: req.Stream, clientUsage: req.ClientUsage}
+}
+
+func (r *openAIResponse) Status(status int) int {
+	if status >= 400 {
+		r.fail = &failure{status: status}
+	}
+	return clientStatus(status)
+}
+
+func (r *openAIResponse) Usage() Usage       { return r.usage }
+func (r *openAIResponse) Failed() bool       { return r.failed }
+func (r *openAIResponse) Completion() string { return r.text.String() }
+
+func (r *openAIResponse) Body(piece []byte, end bool) ([]byte, error) {
+	if r.fail != nil {
+		return r.fail.body(piece, end), nil
+	}
+	if !r.stream && r.azure {
+		r.buf = append(r.buf, piece...)
+		if !end {
+			return nil, nil
+		}
+		r.readCompletion(r.buf)
+		return normalizeCompletion(r.buf), nil
+	}
+	if !r.stream {
+		// Pass the body on as it comes; keep a copy only to read its usage
+		// at the end (unless it came whole).
+		whole := piece
+		if !end || len(r.buf) > 0 {
+			r.buf = append(r.buf, piece...)
+			whole = r.buf
+		}
+		if end {
+			r.readCompletion(whole)
+		}
+		return piece, nil
+	}
+	return r.streamPiece(piece, end)
+}
+
+// streamPiece forwards events unchanged, except the usage-only chunk when
+// the client did not ask for it. When nothing is held back or dropped, the
+// piece itself is returned, so the caller can leave the body untouched.
+func (r *openAIResponse) streamPiece(piece []byte, end bool) ([]byte, error) {
+	r.parser.Feed(piece)
+	r.out = r.out[:0]
+	dropped := false
+	for {
+		ev, ok := r.parser.Next()
+		if !ok {
+			break
+		}
+		if r.event(ev.Data) {
+			r.out = append(r.out, ev.Raw...)
+		} else {
+			dropped = true
+		}
+	}
+	if end {
+		if ev, ok := r.parser.Finish(); ok {
+			if r.event(ev.Data) {
+				r.out = append(r.out, ev.Raw...)
+			} else {
+				dropped = true
+			}
+		}
+	}
+	if !dropped && r.parser.Pending() == 0 && len(r.out) == len(piece) {
+		return piece, nil
+	}
+	return r.out, nil
+}
+
+// event meters one event and reports whether the client should get it.
+func (r *openAIResponse) event(data []byte) bool {
+	if len(data) == 0 || data[0] != '{' {
+		return true // [DONE], or a keep-alive
+	}
+	if gjson.GetBytes(data, "error").IsObject() {
+		r.failed = true // the provider's own error event, passed on as it is
+	}
+	u := gjson.GetBytes(data, "usage")
+	if u.IsObject() {
+		r.readUsage(u)
+		if !r.clientUsage && isEmptyArray(gjson.GetBytes(data, "choices")) {
+			return false
+		}
+	}
+	if r.azure && gjson.GetBytes(data, "object").String() == "" {
+		// Azure's content-filter annotations (the first chunk, with only
+		// prompt_filter_results, and asynchronous filter results) are not
+		// chunks in OpenAI's sense: empty id, model and object.
+		return false
+	}
+	delta := gjson.GetBytes(data, "choices.0.delta")
+	if c := delta.Get("content"); c.Type == gjson.String {
+		r.text.WriteString(c.String())
+	}
+	for _, a := range delta.Get("tool_calls.#.function.arguments").Array() {
+		r.text.WriteString(a.String())
+	}
+	return true
+}
+
+// readCompletion meters a whole chat.completion body.
+func (r *openAIResponse) readCompletion(body []byte) {
+	r.readUsage(gjson.GetBytes(body, "usage"))
+	for _, m := range gjson.GetBytes(body, "choices.#.message").Array() {
+		r.text.WriteString(m.Get("content").String())
+		for _, a := range m.Get("tool_calls.#.function.arguments").Array() {
+			r.text.WriteString(a.String())
+		}
+	}
+}
+
+// normalizeCompletion adds the fields OpenAI's schema requires that some
+// servers (Azure with older api-versions) omit: each choice's logprobs and
+// its message's refusal, as null.
+func normalizeCompletion(body []byte) []byte {
+	choices := gjson.GetBytes(body, "choices").Array()
+	for i, c := range choices {
+		prefix := "choices." + strconv.Itoa(i)
+		if !c.Get("logprobs").Exists() {
+			if b, err := sjson.SetRawBytes(body, prefix+".logprobs", []byte("null")); err == nil {
+				body = b
+			}
+		}
+		if c.Get("message").IsObject() && !c.Get("message.refusal").Exists() {
+			if b, err := sjson.SetRawBytes(body, prefix+".message.refusal", []byte("null")); err == nil {
+				body = b
+			}
+		}
+	}
+	return body
+}
+
+func (r *openAIResponse) readUsage(u gjson.Result) {
+	if !u.IsObject() {
+		return
+	}
+	r.usage = Usage{
+		PromptTokens:     u.Get("prompt_tokens").Int(),
+		CompletionTokens: u.Get("completion_tokens").Int(),
+		Reported:         true,
+	}
+}
+
+func isEmptyArray(r gjson.Result) bool {
+	return r.IsArray() && !r.Get("0").Exists()
+}

@@ -1,0 +1,101 @@
+// Package provider translates between OpenAI's chat-completions interface,
+// which every client speaks, and each provider's own API. One file per
+// provider; all behind Adapter.
+package provider
+
+import (
+	"fmt"
+
+	"github.com/tollgate/tollgate/config"
+)
+
+// Request is a client's chat-completion request, already validated by the
+// router step.
+type Request struct {
+	// Body is the client's JSON body, in OpenAI's shape. Adapters must not
+	// modify it in place.
+	Body []byte
+	// Stream is the client's "stream" flag.
+	Stream bool
+	// ClientUsage is true when the client itself set
+	// stream_options.include_usage; otherwise the usage chunk Tollgate asks
+	// for is stripped from the client's stream.
+	ClientUsage bool
+}
+
+// Target is the deployment Envoy picked for this attempt.
+type Target struct {
+	Model      *config.Model
+	Deployment *config.Deployment
+	Provider   *config.Provider
+}
+
+// Header is one header to set on the upstream request.
+type Header struct{ Name, Value string }
+
+// Upstream is the request as the provider must receive it.
+type Upstream struct {
+	// Path is the request's :path, with query (the base URL's path included).
+	Path string
+	// Authority is the provider's host[:port] (the :authority/Host header).
+	Authority string
+	// Headers are set on the request (credential, version, content-type).
+	// The client's Authorization header is always removed.
+	Headers []Header
+	// Body is the translated body.
+	Body []byte
+}
+
+// Usage is the token count of one response.
+type Usage struct {
+	PromptTokens     int64
+	CompletionTokens int64
+	// Reported is true when these are the provider's own counts; false means
+	// the provider has not (yet) reported final ones, and Tollgate
+	// estimates. While false, the counts may hold what the provider reported
+	// so far (Anthropic's input tokens from message_start, Gemini's running
+	// counts): a non-zero PromptTokens is then the provider's own.
+	Reported bool
+}
+
+// Response translates one provider response into OpenAI's shape. It is
+// stateful: one per attempt, fed in order.
+type Response interface {
+	// Status is called once with the provider's HTTP status and returns the
+	// status to give the client (e.g. Anthropic's 529 becomes 503).
+	Status(status int) int
+	// Body translates the next piece of the provider's body (a piece may end
+	// anywhere, even inside a line or a UTF-8 sequence) and returns the
+	// bytes for the client, possibly none. end is true on the last piece.
+	// For an error status the whole body is translated to an OpenAI-shaped
+	// error at end. An error return means the provider sent something that
+	// cannot be translated; the stream is then ended with an error event.
+	Body(piece []byte, end bool) ([]byte, error)
+	// Usage is the usage known so far.
+	Usage() Usage
+	// Completion is the text generated so far (content and tool-call
+	// arguments), used to estimate tokens when Usage().Reported is false.
+	Completion() string
+	// Failed reports that the provider failed after the answer began: the
+	// client got an error event instead of the rest of the answer.
+	Failed() bool
+}
+
+// Adapter builds the upstream request for a deployment and a translator for
+// its answer.
+type Adapter interface {
+	Translate(req *Request, t Target) (Upstream, Response, error)
+}
+
+// For returns the adapter for a provider type.
+func For(providerType string) (Adapter, error) {
+	a, ok := adapters[providerType]
+	if !ok {
+		return nil, fmt.Errorf("provider: no adapter for type %q", providerType)
+	}
+	return a, nil
+}
+
+// adapters maps config provider types to adapters; each provider's file
+// registers itself in init.
+var adapters = map[string]Adapter{}

@@ -1,0 +1,63 @@
+package provider
+
+import (
+	"github.com/tollgate/tollgate/extproc/provider/schematest"
+
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/extproc/sse"
+)
+
+// Components of OpenAI's schema the answers must conform to.
+const (
+	schemaCompletion = schematest.Completion
+	schemaChunk      = schematest.Chunk
+	schemaError      = schematest.Error
+	schemaModelList  = schematest.ModelList
+)
+
+// TestMain starts loading the spec at once, so that the load (a second, or
+// several under -race) overlaps with the tests that do not need it.
+func TestMain(m *testing.M) {
+	go func() { _, _ = schematest.Schemas() }()
+	os.Exit(m.Run())
+}
+
+// requireSchema checks a JSON body against a component of OpenAI's schema.
+func requireSchema(t testing.TB, component string, body []byte) {
+	t.Helper()
+	schematest.Require(t, component, body)
+}
+
+// requireStreamSchema checks every event of a client stream: chunks against
+// CreateChatCompletionStreamResponse, error events against ErrorResponse.
+// The stream must end with [DONE], and nothing may follow it.
+func requireStreamSchema(t testing.TB, stream []byte) {
+	t.Helper()
+	var p sse.Parser
+	p.Feed(stream)
+	done := false
+	for {
+		ev, ok := p.Next()
+		if !ok {
+			break
+		}
+		require.False(t, done, "an event after [DONE]: %q", ev.Raw)
+		data := ev.Data
+		if string(data) == "[DONE]" {
+			done = true
+			continue
+		}
+		if bytes.HasPrefix(data, []byte(`{"error"`)) {
+			requireSchema(t, schemaError, data)
+			continue
+		}
+		requireSchema(t, schemaChunk, data)
+	}
+	require.Zero(t, p.Pending(), "an unfinished event at the end: %q", stream)
+	require.True(t, done, "the stream does not end with [DONE]")
+}

@@ -1,0 +1,443 @@
+package provider
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/extproc/sse"
+)
+
+// This file holds what the translating adapters (Anthropic, Gemini) share:
+// the Response that buffers or parses a provider's answer, and the writer of
+// OpenAI-shaped completions and chunks.
+
+// clock and ID source of the translating adapters, injected so that tests
+// are deterministic.
+type env struct {
+	now   func() time.Time
+	newID func() string
+}
+
+var defaultEnv = env{
+	now:   time.Now,
+	newID: func() string { return "chatcmpl-" + rand.Text() },
+}
+
+// upstreamURL splits a provider's base URL into the authority and the path
+// prefix that every request path starts with.
+func upstreamURL(p *config.Provider) (authority, path string, err error) {
+	u, err := url.Parse(p.BaseURL)
+	if err != nil {
+		return "", "", fmt.Errorf("provider %s: base_url: %w", p.Name, err)
+	}
+	return u.Host, strings.TrimRight(u.Path, "/"), nil
+}
+
+// clientStatus is the status a client gets for a provider's status.
+func clientStatus(status int) int {
+	if status >= 400 {
+		s, _ := UpstreamError(status, nil)
+		return s
+	}
+	return status
+}
+
+// maxErrorBody caps how much of a provider's error body is kept.
+const maxErrorBody = 1 << 20
+
+// failure collects a provider's error body and translates it at its end.
+type failure struct {
+	status int
+	buf    []byte
+}
+
+func (f *failure) body(piece []byte, end bool) []byte {
+	if room := maxErrorBody - len(f.buf); room > 0 {
+		f.buf = append(f.buf, piece[:min(len(piece), room)]...)
+	}
+	if !end {
+		return nil
+	}
+	_, b := UpstreamError(f.status, f.buf)
+	return b
+}
+
+// codec is one provider's translation of its answer into OpenAI's shapes,
+// driven by translated.
+type codec interface {
+	// whole translates a complete non-streamed body.
+	whole(s *streamState, body []byte) ([]byte, error)
+	// event translates one stream event, appending to out; it sets s.done
+	// when the stream is over for the client ([DONE] or an error event
+	// written).
+	event(s *streamState, out []byte, ev sse.Event) ([]byte, error)
+	// end is called when the provider's stream ends before s.done.
+	end(s *streamState, out []byte) []byte
+}
+
+// translated is the Response of the translating adapters.
+type translated struct {
+	stream  bool
+	fail    *failure
+	buf     []byte
+	parser  sse.Parser
+	codec   codec
+	state   streamState
+	stopped bool // an untranslatable event ended the stream
+}
+
+// newTranslated starts the translation of one answer; id and model are the
+// fallbacks for answers that do not name theirs.
+func newTranslated(req *Request, c codec, id, model string, e env) *translated {
+	return &translated{
+		stream: req.Stream,
+		codec:  c,
+		state: streamState{
+			id: id, model: model, created: e.now().Unix(),
+			clientUsage: req.ClientUsage,
+		},
+	}
+}
+
+// Status keeps an error status, whose body is then translated by
+// UpstreamError, and returns the client's status.
+func (r *translated) Status(status int) int {
+	if status >= 400 {
+		r.fail = &failure{status: status}
+	}
+	return clientStatus(status)
+}
+
+// Usage is the provider's counts so far; Reported once they are final.
+func (r *translated) Usage() Usage { return r.state.usage }
+
+// Failed reports an error event sent in place of the rest of the answer.
+func (r *translated) Failed() bool { return r.state.failed || r.stopped }
+
+// Completion is the text and tool-call arguments translated so far.
+func (r *translated) Completion() string { return r.state.text.String() }
+
+// Body translates the provider's answer. With an error return, the bytes
+// returned are still for the client (what was translated before the
+// failure); the stream then needs the caller's error event.
+func (r *translated) Body(piece []byte, end bool) ([]byte, error) {
+	if r.fail != nil {
+		return r.fail.body(piece, end), nil
+	}
+	if !r.stream {
+		r.buf = append(r.buf, piece...)
+		if !end {
+			return nil, nil
+		}
+		return r.codec.whole(&r.state, r.buf)
+	}
+	if r.state.done || r.stopped {
+		return nil, nil
+	}
+	r.parser.Feed(piece)
+	var out []byte
+	var err error
+	for !r.state.done {
+		ev, ok := r.parser.Next()
+		if !ok {
+			break
+		}
+		if out, err = r.event(out, ev); err != nil {
+			return out, err
+		}
+	}
+	if end && !r.state.done {
+		if ev, ok := r.parser.Finish(); ok {
+			if out, err = r.event(out, ev); err != nil {
+				return out, err
+			}
+		}
+		if !r.state.done {
+			out = r.codec.end(&r.state, out)
+			r.state.done = true
+		}
+	}
+	return out, nil
+}
+
+func (r *translated) event(out []byte, ev sse.Event) ([]byte, error) {
+	if len(ev.Data) == 0 {
+		return out, nil // a comment or keep-alive
+	}
+	out, err := r.codec.event(&r.state, out, ev)
+	if err != nil {
+		r.stopped = true
+	}
+	return out, err
+}
+
+// streamState is what a translated stream knows so far, and writes OpenAI's
+// chunks with it.
+type streamState struct {
+	id, model   string
+	created     int64
+	clientUsage bool
+
+	usage     Usage
+	cached    int64 // prompt tokens read from a cache (part of PromptTokens)
+	reasoning int64 // completion tokens spent thinking (part of CompletionTokens)
+	text      strings.Builder
+
+	started   bool // the role chunk is written
+	toolCalls int  // tool calls started
+	finished  bool // the finish_reason chunk is written
+	done      bool // [DONE] or an error event is written
+	failed    bool // an error event is written
+}
+
+// Finish reasons of OpenAI's schema.
+const (
+	finishStop          = "stop"
+	finishLength        = "length"
+	finishToolCalls     = "tool_calls"
+	finishContentFilter = "content_filter"
+)
+
+type streamChunk struct {
+	ID      string         `json:"id"`
+	Object  string         `json:"object"`
+	Created int64          `json:"created"`
+	Model   string         `json:"model"`
+	Choices []streamChoice `json:"choices"`
+	// Usage is null on every chunk when the client asked for usage, as
+	// OpenAI does, and the counts on the last one; absent otherwise.
+	Usage any `json:"usage,omitempty"`
+}
+
+type streamChoice struct {
+	Index        int         `json:"index"`
+	Delta        streamDelta `json:"delta"`
+	Logprobs     *struct{}   `json:"logprobs"`
+	FinishReason *string     `json:"finish_reason"`
+}
+
+type streamDelta struct {
+	Role      string           `json:"role,omitempty"`
+	Content   *string          `json:"content,omitempty"`
+	ToolCalls []streamToolCall `json:"tool_calls,omitempty"`
+}
+
+type streamToolCall struct {
+	Index    int            `json:"index"`
+	ID       string         `json:"id,omitempty"`
+	Type     string         `json:"type,omitempty"`
+	Function streamFunction `json:"function"`
+}
+
+type streamFunction struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+// nullJSON marshals as null; it makes a present-but-null usage field.
+type nullJSON struct{}
+
+func (nullJSON) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
+
+// chunk appends one chat.completion.chunk event with one choice.
+func (s *streamState) chunk(out []byte, delta streamDelta, finish string) []byte {
+	c := streamChunk{
+		ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
+		Choices: []streamChoice{{Delta: delta}},
+	}
+	if finish != "" {
+		c.Choices[0].FinishReason = &finish
+	}
+	if s.clientUsage {
+		c.Usage = nullJSON{}
+	}
+	return appendEvent(out, c)
+}
+
+func appendEvent(out []byte, v any) []byte {
+	b, err := marshalJSON(v)
+	if err != nil { // cannot happen: only strings and numbers
+		return append(out, StreamErrorEvent("Tollgate could not encode a chunk.")...)
+	}
+	out = append(out, "data: "...)
+	out = append(out, b...)
+	return append(out, "\n\n"...)
+}
+
+// start writes the first chunk, which carries the role, once.
+func (s *streamState) start(out []byte) []byte {
+	if s.started {
+		return out
+	}
+	s.started = true
+	empty := ""
+	return s.chunk(out, streamDelta{Role: "assistant", Content: &empty}, "")
+}
+
+// content writes a piece of text.
+func (s *streamState) content(out []byte, text string) []byte {
+	if text == "" {
+		return out
+	}
+	s.text.WriteString(text)
+	return s.chunk(s.start(out), streamDelta{Content: &text}, "")
+}
+
+// toolCallStart writes the first chunk of the next tool call and returns its
+// index among the tool calls.
+func (s *streamState) toolCallStart(out []byte, id, name, args string) ([]byte, int) {
+	i := s.toolCalls
+	s.toolCalls++
+	s.text.WriteString(args)
+	out = s.chunk(s.start(out), streamDelta{ToolCalls: []streamToolCall{{
+		Index: i, ID: id, Type: "function", Function: streamFunction{Name: name, Arguments: args},
+	}}}, "")
+	return out, i
+}
+
+// toolCallArguments writes a fragment of tool call i's arguments.
+func (s *streamState) toolCallArguments(out []byte, i int, fragment string) []byte {
+	if fragment == "" {
+		return out
+	}
+	s.text.WriteString(fragment)
+	return s.chunk(s.start(out), streamDelta{ToolCalls: []streamToolCall{{
+		Index: i, Function: streamFunction{Arguments: fragment},
+	}}}, "")
+}
+
+// finish writes the chunk with the finish reason, once.
+func (s *streamState) finish(out []byte, reason string) []byte {
+	if s.finished {
+		return out
+	}
+	s.finished = true
+	return s.chunk(s.start(out), streamDelta{}, reason)
+}
+
+// close ends a stream that finished normally: the usage chunk if the client
+// asked for it, then [DONE].
+func (s *streamState) close(out []byte) []byte {
+	if s.clientUsage {
+		out = appendEvent(out, streamChunk{
+			ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
+			Choices: []streamChoice{}, Usage: s.openAIUsage(),
+		})
+	}
+	s.done = true
+	return append(out, "data: [DONE]\n\n"...)
+}
+
+// fail ends a stream with an error event (which ends with [DONE]).
+func (s *streamState) fail(out []byte, message string) []byte {
+	s.done, s.failed = true, true
+	return append(out, StreamErrorEvent(message)...)
+}
+
+// errEndedEarly is the message for a stream that stopped before its end.
+const errEndedEarly = "The provider's stream ended before the reply was complete."
+
+type openAIUsage struct {
+	PromptTokens            int64              `json:"prompt_tokens"`
+	CompletionTokens        int64              `json:"completion_tokens"`
+	TotalTokens             int64              `json:"total_tokens"`
+	PromptTokensDetails     *promptDetails     `json:"prompt_tokens_details,omitempty"`
+	CompletionTokensDetails *completionDetails `json:"completion_tokens_details,omitempty"`
+}
+
+type promptDetails struct {
+	CachedTokens int64 `json:"cached_tokens"`
+}
+
+type completionDetails struct {
+	ReasoningTokens int64 `json:"reasoning_tokens"`
+}
+
+func (s *streamState) openAIUsage() *openAIUsage {
+	u := &openAIUsage{
+		PromptTokens:     s.usage.PromptTokens,
+		CompletionTokens: s.usage.CompletionTokens,
+		TotalTokens:      s.usage.PromptTokens + s.usage.CompletionTokens,
+	}
+	if s.cached > 0 {
+		u.PromptTokensDetails = &promptDetails{CachedTokens: s.cached}
+	}
+	if s.reasoning > 0 {
+		u.CompletionTokensDetails = &completionDetails{ReasoningTokens: s.reasoning}
+	}
+	return u
+}
+
+// completion is OpenAI's non-streamed chat.completion.
+type completion struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   *openAIUsage       `json:"usage,omitempty"`
+}
+
+type completionChoice struct {
+	Index        int               `json:"index"`
+	Message      completionMessage `json:"message"`
+	Logprobs     *struct{}         `json:"logprobs"`
+	FinishReason string            `json:"finish_reason"`
+}
+
+type completionMessage struct {
+	Role      string               `json:"role"`
+	Content   *string              `json:"content"`
+	Refusal   *string              `json:"refusal"`
+	ToolCalls []completionToolCall `json:"tool_calls,omitempty"`
+}
+
+type completionToolCall struct {
+	ID       string             `json:"id"`
+	Type     string             `json:"type"`
+	Function completionFunction `json:"function"`
+}
+
+type completionFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// reply is a whole answer, gathered from a provider's non-streamed body.
+type reply struct {
+	text      strings.Builder
+	toolCalls []completionToolCall
+	finish    string
+}
+
+func (r *reply) addToolCall(id, name, args string) {
+	r.toolCalls = append(r.toolCalls, completionToolCall{
+		ID: id, Type: "function", Function: completionFunction{Name: name, Arguments: args},
+	})
+}
+
+// completion encodes the reply as a chat.completion, and records its text.
+// Content is null when the reply is only tool calls, as OpenAI does.
+func (s *streamState) completion(r *reply) ([]byte, error) {
+	text := r.text.String()
+	s.text.WriteString(text)
+	for _, c := range r.toolCalls {
+		s.text.WriteString(c.Function.Arguments)
+	}
+	msg := completionMessage{Role: "assistant", Content: &text, ToolCalls: r.toolCalls}
+	if text == "" && len(r.toolCalls) > 0 {
+		msg.Content = nil
+	}
+	c := completion{
+		ID: s.id, Object: "chat.completion", Created: s.created, Model: s.model,
+		Choices: []completionChoice{{Message: msg, FinishReason: r.finish}},
+	}
+	if s.usage.Reported {
+		c.Usage = s.openAIUsage()
+	}
+	return marshalJSON(c)
+}

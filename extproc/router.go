@@ -1,0 +1,328 @@
+package extproc
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/extproc/provider"
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
+)
+
+// routerStep handles one request at the HCM level: it validates, admits the
+// model and names the cluster; at the end it sees the final status and
+// records requests that failed.
+type routerStep struct {
+	s   *Server
+	cfg *config.Config
+
+	keyID, accountID string
+	started          time.Time
+	model            string
+	requestID        string // drawn at admission; names the hold and the usage record
+	body             []byte // kept to estimate the prompt of a request cut off early
+	reserved         bool   // money is held for this request
+	recorded         bool   // a usage record was written by this step
+	answered         bool   // the response headers were seen
+}
+
+func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+	switch v := req.Request.(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		return r.requestHeaders(ctx, v.RequestHeaders)
+	case *extprocv3.ProcessingRequest_RequestBody:
+		if r.keyID == "" {
+			r.s.opt.Logger.ErrorContext(ctx, "router step: request body before request headers; check the ext_proc processing modes")
+			return immediate(oaierror.Internal, nil), nil
+		}
+		return r.requestBody(ctx, v.RequestBody)
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		return r.responseHeaders(v.ResponseHeaders)
+	default:
+		// Modes we did not ask for: let them pass untouched.
+		return passThrough(req), nil
+	}
+}
+
+func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
+	hm := headerMap(h.GetHeaders())
+	r.started = r.s.opt.Now()
+	r.keyID, r.accountID = hm[contract.HeaderKeyID], hm[contract.HeaderAccountID]
+	if r.keyID == "" || r.accountID == "" {
+		// ext_authz did not run before us: a misconfigured proxy.
+		r.s.opt.Logger.ErrorContext(ctx, "router step: request without identity headers; is ext_authz configured before ext_proc?")
+		return immediate(oaierror.Internal, nil), nil
+	}
+	path, method := hm[":path"], hm[":method"]
+	if i := indexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	switch path {
+	case contract.PathModels:
+		if method != http.MethodGet {
+			return immediate(oaierror.MethodNotAllowed, nil), nil
+		}
+		return r.models(ctx)
+	case contract.PathChatCompletions:
+		if method != http.MethodPost {
+			return immediate(oaierror.MethodNotAllowed, nil), nil
+		}
+	default:
+		return immediate(oaierror.NotFound, nil), nil
+	}
+	if h.GetEndOfStream() {
+		return r.reject(oaierror.Invalid("invalid_request", "", "The request has no body; send a chat-completion request as JSON.")), nil
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
+		RequestHeaders: &extprocv3.HeadersResponse{},
+	}}, nil
+}
+
+func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {
+	body := b.GetBody()
+	if len(body) > r.cfg.MaxBodyBytes {
+		return r.reject(oaierror.BodyTooLarge), nil
+	}
+	cr, verr := validate(body, r.cfg)
+	if verr != nil {
+		return r.reject(*verr), nil
+	}
+	r.model = cr.Model.ID
+	if e := r.admit(ctx, cr.Model); e != nil {
+		return r.reject(*e), nil
+	}
+	r.requestID = rand.Text()
+	r.body = body
+	if e := r.hold(ctx, cr, len(body)); e != nil {
+		return r.reject(*e), nil
+	}
+	set := []*corev3.HeaderValueOption{setHeader(contract.HeaderCluster, contract.ClusterName(cr.Model.ID))}
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_RequestBody{
+			RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
+				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set},
+				ClearRouteCache: true,
+			}},
+		},
+		DynamicMetadata: requestMetadata(r.keyID, r.accountID, r.requestID, cr, r.started),
+	}, nil
+}
+
+// hold reserves the most this request can cost: its prompt, bounded by the
+// body's size (a token is at least one byte of JSON text; a third is a
+// safe over-estimate for chat bodies), and all the tokens it may generate.
+// It fails with 402 when the account cannot pay for that.
+func (r *routerStep) hold(ctx context.Context, cr chatRequest, bodyLen int) *oaierror.Error {
+	if r.s.opt.Balance == nil {
+		return nil
+	}
+	m := cr.Model
+	amount := money.Add(money.Cost(int64(bodyLen/3+16), m.InputPricePerMillion), money.Cost(cr.MaxTokens, m.OutputPricePerMillion))
+	if amount <= 0 {
+		return nil // a free model needs no hold
+	}
+	err := r.s.opt.Balance.Reserve(ctx, r.accountID, reservationID(r.requestID), amount, r.s.opt.Now().Add(r.s.opt.HoldFor))
+	switch {
+	case err == nil:
+		r.reserved = true
+		return nil
+	case errors.Is(err, store.ErrInsufficientBalance):
+		e := oaierror.InsufficientBalance.With("Your account balance cannot cover this request: it could cost up to $"+amount.String()+
+			" (its prompt and max_tokens). Add credit, or lower max_tokens.", "")
+		return &e
+	default:
+		r.s.opt.Logger.ErrorContext(ctx, "router step: holding the balance failed", "account_id", r.accountID, "err", err)
+		e := oaierror.Internal
+		return &e
+	}
+}
+
+// requestMetadata is what every upstream attempt needs to know of the
+// request, handed over as dynamic metadata (see contract.RequestMetadataNamespace).
+func requestMetadata(keyID, accountID, requestID string, cr chatRequest, started time.Time) *structpb.Struct {
+	return &structpb.Struct{Fields: map[string]*structpb.Value{
+		contract.RequestMetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			contract.MetaKeyID:       structpb.NewStringValue(keyID),
+			contract.MetaAccountID:   structpb.NewStringValue(accountID),
+			contract.MetaRequestID:   structpb.NewStringValue(requestID),
+			contract.MetaModel:       structpb.NewStringValue(cr.Model.ID),
+			contract.MetaStream:      structpb.NewBoolValue(cr.Stream),
+			contract.MetaClientUsage: structpb.NewBoolValue(cr.ClientUsage),
+			contract.MetaStarted:     structpb.NewNumberValue(float64(started.UnixMicro())),
+		}}),
+	}}
+}
+
+// admit checks model access (403) and availability (503): the same function
+// that lists the key's models.
+func (r *routerStep) admit(ctx context.Context, m *config.Model) *oaierror.Error {
+	key, acct, err := r.identity(ctx)
+	if err != nil {
+		e := oaierror.Internal
+		return &e
+	}
+	switch access(r.cfg, r.s.opt.Health, key, acct, m) {
+	case accessDenied:
+		e := oaierror.ModelNotAllowed.With("This API key or your plan does not give access to the model \""+truncate(m.ID)+"\".", "model")
+		return &e
+	case accessUnavailable:
+		e := oaierror.NoAvailableWorkers
+		return &e
+	}
+	return nil
+}
+
+func (r *routerStep) identity(ctx context.Context) (store.Key, store.Account, error) {
+	key, err := r.s.opt.Keys.KeyByID(ctx, r.keyID)
+	if err != nil {
+		r.s.opt.Logger.ErrorContext(ctx, "router step: key lookup failed", "key_id", r.keyID, "err", err)
+		return store.Key{}, store.Account{}, err
+	}
+	acct, err := r.s.opt.Keys.Account(ctx, r.accountID)
+	if err != nil {
+		r.s.opt.Logger.ErrorContext(ctx, "router step: account lookup failed", "account_id", r.accountID, "err", err)
+		return store.Key{}, store.Account{}, err
+	}
+	return key, acct, nil
+}
+
+// responseHeaders sees the final answer. A failure is recorded here (the
+// upstream step records only successes, since Envoy may still retry the
+// failures it sees); a failure Envoy made itself is replaced by an
+// OpenAI-shaped 503.
+func (r *routerStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
+	r.answered = true
+	hm := headerMap(h.GetHeaders())
+	st, _ := strconv.Atoi(hm[":status"])
+	_, translated := hm[contract.HeaderTranslated]
+	if st >= 200 && st < 300 {
+		return removeHeaders(contract.HeaderTranslated), nil
+	}
+	if !translated {
+		// Envoy's own reply: no healthy upstream, connect failure, timeout.
+		return r.reject(oaierror.NoAvailableWorkers), nil
+	}
+	r.record(st, errorCodeFor(st))
+	return removeHeaders(contract.HeaderTranslated), nil
+}
+
+// finish records a request that ended before its answer reached this step:
+// the client left while a provider was still thinking, or the proxy
+// answered itself without showing ext_proc (Envoy may skip ext_proc on its
+// own replies). Its prompt is billed as estimated. Had the upstream step
+// begun an answer, it records the same request under the same id, so the
+// request is recorded once either way.
+func (r *routerStep) finish(context.Context, error) {
+	if !r.reserved || r.recorded || r.answered {
+		return
+	}
+	r.recordRequest(store.UsageRecord{
+		Status: StatusClientClosed, ErrorCode: "no_answer",
+		PromptTokens: provider.EstimatePromptTokens(r.body), Estimated: true,
+	})
+}
+
+// reject answers the client at once and records the failure.
+func (r *routerStep) reject(e oaierror.Error) *extprocv3.ProcessingResponse {
+	r.record(e.Status, e.Code)
+	return immediate(e, nil)
+}
+
+func (r *routerStep) record(st int, code string) {
+	r.recordRequest(store.UsageRecord{Status: st, ErrorCode: code})
+}
+
+// recordRequest completes rec with the request's identity, its cost at the
+// model's prices, and its hold (released by writing the record).
+func (r *routerStep) recordRequest(rec store.UsageRecord) {
+	if r.recorded {
+		return
+	}
+	r.recorded = true
+	now := r.s.opt.Now()
+	rec.KeyID, rec.AccountID, rec.Model = r.keyID, r.accountID, r.model
+	rec.Latency, rec.CreatedAt = now.Sub(r.started), now.UTC()
+	if r.requestID != "" {
+		rec.ID = usageID(r.requestID)
+	}
+	if r.reserved {
+		rec.ReservationID = reservationID(r.requestID)
+	}
+	if m, ok := r.cfg.Model(r.model); ok {
+		rec.Cost = money.Add(money.Cost(rec.PromptTokens, m.InputPricePerMillion), money.Cost(rec.CompletionTokens, m.OutputPricePerMillion))
+	}
+	if err := r.s.opt.Usage.Record(rec); err != nil {
+		r.s.opt.Logger.Error("router step: usage record refused", "err", err)
+	}
+}
+
+// errorCodeFor names the failure of a translated upstream error by status.
+func errorCodeFor(st int) string {
+	switch {
+	case st == http.StatusBadRequest:
+		return "invalid_request"
+	case st == http.StatusServiceUnavailable:
+		return oaierror.NoAvailableWorkers.Code
+	default:
+		return oaierror.Internal.Code
+	}
+}
+
+func immediate(e oaierror.Error, extra []*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
+	set := append([]*corev3.HeaderValueOption{setHeader("content-type", "application/json")}, extra...)
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
+		ImmediateResponse: &extprocv3.ImmediateResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(e.Status)},
+			Headers: &extprocv3.HeaderMutation{SetHeaders: set},
+			Body:    e.Body(),
+		},
+	}}
+}
+
+func removeHeaders(names ...string) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
+			HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: names},
+		}},
+	}}
+}
+
+// passThrough answers a message of a kind the step does not process.
+func passThrough(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+	switch req.Request.(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}}
+	case *extprocv3.ProcessingRequest_RequestBody:
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}}
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{}}}
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}}}
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}}}
+	}
+	return nil
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,81 @@
+package extproc
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/store"
+)
+
+type nopUsage struct{}
+
+func (nopUsage) Record(store.UsageRecord) error { return nil }
+
+type noKeys struct{}
+
+func (noKeys) KeyByID(context.Context, string) (store.Key, error) {
+	return store.Key{}, store.ErrNotFound
+}
+func (noKeys) Account(context.Context, string) (store.Account, error) {
+	return store.Account{}, store.ErrNotFound
+}
+
+// Whatever order of messages a proxy sends, each step answers every message
+// and never brings the server down.
+func TestOutOfOrderMessagesGetAnswersNotCrashes(t *testing.T) {
+	cfg := testCfg(t)
+	srv := grpc.NewServer()
+	extprocv3.RegisterExternalProcessorServer(srv, New(Options{Config: func() *config.Config { return cfg }, Keys: noKeys{}, Usage: nopUsage{}}))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	client := extprocv3.NewExternalProcessorClient(conn)
+
+	headers := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{}}}}
+	body := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(`{}`), EndOfStream: true}}}
+	respHeaders := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{}}}}
+	respBody := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{Body: []byte("x")}}}
+	sequences := map[string][]*extprocv3.ProcessingRequest{
+		"body first":               {body, respHeaders, respBody},
+		"headers without metadata": {headers, body, respHeaders, respBody},
+		"response before request":  {respHeaders, respBody},
+		"response body alone":      {respBody},
+		"everything twice":         {headers, headers, body, body, respHeaders, respHeaders, respBody},
+	}
+	for _, step := range []string{contract.StepRouter, contract.StepUpstream} {
+		for name, seq := range sequences {
+			t.Run(step+"/"+name, func(t *testing.T) {
+				ctx := metadata.AppendToOutgoingContext(context.Background(), contract.HeaderStep, step)
+				stream, err := client.Process(ctx)
+				require.NoError(t, err)
+				for i, msg := range seq {
+					require.NoError(t, stream.Send(msg))
+					resp, err := stream.Recv()
+					require.NoError(t, err, "message %d", i)
+					require.NotNil(t, resp)
+					if resp.GetImmediateResponse() != nil {
+						return // the step answered for good
+					}
+				}
+			})
+		}
+	}
+	// The server is still up.
+	_, err = client.Process(context.Background())
+	assert.NoError(t, err)
+}

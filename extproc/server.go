@@ -1,0 +1,168 @@
+// Package extproc is Tollgate's Envoy ext_proc server. It runs in two steps
+// on every request: the router step (an HCM filter) validates the body,
+// checks model access and picks the model's cluster; the upstream step (a
+// cluster filter, run again on every attempt Envoy makes) rewrites the body
+// and credentials for the deployment Envoy picked, then translates and meters
+// the provider's answer, streamed or not.
+package extproc
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/store"
+)
+
+// Keys is what ext_proc needs of storage (a store.Cache in production).
+type Keys interface {
+	KeyByID(ctx context.Context, id string) (store.Key, error)
+	Account(ctx context.Context, id string) (store.Account, error)
+}
+
+// Balance holds money for a request until its usage record settles it.
+type Balance interface {
+	// Reserve fails with store.ErrInsufficientBalance when the account's
+	// balance less what is already held cannot cover amount.
+	Reserve(ctx context.Context, accountID, reservationID string, amount money.Nanos, expiresAt time.Time) error
+}
+
+// Usage receives one record per request; it must not lose them.
+type Usage interface {
+	Record(rec store.UsageRecord) error
+}
+
+// Options configure a Server. Zero values are documented per field.
+type Options struct {
+	// Config returns the configuration in force (it may be reloaded).
+	Config func() *config.Config
+	Keys   Keys
+	Usage  Usage
+	// Balance holds each request's most possible cost at admission, so
+	// that concurrent requests cannot overdraw an account.
+	Balance Balance
+	// HoldFor is how long a hold lives if no usage record settles it (a
+	// replica that died); default one hour.
+	HoldFor time.Duration
+	// Health is the passive health of deployments: the upstream step tells
+	// it every provider status, the router step asks it before admitting
+	// a request and when listing models. Nil means every deployment of an
+	// enabled provider is available.
+	Health Health
+	// Now is the clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Health is the passive health of deployments (an extproc/health.Tracker).
+type Health interface {
+	Available(deploymentID string) bool
+	Success(deploymentID string)
+	Failure(deploymentID string)
+}
+
+// Server implements envoy.service.ext_proc.v3.ExternalProcessor.
+type Server struct {
+	extprocv3.UnimplementedExternalProcessorServer
+	opt Options
+}
+
+// New returns a Server.
+func New(opt Options) *Server {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.HoldFor <= 0 {
+		opt.HoldFor = time.Hour
+	}
+	return &Server{opt: opt}
+}
+
+// Process serves one ext_proc stream: one request's router step, or one
+// attempt's upstream step, as the call's x-tollgate-step metadata says.
+func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
+	step := contract.StepRouter
+	if md, ok := metadata.FromIncomingContext(stream.Context()); ok {
+		if v := md.Get(contract.HeaderStep); len(v) > 0 {
+			step = v[0]
+		}
+	}
+	var p processor
+	switch step {
+	case contract.StepRouter:
+		p = &routerStep{s: s, cfg: s.opt.Config()}
+	case contract.StepUpstream:
+		p = &upstreamStep{s: s, cfg: s.opt.Config()}
+	default:
+		return status.Errorf(codes.InvalidArgument, "unknown %s %q", contract.HeaderStep, step)
+	}
+	ctx := stream.Context()
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			p.finish(ctx, err)
+			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
+				return nil
+			}
+			return err
+		}
+		resp, err := p.handle(ctx, req)
+		if err != nil {
+			p.finish(ctx, err)
+			return err
+		}
+		if resp == nil {
+			continue
+		}
+		if err := stream.Send(resp); err != nil {
+			p.finish(ctx, err)
+			return err
+		}
+	}
+}
+
+// processor is one step's per-stream state machine.
+type processor interface {
+	handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error)
+	// finish is called once when the stream ends, however it ends.
+	finish(ctx context.Context, err error)
+}
+
+// headerMap reads an ext_proc header map into lowercase name → value.
+func headerMap(hm *corev3.HeaderMap) map[string]string {
+	out := make(map[string]string, len(hm.GetHeaders()))
+	for _, h := range hm.GetHeaders() {
+		v := h.GetValue()
+		if len(h.GetRawValue()) > 0 {
+			v = string(h.GetRawValue())
+		}
+		out[h.GetKey()] = v
+	}
+	return out
+}
+
+func setHeader(k, v string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{
+		Header:       &corev3.HeaderValue{Key: k, RawValue: []byte(v)},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+	}
+}
+
+// Usage record and reservation ids derive from the request id the router
+// step draws, so that whichever step records a request, it is recorded once.
+func usageID(requestID string) string       { return "use_" + requestID }
+func reservationID(requestID string) string { return "rsv_" + requestID }

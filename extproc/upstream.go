@@ -1,0 +1,312 @@
+package extproc
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/extproc/provider"
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
+)
+
+// StatusUpstreamFailed is recorded for an answer the provider broke off
+// midway: the client got 200 and an error event in place of the rest.
+const StatusUpstreamFailed = 502
+
+// StatusClientClosed is recorded for a stream the client left before its
+// end (nginx's convention); the tokens produced until then are billed.
+const StatusClientClosed = 499
+
+// upstreamStep handles one attempt at the cluster level.
+type upstreamStep struct {
+	s   *Server
+	cfg *config.Config
+
+	keyID, accountID, model string
+	requestID               string
+	started                 time.Time
+	preq                    provider.Request
+	target                  provider.Target
+	resp                    provider.Response
+	status                  int  // the status the client gets
+	ended                   bool // the response body reached its end
+	recorded                bool
+}
+
+func (u *upstreamStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+	// Each phase needs what the one before it learned; a proxy that skips
+	// one (misconfigured modes) gets an error answer, never a crash.
+	switch v := req.Request.(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		return u.requestHeaders(ctx, req, v.RequestHeaders)
+	case *extprocv3.ProcessingRequest_RequestBody:
+		if u.target.Provider == nil {
+			return u.outOfOrder(ctx, "request body before usable request headers"), nil
+		}
+		return u.requestBody(ctx, v.RequestBody)
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		if u.resp == nil {
+			return u.outOfOrder(ctx, "response headers before a translated request"), nil
+		}
+		return u.responseHeaders(v.ResponseHeaders)
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		if u.resp == nil || u.status == 0 {
+			return u.outOfOrder(ctx, "response body before response headers"), nil
+		}
+		return u.responseBody(ctx, v.ResponseBody)
+	default:
+		return passThrough(req), nil
+	}
+}
+
+func (u *upstreamStep) outOfOrder(ctx context.Context, what string) *extprocv3.ProcessingResponse {
+	u.s.opt.Logger.ErrorContext(ctx, "upstream step: "+what+"; check the ext_proc processing modes")
+	return translatedFailure()
+}
+
+func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.ProcessingRequest, _ *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
+	meta := req.GetMetadataContext().GetFilterMetadata()[contract.RequestMetadataNamespace].GetFields()
+	u.keyID = meta[contract.MetaKeyID].GetStringValue()
+	u.accountID = meta[contract.MetaAccountID].GetStringValue()
+	u.model = meta[contract.MetaModel].GetStringValue()
+	u.requestID = meta[contract.MetaRequestID].GetStringValue()
+	u.preq.Stream = meta[contract.MetaStream].GetBoolValue()
+	u.preq.ClientUsage = meta[contract.MetaClientUsage].GetBoolValue()
+	u.started = u.s.opt.Now()
+	if us := meta[contract.MetaStarted].GetNumberValue(); us > 0 {
+		u.started = time.UnixMicro(int64(us))
+	}
+	if u.keyID == "" || u.accountID == "" || u.model == "" {
+		u.s.opt.Logger.ErrorContext(ctx, "upstream step: no request metadata; is "+contract.RequestMetadataNamespace+" forwarded to the upstream ext_proc filter?")
+		return translatedFailure(), nil
+	}
+	depID := req.GetAttributes()[contract.AttributesNamespace].GetFields()[contract.AttrDeployment].GetStringValue()
+	m, d, p, ok := u.cfg.Deployment(depID)
+	if !ok || m.ID != u.model || p == nil {
+		u.s.opt.Logger.ErrorContext(ctx, "upstream step: unknown deployment for this attempt",
+			"deployment", depID, "model", u.model)
+		return translatedFailure(), nil
+	}
+	u.target = provider.Target{Model: m, Deployment: d, Provider: p}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
+		RequestHeaders: &extprocv3.HeadersResponse{},
+	}}, nil
+}
+
+func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {
+	adapter, err := provider.For(u.target.Provider.Type)
+	if err != nil {
+		u.s.opt.Logger.ErrorContext(ctx, "upstream step: no adapter", "provider", u.target.Provider.Name, "err", err)
+		return translatedFailure(), nil
+	}
+	u.preq.Body = b.GetBody()
+	up, resp, err := adapter.Translate(&u.preq, u.target)
+	if errors.Is(err, provider.ErrUnsupportedRequest) {
+		// The request is valid OpenAI but this provider cannot take it; the
+		// message is written for the client.
+		return immediate(oaierror.Invalid("invalid_request", "", err.Error()),
+			[]*corev3.HeaderValueOption{setHeader(contract.HeaderTranslated, "1")}), nil
+	}
+	if err != nil {
+		u.s.opt.Logger.ErrorContext(ctx, "upstream step: translating the request failed",
+			"provider", u.target.Provider.Name, "err", err)
+		return translatedFailure(), nil
+	}
+	u.resp = resp
+	set := make([]*corev3.HeaderValueOption, 0, len(up.Headers)+3)
+	set = append(set,
+		setHeader(":path", up.Path),
+		setHeader(":authority", up.Authority),
+		setHeader("content-length", strconv.Itoa(len(up.Body))),
+	)
+	for _, h := range up.Headers {
+		set = append(set, setHeader(h.Name, h.Value))
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
+		RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
+			Status:         extprocv3.CommonResponse_CONTINUE,
+			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: removeForUpstream(up.Headers)},
+			BodyMutation:   &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: up.Body}},
+		}},
+	}}, nil
+}
+
+// translatedFailure is the upstream step's own 500: marked as translated,
+// so that the router step records it as it is.
+func translatedFailure() *extprocv3.ProcessingResponse {
+	return immediate(oaierror.Internal, []*corev3.HeaderValueOption{setHeader(contract.HeaderTranslated, "1")})
+}
+
+// removeForUpstream lists the headers an attempt removes: every internal
+// header and every credential header (the client's key, or one an earlier
+// attempt set for another provider), except those the adapter sets now, so
+// that its own credential survives whatever order the proxy applies them in.
+func removeForUpstream(set []provider.Header) []string {
+	out := make([]string, 0, len(contract.InternalHeaders)+len(contract.CredentialHeaders)+len(contract.ProviderHeaders))
+	out = append(out, contract.InternalHeaders...)
+	for _, c := range slices.Concat(contract.CredentialHeaders, contract.ProviderHeaders) {
+		if !slices.ContainsFunc(set, func(h provider.Header) bool { return h.Name == c }) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (u *upstreamStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
+	hm := headerMap(h.GetHeaders())
+	upstreamStatus, _ := strconv.Atoi(hm[":status"])
+	u.status = u.resp.Status(upstreamStatus)
+	if h := u.s.opt.Health; h != nil {
+		// The provider's own status: 5xx and 429 mean the deployment is
+		// failing (a connect failure never reaches this step; Envoy's
+		// outlier detection sees that one).
+		if upstreamStatus >= 500 || upstreamStatus == http.StatusTooManyRequests {
+			h.Failure(u.target.Deployment.ID)
+		} else {
+			h.Success(u.target.Deployment.ID)
+		}
+	}
+	ok := u.status >= 200 && u.status < 300
+	contentType := "application/json"
+	if ok && u.preq.Stream {
+		contentType = "text/event-stream"
+	}
+	set := []*corev3.HeaderValueOption{
+		setHeader(contract.HeaderTranslated, "1"),
+		setHeader("content-type", contentType),
+	}
+	if u.status != upstreamStatus {
+		set = append(set, setHeader(":status", strconv.Itoa(u.status)))
+	}
+	out := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
+			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: []string{"content-length"}},
+		}},
+	}}
+	if !ok || !u.preq.Stream {
+		// A whole JSON answer is translated at once: ask Envoy to buffer it.
+		out.ModeOverride = &extprocfilterv3.ProcessingMode{
+			RequestHeaderMode:  extprocfilterv3.ProcessingMode_SEND,
+			RequestBodyMode:    extprocfilterv3.ProcessingMode_BUFFERED,
+			ResponseHeaderMode: extprocfilterv3.ProcessingMode_SEND,
+			ResponseBodyMode:   extprocfilterv3.ProcessingMode_BUFFERED,
+		}
+	}
+	return out, nil
+}
+
+func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {
+	piece := b.GetBody()
+	end := b.GetEndOfStream()
+	if u.ended {
+		// The answer was already ended (after untranslatable data): drop
+		// whatever else the provider sends.
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
+			ResponseBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
+				BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: []byte{}}},
+			}},
+		}}, nil
+	}
+	out, err := u.resp.Body(piece, end)
+	if err != nil {
+		u.s.opt.Logger.ErrorContext(ctx, "upstream step: untranslatable provider response",
+			"provider", u.target.Provider.Name, "err", err)
+		// Keep what was translated before the failure, then end cleanly.
+		out = append(append([]byte(nil), out...), provider.StreamErrorEvent("The provider sent a response Tollgate could not translate.")...)
+		end = true
+	}
+	common := &extprocv3.CommonResponse{}
+	if !sameBytes(out, piece) {
+		common.BodyMutation = &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: out}}
+	}
+	resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
+		ResponseBody: &extprocv3.BodyResponse{Response: common},
+	}}
+	if end {
+		u.ended = true
+		if rec, ok := u.record(u.status, ""); ok {
+			resp.DynamicMetadata = usageMetadata(rec)
+		}
+	}
+	return resp, nil
+}
+
+// finish records a stream the client (or Envoy) cut off after it began.
+func (u *upstreamStep) finish(context.Context, error) {
+	if u.resp != nil && u.status >= 200 && u.status < 300 && !u.ended {
+		u.record(StatusClientClosed, "client_closed")
+	}
+}
+
+// record writes the usage of a successful (or cut-off) attempt. Failed
+// attempts are recorded by the router step, which alone knows whether Envoy
+// retried them.
+func (u *upstreamStep) record(st int, code string) (store.UsageRecord, bool) {
+	if u.recorded || u.resp == nil || u.status < 200 || u.status >= 300 {
+		return store.UsageRecord{}, false
+	}
+	u.recorded = true
+	usage := u.resp.Usage()
+	estimated := !usage.Reported
+	if estimated {
+		// Keep what the provider did report (Anthropic counts the prompt
+		// at the start of a stream); estimate only what is missing.
+		if usage.PromptTokens == 0 {
+			usage.PromptTokens = provider.EstimatePromptTokens(u.preq.Body)
+		}
+		usage.CompletionTokens = max(usage.CompletionTokens, provider.EstimateTokens(u.resp.Completion()))
+	}
+	if u.resp.Failed() && code == "" {
+		st, code = StatusUpstreamFailed, "upstream_error"
+	}
+	m := u.target.Model
+	now := u.s.opt.Now()
+	rec := store.UsageRecord{
+		KeyID: u.keyID, AccountID: u.accountID, Model: m.ID, Provider: u.target.Provider.Name,
+		PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens,
+		Cost:   money.Add(money.Cost(usage.PromptTokens, m.InputPricePerMillion), money.Cost(usage.CompletionTokens, m.OutputPricePerMillion)),
+		Status: st, ErrorCode: code, Latency: now.Sub(u.started), CreatedAt: now.UTC(), Estimated: estimated,
+	}
+	if u.requestID != "" {
+		rec.ID, rec.ReservationID = usageID(u.requestID), reservationID(u.requestID)
+	}
+	if err := u.s.opt.Usage.Record(rec); err != nil {
+		u.s.opt.Logger.Error("upstream step: usage record refused", "err", err)
+	}
+	return rec, true
+}
+
+// usageMetadata is the dynamic metadata the access log reads.
+func usageMetadata(rec store.UsageRecord) *structpb.Struct {
+	inner, err := structpb.NewStruct(map[string]any{
+		"key_id":            rec.KeyID,
+		"model":             rec.Model,
+		"provider":          rec.Provider,
+		"prompt_tokens":     float64(rec.PromptTokens),
+		"completion_tokens": float64(rec.CompletionTokens),
+		"cost_usd":          rec.Cost.String(),
+		"estimated":         rec.Estimated,
+	})
+	if err != nil {
+		return nil
+	}
+	return &structpb.Struct{Fields: map[string]*structpb.Value{
+		contract.DynamicMetadataNamespace: structpb.NewStructValue(inner),
+	}}
+}
+
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}

@@ -1,0 +1,298 @@
+package extproc
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/oaierror"
+)
+
+// chatRequest is what the router step learns from a valid body.
+type chatRequest struct {
+	Model       *config.Model
+	Stream      bool
+	ClientUsage bool
+	// MaxTokens is the client's max_tokens (or max_completion_tokens), or
+	// the model's maximum when it sent neither.
+	MaxTokens int64
+}
+
+var validRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
+
+// validate checks a chat-completion body against SPEC §4.1 and §8 without
+// decoding it into structs. The first problem found is returned as the
+// client-facing error; a nil error means the body may go to a provider.
+func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
+	fail := func(code, param, format string, args ...any) (chatRequest, *oaierror.Error) {
+		e := oaierror.Invalid(code, param, fmt.Sprintf(format, args...))
+		return chatRequest{}, &e
+	}
+	if !gjson.ValidBytes(body) {
+		return fail("invalid_request", "", "The request body is not valid JSON.")
+	}
+	// Read the body in place (no copy into a string) and walk its top
+	// level once; a value is looked up later by name from this table.
+	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
+	if !root.IsObject() {
+		return fail("invalid_request", "", "The request body must be a JSON object.")
+	}
+	var top fields
+	dup := ""
+	root.ForEach(func(k, v gjson.Result) bool {
+		if !top.set(k.Str, v) {
+			dup = k.Str
+			return false
+		}
+		return true
+	})
+	if dup != "" {
+		// Parsers disagree on which copy wins; a validated value must be
+		// the one the provider uses, so an ambiguous body is refused.
+		return fail("invalid_request", dup, "The request body gives %q more than once.", dup)
+	}
+	var r chatRequest
+
+	model := top.model
+	if model.Type != gjson.String || model.Str == "" {
+		return fail("invalid_model", "model", "You must provide a model parameter (a string).")
+	}
+	m, ok := cfg.Model(model.Str)
+	if !ok {
+		return fail("invalid_model", "model", "The model %q does not exist.", truncate(model.Str))
+	}
+	r.Model = m
+
+	if e := validateMessages(top.messages); e != nil {
+		return chatRequest{}, e
+	}
+
+	if s := top.stream; s.Exists() && s.Type != gjson.Null {
+		if s.Type != gjson.True && s.Type != gjson.False {
+			return fail("invalid_request", "stream", "stream must be a boolean.")
+		}
+		r.Stream = s.Type == gjson.True
+	}
+	if so := top.streamOptions; so.Exists() && so.Type != gjson.Null {
+		if !so.IsObject() {
+			return fail("invalid_request", "stream_options", "stream_options must be an object.")
+		}
+		if !r.Stream {
+			return fail("invalid_request", "stream_options", "stream_options is only allowed when stream is true.")
+		}
+		iu := so.Get("include_usage")
+		if iu.Exists() && iu.Type != gjson.True && iu.Type != gjson.False && iu.Type != gjson.Null {
+			return fail("invalid_request", "stream_options.include_usage", "include_usage must be a boolean.")
+		}
+		r.ClientUsage = iu.Type == gjson.True
+	}
+
+	ranges := [...]struct {
+		name, code string
+		min, max   float64
+		v          gjson.Result
+	}{
+		{"temperature", "invalid_temperature", 0, 2, top.temperature},
+		{"top_p", "invalid_request", 0, 1, top.topP},
+		{"frequency_penalty", "invalid_request", -2, 2, top.frequencyPenalty},
+		{"presence_penalty", "invalid_request", -2, 2, top.presencePenalty},
+	}
+	for _, rg := range ranges {
+		v := rg.v
+		if !v.Exists() || v.Type == gjson.Null {
+			continue
+		}
+		if v.Type != gjson.Number || math.IsNaN(v.Num) || v.Num < rg.min || v.Num > rg.max {
+			return fail(rg.code, rg.name, "%s must be a number from %g to %g.", rg.name, rg.min, rg.max)
+		}
+	}
+
+	r.MaxTokens = int64(m.MaxTokens)
+	for _, mt := range [...]struct {
+		name string
+		v    gjson.Result
+	}{{"max_tokens", top.maxTokens}, {"max_completion_tokens", top.maxCompletionTokens}} {
+		name, v := mt.name, mt.v
+		if !v.Exists() || v.Type == gjson.Null {
+			continue
+		}
+		if v.Type != gjson.Number || v.Num != math.Trunc(v.Num) {
+			return fail("invalid_max_tokens", name, "%s must be an integer.", name)
+		}
+		if v.Num < 1 {
+			return fail("invalid_max_tokens", name, "%s must be at least 1.", name)
+		}
+		if v.Num > float64(m.MaxTokens) {
+			return fail("invalid_max_tokens", name, "%s is too large: %s allows at most %d.", name, m.ID, m.MaxTokens)
+		}
+		r.MaxTokens = min(r.MaxTokens, int64(v.Num))
+	}
+
+	if stop := top.stop; stop.Exists() && stop.Type != gjson.Null {
+		switch {
+		case stop.Type == gjson.String:
+		case stop.IsArray():
+			n := 0
+			bad := false
+			stop.ForEach(func(_, v gjson.Result) bool {
+				n++
+				bad = v.Type != gjson.String
+				return !bad
+			})
+			if bad {
+				return fail("invalid_stop", "stop", "stop must be a string or an array of strings.")
+			}
+			if n > 4 {
+				return fail("invalid_stop", "stop", "stop allows at most 4 sequences; got %d.", n)
+			}
+		default:
+			return fail("invalid_stop", "stop", "stop must be a string or an array of strings.")
+		}
+	}
+	return r, nil
+}
+
+func validateMessages(msgs gjson.Result) *oaierror.Error {
+	bad := func(format string, args ...any) *oaierror.Error {
+		e := oaierror.Invalid("invalid_messages", "messages", fmt.Sprintf(format, args...))
+		return &e
+	}
+	if !msgs.Exists() {
+		return bad("messages is required: an array with at least one message.")
+	}
+	if !msgs.IsArray() {
+		return bad("messages must be an array of message objects.")
+	}
+	var e *oaierror.Error
+	i := 0
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		e = validateMessage(i, m, bad)
+		i++
+		return e == nil
+	})
+	if e != nil {
+		return e
+	}
+	if i == 0 {
+		return bad("messages must contain at least one message.")
+	}
+	return nil
+}
+
+func validateMessage(i int, m gjson.Result, bad func(string, ...any) *oaierror.Error) *oaierror.Error {
+	if !m.IsObject() {
+		return bad("messages[%d] must be an object.", i)
+	}
+	var role, name, toolCalls, content, toolCallID gjson.Result
+	m.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "role":
+			role = v
+		case "name":
+			name = v
+		case "tool_calls":
+			toolCalls = v
+		case "content":
+			content = v
+		case "tool_call_id":
+			toolCallID = v
+		}
+		return true
+	})
+	if role.Type != gjson.String || !validRoles[role.Str] {
+		return bad("messages[%d].role must be one of system, user, assistant, tool.", i)
+	}
+	if n := name; n.Exists() && n.Type != gjson.String {
+		return bad("messages[%d].name must be a string.", i)
+	}
+	hasToolCalls := false
+	if toolCalls.Exists() && toolCalls.Type != gjson.Null {
+		if role.Str != "assistant" || !toolCalls.IsArray() {
+			return bad("messages[%d].tool_calls must be an array, on an assistant message.", i)
+		}
+		hasToolCalls = toolCalls.Get("#").Int() > 0
+	}
+	switch {
+	case content.Type == gjson.String:
+	case content.IsArray():
+		ok := content.Get("#").Int() > 0
+		content.ForEach(func(_, part gjson.Result) bool {
+			ok = ok && part.IsObject() && part.Get("type").Type == gjson.String
+			return ok
+		})
+		if !ok {
+			return bad("messages[%d].content must be a string or a non-empty array of content parts.", i)
+		}
+	case (!content.Exists() || content.Type == gjson.Null) && hasToolCalls:
+	case !content.Exists():
+		return bad("messages[%d].content is required.", i)
+	default:
+		return bad("messages[%d].content must be a string.", i)
+	}
+	if role.Str == "tool" {
+		if id := toolCallID; id.Type != gjson.String || id.Str == "" {
+			return bad("messages[%d] has role tool and needs a tool_call_id.", i)
+		}
+	}
+	return nil
+}
+
+// fields are the top-level values of a request body that validation reads.
+type fields struct {
+	model, messages, stream, streamOptions               gjson.Result
+	temperature, topP, frequencyPenalty, presencePenalty gjson.Result
+	maxTokens, maxCompletionTokens, stop                 gjson.Result
+}
+
+// set keeps the value of a known key, and reports false when the key was
+// given already.
+func (f *fields) set(key string, v gjson.Result) bool {
+	p := f.slot(key)
+	if p == nil {
+		return true
+	}
+	if p.Exists() {
+		return false
+	}
+	*p = v
+	return true
+}
+
+// slot is where a known key's value goes; nil for keys validation ignores.
+func (f *fields) slot(key string) *gjson.Result {
+	switch key {
+	case "model":
+		return &f.model
+	case "messages":
+		return &f.messages
+	case "stream":
+		return &f.stream
+	case "stream_options":
+		return &f.streamOptions
+	case "temperature":
+		return &f.temperature
+	case "top_p":
+		return &f.topP
+	case "frequency_penalty":
+		return &f.frequencyPenalty
+	case "presence_penalty":
+		return &f.presencePenalty
+	case "max_tokens":
+		return &f.maxTokens
+	case "max_completion_tokens":
+		return &f.maxCompletionTokens
+	case "stop":
+		return &f.stop
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "…"
+	}
+	return s
+}
