@@ -1,0 +1,27 @@
+package cli
+
+import "context"
+
+func runAccountShow(ctx context.Context, e *env, f *flags, args []string) error {
+	email := f.fs.String("email", "", "the account's email address")
+	asJSON := f.fs.Bool("json", false, "print the account as JSON")
+	if _, err := f.parse(args); err != nil {
+		return err
+	}
+	if err := f.require("email"); err != nil {
+		return err
+	}
+	s, err := f.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	a, err := accountByEmail(ctx, s, *email)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(e.stdout, accountView(a))
+	}
+	return writeAccount(e.stdout, a)
+}

@@ -1,0 +1,182 @@
+// Package cli is the tollgate command line: it dispatches "serve" to the
+// server and runs the administrator's account and key commands against the
+// store. Run is the whole program minus signals and the exit code, so tests
+// call it directly.
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// ErrUsage is matched (errors.Is) by errors about how the command was
+// invoked: an unknown command or flag, a missing argument. The program exits
+// with status 2 for them and 1 for any other error.
+var ErrUsage = errors.New("usage error")
+
+// usageError is an error about the invocation; it matches ErrUsage.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+func (e usageError) Unwrap() error { return ErrUsage }
+
+func usagef(format string, args ...any) error {
+	return usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// Environment variables that supply flag defaults.
+const (
+	EnvDB     = "TOLLGATE_DB"
+	EnvConfig = "TOLLGATE_CONFIG"
+)
+
+// DefaultDB is the database used when neither --db nor TOLLGATE_DB says.
+const DefaultDB = "sqlite://tollgate.db"
+
+// defaultDB is the --db default: $TOLLGATE_DB, else DefaultDB.
+func defaultDB() string {
+	if db := os.Getenv(EnvDB); db != "" {
+		return db
+	}
+	return DefaultDB
+}
+
+// env is what a command may touch besides its arguments.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	now            func() time.Time
+	random         io.Reader // source of key secrets
+}
+
+// command is one "group action" pair, e.g. "key create".
+type command struct {
+	name    string
+	args    string // synopsis after the name; "\n" continues it on an indented line
+	summary string
+	run     func(ctx context.Context, e *env, f *flags, args []string) error
+}
+
+var commands = []command{
+	{"account create", "--email EMAIL --plan PLAN [--balance USD] [--json]",
+		"create an account (balance defaults to 0)", runAccountCreate},
+	{"account show", "--email EMAIL [--json]",
+		"show an account and its balance", runAccountShow},
+	{"account credit", "--email EMAIL --amount USD [--json]",
+		"add a positive amount to an account's balance", runAccountCredit},
+	{"key create", "--account EMAIL --description TEXT [--rpm N] [--ip ADDR|CIDR]... [--model ID]...\n" +
+		"[--expires YYYY-MM-DD] [--disabled] [--json]",
+		"create a key; prints its secret, shown only this once", runKeyCreate},
+	{"key list", "--account EMAIL [--json]",
+		"list an account's keys (never their secrets)", runKeyList},
+	{"key update", "ID [--description TEXT] [--rpm N|off] [--ip ADDR|CIDR]... [--clear-ips]\n" +
+		"[--model ID]... [--all-models] [--expires YYYY-MM-DD|never]\n" +
+		"[--enabled=true|false] [--json]",
+		"change only the given options of a key (--ip replaces the list)", runKeyUpdate},
+	{"key delete", "ID", "delete a key at once; its usage history stays", runKeyDelete},
+	{"key usage", "ID [--json]", "a key's requests, tokens, cost and error rate", runKeyUsage},
+}
+
+const usageHead = `Tollgate routes OpenAI-style API calls to LLM providers.
+
+Usage:
+  tollgate serve [flags]    run the router (see 'tollgate serve -h')
+  tollgate help             show this help
+`
+
+const usageTail = `
+Every account and key command also takes:
+  --db URL        database: sqlite:///abs/path.db, sqlite://rel/path.db or
+                  postgres://…; default $TOLLGATE_DB, else ` + DefaultDB + `
+  --config FILE   Tollgate configuration; default $TOLLGATE_CONFIG. It gives the
+                  key prefix, and account create --plan must name one of its plans
+                  and key create/update --model one of its models. Without a
+                  config the prefix is "tg" and plans and models are not checked.
+
+Flags may come before or after ID; write --flag value or --flag=value.
+--ip and --model may be repeated. Amounts are US dollars ("10", "0.25").
+An expiry date D means the end of D in UTC; "never" removes the expiry.
+`
+
+func printUsage(w io.Writer) {
+	var b strings.Builder
+	b.WriteString(usageHead)
+	for _, c := range commands {
+		b.WriteString(synopsis("  tollgate "+c.name+" ", c.args) + "\n")
+		fmt.Fprintf(&b, "      %s\n", c.summary)
+	}
+	b.WriteString(usageTail)
+	io.WriteString(w, b.String())
+}
+
+// Run runs the tollgate command line with args (without the program name),
+// writing results to stdout and notes to stderr. Errors are returned for the
+// caller to print; those matching ErrUsage are about the invocation itself.
+// Flag defaults come from the process environment (TOLLGATE_DB,
+// TOLLGATE_CONFIG).
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv, now: time.Now, random: rand.Reader}
+	return e.run(ctx, args)
+}
+
+func (e *env) run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		printUsage(e.stderr)
+		return usagef("no command given")
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		printUsage(e.stdout)
+		return nil
+	case "serve":
+		err := runServe(ctx, args[1:], e.stdout, e.stderr)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // the flag set has printed serve's help
+		}
+		return err
+	case "account", "key":
+	default:
+		return usagef("unknown command %q", args[0])
+	}
+	group := args[0]
+	if len(args) < 2 || strings.HasPrefix(args[1], "-") {
+		return usagef("%s needs an action: %s", group, strings.Join(actions(group), ", "))
+	}
+	name := group + " " + args[1]
+	for _, c := range commands {
+		if c.name != name {
+			continue
+		}
+		f := newFlags(e, c)
+		err := c.run(ctx, e, f, args[2:])
+		if errors.Is(err, errHelp) {
+			f.printHelp(e.stdout)
+			return nil
+		}
+		return err
+	}
+	return usagef("unknown command %q; %s actions are: %s", name, group, strings.Join(actions(group), ", "))
+}
+
+// synopsis is lead followed by args, whose continuation lines are indented
+// to line up after lead.
+func synopsis(lead, args string) string {
+	return lead + strings.ReplaceAll(args, "\n", "\n"+strings.Repeat(" ", len(lead)))
+}
+
+func actions(group string) []string {
+	var out []string
+	for _, c := range commands {
+		if g, a, _ := strings.Cut(c.name, " "); g == group {
+			out = append(out, a)
+		}
+	}
+	return out
+}

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/keyopts"
+)
+
+func runKeyCreate(ctx context.Context, e *env, f *flags, args []string) error {
+	account := f.fs.String("account", "", "email of the account that owns the key")
+	description := f.fs.String("description", "", "what the key is for (1-200 characters)")
+	rpm := f.fs.String("rpm", keyopts.Off, "requests per minute, or off for the plan's default")
+	ips := f.list("ip", "allowed client address or CIDR (repeatable; default: any)")
+	models := f.list("model", "allowed model id (repeatable; default: all models)")
+	expires := f.fs.String("expires", keyopts.Never, "last day the key works (YYYY-MM-DD, UTC), or never")
+	disabled := f.fs.Bool("disabled", false, "create the key switched off")
+	asJSON := f.fs.Bool("json", false, "print the key and its secret as JSON")
+	if _, err := f.parse(args); err != nil {
+		return err
+	}
+	if err := f.require("account", "description"); err != nil {
+		return err
+	}
+	cfg, err := f.loadConfig()
+	if err != nil {
+		return err
+	}
+
+	enabled := !*disabled
+	p := keyopts.Patch{Description: description, RateLimit: rpm, Expiry: expires, Enabled: &enabled}
+	if ips.set {
+		p.IPRestrictions = &ips.values
+	}
+	if models.set {
+		p.Models = &models.values
+	}
+	k, err := keyopts.Create(p, keyRules(e, cfg))
+	if err != nil {
+		return err
+	}
+
+	s, err := f.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	a, err := accountByEmail(ctx, s, *account)
+	if err != nil {
+		return err
+	}
+	secret, err := apikey.Generate(keyPrefix(cfg), e.random)
+	if err != nil {
+		return err
+	}
+	k.AccountID = a.ID
+	k.Hint = apikey.Hint(secret)
+	k, err = s.CreateKey(ctx, k, apikey.HashOf(secret))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "tollgate: created key %s for %s; its secret is shown only this once\n", k.ID, a.Email)
+	if *asJSON {
+		return writeJSON(e.stdout, createdKeyJSON{keyJSON: keyView(k, e.now()), Secret: secret})
+	}
+	_, err = fmt.Fprintln(e.stdout, secret)
+	return err
+}

@@ -1,0 +1,297 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tollgate/tollgate/authz"
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/envoy/edge"
+	"github.com/tollgate/tollgate/envoy/xds"
+	"github.com/tollgate/tollgate/extproc"
+	"github.com/tollgate/tollgate/extproc/health"
+	"github.com/tollgate/tollgate/ratelimit"
+	"github.com/tollgate/tollgate/store"
+)
+
+// serveOptions are the flags of `tollgate serve`.
+type serveOptions struct {
+	configPath string
+	db         string
+	redisURL   string
+	redisWait  time.Duration
+	listen     string
+	grpcListen string
+	xffHops    int
+	cacheTTL   time.Duration
+	drain      time.Duration
+}
+
+func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o serveOptions
+	fs.StringVar(&o.configPath, "config", os.Getenv("TOLLGATE_CONFIG"), "configuration file (YAML); default $TOLLGATE_CONFIG")
+	fs.StringVar(&o.db, "db", defaultDB(), "database URL: sqlite:///abs/path.db, sqlite://rel/path.db or postgres://…; default $TOLLGATE_DB or sqlite://tollgate.db")
+	fs.StringVar(&o.redisURL, "redis", os.Getenv("TOLLGATE_REDIS"), "Redis URL for rate limits shared by replicas (redis://host:6379/0); empty: in-memory limiter")
+	fs.DurationVar(&o.redisWait, "redis-timeout", ratelimit.DefaultPrimaryTimeout, "how long a rate-limit check waits for Redis before answering from the in-memory limiter (and treating Redis as down until a probe succeeds)")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the built-in edge (the OpenAI-compatible API)")
+	fs.StringVar(&o.grpcListen, "grpc-listen", "127.0.0.1:9001", "address of the gRPC server (ext_authz, ext_proc, xDS) for Envoy")
+	fs.IntVar(&o.xffHops, "xff-trusted-hops", 0, "proxies in front of the edge trusted to set X-Forwarded-For (Envoy's xff_num_trusted_hops)")
+	fs.DurationVar(&o.cacheTTL, "cache-ttl", 0, "how long a replica may serve a key or account from memory without hearing of a change (default 1s with SQLite; 30s with PostgreSQL, whose changes are announced at once)")
+	fs.DurationVar(&o.drain, "drain-timeout", 30*time.Second, "how long shutdown waits for in-flight streams")
+	if err := parseInterleaved(fs, args); err != nil {
+		return o, err
+	}
+	if o.configPath == "" {
+		return o, usageError{"serve: --config FILE is required"}
+	}
+	return o, nil
+}
+
+// runServe runs Tollgate until ctx ends, then shuts down in order: stop
+// accepting, drain in-flight streams, flush usage and last-used times,
+// close the database.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseServe(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	cfg, err := config.Load(o.configPath)
+	if err != nil {
+		return err
+	}
+	var current atomic.Pointer[config.Config]
+	current.Store(cfg)
+	cfgNow := current.Load
+
+	st, err := store.Open(ctx, o.db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	// Every replica hears of key and account changes at once through the
+	// database's change feed (PostgreSQL LISTEN/NOTIFY), so its cache may
+	// live long; where there is no feed (SQLite, changed by the CLI from
+	// another process) a short TTL is the backstop.
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	defer stopFeed()
+	feed := make(chan error, 1)
+	var cache *store.Cache
+	ttl := o.cacheTTL
+	if ttl == 0 {
+		ttl = 30 * time.Second
+	}
+	cache = store.NewCache(st, ttl, time.Now)
+	go func() {
+		feed <- st.Subscribe(feedCtx, func(c store.Change) { applyChange(cache, c) })
+	}()
+	select {
+	case err := <-feed:
+		if !errors.Is(err, store.ErrNotifyUnsupported) {
+			return fmt.Errorf("store change feed: %w", err)
+		}
+		if o.cacheTTL == 0 {
+			cache = store.NewCache(st, time.Second, time.Now)
+		}
+		log.Info("no change feed in this database; caches expire after", "ttl", cacheTTL(o.cacheTTL, time.Second))
+	case <-time.After(200 * time.Millisecond):
+		// Subscribed (it blocks while listening).
+	}
+
+	var limiter ratelimit.Limiter = ratelimit.NewMemory()
+	if o.redisURL != "" {
+		ropt, err := redis.ParseURL(o.redisURL)
+		if err != nil {
+			return fmt.Errorf("--redis: %w", err)
+		}
+		ropt.ContextTimeoutEnabled = true // a stalled Redis must not hold a request
+		rc := redis.NewClient(ropt)
+		defer rc.Close()
+		limiter = ratelimit.NewFallback(ratelimit.NewRedis(rc, ratelimit.RedisOptions{}), ratelimit.NewMemory(), log,
+			ratelimit.WithPrimaryTimeout(o.redisWait))
+	}
+
+	recorder := extproc.NewRecorder(st, extproc.RecorderOptions{
+		Logger:    log,
+		OnWritten: func(ids []string) { invalidateAccounts(cache, ids) },
+	})
+	lastUsed := authz.NewLastUsed(st, time.Second, log)
+	go releaseExpiredHolds(feedCtx, st, log)
+
+	// Messages carry whole bodies (the router and upstream steps buffer the
+	// request; a non-streamed answer comes whole): allow well above the
+	// body limit.
+	msgLimit := max(cfg.MaxBodyBytes, 16<<20)*2 + 1<<20
+	grpcServer := grpc.NewServer(grpc.MaxRecvMsgSize(msgLimit), grpc.MaxSendMsgSize(msgLimit))
+	xdsServer := xds.New(ctx, xds.Options{Logger: log})
+	xdsServer.Register(grpcServer)
+	if err := xdsServer.Update(ctx, cfg); err != nil {
+		return fmt.Errorf("xds: %w", err)
+	}
+	authv3.RegisterAuthorizationServer(grpcServer, authz.New(authz.Options{
+		Keys: cache, Limiter: limiter, Config: cfgNow, Toucher: lastUsed, Logger: log,
+	}))
+	extprocv3.RegisterExternalProcessorServer(grpcServer, extproc.New(extproc.Options{
+		Config: cfgNow, Keys: cache, Usage: recorder, Balance: st, Logger: log,
+		Health: health.New(health.Options{}),
+	}))
+
+	grpcLis, err := net.Listen("tcp", o.grpcListen)
+	if err != nil {
+		return fmt.Errorf("--grpc-listen: %w", err)
+	}
+	httpLis, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		grpcLis.Close()
+		return fmt.Errorf("--listen: %w", err)
+	}
+	grpcErr := make(chan error, 1)
+	go func() { grpcErr <- grpcServer.Serve(grpcLis) }()
+
+	conn, err := grpc.NewClient(grpcLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(msgLimit), grpc.MaxCallSendMsgSize(msgLimit)))
+	if err != nil {
+		return fmt.Errorf("connect edge to gRPC: %w", err)
+	}
+	defer conn.Close()
+	var clusters atomic.Pointer[map[string]edge.Cluster]
+	table := edge.Clusters(cfg)
+	clusters.Store(&table)
+	e := edge.New(edge.Options{
+		Authz:          authv3.NewAuthorizationClient(conn),
+		ExtProc:        extprocv3.NewExternalProcessorClient(conn),
+		Clusters:       func() map[string]edge.Cluster { return *clusters.Load() },
+		MaxBodyBytes:   func() int { return current.Load().MaxBodyBytes },
+		XFFTrustedHops: o.xffHops,
+		Logger:         log,
+	})
+	// Reload the configuration when its file changes: the servers read it
+	// per request, the edge's routing table and Envoy's clusters (xDS)
+	// follow. A bad new file is logged and the running one kept.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		err := config.Watch(watchCtx, o.configPath, os.LookupEnv, func(next *config.Config) {
+			if err := xdsServer.Update(watchCtx, next); err != nil {
+				log.Error("configuration change not applied", "err", err)
+				return
+			}
+			current.Store(next)
+			table := edge.Clusters(next)
+			clusters.Store(&table)
+			log.Info("configuration applied", "models", len(next.Models), "providers", len(next.Providers))
+		}, func(err error) {
+			log.Error("configuration change rejected; keeping the running one", "err", err)
+		})
+		if err != nil {
+			log.Error("not watching the configuration file", "err", err)
+		}
+	}()
+
+	httpServer := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- httpServer.Serve(httpLis) }()
+
+	log.Info("tollgate serving", "edge", "http://"+httpLis.Addr().String()+"/v1", "grpc", grpcLis.Addr().String(),
+		"models", len(cfg.Models), "providers", len(cfg.Providers))
+	fmt.Fprintf(stdout, "tollgate: OpenAI-compatible API at http://%s/v1 (gRPC for Envoy at %s)\n", httpLis.Addr(), grpcLis.Addr())
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-httpErr:
+		runErr = fmt.Errorf("edge: %w", err)
+	case err := <-grpcErr:
+		runErr = fmt.Errorf("grpc: %w", err)
+	}
+
+	log.Info("shutting down: draining in-flight requests", "timeout", o.drain)
+	drainCtx, cancel := context.WithTimeout(context.Background(), o.drain)
+	defer cancel()
+	if err := httpServer.Shutdown(drainCtx); err != nil {
+		log.Warn("edge did not drain in time", "err", err)
+	}
+	stopped := make(chan struct{})
+	go func() { grpcServer.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-drainCtx.Done():
+		log.Warn("gRPC streams did not drain in time; stopping them")
+		grpcServer.Stop()
+	}
+	log.Info("flushing usage records")
+	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancelFlush()
+	if err := recorder.Close(flushCtx); err != nil {
+		log.Error("usage records not all written", "err", err)
+	}
+	lastUsed.Close(flushCtx)
+	log.Info("stopped")
+	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
+		return runErr
+	}
+	return nil
+}
+
+func cacheTTL(flag, dflt time.Duration) time.Duration {
+	if flag > 0 {
+		return flag
+	}
+	return dflt
+}
+
+// applyChange drops what a change made stale.
+func applyChange(c *store.Cache, ch store.Change) {
+	switch ch.Kind {
+	case store.ChangeKey:
+		c.InvalidateKey(ch.ID)
+	case store.ChangeAccount:
+		c.InvalidateAccount(ch.ID)
+	default:
+		c.Purge()
+	}
+}
+
+// releaseExpiredHolds frees, once a minute, balance holds that no usage
+// record settled (their replica died mid-request).
+func releaseExpiredHolds(ctx context.Context, st store.Store, log *slog.Logger) {
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			n, err := st.ReleaseExpired(ctx, now)
+			if err != nil {
+				log.Warn("releasing expired balance holds failed", "err", err)
+			} else if n > 0 {
+				log.Info("released expired balance holds", "count", n)
+			}
+		}
+	}
+}
+
+func invalidateAccounts(c *store.Cache, ids []string) {
+	for _, id := range ids {
+		c.InvalidateAccount(id)
+	}
+}
