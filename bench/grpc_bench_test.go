@@ -1,0 +1,360 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	grpchealth "google.golang.org/grpc/health"
+	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/authz"
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/extproc"
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/ratelimit"
+	"github.com/tollgate/tollgate/store"
+)
+
+const benchConfig = `
+providers:
+  - {name: openai, type: openai, base_url: "http://127.0.0.1:1/v1", api_key: sk-x}
+models:
+  - id: gpt-4o-mini
+    max_tokens: 16384
+    input_price_per_million: 0.15
+    output_price_per_million: 0.60
+    deployments: [{provider: openai, model: gpt-4o-mini}]
+plans:
+  - {name: pro, default_rpm: 0, models: ["*"]}
+`
+
+const requestBody = `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello in five words."}],"temperature":0.7,"max_tokens":64}`
+
+const completion = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, how are you?"},"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"completion_tokens":7,"total_tokens":27}}`
+
+// rig is a client playing Envoy against authz + ext_proc, which run in a
+// child process (this test binary, re-executed) so that their CPU time is
+// measured apart from the client's.
+type rig struct {
+	conn    *grpc.ClientConn
+	secret  string
+	authz   authv3.AuthorizationClient
+	extproc extprocv3.ExternalProcessorClient
+	child   *exec.Cmd
+	stdin   io.WriteCloser
+	out     *bufio.Reader
+}
+
+type countingUsage struct{ n atomic.Int64 }
+
+func (c *countingUsage) Record(store.UsageRecord) error { c.n.Add(1); return nil }
+
+const serverEnv = "TOLLGATE_BENCH_SERVER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(serverEnv) != "" {
+		if err := serve(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// serve is the child: authz and ext_proc on loopback gRPC with an SQLite
+// store, a key, and a usage counter. It prints its address and the key,
+// and when its stdin closes, the number of usage records.
+func serve() error {
+	ctx := context.Background()
+	cfg, err := config.Parse([]byte(benchConfig), func(string) (string, bool) { return "", false })
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "tollgate-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	st, err := store.Open(ctx, "sqlite://"+filepath.Join(dir, "bench.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	acct, err := st.CreateAccount(ctx, store.Account{Email: "bench@example.com", Plan: "pro", Balance: 1000 * money.PerDollar})
+	if err != nil {
+		return err
+	}
+	secret, err := apikey.Generate("tg", rand.Reader)
+	if err != nil {
+		return err
+	}
+	if _, err := st.CreateKey(ctx, store.Key{AccountID: acct.ID, Description: "bench", Enabled: true, Hint: apikey.Hint(secret)}, apikey.HashOf(secret)); err != nil {
+		return err
+	}
+	cache := store.NewCache(st, time.Hour, time.Now)
+	cfgNow := func() *config.Config { return cfg }
+	usage := &countingUsage{}
+	srv := grpc.NewServer()
+	authv3.RegisterAuthorizationServer(srv, authz.New(authz.Options{Keys: cache, Limiter: ratelimit.NewMemory(), Config: cfgNow}))
+	extprocv3.RegisterExternalProcessorServer(srv, extproc.New(extproc.Options{Config: cfgNow, Keys: cache, Usage: usage}))
+	healthgrpc.RegisterHealthServer(srv, grpchealth.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	fmt.Printf("%s %s\n", lis.Addr(), secret)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	fmt.Printf("%d\n", usage.n.Load())
+	return nil
+}
+
+func newRig(b *testing.B) *rig {
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), serverEnv+"=1", "GOMAXPROCS=1")
+	child.Stderr = os.Stderr
+	stdin, err := child.StdinPipe()
+	require.NoError(b, err)
+	stdout, err := child.StdoutPipe()
+	require.NoError(b, err)
+	require.NoError(b, child.Start())
+	out := bufio.NewReader(stdout)
+	line, err := out.ReadString('\n')
+	require.NoError(b, err)
+	var addr, secret string
+	_, err = fmt.Sscan(line, &addr, &secret)
+	require.NoError(b, err)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(b, err)
+	r := &rig{conn: conn, secret: secret, authz: authv3.NewAuthorizationClient(conn), extproc: extprocv3.NewExternalProcessorClient(conn),
+		child: child, stdin: stdin, out: out}
+	b.Cleanup(func() {
+		conn.Close()
+		_ = stdin.Close()
+		_ = child.Wait()
+	})
+	return r
+}
+
+// records closes the child's stdin and reads how many usage records it
+// counted.
+func (r *rig) records(b *testing.B) int {
+	require.NoError(b, r.stdin.Close())
+	line, err := r.out.ReadString('\n')
+	require.NoError(b, err)
+	n, err := strconv.Atoi(strings.TrimSpace(line))
+	require.NoError(b, err)
+	return n
+}
+
+// childCPU is the child's user+system CPU time, from /proc (Linux).
+func childCPU(b *testing.B, pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(b, err)
+	// Fields after the command name, which is in parentheses.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, err := strconv.ParseInt(fields[11], 10, 64)
+	require.NoError(b, err)
+	stime, err := strconv.ParseInt(fields[12], 10, 64)
+	require.NoError(b, err)
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond
+}
+
+func hdrs(kv ...string) *corev3.HeaderMap {
+	m := &corev3.HeaderMap{}
+	for i := 0; i < len(kv); i += 2 {
+		m.Headers = append(m.Headers, &corev3.HeaderValue{Key: kv[i], RawValue: []byte(kv[i+1])})
+	}
+	return m
+}
+
+func exchange(s extprocv3.ExternalProcessor_ProcessClient, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+	if err := s.Send(req); err != nil {
+		return nil, err
+	}
+	return s.Recv()
+}
+
+// request plays one request as Envoy does: Check, the router step, one
+// upstream attempt whose response body arrives in the given pieces, and the
+// router step's look at the final headers.
+func (r *rig) request(ctx context.Context, stream bool, pieces [][]byte) error {
+	check, err := r.authz.Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
+		Source: &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
+			SocketAddress: &corev3.SocketAddress{Address: "127.0.0.1"}}}},
+		Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+			Method: "POST", Path: contract.PathChatCompletions,
+			Headers: map[string]string{"authorization": "Bearer " + r.secret, ":path": contract.PathChatCompletions, ":method": "POST"},
+		}},
+	}})
+	if err != nil || check.GetStatus().GetCode() != int32(codes.OK) {
+		return fmt.Errorf("check: %v %v", err, check.GetDeniedResponse().GetBody())
+	}
+	var keyID, acctID string
+	for _, h := range check.GetOkResponse().GetHeaders() {
+		switch h.GetHeader().GetKey() {
+		case contract.HeaderKeyID:
+			keyID = h.GetHeader().GetValue()
+		case contract.HeaderAccountID:
+			acctID = h.GetHeader().GetValue()
+		}
+	}
+	body := []byte(requestBody)
+	if stream {
+		body = []byte(strings.Replace(requestBody, `"max_tokens":64`, `"max_tokens":64,"stream":true`, 1))
+	}
+
+	rctx, rcancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, contract.HeaderStep, contract.StepRouter))
+	defer rcancel()
+	router, err := r.extproc.Process(rctx)
+	if err != nil {
+		return err
+	}
+	base := []string{":method", "POST", ":path", contract.PathChatCompletions, ":authority", "localhost",
+		contract.HeaderKeyID, keyID, contract.HeaderAccountID, acctID, "content-type", "application/json"}
+	if _, err := exchange(router, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+		RequestHeaders: &extprocv3.HttpHeaders{Headers: hdrs(base...)}}}); err != nil {
+		return err
+	}
+	pr, err := exchange(router, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}})
+	if err != nil {
+		return err
+	}
+	up := append([]string(nil), base...)
+	for _, h := range pr.GetRequestBody().GetResponse().GetHeaderMutation().GetSetHeaders() {
+		up = append(up, h.GetHeader().GetKey(), string(h.GetHeader().GetRawValue()))
+	}
+	forward := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+		contract.RequestMetadataNamespace: pr.GetDynamicMetadata().GetFields()[contract.RequestMetadataNamespace].GetStructValue(),
+	}}
+
+	uctx, ucancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, contract.HeaderStep, contract.StepUpstream))
+	defer ucancel()
+	ups, err := r.extproc.Process(uctx)
+	if err != nil {
+		return err
+	}
+	attrs := map[string]*structpb.Struct{contract.AttributesNamespace: {Fields: map[string]*structpb.Value{
+		contract.AttrDeployment: structpb.NewStringValue(contract.DeploymentID("gpt-4o-mini", 0))}}}
+	if _, err := exchange(ups, &extprocv3.ProcessingRequest{Attributes: attrs, MetadataContext: forward, Request: &extprocv3.ProcessingRequest_RequestHeaders{
+		RequestHeaders: &extprocv3.HttpHeaders{Headers: hdrs(up...)}}}); err != nil {
+		return err
+	}
+	upr, err := exchange(ups, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}})
+	if err != nil {
+		return err
+	}
+	if upr.GetImmediateResponse() != nil {
+		return fmt.Errorf("upstream step refused: %s", upr.GetImmediateResponse().GetBody())
+	}
+	ct := "application/json"
+	if stream {
+		ct = "text/event-stream"
+	}
+	if _, err := exchange(ups, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HttpHeaders{Headers: hdrs(":status", "200", "content-type", ct)}}}); err != nil {
+		return err
+	}
+	for i, p := range pieces {
+		if _, err := exchange(ups, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+			ResponseBody: &extprocv3.HttpBody{Body: p, EndOfStream: i == len(pieces)-1}}}); err != nil {
+			return err
+		}
+	}
+	if _, err := exchange(router, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HttpHeaders{Headers: hdrs(":status", "200", contract.HeaderTranslated, "1")}}}); err != nil {
+		return err
+	}
+	return nil
+}
+
+func streamPieces(n int) [][]byte {
+	pieces := make([][]byte, 0, n+3)
+	for i := 0; i < n; i++ {
+		pieces = append(pieces, []byte(fmt.Sprintf(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"word%d "},"finish_reason":null}],"usage":null}`+"\n\n", i)))
+	}
+	pieces = append(pieces,
+		[]byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":20,"completion_tokens":100,"total_tokens":120}}`+"\n\n"),
+		[]byte("data: [DONE]\n\n"),
+		nil)
+	return pieces
+}
+
+func run(b *testing.B, stream bool, pieces [][]byte) {
+	r := newRig(b)
+	ctx := context.Background()
+	require.NoError(b, r.request(ctx, stream, pieces)) // warm the caches
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := childCPU(b, r.child.Process.Pid)
+	for i := 0; i < b.N; i++ {
+		if err := r.request(ctx, stream, pieces); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	cpu := childCPU(b, r.child.Process.Pid) - start
+	b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(b.N), "server-cpu-µs/req")
+	if n := r.records(b); n != b.N+1 {
+		b.Fatalf("%d usage records for %d requests", n, b.N+1)
+	}
+}
+
+// BenchmarkEmptyUnaryCall calibrates the machine: one gRPC round trip that
+// does nothing (the standard health check). A request through Tollgate
+// makes eight round trips (Check, three for the router step, four or more
+// for the upstream step).
+func BenchmarkEmptyUnaryCall(b *testing.B) {
+	r := newRig(b)
+	client := healthgrpc.NewHealthClient(r.conn)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := childCPU(b, r.child.Process.Pid)
+	for i := 0; i < b.N; i++ {
+		if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(childCPU(b, r.child.Process.Pid)-start)/float64(time.Microsecond)/float64(b.N), "server-cpu-µs/req")
+	r.records(b)
+}
+
+// BenchmarkNonStreamed is one non-streamed request through authz and both
+// ext_proc steps. server-cpu-µs/req is the CPU time of the process running
+// authz and ext_proc, per request; allocs are the client's.
+func BenchmarkNonStreamed(b *testing.B) { run(b, false, [][]byte{[]byte(completion)}) }
+
+// BenchmarkStreamed100 is one streamed request whose answer arrives in 100
+// content chunks (plus the usage chunk and [DONE]).
+func BenchmarkStreamed100(b *testing.B) { run(b, true, streamPieces(100)) }

@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/cmd/tollgate/cli"
+	"github.com/tollgate/tollgate/store"
+)
+
+// tollgate is one running `tollgate serve`.
+type tollgate struct {
+	BaseURL string
+	DB      string
+	Config  string
+	Store   store.Store
+	stop    func()
+	logs    *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var apiLine = regexp.MustCompile(`API at (http://\S+/v1)`)
+
+// startTollgate writes cfg to a file and runs `tollgate serve` on free
+// ports with the given database URL (a fresh SQLite file when empty).
+func startTollgate(t *testing.T, cfg string, db string, extra ...string) *tollgate {
+	t.Helper()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "config.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o600))
+	if db == "" {
+		db = "sqlite://" + filepath.Join(dir, "tollgate.db")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	args := append([]string{"serve", "--config", cfgPath, "--db", db, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"}, extra...)
+	go func() {
+		err := cli.Run(ctx, args, pw, logs)
+		pw.Close()
+		done <- err
+	}()
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if m := apiLine.FindStringSubmatch(sc.Text()); m != nil {
+				urls <- m[1]
+			}
+		}
+	}()
+	var base string
+	select {
+	case base = <-urls:
+	case err := <-done:
+		cancel()
+		t.Fatalf("tollgate serve exited: %v\n%s", err, logs.String())
+	case <-time.After(20 * time.Second):
+		cancel()
+		t.Fatalf("tollgate serve did not start\n%s", logs.String())
+	}
+	st, err := store.Open(context.Background(), db)
+	require.NoError(t, err)
+	tg := &tollgate{BaseURL: base, DB: db, Config: cfgPath, Store: st, logs: logs}
+	var once sync.Once
+	tg.stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("tollgate serve: %v", err)
+				}
+			case <-time.After(40 * time.Second):
+				t.Errorf("tollgate serve did not stop")
+			}
+			st.Close()
+		})
+	}
+	t.Cleanup(func() {
+		tg.stop()
+		if t.Failed() {
+			t.Logf("tollgate logs:\n%s", logs.String())
+		}
+	})
+	return tg
+}
+
+// run runs a CLI command against this instance's database and config.
+func (tg *tollgate) run(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := tg.tryRun(args...)
+	require.NoError(t, err, out)
+	return out
+}
+
+func (tg *tollgate) tryRun(args ...string) (string, error) {
+	var stdout, stderr bytes.Buffer
+	args = append(args, "--db", tg.DB, "--config", tg.Config)
+	err := cli.Run(context.Background(), args, &stdout, &stderr)
+	if err != nil {
+		return stdout.String() + stderr.String(), err
+	}
+	return stdout.String(), nil
+}
+
+// newAccount makes an account with a balance and returns a key secret.
+func (tg *tollgate) newAccount(t *testing.T, email, balance string, keyArgs ...string) string {
+	t.Helper()
+	tg.run(t, "account", "create", "--email", email, "--plan", "pro", "--balance", balance)
+	return tg.newKey(t, email, keyArgs...)
+}
+
+func (tg *tollgate) newKey(t *testing.T, email string, keyArgs ...string) string {
+	t.Helper()
+	out := tg.run(t, append([]string{"key", "create", "--account", email, "--description", "test key"}, keyArgs...)...)
+	secret := strings.TrimSpace(out)
+	require.Regexp(t, `^tg_sk_[0-9A-Za-z]{43}$`, secret)
+	return secret
+}
+
+func (tg *tollgate) client(secret string, opts ...option.RequestOption) *openai.Client {
+	c := openai.NewClient(append([]option.RequestOption{
+		option.WithBaseURL(tg.BaseURL), option.WithAPIKey(secret), option.WithMaxRetries(0),
+	}, opts...)...)
+	return &c
+}
+
+// eventually polls cond until it holds or 5 s pass.
+func eventually(t *testing.T, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("not within 5s: "+format, args...)
+}
+
+func configFor(providerURL string) string {
+	return fmt.Sprintf(`key_prefix: tg
+providers:
+  - name: openai
+    type: openai
+    base_url: %s/v1
+    api_key: sk-provider-secret
+models:
+  - id: gpt-4o-mini
+    max_tokens: 16384
+    input_price_per_million: 0.15
+    output_price_per_million: 0.60
+    deployments:
+      - provider: openai
+        model: gpt-4o-mini-2024-07-18
+plans:
+  - name: pro
+    default_rpm: 0
+    models: ["*"]
+`, providerURL)
+}

@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// modelsConfig has five models; azure-gpt-4o's only provider is switched
+// off, and plan "basic" has four of the five.
+func modelsConfig(openaiURL, anthropicURL, geminiURL, azureURL string) string {
+	return fmt.Sprintf(`key_prefix: tg
+providers:
+  - {name: openai, type: openai, base_url: "%s/v1", api_key: sk-openai-secret}
+  - {name: anthropic, type: anthropic, base_url: "%s", api_key: sk-ant-secret}
+  - {name: gemini, type: gemini, base_url: "%s", api_key: gem-secret}
+  - {name: azure, type: azure, base_url: "%s", api_key: az-secret, enabled: false}
+models:
+  - {id: gpt-4o-mini, max_tokens: 100, input_price_per_million: 1, output_price_per_million: 1, deployments: [{provider: openai, model: m}]}
+  - {id: claude-sonnet, max_tokens: 100, input_price_per_million: 1, output_price_per_million: 1, deployments: [{provider: anthropic, model: m}]}
+  - {id: gemini-flash, max_tokens: 100, input_price_per_million: 1, output_price_per_million: 1, deployments: [{provider: gemini, model: m}]}
+  - {id: azure-gpt-4o, max_tokens: 100, input_price_per_million: 1, output_price_per_million: 1, deployments: [{provider: azure, model: m}]}
+  - {id: gpt-4o, max_tokens: 100, input_price_per_million: 1, output_price_per_million: 1, deployments: [{provider: openai, model: m}]}
+plans:
+  - {name: pro, default_rpm: 0, models: ["*"]}
+  - {name: basic, default_rpm: 0, models: [gpt-4o-mini, claude-sonnet, gemini-flash, azure-gpt-4o]}
+`, openaiURL, anthropicURL, geminiURL, azureURL)
+}
+
+func TestModelListIsPlanAndKeyAllowListAndAvailability(t *testing.T) {
+	tg := startTollgate(t, modelsConfig(
+		newMockProvider(t, "openai").URL, newMockProvider(t, "anthropic").URL,
+		newMockProvider(t, "gemini").URL, newMockProvider(t, "azure").URL), "")
+	tg.run(t, "account", "create", "--email", "basic@example.com", "--plan", "basic", "--balance", "10")
+	tg.run(t, "account", "create", "--email", "pro@example.com", "--plan", "pro", "--balance", "10")
+
+	tests := []struct {
+		name    string
+		email   string
+		keyArgs []string
+		want    []string // in the configuration's order
+	}{
+		{
+			name:  "plan, allow-list and availability together",
+			email: "basic@example.com",
+			// gemini-flash is in the plan, not the list; gpt-4o in the list,
+			// not the plan; azure-gpt-4o in both but its provider is off.
+			keyArgs: []string{"--model", "gpt-4o-mini", "--model", "claude-sonnet", "--model", "azure-gpt-4o", "--model", "gpt-4o"},
+			want:    []string{"gpt-4o-mini", "claude-sonnet"},
+		},
+		{
+			name:  "a key for all models gets the plan's available ones",
+			email: "basic@example.com",
+			want:  []string{"gpt-4o-mini", "claude-sonnet", "gemini-flash"},
+		},
+		{
+			name:  "a plan of every model",
+			email: "pro@example.com",
+			want:  []string{"gpt-4o-mini", "claude-sonnet", "gemini-flash", "gpt-4o"},
+		},
+		{
+			name:    "an allow-list of unavailable models only",
+			email:   "pro@example.com",
+			keyArgs: []string{"--model", "azure-gpt-4o"},
+			want:    []string{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			secret := tg.newKey(t, tt.email, tt.keyArgs...)
+
+			// The SDK lists them.
+			page, err := tg.client(secret).Models.List(context.Background())
+			require.NoError(t, err)
+			got := []string{}
+			for _, m := range page.Data {
+				got = append(got, m.ID)
+				assert.Equal(t, "model", string(m.Object))
+				assert.NotEmpty(t, m.OwnedBy)
+			}
+			assert.Equal(t, tt.want, got)
+
+			// On the wire: OpenAI's list shape exactly.
+			resp, body := tg.do(t, http.MethodGet, "/models", secret, "")
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+			requireSchema(t, schemaModelList, body)
+			var list struct {
+				Object string `json:"object"`
+				Data   []struct {
+					ID      string `json:"id"`
+					Object  string `json:"object"`
+					Created *int64 `json:"created"`
+					OwnedBy string `json:"owned_by"`
+				} `json:"data"`
+			}
+			require.NoError(t, json.Unmarshal(body, &list))
+			assert.Equal(t, "list", list.Object)
+			require.NotNil(t, list.Data, "data is an array, even when empty: %s", body)
+			require.Len(t, list.Data, len(tt.want))
+			for i, m := range list.Data {
+				assert.Equal(t, tt.want[i], m.ID)
+				assert.Equal(t, "model", m.Object)
+				assert.NotNil(t, m.Created)
+			}
+		})
+	}
+}

@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/money"
+)
+
+func paramsFor(model string) openai.ChatCompletionNewParams {
+	p := chatParams()
+	p.Model = model
+	return p
+}
+
+func toolParamsFor(model string) openai.ChatCompletionNewParams {
+	p := paramsFor(model)
+	p.Messages = []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather and time in Paris?")}
+	p.Tools = []openai.ChatCompletionToolUnionParam{
+		openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
+			Name:        "get_weather",
+			Description: openai.String("Current weather of a city."),
+			Parameters: openai.FunctionParameters{
+				"type":       "object",
+				"properties": map[string]any{"city": map[string]any{"type": "string"}},
+				"required":   []string{"city"},
+			},
+		}),
+		openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "get_time"}),
+	}
+	return p
+}
+
+// streamed is what a client assembles from a stream.
+type streamed struct {
+	text      string
+	finish    string
+	toolCalls []toolCall
+	chunks    int
+}
+
+type toolCall struct{ id, typ, name, arguments string }
+
+// readStream drains an SDK stream, putting tool calls together from their
+// fragments by index, and checks the SDK's own accumulator agrees.
+func readStream(t *testing.T, stream interface {
+	Next() bool
+	Current() openai.ChatCompletionChunk
+	Err() error
+}) streamed {
+	t.Helper()
+	var out streamed
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		chunk := stream.Current()
+		require.True(t, acc.AddChunk(chunk), "the SDK accumulator takes chunk %d: %s", out.chunks, chunk.RawJSON())
+		out.chunks++
+		assert.Equal(t, "chat.completion.chunk", string(chunk.Object))
+		require.NotEmpty(t, chunk.Choices, "a chunk without choices reached the client: %s", chunk.RawJSON())
+		c := chunk.Choices[0]
+		out.text += c.Delta.Content
+		if c.FinishReason != "" {
+			out.finish = string(c.FinishReason)
+		}
+		for _, tc := range c.Delta.ToolCalls {
+			for int(tc.Index) >= len(out.toolCalls) {
+				out.toolCalls = append(out.toolCalls, toolCall{})
+			}
+			call := &out.toolCalls[tc.Index]
+			if tc.ID != "" {
+				require.Empty(t, call.id, "tool call %d gets its id once", tc.Index)
+				call.id, call.typ, call.name = tc.ID, tc.Type, tc.Function.Name
+			}
+			call.arguments += tc.Function.Arguments
+		}
+	}
+	require.NoError(t, stream.Err())
+	if len(out.toolCalls) > 0 {
+		require.Len(t, acc.Choices, 1)
+		var fromSDK []toolCall
+		for _, tc := range acc.Choices[0].Message.ToolCalls {
+			fromSDK = append(fromSDK, toolCall{tc.ID, tc.Type, tc.Function.Name, tc.Function.Arguments})
+		}
+		assert.Equal(t, out.toolCalls, fromSDK, "the SDK's accumulator assembles the same tool calls")
+	}
+	return out
+}
+
+func TestEveryProviderGivesTheSDKTheSameAnswerStreamedOrNot(t *testing.T) {
+	tg, mocks := startWithEveryProvider(t)
+	for _, k := range providerKinds {
+		t.Run(k.kind, func(t *testing.T) {
+			t.Parallel()
+			mock := mocks[k.kind]
+			email := k.kind + "-text@example.com"
+			secret := tg.newAccount(t, email, "10")
+			keyID := tg.onlyKeyID(t, email)
+			client := tg.client(secret)
+			prompt, completion := mockUsage[k.kind][0], mockUsage[k.kind][1]
+			cost := costOf(prompt, completion)
+			wantRecord := usageRecord{Model: k.model, Provider: k.kind, PromptTokens: prompt, Completion: completion, Cost: cost, Status: 200}
+
+			resp, err := client.Chat.Completions.New(context.Background(), paramsFor(k.model))
+			require.NoError(t, err)
+			require.Len(t, resp.Choices, 1)
+			assert.Equal(t, mockFullText(), resp.Choices[0].Message.Content)
+			assert.Equal(t, "stop", string(resp.Choices[0].FinishReason))
+			assert.Equal(t, "assistant", string(resp.Choices[0].Message.Role))
+			assert.Equal(t, prompt, resp.Usage.PromptTokens, "the provider's prompt tokens")
+			assert.Equal(t, completion, resp.Usage.CompletionTokens, "the provider's completion tokens")
+			assert.Equal(t, []usageRecord{wantRecord}, tg.waitRecords(t, keyID, 1))
+			assert.Equal(t, 10*money.PerDollar-cost, tg.balance(t, email), "the balance fell by exactly the cost")
+
+			got := readStream(t, client.Chat.Completions.NewStreaming(context.Background(), paramsFor(k.model)))
+			assert.Equal(t, mockFullText(), got.text, "the streamed text is the same")
+			assert.Equal(t, "stop", got.finish, "the streamed finish_reason is the same")
+			assert.Equal(t, []usageRecord{wantRecord, wantRecord}, tg.waitRecords(t, keyID, 2))
+			assert.Equal(t, 10*money.PerDollar-2*cost, tg.balance(t, email))
+			u := tg.keyUsage(t, keyID)
+			assert.Equal(t, int64(2), u.TotalRequests)
+			assert.Equal(t, 2*cost, u.TotalCostUSD)
+
+			assert.Empty(t, mock.issues(), "credential, path and headers as the provider wants them")
+			reqs := mock.received()
+			require.Len(t, reqs, 2)
+			assert.Nil(t, reqs[0].Body["stream"], "not streamed: no stream flag")
+			if k.kind != "gemini" { // Gemini streams by its path, not a flag
+				assert.Equal(t, true, reqs[1].Body["stream"])
+			}
+		})
+	}
+}
+
+func TestEveryProviderReturnsToolCallsStreamedOrNot(t *testing.T) {
+	tg, mocks := startWithEveryProvider(t)
+	for _, k := range providerKinds {
+		t.Run(k.kind, func(t *testing.T) {
+			t.Parallel()
+			email := k.kind + "-tools@example.com"
+			secret := tg.newAccount(t, email, "10")
+			keyID := tg.onlyKeyID(t, email)
+			client := tg.client(secret)
+			ids := mockToolIDs[k.kind]
+			checkCalls := func(t *testing.T, got []toolCall) {
+				t.Helper()
+				require.Len(t, got, len(mockToolCalls))
+				for i, want := range mockToolCalls {
+					assert.Equal(t, ids[i], got[i].id, "tool call %d id", i)
+					assert.Equal(t, "function", got[i].typ)
+					assert.Equal(t, want.name, got[i].name)
+					assert.JSONEq(t, want.arguments(), got[i].arguments, "tool call %d arguments", i)
+				}
+			}
+
+			resp, err := client.Chat.Completions.New(context.Background(), toolParamsFor(k.model))
+			require.NoError(t, err)
+			require.Len(t, resp.Choices, 1)
+			assert.Equal(t, "tool_calls", string(resp.Choices[0].FinishReason))
+			var calls []toolCall
+			for _, tc := range resp.Choices[0].Message.ToolCalls {
+				calls = append(calls, toolCall{tc.ID, tc.Type, tc.Function.Name, tc.Function.Arguments})
+			}
+			checkCalls(t, calls)
+
+			got := readStream(t, client.Chat.Completions.NewStreaming(context.Background(), toolParamsFor(k.model)))
+			assert.Equal(t, "tool_calls", got.finish)
+			checkCalls(t, got.toolCalls)
+
+			prompt, completion := mockUsage[k.kind][0], mockUsage[k.kind][1]
+			for _, r := range tg.waitRecords(t, keyID, 2) {
+				assert.Equal(t, usageRecord{Model: k.model, Provider: k.kind, PromptTokens: prompt, Completion: completion,
+					Cost: costOf(prompt, completion), Status: 200}, r)
+			}
+			assert.Equal(t, 10*money.PerDollar-2*costOf(prompt, completion), tg.balance(t, email))
+
+			reqs := mocks[k.kind].received()
+			require.Len(t, reqs, 2)
+			for _, r := range reqs {
+				assert.NotNil(t, r.Body["tools"], "the tools reach the provider in its own shape")
+			}
+			assert.Empty(t, mocks[k.kind].issues())
+		})
+	}
+}
+
+// Real providers compress their answers for clients that accept gzip, and
+// SDKs accept it. The answer must still be translated and metered.
+func TestAnswersOfProvidersThatCompressAreTranslatedAndMetered(t *testing.T) {
+	tg, mocks := startWithEveryProvider(t)
+	for _, m := range mocks {
+		m.gzipWhenAsked = true
+	}
+	for _, k := range providerKinds {
+		t.Run(k.kind, func(t *testing.T) {
+			email := k.kind + "-gzip@example.com"
+			secret := tg.newAccount(t, email, "10")
+			keyID := tg.onlyKeyID(t, email)
+			client := tg.client(secret)
+			resp, err := client.Chat.Completions.New(context.Background(), paramsFor(k.model))
+			require.NoError(t, err)
+			assert.Equal(t, mockFullText(), resp.Choices[0].Message.Content)
+			got := readStream(t, client.Chat.Completions.NewStreaming(context.Background(), paramsFor(k.model)))
+			assert.Equal(t, mockFullText(), got.text)
+			prompt, completion := mockUsage[k.kind][0], mockUsage[k.kind][1]
+			for _, r := range tg.waitRecords(t, keyID, 2) {
+				assert.Equal(t, prompt, r.PromptTokens)
+				assert.Equal(t, completion, r.Completion)
+				assert.False(t, r.Estimated, "metered from the provider's own counts")
+			}
+		})
+	}
+}

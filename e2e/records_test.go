@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite" // the driver the store uses; registered there too
+
+	"github.com/tollgate/tollgate/money"
+)
+
+// usageRecord is one row of usage_records, as much as the tests look at.
+type usageRecord struct {
+	Model, Provider          string
+	PromptTokens, Completion int64
+	Cost                     money.Nanos
+	Status                   int
+	ErrorCode                string
+	Estimated                bool
+}
+
+// usageRecords reads a key's usage records, oldest first, straight from
+// the SQLite file: the CLI totals them but does not show the provider.
+func (tg *tollgate) usageRecords(t *testing.T, keyID string) []usageRecord {
+	t.Helper()
+	path, ok := strings.CutPrefix(tg.DB, "sqlite://")
+	require.True(t, ok, "usageRecords reads SQLite databases only, not %s", tg.DB)
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
+	require.NoError(t, err)
+	defer db.Close()
+	rows, err := db.Query(`SELECT model, provider, prompt_tokens, completion_tokens, cost_nanos, status, error_code, estimated
+		FROM usage_records WHERE key_id = ? ORDER BY created_at, rowid`, keyID)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []usageRecord
+	for rows.Next() {
+		var r usageRecord
+		var cost int64
+		require.NoError(t, rows.Scan(&r.Model, &r.Provider, &r.PromptTokens, &r.Completion, &cost, &r.Status, &r.ErrorCode, &r.Estimated))
+		r.Cost = money.Nanos(cost)
+		out = append(out, r)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// waitRecords waits until the key has n usage records and returns them.
+func (tg *tollgate) waitRecords(t *testing.T, keyID string, n int) []usageRecord {
+	t.Helper()
+	var got []usageRecord
+	eventually(t, func() bool { got = tg.usageRecords(t, keyID); return len(got) >= n }, "%d usage records for %s", n, keyID)
+	require.Len(t, got, n, "exactly %d usage records", n)
+	return got
+}
+
+// Prices of every model in providersConfig: $0.15 and $0.60 per million
+// tokens, i.e. 150 and 600 nano-dollars per token.
+const (
+	inputNanosPerToken  = 150
+	outputNanosPerToken = 600
+)
+
+func costOf(prompt, completion int64) money.Nanos {
+	return money.Nanos(prompt*inputNanosPerToken + completion*outputNanosPerToken)
+}
+
+// providersConfig routes one public model to each mock (by kind), with
+// the credentials mockCredentials expects:
+//
+//	gpt-4o-mini → openai, azure-gpt-4o → azure, claude-sonnet → anthropic,
+//	gemini-flash → gemini.
+func providersConfig(mocks map[string]*mockProvider) string {
+	return fmt.Sprintf(`key_prefix: tg
+providers:
+  - {name: openai, type: openai, base_url: "%s/v1", api_key: sk-openai-secret}
+  - {name: azure, type: azure, base_url: "%s", api_key: az-secret, api_version: "%s"}
+  - {name: anthropic, type: anthropic, base_url: "%s", api_key: sk-ant-secret}
+  - {name: gemini, type: gemini, base_url: "%s", api_key: gem-secret}
+models:
+  - {id: gpt-4o-mini, max_tokens: 16384, input_price_per_million: 0.15, output_price_per_million: 0.60,
+     deployments: [{provider: openai, model: gpt-4o-mini-2024-07-18}]}
+  - {id: azure-gpt-4o, max_tokens: 16384, input_price_per_million: 0.15, output_price_per_million: 0.60,
+     deployments: [{provider: azure, model: "%s"}]}
+  - {id: claude-sonnet, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
+     deployments: [{provider: anthropic, model: claude-sonnet-4-5}]}
+  - {id: gemini-flash, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
+     deployments: [{provider: gemini, model: %s}]}
+plans:
+  - {name: pro, default_rpm: 0, models: ["*"]}
+`, mocks["openai"].URL, mocks["azure"].URL, azureVersion, mocks["anthropic"].URL, mocks["gemini"].URL,
+		azureDeployment, geminiModel)
+}
+
+// providerKinds are the kinds in the order the tests go through them, with
+// the public model that reaches each.
+var providerKinds = []struct{ kind, model string }{
+	{"openai", "gpt-4o-mini"},
+	{"azure", "azure-gpt-4o"},
+	{"anthropic", "claude-sonnet"},
+	{"gemini", "gemini-flash"},
+}
+
+// startWithEveryProvider starts one mock of each kind and Tollgate in front
+// of them.
+func startWithEveryProvider(t *testing.T) (*tollgate, map[string]*mockProvider) {
+	t.Helper()
+	mocks := map[string]*mockProvider{}
+	for _, k := range providerKinds {
+		mocks[k.kind] = newMockProvider(t, k.kind)
+	}
+	return startTollgate(t, providersConfig(mocks), ""), mocks
+}

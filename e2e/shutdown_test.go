@@ -1,0 +1,60 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/store"
+)
+
+// Stopping `tollgate serve` lets a stream under way finish, then writes its
+// usage before the process ends.
+func TestShutdownDrainsStreamsAndFlushesUsage(t *testing.T) {
+	p := newMockOpenAI(t)
+	p.hold = make(chan struct{})
+	tg := startTollgate(t, configFor(p.URL), "")
+	secret := tg.newAccount(t, "me@example.com", "10")
+	keyID := tg.onlyKeyID(t, "me@example.com")
+
+	stream := tg.client(secret).Chat.Completions.NewStreaming(context.Background(), chatParams())
+	require.True(t, stream.Next(), "the stream has begun")
+
+	stopped := make(chan struct{})
+	go func() { tg.stop(); close(stopped) }()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-stopped:
+		t.Fatal("the server stopped with a stream still running")
+	default:
+	}
+	close(p.hold)
+
+	var text strings.Builder
+	text.WriteString(stream.Current().Choices[0].Delta.Content)
+	for stream.Next() {
+		if c := stream.Current(); len(c.Choices) > 0 {
+			text.WriteString(c.Choices[0].Delta.Content)
+		}
+	}
+	require.NoError(t, stream.Err())
+	assert.Equal(t, "Hello from the mock.", text.String(), "the stream ran to its end")
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not stop after the stream ended")
+	}
+
+	// The process is gone; its usage record is in the database.
+	st, err := store.Open(context.Background(), tg.DB)
+	require.NoError(t, err)
+	defer st.Close()
+	u, err := st.KeyUsage(context.Background(), keyID)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), u.TotalRequests)
+	assert.Equal(t, mockCost, u.Cost)
+}
