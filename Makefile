@@ -1,0 +1,50 @@
+# Tollgate — run `make help` for the targets.
+GO       ?= go
+CONFIG   ?= examples/config.yaml
+PKGS     ?= ./...
+BENCHTIME ?= 2s
+
+.PHONY: help build run test test-short lint bench fuzz clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/tollgate (static, no cgo)
+	CGO_ENABLED=0 $(GO) build -o bin/tollgate ./cmd/tollgate
+
+run: build ## run Tollgate locally: SQLite, in-memory limiter, built-in edge on :8080
+	./bin/tollgate serve --config $(CONFIG)
+
+test: ## vet and run every test (PostgreSQL and Redis tests need the servers; CI starts them)
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 8m $(PKGS)
+
+test-short: ## run the tests without the race detector, quickly
+	$(GO) test -count=1 $(PKGS)
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+bench: ## the per-request benchmarks through authz + ext_proc over real gRPC
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./bench/ ./ratelimit/
+
+FUZZTIME ?= 30s
+FUZZ_TARGETS = \
+	./extproc/:FuzzValidate \
+	./extproc/sse/:FuzzParserNeverPanicsAndSplitsAgree \
+	./extproc/provider/:FuzzAnthropicStream \
+	./extproc/provider/:FuzzGeminiStream \
+	./extproc/provider/:FuzzAzureStream \
+	./keyopts/:FuzzParseIPRestrictions \
+	./apikey/:FuzzCheck
+
+fuzz: ## fuzz every target for FUZZTIME (30s); seed corpora are in each package's testdata/fuzz
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
+
+clean: ## remove build output
+	rm -rf bin
