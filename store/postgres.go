@@ -41,6 +41,11 @@ func (d *postgresDB) read() querier  { return pgQuerier{d.pool} }
 func (d *postgresDB) write() querier { return pgQuerier{d.pool} }
 func (d *postgresDB) close()         { d.pool.Close() }
 
+// unixMicros: EXTRACT(EPOCH …) is an exact numeric with six decimals.
+func (d *postgresDB) unixMicros(column string) string {
+	return "CAST(EXTRACT(EPOCH FROM " + column + ") * 1000000 AS BIGINT)"
+}
+
 func (d *postgresDB) inTx(ctx context.Context, fn func(querier) error) error {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {

@@ -79,6 +79,12 @@ func (d *sqliteDB) close() {
 	_ = d.writer.Close()
 }
 
+// unixMicros reads the text of sqliteTimeLayout: whole seconds from its
+// first 19 characters, microseconds from the six after the dot.
+func (d *sqliteDB) unixMicros(column string) string {
+	return "(unixepoch(substr(" + column + ", 1, 19)) * 1000000 + CAST(substr(" + column + ", 21, 6) AS INTEGER))"
+}
+
 // notify does nothing: SQLite has no way to tell other processes.
 func (d *sqliteDB) notify(context.Context, querier, Change) error { return nil }
 

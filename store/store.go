@@ -131,6 +131,27 @@ type UsageSummary struct {
 	ByModel          []ModelUsage // sorted by model id
 }
 
+// Session is a signed-in dashboard session. Only the hash of its secret (the cookie value) is stored.
+type Session struct {
+	AccountID string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// UsageBucket is one step of a key's usage timeline.
+type UsageBucket struct {
+	Start            time.Time // UTC; the bucket covers [Start, Start+step)
+	Requests         int64
+	ErrorRequests    int64 // records with Status >= 400
+	PromptTokens     int64
+	CompletionTokens int64
+	Cost             money.Nanos
+}
+
+// MaxTimelineBuckets bounds how many buckets one KeyTimeline call may ask
+// for, so that a wild range cannot exhaust memory.
+const MaxTimelineBuckets = 100_000
+
 // Change names what another replica may hold stale: one key or one account,
 // or, with Kind ChangeAll, anything at all.
 type Change struct {
@@ -189,6 +210,13 @@ type Store interface {
 	RecordUsage(ctx context.Context, records []UsageRecord) error
 	// KeyUsage totals the usage records of a key (deleted or not).
 	KeyUsage(ctx context.Context, keyID string) (UsageSummary, error)
+	// KeyTimeline returns the key's usage records with from <= created_at < to
+	// summed into consecutive buckets of step starting at from: exactly
+	// ceil((to-from)/step) buckets in time order, empty ones zero-filled.
+	// step must be at least one minute and from before to (an error otherwise),
+	// and there must be at most MaxTimelineBuckets buckets.
+	// Bucketing happens in SQL (GROUP BY), not by loading every record.
+	KeyTimeline(ctx context.Context, keyID string, from, to time.Time, step time.Duration) ([]UsageBucket, error)
 
 	// Reserve sets amount (> 0) of the account's available balance aside
 	// under reservationID until RecordUsage or Release frees it, or
@@ -205,6 +233,26 @@ type Store interface {
 	// before now (those left by a replica that died mid-request), and
 	// returns how many it freed.
 	ReleaseExpired(ctx context.Context, now time.Time) (int, error)
+
+	// SetPassword stores the encoded hash of the account's dashboard password,
+	// replacing any, and deletes the account's sessions in the same
+	// transaction (a new password signs the account out everywhere).
+	// ErrNotFound if there is no such account.
+	SetPassword(ctx context.Context, accountID, passwordHash string) error
+	// PasswordHash returns the account's encoded password hash; ErrNotFound
+	// if the account has none or does not exist.
+	PasswordHash(ctx context.Context, accountID string) (string, error)
+	// CreateSession stores s under the hash of its secret. ErrNotFound if the
+	// account does not exist; ErrConflict if the hash is already stored.
+	// A zero CreatedAt means now; ExpiresAt must come after CreatedAt.
+	CreateSession(ctx context.Context, hash apikey.Hash, s Session) error
+	// SessionByHash returns the session stored under hash if it has not
+	// expired at now (ExpiresAt after now); ErrNotFound otherwise.
+	SessionByHash(ctx context.Context, hash apikey.Hash, now time.Time) (Session, error)
+	// DeleteSession removes the session (signing out); no error if absent.
+	DeleteSession(ctx context.Context, hash apikey.Hash) error
+	// DeleteExpiredSessions removes sessions expired at now and says how many.
+	DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error)
 
 	// Subscribe calls fn for every key and account change made through any
 	// Store on the same database, by any process, until ctx ends; then it

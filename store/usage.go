@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/tollgate/tollgate/money"
 )
@@ -105,4 +106,70 @@ func (s *sqlStore) KeyUsage(ctx context.Context, keyID string) (UsageSummary, er
 		return UsageSummary{}, fmt.Errorf("store: key usage: %w", err)
 	}
 	return sum, nil
+}
+
+// minTimelineStep is KeyTimeline's finest step.
+const minTimelineStep = time.Minute
+
+// KeyTimeline numbers each record's bucket in SQL, as whole steps since
+// from in microseconds (both non-negative, so integer division floors), and
+// sums each bucket with GROUP BY; the buckets no record fell in stay zero.
+func (s *sqlStore) KeyTimeline(ctx context.Context, keyID string, from, to time.Time, step time.Duration) ([]UsageBucket, error) {
+	from, to, step = dbTime(from), dbTime(to), step.Truncate(time.Microsecond)
+	if step < minTimelineStep {
+		return nil, fmt.Errorf("store: key timeline: step %v is below %v", step, minTimelineStep)
+	}
+	if !from.Before(to) {
+		return nil, fmt.Errorf("store: key timeline: from %v is not before to %v", from, to)
+	}
+	// Sub saturates at the largest Duration, which is then too many buckets.
+	span := to.Sub(from)
+	count := span / step
+	if span%step != 0 {
+		count++
+	}
+	if count > MaxTimelineBuckets {
+		return nil, fmt.Errorf("store: key timeline: %v in steps of %v is more than %d buckets",
+			span, step, MaxTimelineBuckets)
+	}
+	n := int(count)
+	buckets := make([]UsageBucket, n)
+	for i := range buckets {
+		buckets[i].Start = from.Add(time.Duration(i) * step)
+	}
+
+	at := s.db.unixMicros("created_at")
+	err := s.db.read().queryEach(ctx,
+		`SELECT bucket,
+			COUNT(*),
+			CAST(SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS BIGINT),
+			CAST(SUM(prompt_tokens) AS BIGINT),
+			CAST(SUM(completion_tokens) AS BIGINT),
+			CAST(SUM(cost_nanos) AS BIGINT)
+		FROM (
+			SELECT (`+at+` - CAST($4 AS BIGINT)) / CAST($5 AS BIGINT) AS bucket,
+				status, prompt_tokens, completion_tokens, cost_nanos
+			FROM usage_records
+			WHERE key_id = $1 AND created_at >= $2 AND created_at < $3
+		) AS r
+		GROUP BY bucket`,
+		[]any{keyID, from, to, from.UnixMicro(), step.Microseconds()},
+		func(row scanner) error {
+			var i, cost int64
+			var b UsageBucket
+			if err := row.Scan(&i, &b.Requests, &b.ErrorRequests, &b.PromptTokens, &b.CompletionTokens, &cost); err != nil {
+				return err
+			}
+			if i < 0 || i >= int64(n) {
+				return fmt.Errorf("bucket %d out of range [0, %d)", i, n)
+			}
+			b.Start = buckets[i].Start
+			b.Cost = money.Nanos(cost)
+			buckets[i] = b
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("store: key timeline: %w", err)
+	}
+	return buckets, nil
 }

@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"KeyUsageOfKeyWithoutRecordsIsZero", testKeyUsageWithoutRecords},
 	}
 	tests = append(tests, reservationTests...)
+	tests = append(tests, dashboardTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
