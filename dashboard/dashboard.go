@@ -1,0 +1,173 @@
+// Package dashboard is the web UI where a signed-in account holder manages
+// API keys: it lists them at /keys, creates, edits, enables, disables and
+// deletes them, and shows each key's usage with a server-rendered timeline.
+//
+// Pages are rendered on the server from templates embedded in the binary and
+// parsed once by New, so a broken template fails at start-up. There is no
+// JavaScript. Sign-in is by email and password (argon2id); a session's
+// cookie holds a random secret of which the store keeps only a SHA-256 hash.
+// Every POST carries a CSRF token derived from that secret, and cross-origin
+// POSTs are refused.
+package dashboard
+
+import (
+	"crypto/rand"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/ratelimit"
+	"github.com/tollgate/tollgate/store"
+)
+
+// DefaultSessionLifetime is how long a sign-in lasts when Options leave it 0.
+const DefaultSessionLifetime = 7 * 24 * time.Hour
+
+// Options configure a Dashboard. Every field but Store and Config has a
+// usable zero value.
+type Options struct {
+	Store store.Store
+	// Config is the configuration in force: key prefix, models, plans. It
+	// is called on every request that needs it, so a reload applies at once.
+	Config func() *config.Config
+	// Limiter counts sign-in attempts per email (10 per minute); nil →
+	// ratelimit.NewMemory().
+	Limiter ratelimit.Limiter
+	// KeyChanged is called after a key is created, edited or deleted, with
+	// its id, so this replica's cache drops it at once; nil → nothing.
+	KeyChanged func(keyID string)
+	// Logger receives the causes of failures (never secrets); nil →
+	// slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; nil → time.Now.
+	Now func() time.Time
+	// Random is the source of key secrets and session secrets; nil →
+	// crypto/rand.Reader.
+	Random io.Reader
+	// SessionLifetime is how long a sign-in lasts; 0 → 7 days.
+	SessionLifetime time.Duration
+}
+
+// Dashboard serves the dashboard's pages. It is an http.Handler.
+type Dashboard struct {
+	store      store.Store
+	config     func() *config.Config
+	limiter    ratelimit.Limiter
+	keyChanged func(string)
+	log        *slog.Logger
+	now        func() time.Time
+	random     io.Reader
+	lifetime   time.Duration
+
+	pages  *pages
+	static staticFile
+	cross  *http.CrossOriginProtection
+	mux    *http.ServeMux
+}
+
+// New checks opt, parses the embedded templates (an error if any is
+// broken) and returns a Dashboard ready to serve.
+func New(opt Options) (*Dashboard, error) {
+	if opt.Store == nil {
+		return nil, errors.New("dashboard: Options.Store is required")
+	}
+	if opt.Config == nil {
+		return nil, errors.New("dashboard: Options.Config is required")
+	}
+	if opt.SessionLifetime < 0 {
+		return nil, errors.New("dashboard: Options.SessionLifetime must not be negative")
+	}
+	d := &Dashboard{
+		store:      opt.Store,
+		config:     opt.Config,
+		limiter:    opt.Limiter,
+		keyChanged: opt.KeyChanged,
+		log:        opt.Logger,
+		now:        opt.Now,
+		random:     opt.Random,
+		lifetime:   opt.SessionLifetime,
+		static:     newStaticFile(),
+		cross:      http.NewCrossOriginProtection(),
+	}
+	if d.limiter == nil {
+		d.limiter = ratelimit.NewMemory()
+	}
+	if d.keyChanged == nil {
+		d.keyChanged = func(string) {}
+	}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	if d.now == nil {
+		d.now = time.Now
+	}
+	if d.random == nil {
+		d.random = rand.Reader
+	}
+	if d.lifetime == 0 {
+		d.lifetime = DefaultSessionLifetime
+	}
+	p, err := parsePages(d.static.url)
+	if err != nil {
+		return nil, err
+	}
+	d.pages = p
+	d.routes()
+	return d, nil
+}
+
+// routes registers one handler per page action.
+func (d *Dashboard) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /{$}", d.home)
+	m.HandleFunc("GET "+d.static.url, d.serveStatic)
+	m.HandleFunc("GET /login", d.showLogin)
+	m.HandleFunc("POST /login", d.checkLogin)
+	m.HandleFunc("POST /logout", d.logout)
+
+	m.Handle("GET /keys", d.signedIn(d.listKeys))
+	m.Handle("GET /keys/new", d.signedIn(d.newKey))
+	m.Handle("POST /keys", d.signedIn(d.createKey))
+	m.Handle("GET /keys/{id}", d.signedIn(d.keyUsage))
+	m.Handle("GET /keys/{id}/edit", d.signedIn(d.editKey))
+	m.Handle("POST /keys/{id}", d.signedIn(d.updateKey))
+	m.Handle("POST /keys/{id}/enable", d.signedIn(d.switchKey(true)))
+	m.Handle("POST /keys/{id}/disable", d.signedIn(d.switchKey(false)))
+	m.Handle("GET /keys/{id}/delete", d.signedIn(d.confirmDeleteKey))
+	m.Handle("POST /keys/{id}/delete", d.signedIn(d.deleteKey))
+
+	m.HandleFunc("/", d.notFound)
+	d.mux = m
+}
+
+// contentSecurityPolicy allows nothing but this origin's own styles and
+// forms (and data: images); inline scripts and styles are refused.
+const contentSecurityPolicy = "default-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'"
+
+// ServeHTTP sets the security headers every response carries, refuses
+// cross-origin POSTs, and dispatches to the page.
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("X-Frame-Options", "DENY")
+	if err := d.cross.Check(r); err != nil {
+		// A browser said the form came from another site: a forged
+		// request, whatever cookie it carries.
+		d.renderError(w, r, errForbidden)
+		return
+	}
+	d.mux.ServeHTTP(w, r)
+}
+
+func (d *Dashboard) home(w http.ResponseWriter, r *http.Request) {
+	http.Redirect(w, r, "/keys", http.StatusSeeOther)
+}
+
+func (d *Dashboard) notFound(w http.ResponseWriter, r *http.Request) {
+	d.renderError(w, r, errNotFound)
+}

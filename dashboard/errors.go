@@ -1,0 +1,57 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+)
+
+// pageError is an error whose status and message may be shown to the
+// visitor. Any other error a handler returns is logged and shown as a
+// generic 500 page, so a cause never reaches the browser.
+type pageError struct {
+	status  int
+	title   string
+	message string
+}
+
+func (e *pageError) Error() string { return e.title }
+
+var (
+	errNotFound = &pageError{
+		status:  http.StatusNotFound,
+		title:   "Not found",
+		message: "There is no such page here.",
+	}
+	errForbidden = &pageError{
+		status:  http.StatusForbidden,
+		title:   "Request refused",
+		message: "This request could not be verified, so nothing was changed. Go back, reload the page and try again.",
+	}
+	errBadRequest = &pageError{
+		status:  http.StatusBadRequest,
+		title:   "Bad request",
+		message: "The form could not be read. Go back, reload the page and try again.",
+	}
+	errInternal = &pageError{
+		status:  http.StatusInternalServerError,
+		title:   "Something went wrong",
+		message: "The page could not be shown because of an error on our side. Please try again in a moment.",
+	}
+)
+
+// errorPage is what the error template shows.
+type errorPage struct {
+	Title   string
+	Message string
+}
+
+// renderError answers with err's page; an error that is not a pageError is
+// logged with the request and answered with the generic 500 page.
+func (d *Dashboard) renderError(w http.ResponseWriter, r *http.Request, err error) {
+	var pe *pageError
+	if !errors.As(err, &pe) {
+		d.log.ErrorContext(r.Context(), "dashboard: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		pe = errInternal
+	}
+	d.render(w, r, pe.status, "error", nil, pe.title, errorPage{Title: pe.title, Message: pe.message})
+}

@@ -1,0 +1,134 @@
+package dashboard
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/store"
+)
+
+// How times are shown. Every time is shown in UTC, the zone expiry dates and
+// usage buckets are counted in.
+const (
+	timeLayout = "2006-01-02 15:04 UTC"
+	dateLayout = keyopts.DateLayout
+)
+
+// usd formats an amount as US dollars with at least two decimals, and every
+// further non-zero one the amount has: $10.00, $0.15, $0.000004350 → $0.00000435.
+func usd(n money.Nanos) string {
+	sign := ""
+	if n < 0 {
+		sign = "-"
+		n = -n // a balance never reaches -2^63 nano-dollars
+	}
+	s := n.String()
+	whole, frac, _ := strings.Cut(s, ".")
+	for len(frac) < 2 {
+		frac += "0"
+	}
+	return sign + "$" + groupThousands(whole) + "." + frac
+}
+
+// groupThousands puts commas between groups of three digits.
+func groupThousands(digits string) string {
+	if len(digits) <= 3 {
+		return digits
+	}
+	var b strings.Builder
+	first := len(digits) % 3
+	if first > 0 {
+		b.WriteString(digits[:first])
+	}
+	for i := first; i < len(digits); i += 3 {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(digits[i : i+3])
+	}
+	return b.String()
+}
+
+// count formats a whole number with thousands separators.
+func count(n int64) string {
+	if n < 0 {
+		return "-" + groupThousands(strconv.FormatInt(-n, 10))
+	}
+	return groupThousands(strconv.FormatInt(n, 10))
+}
+
+// percent formats part/total as a percentage with one decimal, or "–" when
+// there is no total.
+func percent(part, total int64) string {
+	if total <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(total))
+}
+
+func statusLabel(k store.Key, now time.Time) string {
+	switch k.Status(now) {
+	case store.StatusDisabled:
+		return "Disabled"
+	case store.StatusExpired:
+		return "Expired"
+	default:
+		return "Enabled"
+	}
+}
+
+func rateLimitLabel(rpm *int) string {
+	if rpm == nil {
+		return "Off"
+	}
+	return count(int64(*rpm)) + " RPM"
+}
+
+func ipsLabel(ips []string) string {
+	if len(ips) == 0 {
+		return "Any"
+	}
+	return strings.Join(ips, ", ")
+}
+
+func modelsLabel(models []string) string {
+	if models == nil {
+		return "All Models"
+	}
+	return strings.Join(models, ", ")
+}
+
+// expiryDate is the calendar date a key's expiry was entered as: an expiry
+// at a UTC midnight is the end of the day before (as keyopts reads a date),
+// so 2026-01-01 is stored as 2026-01-02T00:00Z. ok is false for an instant
+// that is not a UTC midnight (set by other means), which has no such date.
+func expiryDate(t time.Time) (date string, ok bool) {
+	u := t.UTC()
+	if u.Hour() != 0 || u.Minute() != 0 || u.Second() != 0 || u.Nanosecond() != 0 {
+		return u.Format(dateLayout), false
+	}
+	return u.AddDate(0, 0, -1).Format(dateLayout), true
+}
+
+// expiryLabel shows a key's expiry the way it was entered: "Never", the last
+// day the key works, or an exact time.
+func expiryLabel(t *time.Time) string {
+	if t == nil {
+		return "Never"
+	}
+	if d, ok := expiryDate(*t); ok {
+		return d
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+func timeLabel(t *time.Time) string {
+	if t == nil {
+		return "Never"
+	}
+	return t.UTC().Format(timeLayout)
+}

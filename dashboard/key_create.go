@@ -1,0 +1,46 @@
+package dashboard
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/tollgate/tollgate/apikey"
+)
+
+// keyCreatedPage shows a new key's secret, this once.
+type keyCreatedPage struct {
+	Key    keyRow
+	Secret string
+}
+
+// createKey validates the create form and either shows it again with its
+// errors (nothing saved) or creates the key the way `tollgate key create`
+// does and shows its secret once.
+func (d *Dashboard) createKey(w http.ResponseWriter, r *http.Request, s *session) error {
+	f := parseKeyForm(r.PostForm)
+	cfg := d.config()
+	k, errs, err := d.checkKey(cfg, s.account, nil, f, nil)
+	if err != nil {
+		return err
+	}
+	if errs != nil {
+		d.renderKeyForm(w, r, s, http.StatusUnprocessableEntity, nil, f, errs)
+		return nil
+	}
+	secret, err := apikey.Generate(cfg.KeyPrefix, d.random)
+	if err != nil {
+		return fmt.Errorf("generate key secret: %w", err)
+	}
+	k.AccountID = s.account.ID
+	k.Hint = apikey.Hint(secret)
+	k, err = d.store.CreateKey(r.Context(), k, apikey.HashOf(secret))
+	if err != nil {
+		return fmt.Errorf("create key: %w", err)
+	}
+	d.keyChanged(k.ID)
+	d.log.InfoContext(r.Context(), "dashboard: key created", "key", k.ID, "account", s.account.ID)
+	// The secret is in this page only: no cache may keep a copy.
+	w.Header().Set("Cache-Control", "no-store")
+	d.render(w, r, http.StatusOK, "key_created", s, "Key created", keyCreatedPage{Key: keyView(k, d.now()), Secret: secret})
+	return nil
+}

@@ -1,0 +1,293 @@
+package dashboard
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/store"
+)
+
+// Choices of the form's radio buttons.
+const (
+	rateLimitOff    = "off"
+	rateLimitCustom = "custom"
+	modelsAll       = "all"
+	modelsSelected  = "selected"
+	expiresNever    = "never"
+	expiresOn       = "date"
+)
+
+// keyForm is the create and edit form as typed: the text of each field,
+// kept as it is so a form with errors shows it again unchanged.
+type keyForm struct {
+	Description    string
+	RateLimitMode  string // rateLimitOff or rateLimitCustom
+	RateLimitRPM   string
+	IPRestrictions string // comma-separated
+	ModelsMode     string // modelsAll or modelsSelected
+	Models         []string
+	ExpiresMode    string // expiresNever or expiresOn
+	ExpiresAt      string // YYYY-MM-DD
+	Enabled        bool
+}
+
+// newKeyForm is the create form's defaults (SPEC 2.1).
+func newKeyForm() keyForm {
+	return keyForm{RateLimitMode: rateLimitOff, ModelsMode: modelsAll, ExpiresMode: expiresNever, Enabled: true}
+}
+
+// keyFormOf fills the form with a key's options, as the edit form shows them.
+func keyFormOf(k store.Key) keyForm {
+	f := keyForm{
+		Description:    k.Description,
+		RateLimitMode:  rateLimitOff,
+		IPRestrictions: strings.Join(k.IPRestrictions, ", "),
+		ModelsMode:     modelsAll,
+		ExpiresMode:    expiresNever,
+		Enabled:        k.Enabled,
+	}
+	if k.RateLimitRPM != nil {
+		f.RateLimitMode, f.RateLimitRPM = rateLimitCustom, strconv.Itoa(*k.RateLimitRPM)
+	}
+	if k.Models != nil {
+		f.ModelsMode, f.Models = modelsSelected, slices.Clone(k.Models)
+	}
+	if k.ExpiresAt != nil {
+		f.ExpiresMode = expiresOn
+		f.ExpiresAt, _ = expiryDate(*k.ExpiresAt) // not a midnight: its own date, kept unless changed
+	}
+	return f
+}
+
+// parseKeyForm reads the posted form. Radio values other than the known
+// ones fall back to the defaults (Off, All Models, Never).
+func parseKeyForm(v url.Values) keyForm {
+	f := keyForm{
+		Description:    v.Get("description"),
+		RateLimitMode:  rateLimitOff,
+		IPRestrictions: v.Get("ip_restrictions"),
+		ModelsMode:     modelsAll,
+		ExpiresMode:    expiresNever,
+		Enabled:        v.Get("enabled") != "",
+	}
+	if v.Get("rate_limit") == rateLimitCustom {
+		f.RateLimitMode, f.RateLimitRPM = rateLimitCustom, strings.TrimSpace(v.Get("rate_limit_rpm"))
+	}
+	if v.Get("model_access") == modelsSelected {
+		f.ModelsMode, f.Models = modelsSelected, v["models"]
+	}
+	if v.Get("expires") == expiresOn {
+		f.ExpiresMode, f.ExpiresAt = expiresOn, strings.TrimSpace(v.Get("expires_at"))
+	}
+	return f
+}
+
+// rateLimitText is the Rate Limit as keyopts reads it.
+func (f keyForm) rateLimitText() string {
+	if f.RateLimitMode == rateLimitCustom {
+		return f.RateLimitRPM
+	}
+	return keyopts.Off
+}
+
+// ipEntries splits the comma-separated text into entries; blanks around
+// commas and a trailing comma are not entries.
+func (f keyForm) ipEntries() []string {
+	out := []string{}
+	for e := range strings.SplitSeq(f.IPRestrictions, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// modelList is the allow-list as keyopts reads it: nil for All Models.
+func (f keyForm) modelList() []string {
+	if f.ModelsMode != modelsSelected {
+		return nil
+	}
+	if f.Models == nil {
+		return []string{} // Selected Models with none ticked: keyopts says why that is refused
+	}
+	return f.Models
+}
+
+// expiryText is the expiry as keyopts reads it.
+func (f keyForm) expiryText() string {
+	if f.ExpiresMode == expiresOn {
+		return f.ExpiresAt
+	}
+	return keyopts.Never
+}
+
+// patch is the change the form asks for. With was nil (creating), every
+// field is in it; when editing, was is the form as it was shown, and only
+// the fields the visitor changed are in it, so a key saved under older rules
+// (a model since removed from the configuration, an expiry set by the CLI at
+// an exact time) keeps what was not touched.
+func (f keyForm) patch(was *keyForm) keyopts.Patch {
+	var p keyopts.Patch
+	if was == nil || f.Description != was.Description {
+		p.Description = &f.Description
+	}
+	if rl := f.rateLimitText(); was == nil || rl != was.rateLimitText() {
+		p.RateLimit = &rl
+	}
+	if ips := f.ipEntries(); was == nil || !slices.Equal(ips, was.ipEntries()) {
+		p.IPRestrictions = &ips
+	}
+	if m := f.modelList(); was == nil || !sameModels(m, was.modelList()) {
+		p.Models = &m
+	}
+	if e := f.expiryText(); was == nil || e != was.expiryText() {
+		p.Expiry = &e
+	}
+	if was == nil || f.Enabled != was.Enabled {
+		p.Enabled = &f.Enabled
+	}
+	return p
+}
+
+// sameModels compares two allow-lists as sets; nil (All Models) equals only nil.
+func sameModels(a, b []string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
+
+// fieldErrors are validation messages by keyopts field name.
+type fieldErrors map[string]string
+
+// checkKey applies the form to a key with keyopts: keyopts.Create when
+// base is nil, keyopts.Update of *base otherwise (was is then the form as
+// shown). Besides keyopts' rules, every model newly selected must be in
+// the account's plan. Bad input gives fieldErrors and no key; any other
+// error is unexpected.
+func (d *Dashboard) checkKey(cfg *config.Config, a store.Account, base *store.Key, f keyForm, was *keyForm) (store.Key, fieldErrors, error) {
+	rules := keyopts.Rules{
+		Now: d.now,
+		KnownModel: func(id string) bool {
+			_, ok := cfg.Model(id)
+			return ok
+		},
+	}
+	p := f.patch(was)
+	var (
+		k   store.Key
+		err error
+	)
+	if base == nil {
+		k, err = keyopts.Create(p, rules)
+	} else {
+		k, err = keyopts.Update(*base, p, rules)
+	}
+	errs := fieldErrors{}
+	var kerrs keyopts.Errors
+	switch {
+	case errors.As(err, &kerrs):
+		for _, e := range kerrs {
+			if errs[e.Field] == "" {
+				errs[e.Field] = e.Message
+			}
+		}
+	case err != nil:
+		return store.Key{}, nil, fmt.Errorf("check key options: %w", err)
+	}
+	f.explainMissing(errs)
+	if p.Models != nil && errs[keyopts.FieldModels] == "" {
+		plan, _ := cfg.Plan(a.Plan)
+		for _, m := range *p.Models {
+			if plan == nil || !plan.AllowsModel(strings.TrimSpace(m)) {
+				errs[keyopts.FieldModels] = fmt.Sprintf("%q is not in your plan (%s)", strings.TrimSpace(m), a.Plan)
+				break
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return store.Key{}, errs, nil
+	}
+	return k, nil, nil
+}
+
+// explainMissing rewords keyopts' messages about a field left empty in
+// the form's own terms (its radio buttons), where keyopts speaks of the
+// values "off", "never" and an unset list.
+func (f keyForm) explainMissing(errs fieldErrors) {
+	missing := []struct {
+		field string
+		empty bool
+		msg   string
+	}{
+		{keyopts.FieldDescription, strings.TrimSpace(f.Description) == "", "Enter a description."},
+		{keyopts.FieldRateLimitRPM, f.RateLimitMode == rateLimitCustom && f.RateLimitRPM == "", "Enter a number of requests per minute, or choose Off."},
+		{keyopts.FieldModels, f.ModelsMode == modelsSelected && len(f.Models) == 0, "Tick at least one model, or choose All Models."},
+		{keyopts.FieldExpiresAt, f.ExpiresMode == expiresOn && f.ExpiresAt == "", "Pick a date, or choose Never."},
+	}
+	for _, m := range missing {
+		if m.empty && errs[m.field] != "" {
+			errs[m.field] = m.msg
+		}
+	}
+}
+
+// keyFormPage is what the create and edit form shows.
+type keyFormPage struct {
+	// Key is the key being edited; nil on the create form.
+	Key    *keyRow
+	Action string
+	Form   keyForm
+	Errors fieldErrors
+	Models []modelChoice
+	// Today is the earliest date the create form offers for Expires At.
+	Today string
+}
+
+// modelChoice is one checkbox of Model Access.
+type modelChoice struct {
+	ID      string
+	Checked bool
+	// Unavailable marks a model the key allows that the plan no longer
+	// covers; it is shown so that saving does not drop it silently.
+	Unavailable bool
+}
+
+// modelChoices are the models of the account's plan, in the
+// configuration's order, then any others the form has selected.
+func modelChoices(cfg *config.Config, planName string, f keyForm) []modelChoice {
+	checked := map[string]bool{}
+	if f.ModelsMode == modelsSelected {
+		for _, m := range f.Models {
+			checked[strings.TrimSpace(m)] = true
+		}
+	}
+	var out []modelChoice
+	seen := map[string]bool{}
+	if plan, ok := cfg.Plan(planName); ok {
+		for _, m := range cfg.Models {
+			if plan.AllowsModel(m.ID) {
+				out = append(out, modelChoice{ID: m.ID, Checked: checked[m.ID]})
+				seen[m.ID] = true
+			}
+		}
+	}
+	if f.ModelsMode == modelsSelected {
+		for _, m := range f.Models {
+			if m = strings.TrimSpace(m); m != "" && !seen[m] {
+				out = append(out, modelChoice{ID: m, Checked: true, Unavailable: true})
+				seen[m] = true
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,26 @@
+package dashboard
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestDisableAndEnableAKeyFromTheList(t *testing.T) {
+	e := newEnv(t)
+	a := e.account("me@example.com", "pro", 0)
+	k := e.createKey(a, "ci")
+	b := e.signedIn(a)
+
+	requireRedirect(t, b.post("/keys/"+k.ID+"/disable", nil), "/keys?saved="+k.ID)
+	assert.False(t, e.key(k.ID).Enabled)
+	body := b.get("/keys").Body.String()
+	assert.Equal(t, "Disabled", cell(t, body, k.ID, "status"))
+	assert.Contains(t, body, `action="/keys/`+k.ID+`/enable"`)
+
+	requireRedirect(t, b.post("/keys/"+k.ID+"/enable", nil), "/keys?saved="+k.ID)
+	assert.True(t, e.key(k.ID).Enabled)
+	assert.Equal(t, "Enabled", cell(t, b.get("/keys").Body.String(), k.ID, "status"))
+	assert.Equal(t, []string{k.ID, k.ID}, e.keysChanged())
+	assert.Equal(t, "ci", e.key(k.ID).Description, "nothing else changes")
+}
