@@ -50,6 +50,7 @@ func defaultDB() string {
 
 // env is what a command may touch besides its arguments.
 type env struct {
+	stdin          io.Reader // account password reads the password here
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	now            func() time.Time
@@ -71,6 +72,8 @@ var commands = []command{
 		"show an account and its balance", runAccountShow},
 	{"account credit", "--email EMAIL --amount USD [--json]",
 		"add a positive amount to an account's balance", runAccountCredit},
+	{"account password", "--email EMAIL",
+		"set the password the account holder signs in to the dashboard with (read from stdin)", runAccountPassword},
 	{"key create", "--account EMAIL --description TEXT [--rpm N] [--ip ADDR|CIDR]... [--model ID]...\n" +
 		"[--expires YYYY-MM-DD] [--disabled] [--json]",
 		"create a key; prints its secret, shown only this once", runKeyCreate},
@@ -122,7 +125,7 @@ func printUsage(w io.Writer) {
 // Flag defaults come from the process environment (TOLLGATE_DB,
 // TOLLGATE_CONFIG).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv, now: time.Now, random: rand.Reader}
+	e := &env{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, now: time.Now, random: rand.Reader}
 	return e.run(ctx, args)
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/tollgate/tollgate/authz"
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/dashboard"
 	"github.com/tollgate/tollgate/envoy/edge"
 	"github.com/tollgate/tollgate/envoy/xds"
 	"github.com/tollgate/tollgate/extproc"
@@ -50,7 +51,7 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.StringVar(&o.db, "db", defaultDB(), "database URL: sqlite:///abs/path.db, sqlite://rel/path.db or postgres://…; default $TOLLGATE_DB or sqlite://tollgate.db")
 	fs.StringVar(&o.redisURL, "redis", os.Getenv("TOLLGATE_REDIS"), "Redis URL for rate limits shared by replicas (redis://host:6379/0); empty: in-memory limiter")
 	fs.DurationVar(&o.redisWait, "redis-timeout", ratelimit.DefaultPrimaryTimeout, "how long a rate-limit check waits for Redis before answering from the in-memory limiter (and treating Redis as down until a probe succeeds)")
-	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the built-in edge (the OpenAI-compatible API)")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the HTTP listener: the built-in edge (the OpenAI-compatible API under /v1/) and the dashboard (every other path)")
 	fs.StringVar(&o.grpcListen, "grpc-listen", "127.0.0.1:9001", "address of the gRPC server (ext_authz, ext_proc, xDS) for Envoy")
 	fs.IntVar(&o.xffHops, "xff-trusted-hops", 0, "proxies in front of the edge trusted to set X-Forwarded-For (Envoy's xff_num_trusted_hops)")
 	fs.DurationVar(&o.cacheTTL, "cache-ttl", 0, "how long a replica may serve a key or account from memory without hearing of a change (default 1s with SQLite; 30s with PostgreSQL, whose changes are announced at once)")
@@ -134,7 +135,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		OnWritten: func(ids []string) { invalidateAccounts(cache, ids) },
 	})
 	lastUsed := authz.NewLastUsed(st, time.Second, log)
-	go releaseExpiredHolds(feedCtx, st, log)
+	go sweepEveryMinute(feedCtx, log, "expired balance holds", st.ReleaseExpired)
+	go sweepEveryMinute(feedCtx, log, "expired dashboard sessions", st.DeleteExpiredSessions)
 
 	// Messages carry whole bodies (the router and upstream steps buffer the
 	// request; a non-streamed answer comes whole): allow well above the
@@ -154,6 +156,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Health: health.New(health.Options{}),
 	}))
 
+	dash, err := dashboard.New(dashboard.Options{
+		Store: st, Config: cfgNow, Limiter: limiter, KeyChanged: cache.InvalidateKey, Logger: log,
+	})
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
 	grpcLis, err := net.Listen("tcp", o.grpcListen)
 	if err != nil {
 		return fmt.Errorf("--grpc-listen: %w", err)
@@ -183,6 +191,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		XFFTrustedHops: o.xffHops,
 		Logger:         log,
 	})
+	// One HTTP listener, routed as Envoy's bootstrap routes it: the API to
+	// the edge, every other path to the dashboard.
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", e)
+	mux.Handle("/", dash)
+
 	// Reload the configuration when its file changes: the servers read it
 	// per request, the edge's routing table and Envoy's clusters (xDS)
 	// follow. A bad new file is logged and the running one kept.
@@ -206,13 +220,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}()
 
-	httpServer := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
+	httpServer := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- httpServer.Serve(httpLis) }()
 
 	log.Info("tollgate serving", "edge", "http://"+httpLis.Addr().String()+"/v1", "grpc", grpcLis.Addr().String(),
 		"models", len(cfg.Models), "providers", len(cfg.Providers))
-	fmt.Fprintf(stdout, "tollgate: OpenAI-compatible API at http://%s/v1 (gRPC for Envoy at %s)\n", httpLis.Addr(), grpcLis.Addr())
+	fmt.Fprintf(stdout, "tollgate: OpenAI-compatible API at http://%s/v1, dashboard at http://%s/keys (gRPC for Envoy at %s)\n", httpLis.Addr(), httpLis.Addr(), grpcLis.Addr())
 
 	var runErr error
 	select {
@@ -270,9 +284,10 @@ func applyChange(c *store.Cache, ch store.Change) {
 	}
 }
 
-// releaseExpiredHolds frees, once a minute, balance holds that no usage
-// record settled (their replica died mid-request).
-func releaseExpiredHolds(ctx context.Context, st store.Store, log *slog.Logger) {
+// sweepEveryMinute runs sweep once a minute until ctx ends, logging what it
+// removed: balance holds no usage record settled (their replica died
+// mid-request), dashboard sessions past their expiry.
+func sweepEveryMinute[N int | int64](ctx context.Context, log *slog.Logger, what string, sweep func(context.Context, time.Time) (N, error)) {
 	tick := time.NewTicker(time.Minute)
 	defer tick.Stop()
 	for {
@@ -280,11 +295,11 @@ func releaseExpiredHolds(ctx context.Context, st store.Store, log *slog.Logger) 
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			n, err := st.ReleaseExpired(ctx, now)
+			n, err := sweep(ctx, now)
 			if err != nil {
-				log.Warn("releasing expired balance holds failed", "err", err)
+				log.Warn("removing "+what+" failed", "err", err)
 			} else if n > 0 {
-				log.Info("released expired balance holds", "count", n)
+				log.Info("removed "+what, "count", n)
 			}
 		}
 	}
