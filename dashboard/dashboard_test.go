@@ -21,6 +21,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate/tollgate/internal/testclock"
+
 	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/money"
@@ -58,31 +60,13 @@ plans:
 // start is the fake clock's first reading: a Sunday, mid-hour.
 var start = time.Date(2025, 6, 15, 14, 30, 0, 0, time.UTC)
 
-// clock is a settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // testEnv is a Dashboard over a fresh SQLite store, with a fake clock, a
 // log buffer and a record of KeyChanged calls.
 type testEnv struct {
 	t       *testing.T
 	st      store.Store
 	d       *Dashboard
-	clock   *clock
+	clock   *testclock.Clock
 	cfg     *config.Config
 	logs    *syncBuffer
 	mu      sync.Mutex
@@ -120,7 +104,7 @@ func newEnvWith(t *testing.T, wrap func(store.Store) store.Store) *testEnv {
 	t.Cleanup(st.Close)
 	cfg, err := config.Parse([]byte(testConfig), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	e := &testEnv{t: t, st: st, clock: &clock{t: start}, cfg: cfg, logs: &syncBuffer{}}
+	e := &testEnv{t: t, st: st, clock: testclock.New(start), cfg: cfg, logs: &syncBuffer{}}
 	seen := st
 	if wrap != nil {
 		seen = wrap(st)

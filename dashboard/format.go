@@ -102,25 +102,13 @@ func modelsLabel(models []string) string {
 	return strings.Join(models, ", ")
 }
 
-// expiryDate is the calendar date a key's expiry was entered as: an expiry
-// at a UTC midnight is the end of the day before (as keyopts reads a date),
-// so 2026-01-01 is stored as 2026-01-02T00:00Z. ok is false for an instant
-// that is not a UTC midnight (set by other means), which has no such date.
-func expiryDate(t time.Time) (date string, ok bool) {
-	u := t.UTC()
-	if u.Hour() != 0 || u.Minute() != 0 || u.Second() != 0 || u.Nanosecond() != 0 {
-		return u.Format(dateLayout), false
-	}
-	return u.AddDate(0, 0, -1).Format(dateLayout), true
-}
-
 // expiryLabel shows a key's expiry the way it was entered: "Never", the last
 // day the key works, or an exact time.
 func expiryLabel(t *time.Time) string {
 	if t == nil {
 		return "Never"
 	}
-	if d, ok := expiryDate(*t); ok {
+	if d, ok := keyopts.ExpiryDate(*t); ok {
 		return d
 	}
 	return t.UTC().Format(timeLayout)

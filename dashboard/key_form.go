@@ -60,7 +60,7 @@ func keyFormOf(k store.Key) keyForm {
 	}
 	if k.ExpiresAt != nil {
 		f.ExpiresMode = expiresOn
-		f.ExpiresAt, _ = expiryDate(*k.ExpiresAt) // not a midnight: its own date, kept unless changed
+		f.ExpiresAt, _ = keyopts.ExpiryDate(*k.ExpiresAt) // not a midnight: its own date, kept unless changed
 	}
 	return f
 }

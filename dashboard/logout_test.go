@@ -39,6 +39,6 @@ func TestSignOutWithoutASessionJustGoesToTheSignInPage(t *testing.T) {
 	e := newEnv(t)
 	requireRedirect(t, e.anonymous().post("/logout", nil), "/login")
 	expired := e.signedIn(e.account("me@example.com", "pro", 0))
-	e.clock.Add(8 * 24 * time.Hour)
+	e.clock.Advance(8 * 24 * time.Hour)
 	requireRedirect(t, expired.post("/logout", url.Values{"csrf": {"whatever"}}), "/login")
 }

@@ -48,9 +48,9 @@ func TestAMalformedOrUnknownCookieIsNoSession(t *testing.T) {
 func TestASessionExpiresAfterItsLifetime(t *testing.T) {
 	e := newEnv(t)
 	b := e.signedIn(e.account("me@example.com", "pro", 0))
-	e.clock.Add(7*24*time.Hour - time.Second)
+	e.clock.Advance(7*24*time.Hour - time.Second)
 	assert.Equal(t, http.StatusOK, b.get("/keys").Code)
-	e.clock.Add(time.Second)
+	e.clock.Advance(time.Second)
 	requireRedirect(t, b.get("/keys"), "/login?next=%2Fkeys")
 }
 

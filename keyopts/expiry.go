@@ -44,3 +44,16 @@ func ParseExpiry(s string, now time.Time) (*time.Time, error) {
 	}
 	return t, nil
 }
+
+// ExpiryDate is ParseExpiryDate's inverse: the calendar date an expiry was
+// entered as. An expiry at a UTC midnight is the end of the day before, so
+// 2026-01-02T00:00Z is "2026-01-01". ok is false for an instant that is not
+// a UTC midnight (set by other means), which no date gives; date is then
+// the instant's own UTC date.
+func ExpiryDate(t time.Time) (date string, ok bool) {
+	u := t.UTC()
+	if u.Hour() != 0 || u.Minute() != 0 || u.Second() != 0 || u.Nanosecond() != 0 {
+		return u.Format(DateLayout), false
+	}
+	return u.AddDate(0, 0, -1).Format(DateLayout), true
+}

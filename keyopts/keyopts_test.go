@@ -293,3 +293,22 @@ func checkErr(t *testing.T, err error, want string) {
 		t.Fatalf("error %q does not match ErrInvalid", err)
 	}
 }
+
+func TestExpiryDateIsTheDateAnExpiryWasEnteredAs(t *testing.T) {
+	for _, date := range []string{"2026-01-01", "2024-02-29", "2026-12-31"} {
+		t.Run(date, func(t *testing.T) {
+			end, err := ParseExpiryDate(date)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := ExpiryDate(*end)
+			if got != date || !ok {
+				t.Errorf("ExpiryDate(%v) = %q, %v; want %q, true", end, got, ok, date)
+			}
+		})
+	}
+	exact := time.Date(2026, 3, 4, 15, 4, 5, 0, time.FixedZone("X", 3600))
+	if got, ok := ExpiryDate(exact); got != "2026-03-04" || ok {
+		t.Errorf("ExpiryDate(not a UTC midnight) = %q, %v; want its own UTC date, false", got, ok)
+	}
+}

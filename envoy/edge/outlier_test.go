@@ -22,6 +22,8 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/internal/testclock"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -203,32 +205,15 @@ func closedEndpoint(t *testing.T, deployment string, priority int) Endpoint {
 	return Endpoint{Base: &url.URL{Scheme: "http", Host: addr}, Priority: priority, Weight: 1, Deployment: deployment}
 }
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 type fixture struct {
 	edge   *Edge
 	proc   *fakeExtProc
 	health *health.Tracker
-	clock  *clock
+	clock  *testclock.Clock
 }
 
 func newFixture(t *testing.T, threshold int, eps ...Endpoint) *fixture {
-	clk := &clock{now: time.Unix(1_750_000_000, 0)}
+	clk := testclock.New(time.Unix(1_750_000_000, 0))
 	tr := health.New(health.Options{FailureThreshold: threshold, Cooldown: 30 * time.Second, Now: clk.Now})
 	proc := &fakeExtProc{translate: map[int]int{}, local: map[string]bool{}}
 	e := New(Options{
@@ -308,7 +293,7 @@ func TestEjectedEndpointGetsNoAttemptUntilItsCooldownPasses(t *testing.T) {
 	assert.Equal(t, []string{"m#0", "m#1", "m#0", "m#1", "m#1"}, f.proc.tried())
 
 	// After the cooldown the next request probes it; it has recovered.
-	f.clock.advance(30 * time.Second)
+	f.clock.Advance(30 * time.Second)
 	require.Equal(t, health.StateHalfOpen, f.health.State("m#0"))
 	dead.status.Store(http.StatusOK)
 	rec = f.do(t)

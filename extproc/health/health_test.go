@@ -8,28 +8,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/internal/testclock"
 )
 
-// clock is a settable time source.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func newTracker(opt Options) (*Tracker, *clock) {
-	c := &clock{now: time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)}
+func newTracker(opt Options) (*Tracker, *testclock.Clock) {
+	c := testclock.New(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC))
 	opt.Now = c.Now
 	return New(opt), c
 }
@@ -137,7 +121,7 @@ func TestCircuitLifecycle(t *testing.T) {
 				case "ok":
 					tr.Success(id)
 				case "wait":
-					clk.advance(s.wait)
+					clk.Advance(s.wait)
 				}
 				require.Equal(t, s.want, tr.State(id), "after step %d (%s %v)", i, s.do, s.wait)
 				require.Equal(t, s.want != StateOpen, tr.Available(id), "Available after step %d", i)
@@ -181,7 +165,7 @@ func TestTrackerIsSafeForConcurrentUse(t *testing.T) {
 				case 2:
 					tr.Success(id)
 				default:
-					clk.advance(time.Millisecond)
+					clk.Advance(time.Millisecond)
 				}
 				_ = tr.Available(id)
 				_ = tr.State(id)

@@ -229,15 +229,14 @@ func expiryText(t *time.Time, long bool) string {
 	if t == nil {
 		return keyopts.Never
 	}
-	u := t.UTC()
-	if u.Hour() != 0 || u.Minute() != 0 || u.Second() != 0 || u.Nanosecond() != 0 {
-		return u.Format(time.RFC3339)
+	date, ok := keyopts.ExpiryDate(*t)
+	if !ok {
+		return t.UTC().Format(time.RFC3339)
 	}
-	date := u.AddDate(0, 0, -1).Format(keyopts.DateLayout)
 	if !long {
 		return date
 	}
-	return fmt.Sprintf("end of %s UTC (%s)", date, u.Format(time.RFC3339))
+	return fmt.Sprintf("end of %s UTC (%s)", date, t.UTC().Format(time.RFC3339))
 }
 
 func timeText(t *time.Time) string {
