@@ -67,6 +67,25 @@ type Provider struct {
 // IsEnabled reports the administrator's switch (true unless set to false).
 func (p *Provider) IsEnabled() bool { return p.Enabled == nil || *p.Enabled }
 
+// ModelAvailable reports whether a request for m can be served now: some
+// deployment of m belongs to an enabled provider and, when available is not
+// nil, available(deployment ID) says it is up (the passive health of
+// deployments). Admission, GET /v1/models and the dashboard's model list all
+// ask this one question.
+func (c *Config) ModelAvailable(m *Model, available func(deploymentID string) bool) bool {
+	for i := range m.Deployments {
+		d := &m.Deployments[i]
+		p, ok := c.Provider(d.Provider)
+		if !ok || !p.IsEnabled() {
+			continue
+		}
+		if available == nil || available(d.ID) {
+			return true
+		}
+	}
+	return false
+}
+
 // Secret is a credential that never prints itself.
 type Secret string
 

@@ -153,3 +153,39 @@ func TestTheExampleConfigsParse(t *testing.T) {
 func sprintf(format string, v any) string { return fmtSprintf(format, v) }
 
 var fmtSprintf = fmt.Sprintf
+
+func TestModelAvailableNeedsAnEnabledProviderWithAHealthyDeployment(t *testing.T) {
+	disabledAz := strings.Replace(valid, "    api_key: k\n", "    api_key: k\n    enabled: false\n", 1)
+	tests := []struct {
+		name   string
+		config string
+		down   []string // deployment ids the health check reports down
+		want   bool
+	}{
+		{"both deployments up", valid, []string{}, true},
+		{"no health check counts every deployment", valid, nil, true},
+		{"one of two deployments down", valid, []string{"gpt-4o-mini#0"}, true},
+		{"every deployment down", valid, []string{"gpt-4o-mini#0", "gpt-4o-mini#1"}, false},
+		{"the only healthy deployment's provider is disabled", disabledAz, []string{"gpt-4o-mini#0"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.config), env(map[string]string{"OPENAI_API_KEY": "sk"}))
+			require.NoError(t, err)
+			m, ok := c.Model("gpt-4o-mini")
+			require.True(t, ok)
+			var available func(string) bool
+			if tt.down != nil {
+				available = func(id string) bool {
+					for _, d := range tt.down {
+						if d == id {
+							return false
+						}
+					}
+					return true
+				}
+			}
+			assert.Equal(t, tt.want, c.ModelAvailable(m, available))
+		})
+	}
+}

@@ -49,6 +49,10 @@ type Options struct {
 	Random io.Reader
 	// SessionLifetime is how long a sign-in lasts; 0 → 7 days.
 	SessionLifetime time.Duration
+	// Available reports whether a deployment (by id) is up: the passive
+	// health ext_proc admits requests by, so the model list says what
+	// GET /v1/models says. Nil → every deployment of an enabled provider.
+	Available func(deploymentID string) bool
 }
 
 // Dashboard serves the dashboard's pages. It is an http.Handler.
@@ -61,6 +65,7 @@ type Dashboard struct {
 	now        func() time.Time
 	random     io.Reader
 	lifetime   time.Duration
+	available  func(string) bool
 
 	pages  *pages
 	static staticFile
@@ -89,6 +94,7 @@ func New(opt Options) (*Dashboard, error) {
 		now:        opt.Now,
 		random:     opt.Random,
 		lifetime:   opt.SessionLifetime,
+		available:  opt.Available,
 		static:     newStaticFile(),
 		cross:      http.NewCrossOriginProtection(),
 	}
@@ -129,6 +135,7 @@ func (d *Dashboard) routes() {
 	m.HandleFunc("POST /logout", d.logout)
 
 	m.Handle("GET /keys", d.signedIn(d.listKeys))
+	m.Handle("GET /models", d.signedIn(d.listModels))
 	m.Handle("GET /keys/new", d.signedIn(d.newKey))
 	m.Handle("POST /keys", d.signedIn(d.createKey))
 	m.Handle("GET /keys/{id}", d.signedIn(d.keyUsage))

@@ -21,10 +21,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tollgate/tollgate/internal/testclock"
-
 	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/testclock"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
@@ -71,6 +70,7 @@ type testEnv struct {
 	logs    *syncBuffer
 	mu      sync.Mutex
 	changed []string
+	down    map[string]bool // deployment ids reported down
 }
 
 type syncBuffer struct {
@@ -117,11 +117,26 @@ func newEnvWith(t *testing.T, wrap func(store.Store) store.Store) *testEnv {
 			defer e.mu.Unlock()
 			e.changed = append(e.changed, id)
 		},
+		Available: func(id string) bool {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return !e.down[id]
+		},
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Now:    e.clock.Now,
 	})
 	require.NoError(t, err)
 	return e
+}
+
+// setDown makes the health check report these deployment ids down.
+func (e *testEnv) setDown(ids ...string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.down = map[string]bool{}
+	for _, id := range ids {
+		e.down[id] = true
+	}
 }
 
 func (e *testEnv) keysChanged() []string {

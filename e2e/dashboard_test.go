@@ -168,13 +168,13 @@ func TestDashboardManagesAKeyInABrowser(t *testing.T) {
 	assert.Equal(t, "60 RPM", cellText("rate-limit"))
 	assert.Equal(t, "Enabled", cellText("status"))
 	assert.NotContains(t, cellText("hint"), secret)
-	waitFor(t, 15*time.Second, func() bool {
+	waitFor(t, 15*time.Second, 200*time.Millisecond, func() bool {
 		do("reload the list", chromedp.Reload(), chromedp.WaitVisible(css(row)))
 		return cellText("last-used") != "Never"
 	}, "Last Used is set in the list")
 
 	// The usage page counts the request and draws the timeline.
-	waitFor(t, 15*time.Second, func() bool {
+	waitFor(t, 15*time.Second, 200*time.Millisecond, func() bool {
 		do("open the usage page", chromedp.Navigate(site+"/keys/"+keyID), chromedp.WaitVisible(css("#total-requests")))
 		return text("#total-requests") == "1"
 	}, "the usage page shows 1 request")
@@ -183,6 +183,10 @@ func TestDashboardManagesAKeyInABrowser(t *testing.T) {
 	assert.Len(t, bars, 24, "one bar per hour of the last 24")
 	assert.Equal(t, "gpt-4o-mini", text("#by-model tbody th"))
 
+	// The models page lists what the plan includes and whether it is served.
+	do("open the models page", chromedp.Click(css("#nav-models")), chromedp.WaitVisible(css("#models")))
+	assert.Equal(t, "Available", text(`tr[data-model-id="gpt-4o-mini"] td[data-field="status"]`))
+
 	// Disabling it in the browser: the API answers 401 key_disabled.
 	do("disable the key",
 		chromedp.Navigate(site+"/keys"),
@@ -190,7 +194,7 @@ func TestDashboardManagesAKeyInABrowser(t *testing.T) {
 		chromedp.WaitVisible(css(row+`form[data-action="enable"] button`)),
 	)
 	assert.Equal(t, "Disabled", cellText("status"))
-	waitFor(t, 5*time.Second, func() bool {
+	waitFor(t, 5*time.Second, 200*time.Millisecond, func() bool {
 		status, code := apiCode(t, tg, secret)
 		return status == http.StatusUnauthorized && code == "key_disabled"
 	}, "a disabled key is refused with key_disabled")
@@ -203,7 +207,7 @@ func TestDashboardManagesAKeyInABrowser(t *testing.T) {
 		chromedp.WaitVisible(css("#no-keys")),
 	)
 	assert.Equal(t, "Key deleted.", text("#flash"))
-	waitFor(t, 5*time.Second, func() bool {
+	waitFor(t, 5*time.Second, 200*time.Millisecond, func() bool {
 		status, code := apiCode(t, tg, secret)
 		return status == http.StatusUnauthorized && code == "invalid_api_key"
 	}, "a deleted key is refused with invalid_api_key")
@@ -215,19 +219,4 @@ func TestDashboardManagesAKeyInABrowser(t *testing.T) {
 		chromedp.Navigate(site+"/keys"),
 		chromedp.WaitVisible(css("#login-form")),
 	)
-}
-
-// waitFor polls cond every 200 ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, cond func() bool, format string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: "+format, append([]any{d}, args...)...)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

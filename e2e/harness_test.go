@@ -160,14 +160,19 @@ func (tg *tollgate) client(secret string, opts ...option.RequestOption) *openai.
 // eventually polls cond until it holds or 5 s pass.
 func eventually(t *testing.T, cond func() bool, format string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
+	waitFor(t, 5*time.Second, 20*time.Millisecond, cond, format, args...)
+}
+
+// waitFor polls cond every interval until it holds or d passes.
+func waitFor(t *testing.T, d, interval time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: "+format, append([]any{d}, args...)...)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(interval)
 	}
-	t.Fatalf("not within 5s: "+format, args...)
 }
 
 func configFor(providerURL string) string {

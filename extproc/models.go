@@ -35,15 +35,12 @@ func access(cfg *config.Config, health Health, key store.Key, acct store.Account
 	if key.Models != nil && !slices.Contains(key.Models, m.ID) {
 		return accessDenied
 	}
-	for i := range m.Deployments {
-		d := &m.Deployments[i]
-		p, ok := cfg.Provider(d.Provider)
-		if !ok || !p.IsEnabled() {
-			continue
-		}
-		if health == nil || health.Available(d.ID) {
-			return accessOK
-		}
+	var available func(string) bool
+	if health != nil {
+		available = health.Available
+	}
+	if cfg.ModelAvailable(m, available) {
+		return accessOK
 	}
 	return accessUnavailable
 }

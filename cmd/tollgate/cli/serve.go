@@ -151,13 +151,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	authv3.RegisterAuthorizationServer(grpcServer, authz.New(authz.Options{
 		Keys: cache, Limiter: limiter, Config: cfgNow, Toucher: lastUsed, Logger: log,
 	}))
+	deployments := health.New(health.Options{})
 	extprocv3.RegisterExternalProcessorServer(grpcServer, extproc.New(extproc.Options{
 		Config: cfgNow, Keys: cache, Usage: recorder, Balance: st, Logger: log,
-		Health: health.New(health.Options{}),
+		Health: deployments,
 	}))
 
 	dash, err := dashboard.New(dashboard.Options{
 		Store: st, Config: cfgNow, Limiter: limiter, KeyChanged: cache.InvalidateKey, Logger: log,
+		Available: deployments.Available,
 	})
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
