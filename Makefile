@@ -37,6 +37,7 @@ FUZZ_TARGETS = \
 	./extproc/provider/:FuzzGeminiStream \
 	./extproc/provider/:FuzzAzureStream \
 	./keyopts/:FuzzParseIPRestrictions \
+	./extproc/provider/:FuzzGeminiToolCallID \
 	./apikey/:FuzzCheck
 
 fuzz: ## fuzz every target for FUZZTIME (30s); seed corpora are in each package's testdata/fuzz

@@ -234,7 +234,7 @@ func anthropicMessages(msgs []chatMessage) (string, []anthropicMessage, error) {
 				if m.ToolCallID == "" {
 					err = unsupported("a tool message needs a tool_call_id")
 				}
-				blocks = []anthropicBlock{{Type: "tool_result", ToolUseID: m.ToolCallID, Content: text}}
+				blocks = []anthropicBlock{{Type: "tool_result", ToolUseID: unsignedToolCallID(m.ToolCallID), Content: text}}
 			}
 		default:
 			err = unsupported("role %q is not supported", m.Role)
@@ -301,7 +301,7 @@ func anthropicAssistantBlocks(m *chatMessage) ([]anthropicBlock, error) {
 		if call.ID == "" || call.Function.Name == "" {
 			return nil, unsupported("tool_calls[%d] needs an id and a function name", j)
 		}
-		blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: call.ID, Name: call.Function.Name, Input: args})
+		blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: unsignedToolCallID(call.ID), Name: call.Function.Name, Input: args})
 	}
 	return blocks, nil
 }

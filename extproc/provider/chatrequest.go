@@ -58,6 +58,13 @@ type chatToolCall struct {
 		Name      string `json:"name"`
 		Arguments string `json:"arguments"`
 	} `json:"function"`
+	// ExtraContent is where Gemini's OpenAI-compatible endpoint puts a
+	// thought signature; read for Gemini only.
+	ExtraContent *struct {
+		Google *struct {
+			ThoughtSignature string `json:"thought_signature"`
+		} `json:"google"`
+	} `json:"extra_content"`
 }
 
 // chatTool is one entry of the request's tools.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/tollgate/tollgate/config"
@@ -26,10 +25,13 @@ func init() { adapters[config.TypeGemini] = gemini{defaultEnv} }
 //     tool_choice none/auto/required/a named function becomes
 //     functionCallingConfig NONE/AUTO/ANY/ANY with allowedFunctionNames;
 //   - Gemini has no tool call ids: answers get ids call_0, call_1… (by
-//     position in the answer), and a tool message becomes a functionResponse
-//     named after the function of the latest earlier tool call with its
-//     tool_call_id; its content is the response if it is a JSON object, else
-//     {"content": text};
+//     position in the answer), followed by the function call's thought
+//     signature when it has one, which goes back on its functionCall part;
+//     Gemini 3 models get Google's dummy signature where the current turn
+//     needs one and the history has none (gemini_signature.go); a tool
+//     message becomes a functionResponse named after the function of the
+//     latest earlier tool call with its tool_call_id; its content is the
+//     response if it is a JSON object, else {"content": text};
 //   - temperature (Gemini's range is 0–2 too), top_p, max_tokens (or
 //     max_completion_tokens; when absent Gemini's default applies), stop,
 //     presence_penalty, frequency_penalty, seed and response_format go into
@@ -66,6 +68,9 @@ type geminiPart struct {
 	InlineData       *geminiBlob             `json:"inlineData,omitempty"`
 	FunctionCall     *geminiFunctionCall     `json:"functionCall,omitempty"`
 	FunctionResponse *geminiFunctionResponse `json:"functionResponse,omitempty"`
+	// ThoughtSignature is Gemini's opaque signature (base64), on a
+	// functionCall part that must get it back (gemini_signature.go).
+	ThoughtSignature string `json:"thoughtSignature,omitempty"`
 }
 
 type geminiBlob struct {
@@ -120,7 +125,8 @@ func (g gemini) Translate(req *Request, t Target) (Upstream, Response, error) {
 	if err != nil {
 		return Upstream{}, nil, err
 	}
-	body, err := geminiBody(cr)
+	model := strings.TrimPrefix(t.Deployment.Model, "models/")
+	body, err := geminiBody(cr, model)
 	if err != nil {
 		return Upstream{}, nil, err
 	}
@@ -128,7 +134,6 @@ func (g gemini) Translate(req *Request, t Target) (Upstream, Response, error) {
 	if err != nil {
 		return Upstream{}, nil, err
 	}
-	model := strings.TrimPrefix(t.Deployment.Model, "models/")
 	path += "/v1beta/models/" + url.PathEscape(model)
 	if req.Stream {
 		path += ":streamGenerateContent?alt=sse"
@@ -147,11 +152,14 @@ func (g gemini) Translate(req *Request, t Target) (Upstream, Response, error) {
 	return up, newTranslated(req, &geminiCodec{}, g.env.newID(), model, g.env), nil
 }
 
-func geminiBody(cr *chatRequest) ([]byte, error) {
+func geminiBody(cr *chatRequest, model string) ([]byte, error) {
 	var out geminiRequest
 	var err error
 	if out.SystemInstruction, out.Contents, err = geminiContents(cr.Messages); err != nil {
 		return nil, err
+	}
+	if geminiValidatesSignatures(model) {
+		geminiSignCurrentTurn(out.Contents)
 	}
 	if out.GenerationConfig, err = geminiConfig(cr); err != nil {
 		return nil, err
@@ -294,7 +302,8 @@ func geminiModelParts(m *chatMessage, calls map[string]string) ([]geminiPart, er
 	if text != "" {
 		parts = append(parts, geminiPart{Text: text})
 	}
-	for j, call := range m.ToolCalls {
+	for j := range m.ToolCalls {
+		call := &m.ToolCalls[j]
 		args, err := toolArguments(call.Function.Arguments)
 		if err != nil {
 			return nil, fmt.Errorf("tool_calls[%d]: %w", j, err)
@@ -303,7 +312,10 @@ func geminiModelParts(m *chatMessage, calls map[string]string) ([]geminiPart, er
 			return nil, unsupported("tool_calls[%d] needs a function name", j)
 		}
 		calls[call.ID] = call.Function.Name
-		parts = append(parts, geminiPart{FunctionCall: &geminiFunctionCall{Name: call.Function.Name, Args: args}})
+		parts = append(parts, geminiPart{
+			FunctionCall:     &geminiFunctionCall{Name: call.Function.Name, Args: args},
+			ThoughtSignature: call.signature(),
+		})
 	}
 	return parts, nil
 }
@@ -417,7 +429,8 @@ func (c *geminiCodec) whole(s *streamState, body []byte) ([]byte, error) {
 	for _, p := range g.parts() {
 		switch {
 		case p.FunctionCall != nil:
-			r.addToolCall("call_"+strconv.Itoa(len(r.toolCalls)), p.FunctionCall.Name, compactArguments(p.FunctionCall.Args))
+			id := geminiToolCallID(len(r.toolCalls), p.ThoughtSignature)
+			r.addToolCall(id, p.FunctionCall.Name, compactArguments(p.FunctionCall.Args))
 		case !p.Thought:
 			r.text.WriteString(p.Text)
 		}
@@ -442,7 +455,7 @@ func (c *geminiCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte, e
 	for _, p := range g.parts() {
 		switch {
 		case p.FunctionCall != nil:
-			id := "call_" + strconv.Itoa(s.toolCalls)
+			id := geminiToolCallID(s.toolCalls, p.ThoughtSignature)
 			out, _ = s.toolCallStart(out, id, p.FunctionCall.Name, compactArguments(p.FunctionCall.Args))
 		case !p.Thought:
 			out = s.content(out, p.Text)

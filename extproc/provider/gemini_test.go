@@ -39,6 +39,15 @@ func TestGeminiRequestTranslation(t *testing.T) {
 		{"request_named_tool.json", func(t *testing.T, up Upstream) {
 			assert.Equal(t, `{"mode":"ANY","allowedFunctionNames":["get_weather"]}`, gjson.GetBytes(up.Body, "toolConfig.functionCallingConfig").Raw)
 		}},
+		{"request_signed_history.json", func(t *testing.T, up Upstream) {
+			b := up.Body
+			assert.Equal(t, testSignature(t), gjson.GetBytes(b, "contents.1.parts.1.thoughtSignature").String(),
+				"the signature in the tool call id goes back on its functionCall part")
+			assert.False(t, gjson.GetBytes(b, "contents.1.parts.2.thoughtSignature").Exists(),
+				"the second parallel call had none")
+			assert.Equal(t, `["get_current_temperature","get_current_temperature"]`,
+				gjson.GetBytes(b, "contents.2.parts.#.functionResponse.name").Raw)
+		}},
 	})
 }
 
@@ -70,6 +79,8 @@ func TestGeminiResponseTranslation(t *testing.T) {
 		{fixture: "response_blocked.json", usage: Usage{PromptTokens: 9, Reported: true}},
 		{fixture: "response_max_tokens.json", usage: Usage{PromptTokens: 4, CompletionTokens: 3, Reported: true},
 			completion: "Once upon a"},
+		{fixture: "response_parallel_signed.json", usage: Usage{PromptTokens: 71, CompletionTokens: 160, Reported: true},
+			completion: `I'll check both cities.{"location":"Paris"}{"location":"London"}`},
 	})
 }
 
@@ -83,6 +94,8 @@ func TestGeminiStreamTranslation(t *testing.T) {
 			completion: "I can"},
 		{fixture: "stream_error.sse", usage: Usage{PromptTokens: 11, CompletionTokens: 2}, completion: "Partial answer"},
 		{fixture: "stream_cut.sse", usage: Usage{PromptTokens: 6, CompletionTokens: 3}, completion: "Half a sen"},
+		{fixture: "stream_parallel_signed.sse", usage: Usage{PromptTokens: 71, CompletionTokens: 160, Reported: true},
+			completion: `I'll check both cities.{"location":"Paris"}{"location":"London"}`},
 	})
 }
 

@@ -42,12 +42,16 @@ func (openAI) Translate(req *Request, t Target) (Upstream, Response, error) {
 }
 
 // openAIBody rewrites only what must change, without re-encoding the rest:
-// the model name, and include_usage on streams so that every stream is
-// metered from the provider's own counts.
+// the model name, include_usage on streams so that every stream is metered
+// from the provider's own counts, and tool call ids that carry a Gemini
+// signature (see unsignToolCallIDs).
 func openAIBody(req *Request, model string) ([]byte, error) {
 	body, err := sjson.SetBytes(req.Body, "model", model)
 	if err != nil {
 		return nil, fmt.Errorf("rewrite model: %w", err)
+	}
+	if body, err = unsignToolCallIDs(body); err != nil {
+		return nil, err
 	}
 	if req.Stream && !req.ClientUsage {
 		body, err = sjson.SetBytes(body, "stream_options.include_usage", true)
