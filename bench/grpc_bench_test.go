@@ -263,7 +263,7 @@ func (r *rig) request(ctx context.Context, stream bool, pieces [][]byte) error {
 		return err
 	}
 	attrs := map[string]*structpb.Struct{contract.AttributesNamespace: {Fields: map[string]*structpb.Value{
-		contract.AttrDeployment: structpb.NewStringValue(contract.DeploymentID("gpt-4o-mini", 0))}}}
+		contract.AttrDeployment: structpb.NewStringValue(config.DeploymentID("gpt-4o-mini", "openai", "gpt-4o-mini"))}}}
 	if _, err := exchange(ups, &extprocv3.ProcessingRequest{Attributes: attrs, MetadataContext: forward, Request: &extprocv3.ProcessingRequest_RequestHeaders{
 		RequestHeaders: &extprocv3.HttpHeaders{Headers: hdrs(up...)}}}); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -31,7 +32,34 @@ const (
 const (
 	DefaultMaxBodyBytes = 4 << 20 // 4 MiB request body limit
 	DefaultAzureVersion = "2024-10-21"
+
+	// Per-attempt timeouts of a provider, and a model's whole-request
+	// timeout (every attempt included).
+	DefaultConnectTimeout    = 5 * time.Second
+	DefaultFirstByteTimeout  = 60 * time.Second
+	DefaultStreamIdleTimeout = 60 * time.Second
+	DefaultRequestTimeout    = 10 * time.Minute
 )
+
+// Duration is a time.Duration written in the file as a Go duration string
+// ("5s", "1m30s").
+type Duration time.Duration
+
+// UnmarshalYAML reads a Go duration string.
+func (d *Duration) UnmarshalYAML(value *yaml.Node) error {
+	if value.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: a duration must be a string such as \"30s\"", value.Line)
+	}
+	v, err := time.ParseDuration(value.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (write it as \"30s\", \"2m\" or \"1m30s\")", value.Line, value.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
 
 // Config is a validated configuration.
 type Config struct {
@@ -62,6 +90,18 @@ type Provider struct {
 	// Enabled is an administrator's switch; a disabled provider serves nothing.
 	// Default true.
 	Enabled *bool `yaml:"enabled"`
+
+	// ConnectTimeout bounds the TCP and TLS handshake of one attempt;
+	// default 5s.
+	ConnectTimeout Duration `yaml:"connect_timeout"`
+	// FirstByteTimeout bounds one attempt from the request sent to the
+	// response headers; default 60s. An attempt that times out counts as a
+	// failure of the deployment and fails over while nothing has reached
+	// the client.
+	FirstByteTimeout Duration `yaml:"first_byte_timeout"`
+	// StreamIdleTimeout is the longest silence allowed between two pieces
+	// of a response body; default 60s.
+	StreamIdleTimeout Duration `yaml:"stream_idle_timeout"`
 }
 
 // IsEnabled reports the administrator's switch (true unless set to false).
@@ -112,6 +152,9 @@ type Model struct {
 	InputPricePerMillion  money.Nanos  `yaml:"input_price_per_million"`
 	OutputPricePerMillion money.Nanos  `yaml:"output_price_per_million"`
 	Deployments           []Deployment `yaml:"deployments"`
+	// RequestTimeout bounds the whole request, every attempt included;
+	// default 10m.
+	RequestTimeout Duration `yaml:"request_timeout"`
 }
 
 // Deployment is one provider serving a model under the provider's own name.
@@ -124,7 +167,9 @@ type Deployment struct {
 	// Weight balances deployments of equal priority; default 1.
 	Weight int `yaml:"weight"`
 
-	// ID is assigned by Parse: contract.DeploymentID(model, index).
+	// ID is assigned by Parse: DeploymentID(model, provider, provider's
+	// model). It names the deployment's circuit and Envoy endpoint and is
+	// stable across reloads that reorder deployments.
 	ID string `yaml:"-"`
 }
 
@@ -163,6 +208,15 @@ func (c *Config) Model(id string) (*Model, bool) {
 func (c *Config) Plan(name string) (*Plan, bool) {
 	p, ok := c.plans[name]
 	return p, ok
+}
+
+// DeploymentID is the stable identity of a deployment: the public model,
+// the provider's name and the provider's model. It does not depend on the
+// deployment's position in the file, so a reload that reorders deployments
+// keeps every circuit and never sends one provider's credential to
+// another's host.
+func DeploymentID(modelID, providerName, providerModel string) string {
+	return modelID + "#" + providerName + "/" + providerModel
 }
 
 // Deployment finds a deployment by its ID, with its model and provider.
@@ -304,6 +358,22 @@ func (c *Config) validate() error {
 			return fieldErr(f+".base_url", "must be an http(s) URL without query, got %q", p.BaseURL)
 		}
 		p.BaseURL = strings.TrimRight(p.BaseURL, "/")
+		for _, t := range []struct {
+			name string
+			d    *Duration
+			def  time.Duration
+		}{
+			{"connect_timeout", &p.ConnectTimeout, DefaultConnectTimeout},
+			{"first_byte_timeout", &p.FirstByteTimeout, DefaultFirstByteTimeout},
+			{"stream_idle_timeout", &p.StreamIdleTimeout, DefaultStreamIdleTimeout},
+		} {
+			if *t.d == 0 {
+				*t.d = Duration(t.def)
+			}
+			if *t.d < 0 {
+				return fieldErr(f+"."+t.name, "must be positive, got %s", t.d.D())
+			}
+		}
 		if p.Type == TypeAzure && p.APIVersion == "" {
 			p.APIVersion = DefaultAzureVersion
 		}
@@ -336,9 +406,16 @@ func (c *Config) validate() error {
 		if m.OutputPricePerMillion < 0 {
 			return fieldErr(f+".output_price_per_million", "must not be negative")
 		}
+		if m.RequestTimeout == 0 {
+			m.RequestTimeout = Duration(DefaultRequestTimeout)
+		}
+		if m.RequestTimeout < 0 {
+			return fieldErr(f+".request_timeout", "must be positive, got %s", m.RequestTimeout.D())
+		}
 		if len(m.Deployments) == 0 {
 			return fieldErr(f+".deployments", "needs at least one deployment")
 		}
+		seen := make(map[string]int, len(m.Deployments))
 		for j := range m.Deployments {
 			d := &m.Deployments[j]
 			df := fmt.Sprintf("%s.deployments[%d]", f, j)
@@ -360,7 +437,11 @@ func (c *Config) validate() error {
 			if d.Weight < 0 || d.Weight > 128 {
 				return fieldErr(df+".weight", "must be between 1 and 128")
 			}
-			d.ID = m.ID + "#" + fmt.Sprint(j)
+			d.ID = DeploymentID(m.ID, d.Provider, d.Model)
+			if k, dup := seen[d.ID]; dup {
+				return fieldErr(df, "repeats deployments[%d] (provider %q, model %q)", k, d.Provider, d.Model)
+			}
+			seen[d.ID] = j
 		}
 		c.models[m.ID] = m
 	}
@@ -428,13 +509,14 @@ func (m *Model) UnmarshalYAML(value *yaml.Node) error {
 		InputPricePerMillion  yaml.Node    `yaml:"input_price_per_million"`
 		OutputPricePerMillion yaml.Node    `yaml:"output_price_per_million"`
 		Deployments           []Deployment `yaml:"deployments"`
+		RequestTimeout        Duration     `yaml:"request_timeout"`
 	}
 	// Decode does not apply the decoder's KnownFields here, so check the
 	// field names ourselves: a misspelt price must not be silently free.
 	if value.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(value.Content); i += 2 {
 			switch k := value.Content[i].Value; k {
-			case "id", "max_tokens", "input_price_per_million", "output_price_per_million", "deployments":
+			case "id", "max_tokens", "input_price_per_million", "output_price_per_million", "deployments", "request_timeout":
 			default:
 				return fmt.Errorf("line %d: field %s not found in type config.Model", value.Content[i].Line, k)
 			}
@@ -444,7 +526,7 @@ func (m *Model) UnmarshalYAML(value *yaml.Node) error {
 	if err := value.Decode(&p); err != nil {
 		return err
 	}
-	m.ID, m.MaxTokens, m.Deployments = p.ID, p.MaxTokens, p.Deployments
+	m.ID, m.MaxTokens, m.Deployments, m.RequestTimeout = p.ID, p.MaxTokens, p.Deployments, p.RequestTimeout
 	for _, price := range []struct {
 		node *yaml.Node
 		dst  *money.Nanos

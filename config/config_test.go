@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,12 +66,16 @@ func TestValidConfigGetsDefaultsAndExactPrices(t *testing.T) {
 	assert.Equal(t, money.Nanos(150_000_000), m.InputPricePerMillion)
 	assert.Equal(t, money.Nanos(600_000_000), m.OutputPricePerMillion)
 	assert.Equal(t, 1, m.Deployments[0].Weight, "weight defaults to 1")
-	assert.Equal(t, "gpt-4o-mini#1", m.Deployments[1].ID)
-	dm, d, dp, ok := c.Deployment("gpt-4o-mini#1")
+	assert.Equal(t, "gpt-4o-mini#az/my-deployment", m.Deployments[1].ID)
+	dm, d, dp, ok := c.Deployment("gpt-4o-mini#az/my-deployment")
 	require.True(t, ok)
 	assert.Equal(t, "gpt-4o-mini", dm.ID)
 	assert.Equal(t, "my-deployment", d.Model)
 	assert.Equal(t, "az", dp.Name)
+	assert.Equal(t, DefaultConnectTimeout, p.ConnectTimeout.D())
+	assert.Equal(t, DefaultFirstByteTimeout, p.FirstByteTimeout.D())
+	assert.Equal(t, DefaultStreamIdleTimeout, p.StreamIdleTimeout.D())
+	assert.Equal(t, DefaultRequestTimeout, m.RequestTimeout.D())
 	free, _ := c.Plan("free")
 	assert.True(t, free.AllowsModel("gpt-4o-mini"))
 	assert.False(t, free.AllowsModel("gpt-4o"))
@@ -164,9 +169,9 @@ func TestModelAvailableNeedsAnEnabledProviderWithAHealthyDeployment(t *testing.T
 	}{
 		{"both deployments up", valid, []string{}, true},
 		{"no health check counts every deployment", valid, nil, true},
-		{"one of two deployments down", valid, []string{"gpt-4o-mini#0"}, true},
-		{"every deployment down", valid, []string{"gpt-4o-mini#0", "gpt-4o-mini#1"}, false},
-		{"the only healthy deployment's provider is disabled", disabledAz, []string{"gpt-4o-mini#0"}, false},
+		{"one of two deployments down", valid, []string{"gpt-4o-mini#openai/gpt-4o-mini"}, true},
+		{"every deployment down", valid, []string{"gpt-4o-mini#openai/gpt-4o-mini", "gpt-4o-mini#az/my-deployment"}, false},
+		{"the only healthy deployment's provider is disabled", disabledAz, []string{"gpt-4o-mini#openai/gpt-4o-mini"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,4 +193,62 @@ func TestModelAvailableNeedsAnEnabledProviderWithAHealthyDeployment(t *testing.T
 			assert.Equal(t, tt.want, c.ModelAvailable(m, available))
 		})
 	}
+}
+
+func TestDeploymentIdentityDoesNotDependOnOrder(t *testing.T) {
+	swapped := strings.Replace(valid, `      - provider: openai
+        model: gpt-4o-mini
+      - provider: az
+        model: my-deployment
+        priority: 1
+        weight: 3`, `      - provider: az
+        model: my-deployment
+        priority: 1
+        weight: 3
+      - provider: openai
+        model: gpt-4o-mini`, 1)
+	require.NotEqual(t, valid, swapped)
+	vars := env(map[string]string{"OPENAI_API_KEY": "sk"})
+	a, err := Parse([]byte(valid), vars)
+	require.NoError(t, err)
+	b, err := Parse([]byte(swapped), vars)
+	require.NoError(t, err)
+	for _, c := range []*Config{a, b} {
+		_, d, p, ok := c.Deployment("gpt-4o-mini#az/my-deployment")
+		require.True(t, ok)
+		assert.Equal(t, "az", p.Name)
+		assert.Equal(t, "my-deployment", d.Model)
+	}
+}
+
+func TestTimeoutsAreReadAndChecked(t *testing.T) {
+	vars := env(map[string]string{"OPENAI_API_KEY": "sk"})
+	withTimeouts := strings.Replace(valid, "    api_key: k\n", "    api_key: k\n    connect_timeout: 2s\n    first_byte_timeout: 1m30s\n    stream_idle_timeout: 15s\n", 1)
+	withTimeouts = strings.Replace(withTimeouts, "    output_price_per_million: 0.60\n", "    output_price_per_million: 0.60\n    request_timeout: 3m\n", 1)
+	c, err := Parse([]byte(withTimeouts), vars)
+	require.NoError(t, err)
+	az, _ := c.Provider("az")
+	assert.Equal(t, 2*time.Second, az.ConnectTimeout.D())
+	assert.Equal(t, 90*time.Second, az.FirstByteTimeout.D())
+	assert.Equal(t, 15*time.Second, az.StreamIdleTimeout.D())
+	m, _ := c.Model("gpt-4o-mini")
+	assert.Equal(t, 3*time.Minute, m.RequestTimeout.D())
+
+	for _, tt := range []struct{ name, edit, field string }{
+		{"not a duration", "    connect_timeout: soon\n", `"soon" is not a duration`},
+		{"negative", "    stream_idle_timeout: -1s\n", "stream_idle_timeout"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(strings.Replace(valid, "    api_key: k\n", "    api_key: k\n"+tt.edit, 1)), vars)
+			assert.ErrorContains(t, err, tt.field)
+		})
+	}
+}
+
+func TestARepeatedDeploymentIsRefused(t *testing.T) {
+	dup := strings.Replace(valid, `      - provider: az
+        model: my-deployment`, `      - provider: openai
+        model: gpt-4o-mini`, 1)
+	_, err := Parse([]byte(dup), env(map[string]string{"OPENAI_API_KEY": "sk"}))
+	assert.ErrorContains(t, err, "deployments[1]")
 }

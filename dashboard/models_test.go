@@ -29,7 +29,7 @@ func TestModelsListsThePlansModelsWithPricesAndStatus(t *testing.T) {
 		{"every model of an all-models plan", "pro", nil,
 			map[string]string{"gpt-4o-mini": "Available", "gpt-4o": "Available", "o3": "Available"}},
 		{"only the plan's models", "basic", nil, map[string]string{"gpt-4o-mini": "Available"}},
-		{"a model whose deployments are all down is unavailable", "pro", []string{"gpt-4o#0"},
+		{"a model whose deployments are all down is unavailable", "pro", []string{"gpt-4o#openai/gpt-4o"},
 			map[string]string{"gpt-4o-mini": "Available", "gpt-4o": "Unavailable", "o3": "Available"}},
 		{"an unknown plan lists nothing", "gone", nil, map[string]string{}},
 	}

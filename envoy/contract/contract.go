@@ -104,12 +104,6 @@ func fnv32(s string) uint32 {
 	return h
 }
 
-// DeploymentID names the i-th deployment of a model; it is what the endpoint
-// metadata carries.
-func DeploymentID(modelID string, i int) string {
-	return modelID + "#" + strconv.Itoa(i)
-}
-
 // Processing modes, as Envoy's ext_proc ProcessingMode enums spell them. The
 // bootstrap, the xDS cluster filters and the built-in edge all use these.
 type Mode struct {

@@ -125,9 +125,9 @@ func TestEndpointsCarryPriorityWeightAndDeployment(t *testing.T) {
 	// Priorities 0, 5 and 10 become ranks 0, 1 and 2 (Envoy wants no
 	// gaps); the disabled Azure deployment is absent.
 	want := []ep{
-		{prio: 0, deployment: "gpt-4o#0", host: "api.openai.com", port: 443, weight: 3, tls: true},
-		{prio: 1, deployment: "gpt-4o#2", host: "vllm", port: 8000, weight: 1, tls: false},
-		{prio: 2, deployment: "gpt-4o#3", host: "api.anthropic.com", port: 443, weight: 2, tls: true},
+		{prio: 0, deployment: "gpt-4o#openai/gpt-4o", host: "api.openai.com", port: 443, weight: 3, tls: true},
+		{prio: 1, deployment: "gpt-4o#local/llama", host: "vllm", port: 8000, weight: 1, tls: false},
+		{prio: 2, deployment: "gpt-4o#anthropic/claude-sonnet-4-5", host: "api.anthropic.com", port: 443, weight: 2, tls: true},
 	}
 	assert.Equal(t, want, got)
 	// The metadata names the deployment exactly as config assigns it.
