@@ -106,6 +106,16 @@ type UsageRecord struct {
 	// Estimated is true when the tokens were counted by Tollgate, not reported
 	// by the provider.
 	Estimated bool
+	// RequestID is the request's x-request-id, as the client and the access
+	// log see it (not unique: a client may send its own).
+	RequestID string
+	// Deployment is the deployment that answered, empty when none did.
+	Deployment string
+	// Attempts is how many upstream attempts the request made.
+	Attempts int
+	// TTFT is the time from admission to the first byte of the answer
+	// passed to the client; zero when none was.
+	TTFT time.Duration
 	// ReservationID, when set, names the reservation made for this request:
 	// writing the record releases it, in the same transaction as the debit.
 	// A reservation already gone (released or expired) is no error.

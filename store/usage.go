@@ -37,12 +37,12 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 			n, err := q.exec(ctx,
 				`INSERT INTO usage_records (id, key_id, account_id, model, provider,
 					prompt_tokens, completion_tokens, cost_nanos, status, error_code,
-					latency_us, created_at, estimated)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+					latency_us, created_at, estimated, request_id, deployment, attempts, ttft_us)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 				ON CONFLICT (id) DO NOTHING`,
 				r.ID, r.KeyID, r.AccountID, r.Model, r.Provider,
 				r.PromptTokens, r.CompletionTokens, int64(r.Cost), int64(r.Status), r.ErrorCode,
-				r.Latency.Microseconds(), created, r.Estimated)
+				r.Latency.Microseconds(), created, r.Estimated, r.RequestID, r.Deployment, int64(r.Attempts), r.TTFT.Microseconds())
 			if err != nil {
 				return fmt.Errorf("record %s: %w", r.ID, err)
 			}
