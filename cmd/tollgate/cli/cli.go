@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -103,7 +104,8 @@ Every account and key command also takes:
                   and key create/update --model one of its models. Without a
                   config the prefix is "tg" and plans and models are not checked.
 
-Flags may come before or after ID; write --flag value or --flag=value.
+Flags may come before or after ID, and --db and --config also before the
+command; write --flag value or --flag=value.
 --ip and --model may be repeated. Amounts are US dollars ("10", "0.25").
 An expiry date D means the end of D in UTC; "never" removes the expiry.
 `
@@ -130,6 +132,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func (e *env) run(ctx context.Context, args []string) error {
+	args, err := hoistGlobalFlags(args)
+	if err != nil {
+		return err
+	}
 	if len(args) == 0 {
 		printUsage(e.stderr)
 		return usagef("no command given")
@@ -166,6 +172,45 @@ func (e *env) run(ctx context.Context, args []string) error {
 		return err
 	}
 	return usagef("unknown command %q; %s actions are: %s", name, group, strings.Join(actions(group), ", "))
+}
+
+// globalFlags are the flags every command takes; they may also come before
+// the command ("tollgate --db URL key list …").
+var globalFlags = []string{"db", "config"}
+
+// hoistGlobalFlags moves global flags written before the command to the end
+// of the command's own arguments, where its flag set parses them (flags may
+// come anywhere among a command's arguments). Any other flag before the
+// command is an error that names it.
+func hoistGlobalFlags(args []string) ([]string, error) {
+	var globals []string
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-h", "-help", "--help":
+			return append([]string{"help"}, args[1:]...), nil
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		if !slices.Contains(globalFlags, name) {
+			return nil, usagef("unknown flag %q before the command; only --%s may come first", args[0], strings.Join(globalFlags, " and --"))
+		}
+		if !hasValue {
+			if len(args) < 2 {
+				return nil, usagef("flag --%s needs a value", name)
+			}
+			value, args = args[1], args[1:]
+		}
+		globals = append(globals, "--"+name+"="+value)
+		args = args[1:]
+	}
+	if len(globals) == 0 || len(args) == 0 {
+		return args, nil
+	}
+	// The command is args[0] ("serve") or args[0:2] ("key list").
+	n := 1
+	if args[0] != "serve" && len(args) > 1 && !strings.HasPrefix(args[1], "-") {
+		n = 2
+	}
+	return slices.Concat(args[:n], args[n:], globals), nil
 }
 
 // synopsis is lead followed by args, whose continuation lines are indented

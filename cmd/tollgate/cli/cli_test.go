@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -559,4 +560,45 @@ func equalJSON(a, b any) bool {
 	ja, err1 := json.Marshal(a)
 	jb, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && string(ja) == string(jb)
+}
+
+func TestGlobalFlagsMayComeBeforeTheCommand(t *testing.T) {
+	h := newHarness(t)
+	id := h.newKey()["id"].(string)
+	cfg := filepath.Join("testdata", "config.yaml")
+	var out bytes.Buffer
+	if err := Run(context.Background(), []string{"--config", cfg, "--db", h.db, "key", "create",
+		"--account", "a@example.com", "--description", "x"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "acme_sk_") {
+		t.Errorf("--config before the command was not used: secret %q lacks the config's prefix", out.String())
+	}
+	for _, args := range [][]string{
+		{"--db", h.db, "key", "usage", id, "--json"},
+		{"--db=" + h.db, "key", "usage", "--json", id},
+		{"--db", h.db, "--config", cfg, "key", "usage", id, "--json"},
+		{"-db", h.db, "key", "usage", id, "--json"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if err := Run(context.Background(), args, &stdout, &stderr); err != nil {
+			t.Fatalf("tollgate %s: %v", strings.Join(args, " "), err)
+		}
+		if !strings.Contains(stdout.String(), `"key_id": "`+id+`"`) {
+			t.Errorf("tollgate %s: %s", strings.Join(args, " "), stdout.String())
+		}
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--colour", "key", "list"}, `unknown flag "--colour" before the command`},
+		{[]string{"--db"}, "flag --db needs a value"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := Run(context.Background(), tt.args, &stdout, &stderr)
+		if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("tollgate %s: got %v, want a usage error with %q", strings.Join(tt.args, " "), err, tt.want)
+		}
+	}
 }
