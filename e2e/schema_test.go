@@ -62,7 +62,7 @@ func readWireStream(t *testing.T, body io.Reader) []wireEvent {
 		blank, err := r.ReadString('\n')
 		require.NoError(t, err, "event %d is not followed by a blank line", len(events))
 		require.Equal(t, "\n", blank, "event %d is not followed by a blank line", len(events))
-		require.True(t, len(events) == 0 || events[len(events)-1].data != "[DONE]", "an event after [DONE]: %q", data)
+		require.True(t, len(events) == 0 || !isStreamEnd(events[len(events)-1].data), "an event after the stream's end: %q", data)
 		events = append(events, wireEvent{data})
 		switch {
 		case data == "[DONE]":
@@ -73,7 +73,7 @@ func readWireStream(t *testing.T, body io.Reader) []wireEvent {
 		}
 	}
 	require.NotEmpty(t, events)
-	require.Equal(t, "[DONE]", events[len(events)-1].data, "the stream ends with [DONE]")
+	require.True(t, isStreamEnd(events[len(events)-1].data), "the stream ends neither with [DONE] nor with an error event")
 	return events
 }
 
@@ -253,11 +253,11 @@ func TestEveryErrorOnTheWireConformsToOpenAISchema(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		events := readWireStream(t, resp.Body)
 		require.GreaterOrEqual(t, len(events), 3)
-		errEvent := events[len(events)-2].data
-		assert.True(t, strings.HasPrefix(errEvent, `{"error"`), "the error event comes just before [DONE]: %s", errEvent)
+		errEvent := events[len(events)-1].data
+		assert.True(t, strings.HasPrefix(errEvent, `{"error"`), "the stream ends with an error event, no [DONE]: %s", errEvent)
 		assert.Contains(t, errEvent, `"code":"upstream_error"`)
 		var text bytes.Buffer
-		for _, ev := range events[:len(events)-2] {
+		for _, ev := range events[:len(events)-1] {
 			var chunk struct {
 				Choices []struct {
 					Delta struct{ Content string } `json:"delta"`
@@ -270,4 +270,10 @@ func TestEveryErrorOnTheWireConformsToOpenAISchema(t *testing.T) {
 		}
 		assert.Equal(t, "Hello from", text.String())
 	})
+}
+
+// isStreamEnd reports an event that ends a stream: [DONE] after a whole
+// answer, or one error event (and no [DONE]) after a broken one.
+func isStreamEnd(data string) bool {
+	return data == "[DONE]" || strings.HasPrefix(data, `{"error"`)
 }

@@ -29,6 +29,8 @@ type routerStep struct {
 	cfg *config.Config
 
 	keyID, accountID string
+	clientRequestID  string // the x-request-id header
+	attempts         int    // x-envoy-attempt-count of the final response
 	started          time.Time
 	model            string
 	requestID        string // drawn at admission; names the hold and the usage record
@@ -60,6 +62,7 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 	hm := headerMap(h.GetHeaders())
 	r.started = r.s.opt.Now()
 	r.keyID, r.accountID = hm[contract.HeaderKeyID], hm[contract.HeaderAccountID]
+	r.clientRequestID = hm[contract.HeaderRequestID]
 	if r.keyID == "" || r.accountID == "" {
 		// ext_authz did not run before us: a misconfigured proxy.
 		r.s.opt.Logger.ErrorContext(ctx, "router step: request without identity headers; is ext_authz configured before ext_proc?")
@@ -207,25 +210,27 @@ func (r *routerStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Proce
 	hm := headerMap(h.GetHeaders())
 	st, _ := strconv.Atoi(hm[":status"])
 	_, translated := hm[contract.HeaderTranslated]
+	r.attempts, _ = strconv.Atoi(hm[contract.HeaderAttemptCount])
 	if st >= 200 && st < 300 {
-		return removeHeaders(contract.HeaderTranslated), nil
+		return removeHeaders(contract.HeaderTranslated, contract.HeaderAttemptCount), nil
 	}
 	if !translated {
 		// Envoy's own reply: no healthy upstream, connect failure, timeout.
 		return r.reject(oaierror.NoAvailableWorkers), nil
 	}
 	r.record(st, errorCodeFor(st))
-	return removeHeaders(contract.HeaderTranslated), nil
+	return removeHeaders(contract.HeaderTranslated, contract.HeaderAttemptCount), nil
 }
 
-// finish records a request that ended before its answer reached this step:
-// the client left while a provider was still thinking, or the proxy
-// answered itself without showing ext_proc (Envoy may skip ext_proc on its
-// own replies). Its prompt is billed as estimated. Had the upstream step
-// begun an answer, it records the same request under the same id, so the
-// request is recorded once either way.
+// finish records an admitted request that ended before its answer reached
+// this step: the client left while a provider was still thinking, or the
+// proxy answered itself without showing ext_proc (Envoy may skip ext_proc on
+// its own replies). Its prompt is billed as estimated (nothing, for a free
+// model, but the request is still recorded). Had the upstream step begun an
+// answer, it records the same request under the same id, so the request is
+// recorded once either way.
 func (r *routerStep) finish(context.Context, error) {
-	if !r.reserved || r.recorded || r.answered {
+	if r.requestID == "" || r.recorded || r.answered {
 		return
 	}
 	r.recordRequest(store.UsageRecord{
@@ -254,6 +259,7 @@ func (r *routerStep) recordRequest(rec store.UsageRecord) {
 	now := r.s.opt.Now()
 	rec.KeyID, rec.AccountID, rec.Model = r.keyID, r.accountID, r.model
 	rec.Latency, rec.CreatedAt = now.Sub(r.started), now.UTC()
+	rec.RequestID, rec.Attempts = r.clientRequestID, r.attempts
 	if r.requestID != "" {
 		rec.ID = usageID(r.requestID)
 	}
@@ -275,6 +281,8 @@ func errorCodeFor(st int) string {
 		return "invalid_request"
 	case st == http.StatusServiceUnavailable:
 		return oaierror.NoAvailableWorkers.Code
+	case st == http.StatusBadGateway:
+		return oaierror.UpstreamFailed.Code
 	default:
 		return oaierror.Internal.Code
 	}

@@ -36,7 +36,10 @@ type upstreamStep struct {
 
 	keyID, accountID, model string
 	requestID               string
+	clientRequestID         string // the x-request-id header
+	attempt                 int    // x-envoy-attempt-count: 1 for the first attempt
 	started                 time.Time
+	firstByte               time.Time // when the first translated byte was handed back
 	preq                    provider.Request
 	target                  provider.Target
 	resp                    provider.Response
@@ -76,7 +79,10 @@ func (u *upstreamStep) outOfOrder(ctx context.Context, what string) *extprocv3.P
 	return translatedFailure()
 }
 
-func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.ProcessingRequest, _ *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
+func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
+	hm := headerMap(h.GetHeaders())
+	u.clientRequestID = hm[contract.HeaderRequestID]
+	u.attempt, _ = strconv.Atoi(hm[contract.HeaderAttemptCount])
 	meta := req.GetMetadataContext().GetFilterMetadata()[contract.RequestMetadataNamespace].GetFields()
 	u.keyID = meta[contract.MetaKeyID].GetStringValue()
 	u.accountID = meta[contract.MetaAccountID].GetStringValue()
@@ -223,9 +229,21 @@ func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 	if err != nil {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: untranslatable provider response",
 			"provider", u.target.Provider.Name, "err", err)
-		// Keep what was translated before the failure, then end cleanly.
+		if !u.preq.Stream || errors.Is(err, provider.ErrUntranslatable) {
+			// A whole answer (held back by the proxy until this reply):
+			// the client gets a 502 in OpenAI's shape, never SSE text in
+			// JSON. The router step records it, as every failure.
+			u.ended, u.status = true, StatusUpstreamFailed
+			return immediate(oaierror.UpstreamFailed.With("The provider sent an answer Tollgate could not translate.", ""),
+				[]*corev3.HeaderValueOption{setHeader(contract.HeaderTranslated, "1")}), nil
+		}
+		// Keep what was translated before the failure, then end with one
+		// error event.
 		out = append(append([]byte(nil), out...), provider.StreamErrorEvent("The provider sent a response Tollgate could not translate.")...)
 		end = true
+	}
+	if len(out) > 0 && u.firstByte.IsZero() {
+		u.firstByte = u.s.opt.Now()
 	}
 	common := &extprocv3.CommonResponse{}
 	if !sameBytes(out, piece) {
@@ -243,11 +261,19 @@ func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 	return resp, nil
 }
 
-// finish records a stream the client (or Envoy) cut off after it began.
+// finish records an answer whose body did not reach its end here. If the
+// provider's answer was already whole and handed back (the client, or the
+// proxy, went away after its last bytes), it is a success: completion is
+// completion. Otherwise the client left before the end (499).
 func (u *upstreamStep) finish(context.Context, error) {
-	if u.resp != nil && u.status >= 200 && u.status < 300 && !u.ended {
-		u.record(StatusClientClosed, "client_closed")
+	if u.resp == nil || u.status < 200 || u.status >= 300 || u.ended {
+		return
 	}
+	if u.resp.Completed() {
+		u.record(u.status, "")
+		return
+	}
+	u.record(StatusClientClosed, "client_closed")
 }
 
 // record writes the usage of a successful (or cut-off) attempt. Failed
@@ -278,6 +304,10 @@ func (u *upstreamStep) record(st int, code string) (store.UsageRecord, bool) {
 		PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens,
 		Cost:   money.Add(money.Cost(usage.PromptTokens, m.InputPricePerMillion), money.Cost(usage.CompletionTokens, m.OutputPricePerMillion)),
 		Status: st, ErrorCode: code, Latency: now.Sub(u.started), CreatedAt: now.UTC(), Estimated: estimated,
+		RequestID: u.clientRequestID, Deployment: u.target.Deployment.ID, Attempts: max(u.attempt, 1),
+	}
+	if !u.firstByte.IsZero() {
+		rec.TTFT = u.firstByte.Sub(u.started)
 	}
 	if u.requestID != "" {
 		rec.ID, rec.ReservationID = usageID(u.requestID), reservationID(u.requestID)

@@ -24,12 +24,16 @@ const (
 	// HeaderRequestID identifies a request across the filters (Envoy sets
 	// it; the built-in edge does too).
 	HeaderRequestID = "x-request-id"
+	// HeaderAttemptCount numbers a request's upstream attempts from 1, on
+	// the request each attempt sends (Envoy's include_request_attempt_count)
+	// and on the final response (include_attempt_count_in_response).
+	HeaderAttemptCount = "x-envoy-attempt-count"
 )
 
 // InternalHeaders lists every header in the contract that must never come
 // from a client nor reach a provider.
 var InternalHeaders = []string{
-	HeaderKeyID, HeaderAccountID, HeaderCluster, HeaderTranslated,
+	HeaderKeyID, HeaderAccountID, HeaderCluster, HeaderTranslated, HeaderAttemptCount,
 }
 
 // Endpoint metadata: every upstream endpoint carries the identity of the

@@ -23,9 +23,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tollgate/tollgate/internal/testclock"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/tollgate/tollgate/internal/testclock"
 
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/extproc/health"
@@ -217,13 +218,14 @@ func newFixture(t *testing.T, threshold int, eps ...Endpoint) *fixture {
 	tr := health.New(health.Options{FailureThreshold: threshold, Cooldown: 30 * time.Second, Now: clk.Now})
 	proc := &fakeExtProc{translate: map[int]int{}, local: map[string]bool{}}
 	e := New(Options{
-		Authz:        allowAll{},
-		ExtProc:      proc,
-		Clusters:     func() map[string]Cluster { return map[string]Cluster{"c": {Name: "c", Endpoints: eps}} },
-		MaxBodyBytes: func() int { return 1 << 20 },
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Health:       tr,
-		Rand:         func(int) int { return 0 },
+		Authz:            allowAll{},
+		ExtProc:          proc,
+		Clusters:         func() map[string]Cluster { return map[string]Cluster{"c": {Name: "c", Endpoints: eps}} },
+		MaxBodyBytes:     func() int { return 1 << 20 },
+		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Health:           tr,
+		HealthFromStatus: true,
+		Rand:             func(int) int { return 0 },
 	})
 	return &fixture{edge: e, proc: proc, health: tr, clock: clk}
 }

@@ -93,13 +93,13 @@ func isIdent(s string) bool {
 }
 
 // StreamErrorEvent is the SSE event that ends a stream whose provider failed
-// midway, as OpenAI itself reports such errors, followed by [DONE] so
-// clients end cleanly.
+// midway, as OpenAI itself reports such errors. No [DONE] follows it: a
+// client must not mistake a broken answer for a complete one.
 func StreamErrorEvent(message string) []byte {
 	b := oaierror.UpstreamFailed.With(message, "").Body()
-	out := make([]byte, 0, len(b)+32)
+	out := make([]byte, 0, len(b)+16)
 	out = append(out, "data: "...)
 	out = append(out, b...)
-	out = append(out, "\n\ndata: [DONE]\n\n"...)
+	out = append(out, "\n\n"...)
 	return out
 }

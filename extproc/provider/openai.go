@@ -76,7 +76,8 @@ type openAIResponse struct {
 	out    []byte
 	usage  Usage
 	text   strings.Builder
-	failed bool // the provider sent an error event mid-stream
+	failed bool // the provider sent an error event mid-stream, or broke off
+	done   bool // the answer is whole: [DONE] seen, or the whole body read
 }
 
 func newOpenAIResponse(req *Request) *openAIResponse {
@@ -92,6 +93,7 @@ func (r *openAIResponse) Status(status int) int {
 
 func (r *openAIResponse) Usage() Usage       { return r.usage }
 func (r *openAIResponse) Failed() bool       { return r.failed }
+func (r *openAIResponse) Completed() bool    { return r.done && !r.failed && r.fail == nil }
 func (r *openAIResponse) Completion() string { return r.text.String() }
 
 func (r *openAIResponse) Body(piece []byte, end bool) ([]byte, error) {
@@ -103,7 +105,12 @@ func (r *openAIResponse) Body(piece []byte, end bool) ([]byte, error) {
 		if !end {
 			return nil, nil
 		}
+		if !gjson.ValidBytes(r.buf) {
+			r.failed = true
+			return nil, ErrUntranslatable
+		}
 		r.readCompletion(r.buf)
+		r.done = true
 		return normalizeCompletion(r.buf), nil
 	}
 	if !r.stream {
@@ -115,7 +122,12 @@ func (r *openAIResponse) Body(piece []byte, end bool) ([]byte, error) {
 			whole = r.buf
 		}
 		if end {
+			if !gjson.ValidBytes(whole) {
+				r.failed = true
+				return nil, ErrUntranslatable
+			}
 			r.readCompletion(whole)
+			r.done = true
 		}
 		return piece, nil
 	}
@@ -148,6 +160,12 @@ func (r *openAIResponse) streamPiece(piece []byte, end bool) ([]byte, error) {
 				dropped = true
 			}
 		}
+		if !r.done && !r.failed {
+			// The body ended without [DONE]: the provider broke off.
+			r.failed = true
+			r.out = append(r.out, StreamErrorEvent(errEndedEarly)...)
+			dropped = true
+		}
 	}
 	if !dropped && r.parser.Pending() == 0 && len(r.out) == len(piece) {
 		return piece, nil
@@ -156,12 +174,28 @@ func (r *openAIResponse) streamPiece(piece []byte, end bool) ([]byte, error) {
 }
 
 // event meters one event and reports whether the client should get it.
+// After an error event or [DONE], nothing more is passed on: the client gets
+// exactly one end, and never [DONE] after an error.
 func (r *openAIResponse) event(data []byte) bool {
+	if r.failed || r.done {
+		return false
+	}
+	if string(data) == "[DONE]" {
+		r.done = true
+		return true
+	}
 	if len(data) == 0 || data[0] != '{' {
-		return true // [DONE], or a keep-alive
+		return true // a keep-alive
+	}
+	if !gjson.ValidBytes(data) {
+		// An event that is not JSON: the provider's stream is broken.
+		r.failed = true
+		r.out = append(r.out, StreamErrorEvent("The provider sent an event Tollgate could not read.")...)
+		return false
 	}
 	if gjson.GetBytes(data, "error").IsObject() {
 		r.failed = true // the provider's own error event, passed on as it is
+		return true
 	}
 	u := gjson.GetBytes(data, "usage")
 	if u.IsObject() {

@@ -1,13 +1,14 @@
 package provider
 
 import (
-	"github.com/tollgate/tollgate/oaierror"
-
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/oaierror"
 )
 
 func TestOpenAIRequestTranslation(t *testing.T) {
@@ -41,4 +42,58 @@ func TestOpenAIErrors(t *testing.T) {
 		{"error_400.json", 400, 400, "model_not_found"},
 		{"error_500.txt", 500, 503, oaierror.NoAvailableWorkers.Code},
 	})
+}
+
+// feedStream feeds an OpenAI-type stream to a fresh response whole, then
+// its end, and returns what the client gets.
+func feedStream(t *testing.T, providerType string, stream string) ([]byte, Response) {
+	t.Helper()
+	resp := newTestResponse(t, providerType, true, false)
+	require.Equal(t, 200, resp.Status(200))
+	out, err := resp.Body([]byte(stream), false)
+	require.NoError(t, err)
+	rest, err := resp.Body(nil, true)
+	require.NoError(t, err)
+	return append(append([]byte{}, out...), rest...), resp
+}
+
+func TestOpenAIStreamsEndHonestly(t *testing.T) {
+	chunk := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}` + "\n\n"
+	errorEvent := `data: {"error":{"message":"overloaded","type":"server_error","param":null,"code":null}}` + "\n\n"
+	tests := []struct {
+		name      string
+		stream    string
+		completed bool
+		wantError bool
+	}{
+		{"a whole stream", chunk + "data: [DONE]\n\n", true, false},
+		{"cut off before [DONE]", chunk, false, true},
+		{"an error event, then [DONE]", chunk + errorEvent + "data: [DONE]\n\n", false, true},
+		{"an event that is not JSON", chunk + "data: {\"choices\": [\n\n" + "data: [DONE]\n\n", false, true},
+	}
+	for _, providerType := range []string{config.TypeOpenAI, config.TypeAzure} {
+		for _, tt := range tests {
+			t.Run(providerType+"/"+tt.name, func(t *testing.T) {
+				out, resp := feedStream(t, providerType, tt.stream)
+				requireStreamSchema(t, out)
+				assert.Equal(t, tt.completed, resp.Completed())
+				assert.Equal(t, tt.wantError, resp.Failed())
+				assert.Equal(t, tt.wantError, strings.Contains(string(out), `{"error"`))
+				assert.Equal(t, !tt.wantError, strings.Contains(string(out), "[DONE]"), "[DONE] only after a whole answer")
+				assert.Equal(t, 1, strings.Count(string(out), `{"error"`)+strings.Count(string(out), "[DONE]"), "exactly one end")
+			})
+		}
+	}
+}
+
+func TestAnUntranslatableWholeAnswerIsAnError(t *testing.T) {
+	for _, providerType := range []string{config.TypeOpenAI, config.TypeAzure, config.TypeAnthropic, config.TypeGemini} {
+		t.Run(providerType, func(t *testing.T) {
+			resp := newTestResponse(t, providerType, false, false)
+			require.Equal(t, 200, resp.Status(200))
+			_, err := resp.Body([]byte("data: not json at all"), true)
+			assert.ErrorIs(t, err, ErrUntranslatable)
+			assert.False(t, resp.Completed())
+		})
+	}
 }

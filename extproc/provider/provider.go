@@ -4,6 +4,7 @@
 package provider
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/tollgate/tollgate/config"
@@ -79,7 +80,16 @@ type Response interface {
 	// Failed reports that the provider failed after the answer began: the
 	// client got an error event instead of the rest of the answer.
 	Failed() bool
+	// Completed reports that the provider's answer is whole: its terminal
+	// event (or, not streamed, the whole body) has been translated and
+	// handed back for the client, without a failure. What happens to the
+	// client after that does not change the outcome.
+	Completed() bool
 }
+
+// ErrUntranslatable is returned by Response.Body for a non-streamed 2xx
+// body that cannot be translated; the caller answers 502 instead.
+var ErrUntranslatable = errors.New("provider: the provider's answer could not be translated")
 
 // Adapter builds the upstream request for a deployment and a translator for
 // its answer.

@@ -35,29 +35,31 @@ func requireSchema(t testing.TB, component string, body []byte) {
 
 // requireStreamSchema checks every event of a client stream: chunks against
 // CreateChatCompletionStreamResponse, error events against ErrorResponse.
-// The stream must end with [DONE], and nothing may follow it.
+// The stream must end with exactly one end: [DONE] when the answer is whole,
+// or one error event (and no [DONE]) when it broke off; nothing may follow.
 func requireStreamSchema(t testing.TB, stream []byte) {
 	t.Helper()
 	var p sse.Parser
 	p.Feed(stream)
-	done := false
+	ended := ""
 	for {
 		ev, ok := p.Next()
 		if !ok {
 			break
 		}
-		require.False(t, done, "an event after [DONE]: %q", ev.Raw)
+		require.Empty(t, ended, "an event after the stream's end (%s): %q", ended, ev.Raw)
 		data := ev.Data
 		if string(data) == "[DONE]" {
-			done = true
+			ended = "[DONE]"
 			continue
 		}
 		if bytes.HasPrefix(data, []byte(`{"error"`)) {
 			requireSchema(t, schemaError, data)
+			ended = "an error event"
 			continue
 		}
 		requireSchema(t, schemaChunk, data)
 	}
 	require.Zero(t, p.Pending(), "an unfinished event at the end: %q", stream)
-	require.True(t, done, "the stream does not end with [DONE]")
+	require.NotEmpty(t, ended, "the stream ends neither with [DONE] nor with an error event")
 }

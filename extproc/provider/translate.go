@@ -118,6 +118,10 @@ func (r *translated) Usage() Usage { return r.state.usage }
 // Failed reports an error event sent in place of the rest of the answer.
 func (r *translated) Failed() bool { return r.state.failed || r.stopped }
 
+// Completed reports a whole answer: a stream closed with [DONE], or a
+// non-streamed body translated.
+func (r *translated) Completed() bool { return r.state.done && !r.Failed() && r.fail == nil }
+
 // Completion is the text and tool-call arguments translated so far.
 func (r *translated) Completion() string { return r.state.text.String() }
 
@@ -133,7 +137,13 @@ func (r *translated) Body(piece []byte, end bool) ([]byte, error) {
 		if !end {
 			return nil, nil
 		}
-		return r.codec.whole(&r.state, r.buf)
+		out, err := r.codec.whole(&r.state, r.buf)
+		if err != nil {
+			r.stopped = true
+			return nil, fmt.Errorf("%w: %w", ErrUntranslatable, err)
+		}
+		r.state.done = true
+		return out, nil
 	}
 	if r.state.done || r.stopped {
 		return nil, nil
@@ -332,7 +342,7 @@ func (s *streamState) close(out []byte) []byte {
 	return append(out, "data: [DONE]\n\n"...)
 }
 
-// fail ends a stream with an error event (which ends with [DONE]).
+// fail ends a stream with an error event (no [DONE] follows it).
 func (s *streamState) fail(out []byte, message string) []byte {
 	s.done, s.failed = true, true
 	return append(out, StreamErrorEvent(message)...)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -142,7 +143,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// request; a non-streamed answer comes whole): allow well above the
 	// body limit.
 	msgLimit := max(cfg.MaxBodyBytes, 16<<20)*2 + 1<<20
-	grpcServer := grpc.NewServer(grpc.MaxRecvMsgSize(msgLimit), grpc.MaxSendMsgSize(msgLimit))
+	// WaitForHandlers: a forced stop still lets each handler return, so the
+	// ext_proc steps cut off by it write their usage records.
+	grpcServer := grpc.NewServer(grpc.MaxRecvMsgSize(msgLimit), grpc.MaxSendMsgSize(msgLimit), grpc.WaitForHandlers(true))
 	xdsServer := xds.New(ctx, xds.Options{Logger: log})
 	xdsServer.Register(grpcServer)
 	if err := xdsServer.Update(ctx, cfg); err != nil {
@@ -185,7 +188,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var clusters atomic.Pointer[map[string]edge.Cluster]
 	table := edge.Clusters(cfg)
 	clusters.Store(&table)
+	// Closed when the drain time is over: the edge then ends the streams
+	// still running with an error event (their usage still recorded).
+	stopEdge := make(chan struct{})
+	var stopOnce sync.Once
+	closeEdge := func() { stopOnce.Do(func() { close(stopEdge) }) }
+	defer closeEdge()
 	e := edge.New(edge.Options{
+		Health:         deployments, // one passive health for failover, admission, /v1/models and the dashboard
+		Stop:           stopEdge,
 		Authz:          authv3.NewAuthorizationClient(conn),
 		ExtProc:        extprocv3.NewExternalProcessorClient(conn),
 		Clusters:       func() map[string]edge.Cluster { return *clusters.Load() },
@@ -196,7 +207,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// One HTTP listener, routed as Envoy's bootstrap routes it: the API to
 	// the edge, every other path to the dashboard.
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", e)
+	inflight := &inflightRequests{}
+	mux.Handle("/v1/", inflight.track(e))
 	mux.Handle("/", dash)
 
 	// Reload the configuration when its file changes: the servers read it
@@ -243,7 +255,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	drainCtx, cancel := context.WithTimeout(context.Background(), o.drain)
 	defer cancel()
 	if err := httpServer.Shutdown(drainCtx); err != nil {
-		log.Warn("edge did not drain in time", "err", err)
+		log.Warn("edge did not drain in time; ending the streams still running", "err", err)
+		closeEdge()
+		// The handlers end their streams at once (an error event each);
+		// give them a moment to tell ext_proc, which records them.
+		if !inflight.wait(5 * time.Second) {
+			log.Warn("edge handlers still running after stop", "requests", inflight.n.Load())
+		}
+		drainCtx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 	}
 	stopped := make(chan struct{})
 	go func() { grpcServer.GracefulStop(); close(stopped) }()
@@ -310,5 +330,52 @@ func sweepEveryMinute[N int | int64](ctx context.Context, log *slog.Logger, what
 func invalidateAccounts(c *store.Cache, ids []string) {
 	for _, id := range ids {
 		c.InvalidateAccount(id)
+	}
+}
+
+// inflightRequests counts the API requests being handled, so that shutdown
+// can wait for the handlers it has told to stop.
+type inflightRequests struct {
+	n    atomic.Int64
+	done chan struct{} // closed and replaced when n drops to zero; guarded by mu
+	mu   sync.Mutex
+}
+
+func (f *inflightRequests) track(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.n.Add(1)
+		defer func() {
+			if f.n.Add(-1) == 0 {
+				f.mu.Lock()
+				if f.done != nil {
+					close(f.done)
+					f.done = nil
+				}
+				f.mu.Unlock()
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// wait reports whether every handler returned within d.
+func (f *inflightRequests) wait(d time.Duration) bool {
+	f.mu.Lock()
+	if f.n.Load() == 0 {
+		f.mu.Unlock()
+		return true
+	}
+	if f.done == nil {
+		f.done = make(chan struct{})
+	}
+	done := f.done
+	f.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
 	}
 }

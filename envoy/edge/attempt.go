@@ -1,0 +1,371 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/extproc/health"
+)
+
+// This file holds the upstream attempts: the choice of endpoints as
+// Envoy's retry policy makes it, one attempt's upstream ext_proc step and
+// provider request, and the timeouts that bound them.
+
+// errTimeout is the cause of an attempt that waited longer than its
+// first_byte_timeout (or a body silence longer than stream_idle_timeout).
+var errTimeout = errors.New("upstream timeout")
+
+// upstream tries the cluster's endpoints as Envoy's retry policy does and
+// either streams the answer (true) or returns the reply to write.
+//
+// Contexts: ctx is the client's (it ends when the client leaves); ext_proc
+// streams live on it, as Envoy closes them when the downstream goes away.
+// Provider requests live on reqCtx, which also ends with the request
+// timeout and at Stop.
+func (e *Edge) upstream(ctx context.Context, w http.ResponseWriter, reqHeaders headers, body []byte, router extprocv3.ExternalProcessor_ProcessClient, extra headers, forward *corev3.Metadata) (*response, bool) {
+	cluster := e.opt.Clusters()[reqHeaders[contract.HeaderCluster]]
+	reqCtx, cancelReq := context.WithTimeout(ctx, orDefault(cluster.RequestTimeout, config.DefaultRequestTimeout))
+	defer cancelReq()
+	stopWatch := context.AfterFunc(e.stopped, cancelReq)
+	defer stopWatch()
+
+	eps := cluster.Endpoints
+	// Ejected endpoints (open circuits) are out of the load balancer's
+	// reach, as if already tried.
+	skip := make([]bool, len(eps))
+	healthy := 0
+	for i, ep := range eps {
+		skip[i] = !e.opt.Health.Available(ep.Deployment)
+		if !skip[i] {
+			healthy++
+		}
+	}
+	if healthy == 0 {
+		// Nothing to try: answer at once rather than wait on a dead provider.
+		return e.finalize(ctx, router, localReply(http.StatusServiceUnavailable, "no healthy upstream")), false
+	}
+	var last *attempt
+	n := 0
+	for range contract.UpstreamAttempts {
+		i, ok := pick(eps, skip, e.opt.Rand)
+		if !ok || reqCtx.Err() != nil {
+			break
+		}
+		skip[i] = true
+		n++
+		// Like Envoy's upstream filters, every attempt mutates the same
+		// request header map (what one attempt removed stays removed), and
+		// starts from the router's copy of the body.
+		reqHeaders[contract.HeaderAttemptCount] = strconv.Itoa(n)
+		a := e.try(ctx, reqCtx, eps[i], reqHeaders, body, forward)
+		e.observe(ctx, a)
+		if last != nil {
+			last.close()
+		}
+		last = a
+		if a.err != nil {
+			e.opt.Logger.WarnContext(ctx, "edge: upstream attempt failed", "deployment", eps[i].Deployment, "attempt", n, "err", a.err)
+			continue
+		}
+		if a.local != nil || !retriable(a.status()) {
+			break
+		}
+	}
+	if last == nil || last.err != nil {
+		if last != nil {
+			last.close()
+		}
+		reason := "upstream connect error or disconnect/reset before headers. reset reason: connection failure"
+		if reqCtx.Err() != nil && ctx.Err() == nil {
+			reason = "upstream request timeout"
+		}
+		return e.finalize(ctx, router, localReply(http.StatusServiceUnavailable, reason).attempts(n)), false
+	}
+	defer last.close()
+	if last.local != nil {
+		return e.finalize(ctx, router, last.local.attempts(n)), false
+	}
+	if last.buffered {
+		// A whole answer: the upstream step sees all of it before anything
+		// goes on, and may replace the response (a 502 for an answer it
+		// cannot translate). Only then does the router step see the final
+		// headers, as Envoy's filter chain runs in that order.
+		return e.finalize(ctx, router, e.whole(ctx, last).attempts(n)), false
+	}
+	// 4. The router step sees the final response headers.
+	final := e.finalize(ctx, router, (&response{status: last.status(), headers: last.respHeaders}).attempts(n))
+	if final.body != nil || final.status != last.status() {
+		return final, false // replaced by an immediate response
+	}
+	for k, v := range extra {
+		final.headers[k] = v
+	}
+	e.stream(ctx, w, last, final.headers)
+	return nil, true
+}
+
+// attempts sets the response's attempt count, as Envoy's
+// include_attempt_count_in_response does.
+func (r *response) attempts(n int) *response {
+	if r.headers == nil {
+		r.headers = headers{}
+	}
+	if n > 0 {
+		r.headers[contract.HeaderAttemptCount] = strconv.Itoa(n)
+	}
+	return r
+}
+
+// observe reports an attempt's outcome to the endpoint's circuit, as
+// Envoy's outlier detection counts gateway failures: a connection that
+// could not be made, a timeout, or a reset before the response headers is a
+// failure. With HealthFromStatus, a final status of 500 or more (a
+// provider's 408 and 429 included, translated to 503 by the upstream step)
+// is a failure too and any other answer a success; without it, ext_proc
+// reports statuses itself. An attempt that never reached the provider (the
+// upstream step answered itself, ext_proc failed, the client left, the
+// request ran out of time or Tollgate is stopping) says nothing about its
+// health.
+func (e *Edge) observe(ctx context.Context, a *attempt) {
+	switch {
+	case a.unreachable:
+		e.failure(ctx, a.ep)
+	case !e.opt.HealthFromStatus || a.err != nil || a.local != nil:
+	case a.status() >= 500:
+		e.failure(ctx, a.ep)
+	default:
+		e.opt.Health.Success(a.ep.Deployment)
+	}
+}
+
+// failure counts a failed attempt and logs the endpoint's ejection.
+func (e *Edge) failure(ctx context.Context, ep Endpoint) {
+	was := e.opt.Health.State(ep.Deployment)
+	e.opt.Health.Failure(ep.Deployment)
+	if now := e.opt.Health.State(ep.Deployment); now == health.StateOpen && was != health.StateOpen {
+		e.opt.Logger.WarnContext(ctx, "edge: deployment ejected", "deployment", ep.Deployment, "was", was)
+	}
+}
+
+func retriable(status int) bool { return status == http.StatusTooManyRequests || status >= 500 }
+
+// finalize passes a response's headers through the router step, which may
+// replace the whole response.
+func (e *Edge) finalize(ctx context.Context, router extprocv3.ExternalProcessor_ProcessClient, resp *response) *response {
+	h := resp.headers.clone()
+	h[":status"] = strconv.Itoa(resp.status)
+	pr, err := exchange(router, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HttpHeaders{Headers: h.proto(), EndOfStream: resp.body != nil && len(resp.body) == 0},
+	}})
+	if err != nil {
+		return e.internal(ctx, "router step response headers", err)
+	}
+	if imm := pr.GetImmediateResponse(); imm != nil {
+		return immediateResponse(imm)
+	}
+	applyCommon(h, pr.GetResponseHeaders().GetResponse())
+	st, _ := strconv.Atoi(h[":status"])
+	delete(h, ":status")
+	return &response{status: st, headers: h, body: resp.body}
+}
+
+// attempt is one try at one endpoint, with its upstream ext_proc stream.
+type attempt struct {
+	ep          Endpoint
+	proc        extprocv3.ExternalProcessor_ProcessClient
+	cancelProc  context.CancelFunc
+	resp        *http.Response
+	respHeaders headers
+	buffered    bool      // the upstream step asked for the whole body at once
+	local       *response // the upstream step answered itself
+	err         error     // the attempt failed before a response
+	// unreachable: the provider could not be reached, did not answer in
+	// time, or the connection broke before the response headers (err is
+	// set too).
+	unreachable bool
+
+	// reqCtx is the request's context for provider calls (it ends with the
+	// request timeout and at Stop); the attempt's own provider request has
+	// a child of it, which cancelHTTP ends (the idle timer calls it; idled
+	// records that it did).
+	reqCtx     context.Context
+	cancelHTTP context.CancelFunc
+	idled      atomic.Bool
+}
+
+func (a *attempt) status() int {
+	st, _ := strconv.Atoi(a.respHeaders[":status"])
+	return st
+}
+
+func (a *attempt) close() {
+	if a.resp != nil {
+		a.resp.Body.Close()
+	}
+	if a.proc != nil {
+		_ = a.proc.CloseSend()
+	}
+	if a.cancelHTTP != nil {
+		a.cancelHTTP()
+	}
+	a.cancelProc()
+}
+
+// try makes one attempt: the upstream step's request phases, the provider
+// request within the endpoint's timeouts, and the upstream step's view of
+// the response headers.
+func (e *Edge) try(ctx, reqCtx context.Context, ep Endpoint, h headers, body []byte, forward *corev3.Metadata) *attempt {
+	pctx, cancelProc := context.WithCancel(ctx)
+	a := &attempt{ep: ep, cancelProc: cancelProc, reqCtx: reqCtx}
+	proc, err := e.opt.ExtProc.Process(metadata.AppendToOutgoingContext(pctx, contract.HeaderStep, contract.StepUpstream))
+	if err != nil {
+		a.err = fmt.Errorf("open upstream stream: %w", err)
+		return a
+	}
+	a.proc = proc
+	attrs := &structpb.Struct{Fields: map[string]*structpb.Value{
+		contract.AttrDeployment: structpb.NewStringValue(ep.Deployment),
+	}}
+	pr, err := exchange(proc, &extprocv3.ProcessingRequest{
+		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{Headers: h.proto()}},
+		Attributes: map[string]*structpb.Struct{
+			contract.AttributesNamespace: attrs,
+		},
+		MetadataContext: forward,
+	})
+	if err != nil {
+		a.err = fmt.Errorf("upstream step headers: %w", err)
+		return a
+	}
+	if imm := pr.GetImmediateResponse(); imm != nil {
+		a.local = immediateResponse(imm)
+		return a
+	}
+	applyCommon(h, pr.GetRequestHeaders().GetResponse())
+	pr, err = exchange(proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true},
+	}})
+	if err != nil {
+		a.err = fmt.Errorf("upstream step body: %w", err)
+		return a
+	}
+	if imm := pr.GetImmediateResponse(); imm != nil {
+		a.local = immediateResponse(imm)
+		return a
+	}
+	if c := pr.GetRequestBody().GetResponse(); c != nil {
+		applyCommon(h, c)
+		if m := c.GetBodyMutation(); m != nil {
+			body = mutateBody(body, m)
+		}
+	}
+
+	hctx, cancelHTTP := context.WithCancel(withConnectTimeout(reqCtx, orDefault(ep.ConnectTimeout, config.DefaultConnectTimeout)))
+	a.cancelHTTP = cancelHTTP
+	req, err := http.NewRequestWithContext(hctx, h[":method"], ep.Base.Scheme+"://"+ep.Base.Host+h[":path"], bytes.NewReader(body))
+	if err != nil {
+		a.err = fmt.Errorf("build upstream request: %w", err)
+		return a
+	}
+	req.Host = h[":authority"]
+	for k, v := range h {
+		if k == "" || k[0] == ':' || hopByHop[k] || k == "host" || k == "content-length" {
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	req.ContentLength = int64(len(body))
+	// first_byte_timeout: from the request sent to the response headers.
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(orDefault(ep.FirstByteTimeout, config.DefaultFirstByteTimeout), func() {
+		timedOut.Store(true)
+		cancelHTTP()
+	})
+	resp, err := e.opt.Transport.RoundTrip(req)
+	if !timer.Stop() && err == nil {
+		// The timer fired as the headers came: the request is cancelled.
+		resp.Body.Close()
+		err = errTimeout
+	}
+	if err != nil {
+		if timedOut.Load() {
+			err = fmt.Errorf("%w: no response headers within %s", errTimeout, orDefault(ep.FirstByteTimeout, config.DefaultFirstByteTimeout))
+		}
+		a.err = fmt.Errorf("upstream request: %w", err)
+		// The provider's fault, unless the client left, the request ran
+		// out of time or Tollgate is stopping.
+		a.unreachable = timedOut.Load() || reqCtx.Err() == nil
+		return a
+	}
+	a.resp = resp
+	rh := headers{":status": strconv.Itoa(resp.StatusCode)}
+	fromHTTP(resp.Header, rh)
+	pr, err = exchange(proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HttpHeaders{Headers: rh.proto()},
+	}})
+	if err != nil {
+		a.err = fmt.Errorf("upstream step response headers: %w", err)
+		return a
+	}
+	if imm := pr.GetImmediateResponse(); imm != nil {
+		a.local = immediateResponse(imm)
+		return a
+	}
+	applyCommon(rh, pr.GetResponseHeaders().GetResponse())
+	if mo := pr.GetModeOverride(); mo != nil && mo.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
+		a.buffered = true
+	}
+	a.respHeaders = rh
+	return a
+}
+
+func orDefault(d, dflt time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return dflt
+}
+
+// connectTimeoutKey carries an attempt's connect timeout to the dialer.
+type connectTimeoutKey struct{}
+
+func withConnectTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, connectTimeoutKey{}, d)
+}
+
+// newTransport is the edge's own transport to providers: pooled
+// connections whose dial is bounded by the attempt's connect timeout and
+// whose TLS handshake by at most the same (10s when longer).
+func newTransport() *http.Transport {
+	return &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			d := net.Dialer{Timeout: config.DefaultConnectTimeout, KeepAlive: 30 * time.Second}
+			if t, ok := ctx.Value(connectTimeoutKey{}).(time.Duration); ok && t > 0 {
+				d.Timeout = t
+			}
+			return d.DialContext(ctx, network, addr)
+		},
+		ForceAttemptHTTP2:      true,
+		TLSHandshakeTimeout:    10 * time.Second,
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    256,
+		IdleConnTimeout:        90 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: 1 << 20,
+	}
+}

@@ -1,0 +1,164 @@
+package edge
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/oaierror"
+)
+
+// This file holds header maps as Envoy holds them, Envoy's mutation
+// semantics, and the writing of replies.
+
+// headers is a request's or response's headers as Envoy holds them:
+// lowercase names, pseudo-headers included.
+type headers map[string]string
+
+var hopByHop = map[string]bool{
+	"connection": true, "keep-alive": true, "proxy-connection": true, "transfer-encoding": true,
+	"te": true, "trailer": true, "upgrade": true,
+}
+
+func fromHTTP(h http.Header, into headers) {
+	for k, vs := range h {
+		lk := strings.ToLower(k)
+		if hopByHop[lk] {
+			continue
+		}
+		into[lk] = strings.Join(vs, ",")
+	}
+}
+
+func (h headers) clone() headers {
+	c := make(headers, len(h))
+	for k, v := range h {
+		c[k] = v
+	}
+	return c
+}
+
+func (h headers) proto() *corev3.HeaderMap {
+	out := make([]*corev3.HeaderValue, 0, len(h))
+	for k, v := range h {
+		out = append(out, &corev3.HeaderValue{Key: k, RawValue: []byte(v)})
+	}
+	return &corev3.HeaderMap{Headers: out}
+}
+
+// apply performs a header mutation with Envoy's append-action semantics.
+func (h headers) apply(set []*corev3.HeaderValueOption, remove []string) {
+	for _, name := range remove {
+		delete(h, strings.ToLower(name))
+	}
+	for _, o := range set {
+		k := strings.ToLower(o.GetHeader().GetKey())
+		v := o.GetHeader().GetValue()
+		if len(o.GetHeader().GetRawValue()) > 0 {
+			v = string(o.GetHeader().GetRawValue())
+		}
+		old, exists := h[k]
+		switch o.GetAppendAction() {
+		case corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD:
+			if exists && !strings.HasPrefix(k, ":") {
+				h[k] = old + "," + v
+			} else {
+				h[k] = v
+			}
+		case corev3.HeaderValueOption_ADD_IF_ABSENT:
+			if !exists {
+				h[k] = v
+			}
+		case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD:
+			h[k] = v
+		case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS:
+			if exists {
+				h[k] = v
+			}
+		}
+	}
+}
+
+func exchange(s extprocv3.ExternalProcessor_ProcessClient, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+	if err := s.Send(req); err != nil {
+		return nil, err
+	}
+	return s.Recv()
+}
+
+func applyCommon(h headers, c *extprocv3.CommonResponse) {
+	if m := c.GetHeaderMutation(); m != nil {
+		h.apply(m.GetSetHeaders(), m.GetRemoveHeaders())
+	}
+}
+
+func mutateBody(body []byte, m *extprocv3.BodyMutation) []byte {
+	switch v := m.GetMutation().(type) {
+	case *extprocv3.BodyMutation_Body:
+		return v.Body
+	case *extprocv3.BodyMutation_ClearBody:
+		if v.ClearBody {
+			return nil
+		}
+	}
+	return body
+}
+
+func immediateResponse(imm *extprocv3.ImmediateResponse) *response {
+	h := headers{}
+	h.apply(imm.GetHeaders().GetSetHeaders(), imm.GetHeaders().GetRemoveHeaders())
+	st := int(imm.GetStatus().GetCode())
+	if st == 0 {
+		st = http.StatusOK
+	}
+	body := imm.GetBody()
+	if body == nil {
+		body = []byte{}
+	}
+	return &response{status: st, headers: h, body: body}
+}
+
+func localReply(status int, text string) *response {
+	return &response{status: status, headers: headers{"content-type": "text/plain"}, body: []byte(text)}
+}
+
+func errorResponse(e oaierror.Error) *response {
+	return &response{status: e.Status, headers: headers{"content-type": "application/json"}, body: e.Body()}
+}
+
+func (e *Edge) internal(ctx context.Context, what string, err error) *response {
+	e.opt.Logger.ErrorContext(ctx, "edge: "+what, "err", err)
+	return errorResponse(oaierror.Internal)
+}
+
+func writeError(w http.ResponseWriter, e oaierror.Error, extra headers) {
+	r := errorResponse(e)
+	for k, v := range extra {
+		r.headers[k] = v
+	}
+	writeResponse(w, *r)
+}
+
+func writeHeaders(w http.ResponseWriter, status int, h headers) {
+	for k, v := range h {
+		if strings.HasPrefix(k, ":") || hopByHop[k] || k == contract.HeaderTranslated {
+			continue
+		}
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(status)
+}
+
+func writeResponse(w http.ResponseWriter, r response) {
+	if r.headers == nil {
+		r.headers = headers{}
+	}
+	r.headers["content-length"] = strconv.Itoa(len(r.body))
+	writeHeaders(w, r.status, r.headers)
+	_, _ = w.Write(r.body)
+}

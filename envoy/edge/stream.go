@@ -1,0 +1,169 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/tollgate/tollgate/config"
+)
+
+// This file holds the response body's way back: streamed piece by piece
+// through the upstream step, or whole (buffered) when the step asked.
+
+// maxWholeBody bounds a non-streamed answer the edge buffers for the
+// upstream step; a longer one is cut there, and the step answers 502.
+const maxWholeBody = 32 << 20
+
+// stream writes the final response, its body passed through the upstream
+// step piece by piece and flushed to the client at once.
+//
+// When the provider breaks off — a reset, a silence longer than the
+// endpoint's idle timeout, the request timeout, or Tollgate stopping — the
+// upstream step is told the body has ended, so it ends the client's stream
+// honestly (one error event, no [DONE]) and records the request as a
+// provider failure. Only when the client itself left is nothing more sent.
+func (e *Edge) stream(ctx context.Context, w http.ResponseWriter, a *attempt, h headers) {
+	writeHeaders(w, a.status(), h)
+	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	send := func(piece []byte, end bool) error {
+		pr, err := exchange(a.proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+			ResponseBody: &extprocv3.HttpBody{Body: piece, EndOfStream: end},
+		}})
+		if err != nil {
+			return err
+		}
+		out := piece
+		if m := pr.GetResponseBody().GetResponse().GetBodyMutation(); m != nil {
+			out = mutateBody(piece, m)
+		}
+		if len(out) > 0 {
+			if _, err := w.Write(out); err != nil {
+				return err
+			}
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	}
+	stopIdle := a.idleTimer()
+	defer stopIdle()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := a.resp.Body.Read(buf)
+		if n > 0 {
+			piece := make([]byte, n) // gRPC may still hold the previous one
+			copy(piece, buf[:n])
+			if serr := send(piece, false); serr != nil {
+				e.opt.Logger.InfoContext(ctx, "edge: stream ended early", "err", serr)
+				return
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			if serr := send(nil, true); serr != nil {
+				e.opt.Logger.InfoContext(ctx, "edge: stream end", "err", serr)
+			}
+			return
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return // the client left: ext_proc sees its stream end
+			}
+			e.brokeOff(ctx, a, err)
+			if serr := send(nil, true); serr != nil {
+				e.opt.Logger.InfoContext(ctx, "edge: stream end after a provider failure", "err", serr)
+			}
+			return
+		}
+	}
+}
+
+// whole reads a non-streamed answer whole, has the upstream step translate
+// it, and returns the response as the step left it (possibly replaced).
+func (e *Edge) whole(ctx context.Context, a *attempt) *response {
+	stopIdle := a.idleTimer()
+	body, err := io.ReadAll(io.LimitReader(a.resp.Body, maxWholeBody))
+	stopIdle()
+	if err != nil {
+		if ctx.Err() != nil {
+			return e.internal(ctx, "client left during a buffered answer", err)
+		}
+		// What came is handed on as the whole body: the upstream step
+		// cannot translate a cut answer and answers 502.
+		e.brokeOff(ctx, a, err)
+	}
+	pr, err := exchange(a.proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+		ResponseBody: &extprocv3.HttpBody{Body: body, EndOfStream: true},
+	}})
+	if err != nil {
+		return e.internal(ctx, "upstream step response body", err)
+	}
+	if imm := pr.GetImmediateResponse(); imm != nil {
+		return immediateResponse(imm)
+	}
+	h := a.respHeaders.clone()
+	if c := pr.GetResponseBody().GetResponse(); c != nil {
+		applyCommon(h, c)
+		if m := c.GetBodyMutation(); m != nil {
+			body = mutateBody(body, m)
+		}
+	}
+	st, _ := strconv.Atoi(h[":status"])
+	delete(h, ":status")
+	delete(h, "content-length")
+	if body == nil {
+		body = []byte{}
+	}
+	return &response{status: st, headers: h, body: body}
+}
+
+// brokeOff logs a provider's answer that ended in the middle and, when it
+// was the provider's doing (a reset or a silence, not the request timeout
+// nor Tollgate stopping), counts it against the endpoint.
+func (e *Edge) brokeOff(ctx context.Context, a *attempt, err error) {
+	if a.idled.Load() {
+		err = errTimeout
+	}
+	e.opt.Logger.WarnContext(ctx, "edge: upstream answer broke off", "deployment", a.ep.Deployment, "err", err)
+	if a.idled.Load() || a.reqCtx.Err() == nil {
+		e.failure(ctx, a.ep)
+	}
+}
+
+// idleTimer bounds every silence of the response body by the endpoint's
+// idle timeout: the timer cancels the provider request, and is pushed back
+// by every piece read. It costs no goroutine until it fires. The returned
+// function stops it.
+func (a *attempt) idleTimer() func() {
+	idle := orDefault(a.ep.IdleTimeout, config.DefaultStreamIdleTimeout)
+	t := time.AfterFunc(idle, func() {
+		a.idled.Store(true)
+		a.cancelHTTP()
+	})
+	a.resp.Body = &resettingBody{ReadCloser: a.resp.Body, t: t, d: idle}
+	return func() { t.Stop() }
+}
+
+// resettingBody pushes the idle timer back on every read that returns data.
+type resettingBody struct {
+	io.ReadCloser
+	t *time.Timer
+	d time.Duration
+}
+
+func (b *resettingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.t.Reset(b.d)
+	}
+	return n, err
+}
