@@ -23,6 +23,10 @@ type Cache struct {
 	byID     map[string]cachedKey
 	accounts map[string]cachedAccount
 	misses   map[apikey.Hash]time.Time // unknown secrets, to spare the database a spray of guesses
+	// gen counts invalidations. A refill notes it before reading the
+	// store and installs what it read only if no invalidation came in
+	// between: a value read before a change must not outlive the change.
+	gen uint64
 }
 
 type cachedKey struct {
@@ -65,9 +69,13 @@ func (c *Cache) KeyByHash(ctx context.Context, h apikey.Hash) (Key, error) {
 	if missed && now.Sub(missAt) < c.ttl {
 		return Key{}, ErrNotFound
 	}
+	gen := c.generation()
 	k, err := c.s.KeyByHash(ctx, h)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.gen != gen {
+		return k, err // a change came while reading: answer, but keep nothing
+	}
 	if errors.Is(err, ErrNotFound) {
 		if len(c.misses) >= maxMisses {
 			clear(c.misses)
@@ -93,12 +101,15 @@ func (c *Cache) KeyByID(ctx context.Context, id string) (Key, error) {
 	if ok && now.Sub(e.at) < c.ttl {
 		return e.key, nil
 	}
+	gen := c.generation()
 	k, err := c.s.KeyByID(ctx, id)
 	if err != nil {
 		return Key{}, err
 	}
 	c.mu.Lock()
-	c.byID[id] = cachedKey{key: k, at: now}
+	if c.gen == gen {
+		c.byID[id] = cachedKey{key: k, at: now}
+	}
 	c.mu.Unlock()
 	return k, nil
 }
@@ -112,20 +123,30 @@ func (c *Cache) Account(ctx context.Context, id string) (Account, error) {
 	if ok && now.Sub(e.at) < c.ttl {
 		return e.acct, nil
 	}
+	gen := c.generation()
 	a, err := c.s.AccountByID(ctx, id)
 	if err != nil {
 		return Account{}, err
 	}
 	c.mu.Lock()
-	c.accounts[id] = cachedAccount{acct: a, at: now}
+	if c.gen == gen {
+		c.accounts[id] = cachedAccount{acct: a, at: now}
+	}
 	c.mu.Unlock()
 	return a, nil
+}
+
+func (c *Cache) generation() uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.gen
 }
 
 // InvalidateKey drops a key (edited, disabled or deleted) from the cache.
 func (c *Cache) InvalidateKey(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.gen++
 	if e, ok := c.byID[id]; ok && e.hasHash {
 		delete(c.byHash, e.hash)
 	}
@@ -141,6 +162,7 @@ func (c *Cache) InvalidateKey(id string) {
 // InvalidateAccount drops an account (credited or debited).
 func (c *Cache) InvalidateAccount(id string) {
 	c.mu.Lock()
+	c.gen++
 	delete(c.accounts, id)
 	c.mu.Unlock()
 }
@@ -148,6 +170,7 @@ func (c *Cache) InvalidateAccount(id string) {
 // Purge drops everything, for when invalidations may have been missed.
 func (c *Cache) Purge() {
 	c.mu.Lock()
+	c.gen++
 	clear(c.byHash)
 	clear(c.byID)
 	clear(c.accounts)
