@@ -60,8 +60,10 @@ type FallbackStats struct {
 // a fallback limiter (Memory) instead of failing the request.
 //
 // After a failure the primary is considered down: checks go straight to the
-// fallback, except one probe per probe interval that tries the primary
-// again; the first probe that succeeds ends the outage. Each outage is
+// fallback, answered from memory at no cost, and once per probe interval
+// one probe tries the primary again in the background (no request waits
+// for it; it ends within the per-call timeout); the first probe that
+// succeeds ends the outage. Each outage is
 // logged once when it starts (Warn) and once when it ends (Info). The probe
 // clock is the now passed to Allow.
 //
@@ -81,6 +83,8 @@ type Fallback struct {
 
 	down      atomic.Bool
 	nextProbe atomic.Int64 // while down: earliest probe, Unix nanoseconds
+	probing   atomic.Bool  // a background probe is running
+	probes    sync.WaitGroup
 	fallbacks atomic.Uint64
 	outages   atomic.Uint64
 
@@ -125,7 +129,7 @@ func (f *Fallback) Allow(ctx context.Context, key string, limit int, now time.Ti
 	if err := validate(key, limit); err != nil {
 		return Result{}, err
 	}
-	if !f.down.Load() || f.claimProbe(now) {
+	if !f.down.Load() {
 		res, err := f.allowPrimary(ctx, key, limit, now)
 		if err == nil {
 			f.markUp(now)
@@ -136,10 +140,29 @@ func (f *Fallback) Allow(ctx context.Context, key string, limit int, now time.Ti
 			return Result{}, fmt.Errorf("ratelimit: %w", ctx.Err())
 		}
 		f.markDown(now, err)
+	} else if f.claimProbe(now) && f.probing.CompareAndSwap(false, true) {
+		f.probes.Add(1)
+		go f.probe(key, limit, now)
 	}
 	f.fallbacks.Add(1)
 	return f.fallback.Allow(ctx, key, limit, now)
 }
+
+// probe checks the primary once, off the request path, and ends the outage
+// if it answers. It runs at most one at a time and ends within the
+// per-call timeout. The check it makes is a real one (it counts the request
+// that triggered it in the primary too, which is where it belongs once the
+// primary is back).
+func (f *Fallback) probe(key string, limit int, now time.Time) {
+	defer f.probes.Done()
+	defer f.probing.Store(false)
+	if _, err := f.allowPrimary(context.Background(), key, limit, now); err == nil {
+		f.markUp(now)
+	}
+}
+
+// waitProbes waits for the background probe, if one is running.
+func (f *Fallback) waitProbes() { f.probes.Wait() }
 
 // primaryAnswer carries a primary check's outcome out of its goroutine.
 type primaryAnswer struct {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,6 +124,7 @@ func TestFallbackProbesPrimaryAtMostOncePerInterval(t *testing.T) {
 		t.Helper()
 		_, err := f.Allow(ctx, "k", 1000, t0.Add(at))
 		require.NoError(t, err)
+		f.waitProbes()
 	}
 
 	allowAt(0) // fails: outage starts
@@ -163,15 +165,19 @@ func TestFallbackReturnsToPrimaryWhenItRecovers(t *testing.T) {
 
 	got, err = f.Allow(ctx, "k", 10, t0.Add(100*time.Millisecond))
 	require.NoError(t, err)
-	assert.Equal(t, primaryResult, got, "the probe succeeds and answers")
-	assert.Equal(t, FallbackStats{Fallbacks: 2, Outages: 1, Down: false}, f.Stats())
+	assert.NotEqual(t, primaryResult, got, "the request that triggers the probe does not wait for it")
+	f.waitProbes()
+	assert.Equal(t, FallbackStats{Fallbacks: 3, Outages: 1, Down: false}, f.Stats(), "the background probe succeeded")
+	got, err = f.Allow(ctx, "k", 10, t0.Add(110*time.Millisecond))
+	require.NoError(t, err)
+	assert.Equal(t, primaryResult, got, "the primary answers again")
 	assert.Equal(t, 1, logs.count("INFO"), "recovery is logged")
 
 	// A second outage is a new outage, logged again.
 	primary.set(errDown)
 	_, err = f.Allow(ctx, "k", 10, t0.Add(200*time.Millisecond))
 	require.NoError(t, err)
-	assert.Equal(t, FallbackStats{Fallbacks: 3, Outages: 2, Down: true}, f.Stats())
+	assert.Equal(t, FallbackStats{Fallbacks: 4, Outages: 2, Down: true}, f.Stats())
 	assert.Equal(t, 2, logs.count("WARN"))
 }
 
@@ -324,4 +330,36 @@ func BenchmarkFallbackAllow(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestARefusedRedisCostsOneDialPerProbeInterval drives a real go-redis
+// client, tuned as tollgate serve tunes it, at a Redis that refuses
+// connections: the first check dials once and trips the breaker; the next
+// hundred checks within the probe interval dial nothing and are answered
+// from memory; one background probe per interval dials once more.
+func TestARefusedRedisCostsOneDialPerProbeInterval(t *testing.T) {
+	var dials atomic.Int32
+	opt := &redis.Options{Addr: "127.0.0.1:1", Dialer: func(context.Context, string, string) (net.Conn, error) {
+		dials.Add(1)
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	}}
+	TuneClientOptions(opt, DefaultPrimaryTimeout)
+	rc := redis.NewClient(opt)
+	t.Cleanup(func() { rc.Close() })
+	logger, logs := newTestLogger()
+	f := NewFallback(NewRedis(rc, RedisOptions{}), NewMemory(), logger)
+	ctx := context.Background()
+
+	for i := range 101 {
+		_, err := f.Allow(ctx, "k", 1000, t0.Add(time.Duration(i)*time.Millisecond))
+		require.NoError(t, err)
+	}
+	assert.Equal(t, int32(1), dials.Load(), "one dial, no retries, then the breaker answers in memory")
+	assert.True(t, f.Stats().Down)
+
+	_, err := f.Allow(ctx, "k", 1000, t0.Add(DefaultProbeInterval))
+	require.NoError(t, err)
+	f.waitProbes()
+	assert.Equal(t, int32(2), dials.Load(), "one probe per interval")
+	assert.Equal(t, 1, logs.count("WARN"), "one log line for the outage")
 }

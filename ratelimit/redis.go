@@ -111,3 +111,23 @@ func (r *Redis) keyName(key string, start int64) string {
 	b.Write(strconv.AppendInt(digits[:0], start, 10))
 	return b.String()
 }
+
+// TuneClientOptions sets a Redis client's options for the request path: no
+// command retries and a single dial attempt (a lost Redis is the Fallback's
+// to handle, in memory, not something each request should wait out), a dial
+// bounded by a few per-call waits, and contexts that bound commands.
+func TuneClientOptions(o *redis.Options, wait time.Duration) {
+	o.ContextTimeoutEnabled = true // a stalled Redis must not hold a request
+	o.MaxRetries = -1
+	o.DialerRetries = 1
+	o.DialTimeout = max(4*wait, 500*time.Millisecond)
+}
+
+// QuietRedisLogs drops go-redis's own log lines (one per failed dial, to
+// the process's standard logger): the Fallback logs each change of state
+// once. It is process-wide, as go-redis's logger is.
+func QuietRedisLogs() { redis.SetLogger(quietRedisLog{}) }
+
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(context.Context, string, ...any) {}

@@ -124,7 +124,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("--redis: %w", err)
 		}
-		ropt.ContextTimeoutEnabled = true // a stalled Redis must not hold a request
+		ratelimit.TuneClientOptions(ropt, o.redisWait)
+		ratelimit.QuietRedisLogs()
 		rc := redis.NewClient(ropt)
 		defer rc.Close()
 		limiter = ratelimit.NewFallback(ratelimit.NewRedis(rc, ratelimit.RedisOptions{}), ratelimit.NewMemory(), log,
