@@ -130,6 +130,17 @@ func TestAHungProviderFailsOverWithinItsFirstByteTimeout(t *testing.T) {
 		assert.Equal(t, "m#p1/upstream-model", r.Deployment, "answered by the second deployment")
 		assert.Equal(t, 2, r.Attempts)
 	}
+
+	// tollgate usage list shows the same records, newest first.
+	var listed []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(tg.run(t, "usage", "list", "--key", keyID, "--limit", "1", "--json")), &listed))
+	require.Len(t, listed, 1)
+	for _, field := range []string{"id", "time", "model", "provider", "status", "prompt_tokens", "completion_tokens", "cost_usd", "estimated", "attempts"} {
+		assert.Contains(t, listed[0], field)
+	}
+	assert.Equal(t, "p1", listed[0]["provider"])
+	assert.EqualValues(t, 2, listed[0]["attempts"])
+	assert.EqualValues(t, 200, listed[0]["status"])
 }
 
 func TestProvidersThatNeverAnswerGet503AndAreEjected(t *testing.T) {

@@ -58,3 +58,40 @@ func TestShutdownDrainsStreamsAndFlushesUsage(t *testing.T) {
 	assert.Equal(t, int64(1), u.TotalRequests)
 	assert.Equal(t, mockCost, u.Cost)
 }
+
+// A stream that outlasts --drain-timeout is ended with an error event (no
+// [DONE]) and still recorded, as a provider failure billed for what it
+// produced.
+func TestShutdownEndsStreamsPastTheDrainTimeoutAndStillRecordsThem(t *testing.T) {
+	p := newFaultProvider(t, always(faultHangAfter))
+	p.arrived = make(chan string, 1)
+	tg := startTollgate(t, strings.Replace(faultConfig("10m", false, p.URL), "stream_idle_timeout: 400ms", "stream_idle_timeout: 5m", 1), "",
+		"--drain-timeout", "300ms")
+	secret := tg.newAccount(t, "me@example.com", "10")
+	keyID := tg.onlyKeyID(t, "me@example.com")
+
+	resp := tg.postRaw(t, secret, `{"model":"m","stream":true,`+faultMessages+`}`)
+	require.Equal(t, 200, resp.StatusCode)
+	<-p.arrived
+	ended := make(chan string, 1)
+	go func() {
+		end, _ := streamEnd(t, resp.Body)
+		ended <- end
+	}()
+	tg.stop()
+	select {
+	case end := <-ended:
+		assert.Equal(t, "error:upstream_error", end, "one error event, no [DONE]")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stream did not end at shutdown")
+	}
+
+	st, err := store.Open(context.Background(), tg.DB)
+	require.NoError(t, err)
+	defer st.Close()
+	recs, err := st.UsageRecords(context.Background(), keyID, 10)
+	require.NoError(t, err)
+	require.Len(t, recs, 1, "the stream cut at shutdown is recorded")
+	assert.Equal(t, 502, recs[0].Status)
+	assert.Positive(t, recs[0].CompletionTokens, "what was produced is billed")
+}

@@ -158,6 +158,9 @@ type UsageBucket struct {
 	Cost             money.Nanos
 }
 
+// MaxUsageRecords bounds how many records one UsageRecords call returns.
+const MaxUsageRecords = 10000
+
 // MaxTimelineBuckets bounds how many buckets one KeyTimeline call may ask
 // for, so that a wild range cannot exhaust memory.
 const MaxTimelineBuckets = 100_000
@@ -218,6 +221,9 @@ type Store interface {
 	// together with its debit and its release, so a retried batch never
 	// charges or releases twice.
 	RecordUsage(ctx context.Context, records []UsageRecord) error
+	// UsageRecords returns a key's usage records (deleted or not), newest
+	// first, at most limit of them (1 to MaxUsageRecords).
+	UsageRecords(ctx context.Context, keyID string, limit int) ([]UsageRecord, error)
 	// KeyUsage totals the usage records of a key (deleted or not).
 	KeyUsage(ctx context.Context, keyID string) (UsageSummary, error)
 	// KeyTimeline returns the key's usage records with from <= created_at < to

@@ -68,6 +68,40 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 	return nil
 }
 
+// UsageRecords reads a key's newest records.
+func (s *sqlStore) UsageRecords(ctx context.Context, keyID string, limit int) ([]UsageRecord, error) {
+	if limit < 1 || limit > MaxUsageRecords {
+		return nil, fmt.Errorf("store: usage records: limit %d is not between 1 and %d", limit, MaxUsageRecords)
+	}
+	out := []UsageRecord{}
+	err := s.db.read().queryEach(ctx,
+		`SELECT id, key_id, account_id, model, provider, prompt_tokens, completion_tokens, cost_nanos,
+			status, error_code, latency_us, created_at, estimated, request_id, deployment, attempts, ttft_us
+		FROM usage_records
+		WHERE key_id = $1
+		ORDER BY created_at DESC, id DESC
+		LIMIT $2`,
+		[]any{keyID, limit},
+		func(row scanner) error {
+			var r UsageRecord
+			var cost, status, attempts, latency, ttft int64
+			if err := row.Scan(&r.ID, &r.KeyID, &r.AccountID, &r.Model, &r.Provider, &r.PromptTokens, &r.CompletionTokens,
+				&cost, &status, &r.ErrorCode, &latency, &r.CreatedAt, &r.Estimated, &r.RequestID, &r.Deployment,
+				&attempts, &ttft); err != nil {
+				return err
+			}
+			r.Cost, r.Status, r.Attempts = money.Nanos(cost), int(status), int(attempts)
+			r.Latency, r.TTFT = time.Duration(latency)*time.Microsecond, time.Duration(ttft)*time.Microsecond
+			r.CreatedAt = r.CreatedAt.UTC()
+			out = append(out, r)
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("store: usage records: %w", err)
+	}
+	return out, nil
+}
+
 // KeyUsage sums a key's records per model in SQL; the totals add those sums.
 // A key with no records (or no such key) has a zero summary.
 func (s *sqlStore) KeyUsage(ctx context.Context, keyID string) (UsageSummary, error) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/apikey"
@@ -50,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentRecordUsageDebitsExactly", testConcurrentRecordUsage},
 		{"KeyUsageTotalsRecordsAndGroupsThemByModel", testKeyUsageTotalsAndByModel},
 		{"KeyUsageOfKeyWithoutRecordsIsZero", testKeyUsageWithoutRecords},
+		{"UsageRecordsComeBackWholeNewestFirst", testUsageRecordsNewestFirst},
 	}
 	tests = append(tests, reservationTests...)
 	tests = append(tests, dashboardTests...)
@@ -106,6 +108,37 @@ func requireUTC(t *testing.T, tm time.Time) {
 	t.Helper()
 	require.Equal(t, time.UTC, tm.Location(), "time %v is not in UTC", tm)
 	require.Zero(t, tm.Nanosecond()%1000, "time %v has sub-microsecond digits", tm)
+}
+
+func testUsageRecordsNewestFirst(t *testing.T, s store.Store) {
+	a := newAccount(t, s, "ada@example.com", money.PerDollar)
+	k, _ := newKey(t, s, a.ID, store.Key{})
+	other, _ := newKey(t, s, a.ID, store.Key{})
+	t0 := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	full := store.UsageRecord{
+		ID: "use_b", KeyID: k.ID, AccountID: a.ID, Model: "gpt-4o", Provider: "azure",
+		PromptTokens: 11, CompletionTokens: 22, Cost: 333, Status: 502, ErrorCode: "upstream_error",
+		Latency: 1234567 * time.Microsecond, CreatedAt: t0.Add(time.Minute), Estimated: true,
+		RequestID: "req-1", Deployment: "gpt-4o#azure/prod", Attempts: 2, TTFT: 250 * time.Millisecond,
+	}
+	older := usage("use_a", k, "gpt-4o", 1)
+	older.CreatedAt = t0
+	newest := usage("use_c", k, "o3", 2)
+	newest.CreatedAt = t0.Add(time.Hour)
+	require.NoError(t, s.RecordUsage(t.Context(), []store.UsageRecord{older, full, newest, usage("use_z", other, "x", 0)}))
+
+	got, err := s.UsageRecords(t.Context(), k.ID, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	assert.Equal(t, []string{"use_c", "use_b", "use_a"}, []string{got[0].ID, got[1].ID, got[2].ID})
+	assert.Equal(t, full, got[1], "every field comes back")
+
+	got, err = s.UsageRecords(t.Context(), k.ID, 1)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "use_c", got[0].ID)
+	_, err = s.UsageRecords(t.Context(), k.ID, 0)
+	assert.Error(t, err)
 }
 
 func balance(t *testing.T, s store.Store, accountID string) money.Nanos {

@@ -86,6 +86,8 @@ var commands = []command{
 		"change only the given options of a key (--ip replaces the list)", runKeyUpdate},
 	{"key delete", "ID", "delete a key at once; its usage history stays", runKeyDelete},
 	{"key usage", "ID [--json]", "a key's requests, tokens, cost and error rate", runKeyUsage},
+	{"usage list", "--key ID [--limit N] [--json]",
+		"a key's usage records, newest first: one per request, whatever ended it", runUsageList},
 }
 
 const usageHead = `Tollgate routes OpenAI-style API calls to LLM providers.
@@ -96,7 +98,7 @@ Usage:
 `
 
 const usageTail = `
-Every account and key command also takes:
+Every account, key and usage command also takes:
   --db URL        database: sqlite:///abs/path.db, sqlite://rel/path.db or
                   postgres://…; default $TOLLGATE_DB, else ` + DefaultDB + `
   --config FILE   Tollgate configuration; default $TOLLGATE_CONFIG. It gives the
@@ -150,7 +152,7 @@ func (e *env) run(ctx context.Context, args []string) error {
 			return nil // the flag set has printed serve's help
 		}
 		return err
-	case "account", "key":
+	case "account", "key", "usage":
 	default:
 		return usagef("unknown command %q", args[0])
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,7 @@ type serveOptions struct {
 	xffHops    int
 	cacheTTL   time.Duration
 	drain      time.Duration
+	journal    string
 }
 
 func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
@@ -57,6 +59,7 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.IntVar(&o.xffHops, "xff-trusted-hops", 0, "proxies in front of the edge trusted to set X-Forwarded-For (Envoy's xff_num_trusted_hops)")
 	fs.DurationVar(&o.cacheTTL, "cache-ttl", 0, "how long a replica may serve a key or account from memory without hearing of a change (default 1s with SQLite; 30s with PostgreSQL, whose changes are announced at once)")
 	fs.DurationVar(&o.drain, "drain-timeout", 30*time.Second, "how long shutdown waits for in-flight streams")
+	fs.StringVar(&o.journal, "journal", "", "file that keeps usage records the database could not take (replayed at the next start; records it refused for good go to FILE.dead); default beside the SQLite database, or tollgate-usage.journal in the working directory")
 	if err := parseInterleaved(fs, args); err != nil {
 		return o, err
 	}
@@ -132,7 +135,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			ratelimit.WithPrimaryTimeout(o.redisWait))
 	}
 
+	journal := journalPath(o)
+	if n, err := extproc.ReplayJournal(ctx, st, journal); err != nil {
+		return err
+	} else if n > 0 {
+		log.Info("usage journal replayed", "records", n, "journal", journal)
+	}
 	recorder := extproc.NewRecorder(st, extproc.RecorderOptions{
+		Journal:   journal,
 		Logger:    log,
 		OnWritten: func(ids []string) { invalidateAccounts(cache, ids) },
 	})
@@ -286,6 +296,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runErr
 	}
 	return nil
+}
+
+// journalPath is --journal, or its default: beside a SQLite database, else
+// in the working directory.
+func journalPath(o serveOptions) string {
+	if o.journal != "" {
+		return o.journal
+	}
+	if rest, ok := strings.CutPrefix(o.db, "sqlite://"); ok {
+		path, _, _ := strings.Cut(rest, "?")
+		if path != "" {
+			return path + ".usage-journal"
+		}
+	}
+	return "tollgate-usage.journal"
 }
 
 func cacheTTL(flag, dflt time.Duration) time.Duration {
