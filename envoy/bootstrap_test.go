@@ -158,8 +158,12 @@ func TestBootstrapRoutesByTheClusterHeader(t *testing.T) {
 	assert.Equal(t, contract.PathModels, p.routes["models"].GetMatch().GetPath())
 
 	chat := p.routes["chat-completions"].GetRoute()
-	assert.Zero(t, chat.GetTimeout().AsDuration(), "a completion may stream for minutes")
+	// The configuration's default timeouts: the whole request, one attempt
+	// until its headers, the longest silence of an answer.
+	assert.Equal(t, config.DefaultRequestTimeout, chat.GetTimeout().AsDuration())
 	rp := chat.GetRetryPolicy()
+	assert.Equal(t, config.DefaultFirstByteTimeout, rp.GetPerTryTimeout().AsDuration())
+	assert.Equal(t, config.DefaultStreamIdleTimeout, rp.GetPerTryIdleTimeout().AsDuration())
 	assert.EqualValues(t, contract.UpstreamAttempts-1, rp.GetNumRetries().GetValue())
 	for _, on := range []string{"connect-failure", "refused-stream", "reset", "5xx", "retriable-status-codes"} {
 		assert.Contains(t, strings.Split(rp.GetRetryOn(), ","), on)

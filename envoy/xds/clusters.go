@@ -127,6 +127,9 @@ type endpoint struct {
 
 func modelCluster(cfg *config.Config, m *config.Model, name string, upstreamOptions *anypb.Any, tlsSocket *corev3.TransportSocket) (*clusterv3.Cluster, error) {
 	var eps []endpoint
+	// Envoy has one connect timeout per cluster: the longest of the
+	// model's providers', so that none is cut short.
+	var clusterConnect time.Duration
 	for j := range m.Deployments {
 		d := &m.Deployments[j]
 		p, ok := cfg.Provider(d.Provider)
@@ -141,6 +144,10 @@ func modelCluster(cfg *config.Config, m *config.Model, name string, upstreamOpti
 			return nil, fmt.Errorf("%w: provider %q: %v", ErrConfig, p.Name, err)
 		}
 		eps = append(eps, endpoint{deployment: d, host: host, port: port, tls: tls})
+		clusterConnect = max(clusterConnect, p.ConnectTimeout.D())
+	}
+	if clusterConnect <= 0 {
+		clusterConnect = connectTimeout
 	}
 
 	anyTLS := false
@@ -157,7 +164,7 @@ func modelCluster(cfg *config.Config, m *config.Model, name string, upstreamOpti
 		DnsLookupFamily:      clusterv3.Cluster_V4_PREFERRED,
 		DnsRefreshRate:       durationpb.New(dnsRefreshRate),
 		RespectDnsTtl:        true,
-		ConnectTimeout:       durationpb.New(connectTimeout),
+		ConnectTimeout:       durationpb.New(clusterConnect),
 		LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
 		// No panic mode: when every deployment is ejected, Envoy answers
 		// "no healthy upstream" at once (an OpenAI-shaped 503 after the

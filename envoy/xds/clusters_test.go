@@ -3,6 +3,7 @@ package xds
 import (
 	"strings"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -287,4 +288,16 @@ func TestClustersHaveNoPanicMode(t *testing.T) {
 		require.NotNil(t, c.GetCommonLbConfig().GetHealthyPanicThreshold(), c.GetName())
 		assert.Zero(t, c.GetCommonLbConfig().GetHealthyPanicThreshold().GetValue(), c.GetName())
 	}
+}
+
+func TestAClustersConnectTimeoutIsTheLongestOfItsProviders(t *testing.T) {
+	text := strings.Replace(testConfig, "    api_key: sk-ant\n", "    api_key: sk-ant\n    connect_timeout: 7s\n", 1)
+	text = strings.Replace(text, "    base_url: http://vllm:8000/v1\n", "    base_url: http://vllm:8000/v1\n    connect_timeout: 2s\n", 1)
+	cs, err := Clusters(parse(t, text))
+	require.NoError(t, err)
+	assert.Equal(t, 7*time.Second, clusterByName(t, cs, contract.ClusterName("gpt-4o")).GetConnectTimeout().AsDuration())
+
+	cs, err = Clusters(parse(t, testConfig))
+	require.NoError(t, err)
+	assert.Equal(t, config.DefaultConnectTimeout, clusterByName(t, cs, contract.ClusterName("gpt-4o")).GetConnectTimeout().AsDuration())
 }
