@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -58,21 +59,58 @@ type bootstrapParts struct {
 	filters  []*hcmv3.HttpFilter
 	routes   map[string]*routev3.Route // by name
 	clusters map[string]*clusterv3.Cluster
+	res      xds.Resources
 }
 
+// exampleConfig is a configuration with two models, one served by two
+// providers, for the resources Tollgate serves over xDS.
+const exampleConfig = `
+providers:
+  - {name: openai, type: openai, base_url: "https://api.openai.com/v1", api_key: sk, first_byte_timeout: 20s}
+  - {name: claude, type: anthropic, base_url: "https://api.anthropic.com", api_key: sk, first_byte_timeout: 90s, stream_idle_timeout: 45s}
+models:
+  - id: gpt-4o
+    max_tokens: 16384
+    request_timeout: 3m
+    deployments:
+      - {provider: openai, model: gpt-4o}
+      - {provider: claude, model: claude-sonnet-4-5, priority: 1}
+  - id: mini
+    max_tokens: 16384
+    deployments:
+      - {provider: openai, model: gpt-4o-mini}
+plans:
+  - {name: pro, models: ["*"]}
+`
+
+// parts reads the bootstrap and the listener and routes Tollgate serves it
+// over xDS for exampleConfig, validated as Envoy would.
 func parts(t *testing.T) bootstrapParts {
 	t.Helper()
 	b := loadBootstrap(t, "envoy.yaml")
 	p := bootstrapParts{b: b, routes: map[string]*routev3.Route{}, clusters: map[string]*clusterv3.Cluster{}}
-	require.Len(t, b.GetStaticResources().GetListeners(), 1)
-	l := b.GetStaticResources().GetListeners()[0]
+	require.Empty(t, b.GetStaticResources().GetListeners(), "the listener comes over LDS")
+	require.NotNil(t, b.GetDynamicResources().GetLdsConfig().GetAds(), "LDS on the ADS stream")
+	cfg, err := config.Parse([]byte(exampleConfig), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	res, err := xds.Build(cfg)
+	require.NoError(t, err)
+	_, err = validateDeep(res.Listener)
+	require.NoError(t, err, "listener")
+	_, err = validateDeep(res.Routes)
+	require.NoError(t, err, "routes")
+	p.res = res
+	l := res.Listener
 	require.Len(t, l.GetFilterChains(), 1)
 	nf := l.GetFilterChains()[0].GetFilters()
 	require.Len(t, nf, 1)
 	p.hcm = &hcmv3.HttpConnectionManager{}
 	require.NoError(t, nf[0].GetTypedConfig().UnmarshalTo(p.hcm))
 	p.filters = p.hcm.GetHttpFilters()
-	for _, vh := range p.hcm.GetRouteConfig().GetVirtualHosts() {
+	require.Equal(t, xds.RouteConfigName, p.hcm.GetRds().GetRouteConfigName())
+	require.NotNil(t, p.hcm.GetRds().GetConfigSource().GetAds(), "RDS on the ADS stream")
+	require.Equal(t, xds.RouteConfigName, res.Routes.GetName())
+	for _, vh := range res.Routes.GetVirtualHosts() {
 		for _, r := range vh.GetRoutes() {
 			p.routes[r.GetName()] = r
 		}
@@ -108,7 +146,7 @@ func TestBootstrapFilterChainOrder(t *testing.T) {
 		xds.FilterExtProc,
 		"envoy.filters.http.router",
 	}, names)
-	assert.Equal(t, uint32(8080), p.b.GetStaticResources().GetListeners()[0].GetAddress().GetSocketAddress().GetPortValue())
+	assert.Equal(t, uint32(8080), p.res.Listener.GetAddress().GetSocketAddress().GetPortValue())
 	assert.True(t, p.hcm.GetUseRemoteAddress().GetValue(), "the peer address is the client's")
 	assert.Equal(t, hcmv3.HttpConnectionManager_AUTO, p.hcm.GetCodecType(), "HTTP/1.1 and HTTP/2")
 }
@@ -176,6 +214,39 @@ func TestBootstrapRoutesByTheClusterHeader(t *testing.T) {
 	var prio previousprioritiesv3.PreviousPrioritiesConfig
 	require.NoError(t, rp.GetRetryPriority().GetTypedConfig().UnmarshalTo(&prio))
 	assert.EqualValues(t, 1, prio.GetUpdateFrequency())
+
+	// Each model has its own route, before the template, sized by its
+	// configuration: gpt-4o has two deployments (one retry), a 3m request
+	// timeout and its providers' longest first-byte and idle timeouts;
+	// mini has one deployment (no retry), the default request and idle timeouts and its provider's first-byte timeout.
+	var names []string
+	for _, r := range p.res.Routes.GetVirtualHosts()[0].GetRoutes() {
+		names = append(names, r.GetName())
+	}
+	gpt, mini := contract.ClusterName("gpt-4o"), contract.ClusterName("mini")
+	assert.Equal(t, []string{gpt, mini, "chat-completions"}, names[:3])
+	for _, tt := range []struct {
+		cluster                  string
+		retries                  uint32
+		timeout, firstByte, idle time.Duration
+	}{
+		{gpt, 1, 3 * time.Minute, 90 * time.Second, 60 * time.Second},
+		{mini, 0, config.DefaultRequestTimeout, 20 * time.Second, config.DefaultStreamIdleTimeout},
+	} {
+		r := p.routes[tt.cluster]
+		require.NotNil(t, r, tt.cluster)
+		assert.Equal(t, contract.PathChatCompletions, r.GetMatch().GetPath())
+		require.Len(t, r.GetMatch().GetHeaders(), 1)
+		assert.Equal(t, contract.HeaderCluster, r.GetMatch().GetHeaders()[0].GetName())
+		assert.Equal(t, tt.cluster, r.GetMatch().GetHeaders()[0].GetStringMatch().GetExact())
+		assert.Equal(t, tt.cluster, r.GetRoute().GetCluster())
+		assert.Equal(t, tt.timeout, r.GetRoute().GetTimeout().AsDuration(), tt.cluster)
+		rp := r.GetRoute().GetRetryPolicy()
+		assert.EqualValues(t, tt.retries, rp.GetNumRetries().GetValue(), tt.cluster)
+		assert.Equal(t, tt.firstByte, rp.GetPerTryTimeout().AsDuration(), tt.cluster)
+		assert.Equal(t, tt.idle, rp.GetPerTryIdleTimeout().AsDuration(), tt.cluster)
+		assert.Equal(t, "envoy.retry_host_predicates.previous_hosts", rp.GetRetryHostPredicate()[0].GetName(), "the template's policy")
+	}
 
 	// The dashboard route skips the API-key filters, by their names in
 	// the chain.

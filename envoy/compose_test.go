@@ -98,7 +98,7 @@ func TestComposePublishesOnlyEnvoy(t *testing.T) {
 	}
 	envoy := p.Services["envoy"]
 	require.Len(t, envoy.Ports, 1)
-	listener := parts(t).b.GetStaticResources().GetListeners()[0].GetAddress().GetSocketAddress().GetPortValue()
+	listener := parts(t).res.Listener.GetAddress().GetSocketAddress().GetPortValue()
 	assert.Equal(t, listener, envoy.Ports[0].Target, "the published port is Envoy's listener")
 	assert.Equal(t, "8080", envoy.Ports[0].Published)
 

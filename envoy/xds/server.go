@@ -94,16 +94,16 @@ func (s *Server) Register(g *grpc.Server) {
 	clusterservice.RegisterClusterDiscoveryServiceServer(g, s.xds)
 }
 
-// Update builds and validates the clusters for cfg and, when they differ
+// Update builds and validates the listener, routes and clusters for cfg and, when they differ
 // from what Envoys have, sets a new snapshot for every node. A
 // configuration that cannot be served returns an error and leaves the
 // snapshot in force untouched.
 func (s *Server) Update(ctx context.Context, cfg *config.Config) error {
-	clusters, err := Clusters(cfg)
+	res, err := Build(cfg)
 	if err != nil {
 		return err
 	}
-	version, err := Version(clusters)
+	version, err := Version(res)
 	if err != nil {
 		return err
 	}
@@ -112,14 +112,14 @@ func (s *Server) Update(ctx context.Context, cfg *config.Config) error {
 	if version == s.version {
 		return nil
 	}
-	snap, err := snapshotOf(clusters, version)
+	snap, err := snapshotOf(res, version)
 	if err != nil {
 		return err
 	}
 	if err := s.cache.SetSnapshot(ctx, NodeGroup, snap); err != nil {
 		return fmt.Errorf("xds: setting snapshot %s: %w", version, err)
 	}
-	s.log.Info("pushing clusters to envoy", "version", version, "previous", s.version, "clusters", len(clusters))
+	s.log.Info("pushing listener, routes and clusters to envoy", "version", version, "previous", s.version, "clusters", len(res.Clusters))
 	s.version = version
 	return nil
 }

@@ -24,13 +24,13 @@ import (
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func TestSnapshotIsConsistentAndHoldsOnlyClusters(t *testing.T) {
+func TestSnapshotIsConsistentAndHoldsTheListenerRoutesAndClusters(t *testing.T) {
 	snap, err := Snapshot(parse(t, testConfig), "v-test")
 	require.NoError(t, err)
 	require.NoError(t, snap.Consistent())
 	assert.Len(t, snap.GetResources(resource.ClusterType), 2)
-	assert.Empty(t, snap.GetResources(resource.ListenerType))
-	assert.Empty(t, snap.GetResources(resource.RouteType))
+	assert.Len(t, snap.GetResources(resource.ListenerType), 1)
+	assert.Contains(t, snap.GetResources(resource.RouteType), RouteConfigName)
 	assert.Equal(t, "v-test", snap.GetVersion(resource.ClusterType))
 
 	_, err = Snapshot(parse(t, testConfig), "")
@@ -38,9 +38,9 @@ func TestSnapshotIsConsistentAndHoldsOnlyClusters(t *testing.T) {
 }
 
 func TestVersionFollowsContentOnly(t *testing.T) {
-	a, err := Clusters(parse(t, testConfig))
+	a, err := Build(parse(t, testConfig))
 	require.NoError(t, err)
-	b, err := Clusters(parse(t, testConfig))
+	b, err := Build(parse(t, testConfig))
 	require.NoError(t, err)
 	va, err := Version(a)
 	require.NoError(t, err)
@@ -49,7 +49,7 @@ func TestVersionFollowsContentOnly(t *testing.T) {
 	assert.Equal(t, va, vb, "two replicas with the same configuration agree")
 
 	// Re-enabling Azure changes what Envoy receives, so the version.
-	c, err := Clusters(parse(t, strings.Replace(testConfig, "enabled: false", "enabled: true", 1)))
+	c, err := Build(parse(t, strings.Replace(testConfig, "enabled: false", "enabled: true", 1)))
 	require.NoError(t, err)
 	vc, err := Version(c)
 	require.NoError(t, err)

@@ -1,0 +1,146 @@
+package xds
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	"gopkg.in/yaml.v3"
+
+	// The typed configs the listener and routes name, for protojson.
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/buffer/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/envoy/contract"
+)
+
+// The public listener and the route template, written as Envoy YAML (the
+// form operators read) and served over LDS and RDS.
+var (
+	//go:embed listener.yaml
+	listenerYAML []byte
+	//go:embed routes.yaml
+	routesYAML []byte
+)
+
+// RouteConfigName is the route configuration the listener asks RDS for.
+const RouteConfigName = "tollgate"
+
+// templateRoute names the route in routes.yaml that every model's route is
+// copied from.
+const templateRoute = "chat-completions"
+
+// Listener is the public listener (listener.yaml).
+func Listener() (*listenerv3.Listener, error) {
+	var l listenerv3.Listener
+	if err := decodeYAML(listenerYAML, &l); err != nil {
+		return nil, fmt.Errorf("xds: listener.yaml: %w", err)
+	}
+	if err := l.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("xds: listener.yaml: %w", err)
+	}
+	return &l, nil
+}
+
+// Routes is the route configuration for cfg: routes.yaml with one route per
+// model put before the template, matched by the model's cluster name (which
+// the router step sets in x-tollgate-cluster), with the model's request
+// timeout, its providers' longest first-byte and idle timeouts per attempt,
+// and one retry per further enabled deployment (at most
+// contract.UpstreamAttempts attempts).
+func Routes(cfg *config.Config) (*routev3.RouteConfiguration, error) {
+	var rc routev3.RouteConfiguration
+	if err := decodeYAML(routesYAML, &rc); err != nil {
+		return nil, fmt.Errorf("xds: routes.yaml: %w", err)
+	}
+	if len(rc.GetVirtualHosts()) != 1 {
+		return nil, fmt.Errorf("xds: routes.yaml: want one virtual host, got %d", len(rc.GetVirtualHosts()))
+	}
+	vh := rc.GetVirtualHosts()[0]
+	at := -1
+	for i, r := range vh.GetRoutes() {
+		if r.GetName() == templateRoute {
+			at = i
+		}
+	}
+	if at < 0 {
+		return nil, fmt.Errorf("xds: routes.yaml has no route %q", templateRoute)
+	}
+	tmpl := vh.GetRoutes()[at]
+	perModel := make([]*routev3.Route, 0, len(cfg.Models))
+	for i := range cfg.Models {
+		perModel = append(perModel, modelRoute(cfg, &cfg.Models[i], tmpl))
+	}
+	vh.Routes = append(append(append([]*routev3.Route{}, vh.GetRoutes()[:at]...), perModel...), vh.GetRoutes()[at:]...)
+	if err := rc.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("xds: routes: %w", err)
+	}
+	return &rc, nil
+}
+
+// modelRoute is the template sized for one model.
+func modelRoute(cfg *config.Config, m *config.Model, tmpl *routev3.Route) *routev3.Route {
+	name := contract.ClusterName(m.ID)
+	r := proto.Clone(tmpl).(*routev3.Route)
+	r.Name = name
+	r.Match.Headers = append(r.Match.Headers, &routev3.HeaderMatcher{
+		Name: contract.HeaderCluster,
+		HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
+			MatchPattern: &matcherv3.StringMatcher_Exact{Exact: name},
+		}},
+	})
+	ra := r.GetRoute()
+	ra.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: name}
+	ra.Timeout = durationpb.New(m.RequestTimeout.D())
+
+	var firstByte, idle time.Duration
+	enabled := 0
+	for j := range m.Deployments {
+		p, ok := cfg.Provider(m.Deployments[j].Provider)
+		if !ok || !p.IsEnabled() {
+			continue
+		}
+		enabled++
+		firstByte = max(firstByte, p.FirstByteTimeout.D())
+		idle = max(idle, p.StreamIdleTimeout.D())
+	}
+	rp := ra.GetRetryPolicy()
+	rp.NumRetries = wrapperspb.UInt32(uint32(max(min(enabled, contract.UpstreamAttempts)-1, 0)))
+	if firstByte > 0 {
+		rp.PerTryTimeout = durationpb.New(firstByte)
+	}
+	if idle > 0 {
+		rp.PerTryIdleTimeout = durationpb.New(idle)
+	}
+	return r
+}
+
+// decodeYAML reads Envoy YAML into m, as Envoy reads it (protojson field
+// names, typed configs by their @type).
+func decodeYAML(data []byte, m proto.Message) error {
+	var v any
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&v); err != nil {
+		return err
+	}
+	j, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return protojson.Unmarshal(j, m)
+}
