@@ -102,6 +102,12 @@ type Provider struct {
 	// StreamIdleTimeout is the longest silence allowed between two pieces
 	// of a response body; default 60s.
 	StreamIdleTimeout Duration `yaml:"stream_idle_timeout"`
+	// ForwardHeaders names client request headers that reach this provider
+	// as the client sent them. Every other client header stays at the edge
+	// (only content type, accept and trace context pass, and the provider's
+	// own credential and version headers are Tollgate's). Lowercased by
+	// Parse.
+	ForwardHeaders []string `yaml:"forward_headers"`
 }
 
 // IsEnabled reports the administrator's switch (true unless set to false).
@@ -374,6 +380,16 @@ func (c *Config) validate() error {
 				return fieldErr(f+"."+t.name, "must be positive, got %s", t.d.D())
 			}
 		}
+		for j, h := range p.ForwardHeaders {
+			h = strings.ToLower(strings.TrimSpace(h))
+			if !validHeaderName(h) {
+				return fieldErr(fmt.Sprintf("%s.forward_headers[%d]", f, j), "%q is not a header name", p.ForwardHeaders[j])
+			}
+			if strings.HasPrefix(h, "x-tollgate-") || h == "host" || h == "content-length" || h == "transfer-encoding" || h == "connection" {
+				return fieldErr(fmt.Sprintf("%s.forward_headers[%d]", f, j), "%q is Tollgate's to set and cannot be forwarded", h)
+			}
+			p.ForwardHeaders[j] = h
+		}
 		if p.Type == TypeAzure && p.APIVersion == "" {
 			p.APIVersion = DefaultAzureVersion
 		}
@@ -474,6 +490,20 @@ func (c *Config) validate() error {
 		c.plans[p.Name] = p
 	}
 	return nil
+}
+
+// validHeaderName reports an HTTP field name (RFC 9110 token characters).
+func validHeaderName(h string) bool {
+	if h == "" || len(h) > 256 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // FieldError is a validation error about one field of the file.

@@ -252,3 +252,15 @@ func TestARepeatedDeploymentIsRefused(t *testing.T) {
 	_, err := Parse([]byte(dup), env(map[string]string{"OPENAI_API_KEY": "sk"}))
 	assert.ErrorContains(t, err, "deployments[1]")
 }
+
+func TestForwardHeadersAreHeaderNamesNotTollgatesOwn(t *testing.T) {
+	vars := env(map[string]string{"OPENAI_API_KEY": "sk"})
+	c, err := Parse([]byte(strings.Replace(valid, "    api_key: k\n", "    api_key: k\n    forward_headers: [X-Team, OpenAI-Beta]\n", 1)), vars)
+	require.NoError(t, err)
+	az, _ := c.Provider("az")
+	assert.Equal(t, []string{"x-team", "openai-beta"}, az.ForwardHeaders, "lowercased")
+	for _, bad := range []string{"x-tollgate-key-id", "content-length", "not a header", ""} {
+		_, err := Parse([]byte(strings.Replace(valid, "    api_key: k\n", "    api_key: k\n    forward_headers: [\""+bad+"\"]\n", 1)), vars)
+		assert.ErrorContains(t, err, "forward_headers[0]", bad)
+	}
+}

@@ -107,8 +107,29 @@ func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.Proces
 	}
 	u.target = provider.Target{Model: m, Deployment: d, Provider: p}
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
-		RequestHeaders: &extprocv3.HeadersResponse{},
+		RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
+			HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: notForwarded(hm, p.ForwardHeaders)},
+		}},
 	}}, nil
+}
+
+// notForwarded lists the client's headers that must not reach the
+// provider: all but contract.ForwardedHeaders and the provider's
+// forward_headers. Pseudo-headers and the request's own framing are the
+// proxy's. The same rule holds under Envoy and the built-in edge, since both
+// apply this mutation.
+func notForwarded(hm map[string]string, extra []string) []string {
+	var out []string
+	for name := range hm {
+		switch {
+		case name == "" || name[0] == ':', name == "host", name == "content-length", name == "transfer-encoding":
+		case slices.Contains(contract.ForwardedHeaders, name), slices.Contains(extra, name):
+		default:
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {

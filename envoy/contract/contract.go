@@ -177,6 +177,13 @@ const (
 // follow a retry to another.
 var CredentialHeaders = []string{"authorization", "x-api-key", "api-key", "x-goog-api-key"}
 
+// ForwardedHeaders are the client request headers every provider gets as
+// the client sent them: the body's type, what the client accepts, and the
+// W3C trace context. Every other client header stays at the edge unless the
+// provider's forward_headers lists it; the provider adapter sets the
+// provider's own credential and version headers.
+var ForwardedHeaders = []string{"content-type", "accept", "traceparent", "tracestate"}
+
 // ProviderHeaders are other headers a provider adapter sets or that must
 // not reach a provider: versions and betas meant for one provider, and the
 // client's Accept-Encoding (a compressed answer could not be translated or
