@@ -21,6 +21,42 @@ type chatRequest struct {
 	MaxTokens int64
 }
 
+// MaxJSONDepth is the deepest nesting of arrays and objects a request body
+// may have. OpenAI's own bodies need a handful of levels; JSON schemas in
+// tools and response formats a few dozen at most.
+const MaxJSONDepth = 64
+
+// tooDeep reports whether body nests arrays and objects more than limit
+// deep, in one pass with no recursion and no allocation. It reads brackets
+// outside strings only and does not otherwise check the JSON.
+func tooDeep(body []byte, limit int) bool {
+	depth := 0
+	inString, escaped := false, false
+	for _, c := range body {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			if depth > limit {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
+}
+
 var validRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
 
 // validate checks a chat-completion body against SPEC §4.1 and §8 without
@@ -30,6 +66,12 @@ func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
 	fail := func(code, param, format string, args ...any) (chatRequest, *oaierror.Error) {
 		e := oaierror.Invalid(code, param, fmt.Sprintf(format, args...))
 		return chatRequest{}, &e
+	}
+	// Nesting first, without recursion: the JSON validator and every walk
+	// after it recurse, and a body of a few megabytes of brackets would
+	// otherwise cost gigabytes of stack, or the process.
+	if tooDeep(body, MaxJSONDepth) {
+		return fail("invalid_request", "", "The request body nests JSON deeper than %d levels.", MaxJSONDepth)
 	}
 	if !gjson.ValidBytes(body) {
 		return fail("invalid_request", "", "The request body is not valid JSON.")

@@ -2,6 +2,7 @@ package extproc
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -159,5 +160,59 @@ func BenchmarkValidate(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// nested is a body whose field (content or metadata) holds n nested arrays.
+func nested(field string, n int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":`)
+	if field == "content" {
+		b.WriteString(strings.Repeat("[", n) + strings.Repeat("]", n))
+	} else {
+		b.WriteString(`"hi"`)
+	}
+	b.WriteString(`}]`)
+	if field == "metadata" {
+		b.WriteString(`,"metadata":{"a":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`)
+	}
+	b.WriteString(`}`)
+	return []byte(b.String())
+}
+
+func TestDeepNestingIsRefusedBeforeAnyRecursiveWalk(t *testing.T) {
+	cfg := testCfg(t)
+	for _, field := range []string{"content", "metadata"} {
+		for _, n := range []int{MaxJSONDepth, 2 << 20} { // 4 MiB of brackets at the larger size
+			t.Run(fmt.Sprintf("%s/%d", field, n), func(t *testing.T) {
+				_, err := validate(nested(field, n), cfg)
+				require.NotNil(t, err)
+				assert.Equal(t, 400, err.Status)
+				assert.Contains(t, err.Message, "deeper than 64 levels")
+			})
+		}
+	}
+	// Brackets inside strings are text, not nesting.
+	text := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat(`[{\"`, 1000) + `"}]}`
+	_, err := validate([]byte(text), cfg)
+	assert.Nil(t, err)
+	// At the limit the body passes the nesting check (the content is then
+	// checked as usual).
+	assert.False(t, tooDeep(nested("metadata", MaxJSONDepth-3), MaxJSONDepth))
+}
+
+func TestValidatingABodyCostsMemoryInProportionToItsSize(t *testing.T) {
+	cfg := testCfg(t)
+	for _, body := range [][]byte{
+		nested("content", 2<<20),
+		[]byte(`{"model":"gpt-4o-mini","messages":[` + strings.Repeat(`{"role":"user","content":"hello there"},`, 100000) + `{"role":"user","content":"x"}]}`),
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		validate(body, cfg)
+		runtime.ReadMemStats(&after)
+		allocated := after.TotalAlloc - before.TotalAlloc
+		assert.LessOrEqual(t, allocated, uint64(2*len(body)), "validating %d bytes allocated %d", len(body), allocated)
 	}
 }
