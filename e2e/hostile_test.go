@@ -1,9 +1,16 @@
 package e2e
 
 import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -57,4 +64,71 @@ func TestClientHeadersStayAtTheEdgeUnlessListed(t *testing.T) {
 			assert.Empty(t, p.issues())
 		})
 	}
+}
+
+// A client that trickles its headers is cut off at the header timeout, not
+// held forever.
+func TestSlowHeadersAreCutOffAtTheHeaderTimeout(t *testing.T) {
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "", "--http-header-timeout", "300ms")
+	u, err := url.Parse(tg.BaseURL)
+	require.NoError(t, err)
+	c, err := net.Dial("tcp", u.Host)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: tollgate\r\nX-Slow: ")
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Second)))
+	_, err = io.ReadAll(c)
+	assert.False(t, errors.Is(err, os.ErrDeadlineExceeded), "the server held the connection: %v", err)
+}
+
+// One address cannot hold more than --http-max-conns-per-ip connections;
+// the next is closed at once, and a freed slot serves again.
+func TestConnectionsPerAddressAreCapped(t *testing.T) {
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "", "--http-max-conns-per-ip", "3")
+	u, err := url.Parse(tg.BaseURL)
+	require.NoError(t, err)
+	var held []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", u.Host)
+		require.NoError(t, err)
+		held = append(held, c)
+	}
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	// Make sure the server accepted the three before the fourth.
+	for _, c := range held {
+		_, err := io.WriteString(c, "GET /v1/models HTTP/1.1\r\nHost: tollgate\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	}
+	extra, err := net.Dial("tcp", u.Host)
+	require.NoError(t, err)
+	defer extra.Close()
+	require.NoError(t, extra.SetReadDeadline(time.Now().Add(20*time.Second)))
+	_, err = io.WriteString(extra, "GET /v1/models HTTP/1.1\r\nHost: tollgate\r\n\r\n")
+	if err == nil {
+		_, err = http.ReadResponse(bufio.NewReader(extra), nil)
+	}
+	require.Error(t, err, "the fourth connection is closed without an answer")
+	assert.False(t, errors.Is(err, os.ErrDeadlineExceeded), "closed, not held: %v", err)
+
+	held[0].Close()
+	held = held[1:]
+	eventually(t, func() bool {
+		resp, err := http.Get(tg.BaseURL + "/models")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusUnauthorized
+	}, "a freed slot serves again")
 }

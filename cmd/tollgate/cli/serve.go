@@ -44,6 +44,7 @@ type serveOptions struct {
 	cacheTTL   time.Duration
 	drain      time.Duration
 	journal    string
+	http       httpLimits
 }
 
 func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
@@ -60,6 +61,7 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.DurationVar(&o.cacheTTL, "cache-ttl", 0, "how long a replica may serve a key or account from memory without hearing of a change (default 1s with SQLite; 30s with PostgreSQL, whose changes are announced at once)")
 	fs.DurationVar(&o.drain, "drain-timeout", 30*time.Second, "how long shutdown waits for in-flight streams")
 	fs.StringVar(&o.journal, "journal", "", "file that keeps usage records the database could not take (replayed at the next start; records it refused for good go to FILE.dead); default beside the SQLite database, or tollgate-usage.journal in the working directory")
+	o.http.flags(fs)
 	if err := parseInterleaved(fs, args); err != nil {
 		return o, err
 	}
@@ -245,9 +247,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}()
 
-	httpServer := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	httpServer := o.http.server(mux)
 	httpErr := make(chan error, 1)
-	go func() { httpErr <- httpServer.Serve(httpLis) }()
+	go func() { httpErr <- httpServer.Serve(o.http.listener(httpLis)) }()
 
 	log.Info("tollgate serving", "edge", "http://"+httpLis.Addr().String()+"/v1", "grpc", grpcLis.Addr().String(),
 		"models", len(cfg.Models), "providers", len(cfg.Providers))
