@@ -11,6 +11,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"crypto/rand"
 	"errors"
 	"io"
@@ -33,9 +34,15 @@ type Options struct {
 	// Config is the configuration in force: key prefix, models, plans. It
 	// is called on every request that needs it, so a reload applies at once.
 	Config func() *config.Config
-	// Limiter counts sign-in attempts per email (10 per minute); nil →
-	// ratelimit.NewMemory().
+	// Limiter counts sign-in attempts per email (10 per minute), per client
+	// address (30 per minute) and in all (600 per minute); nil →
+	// ratelimit.NewMemory(). Give every replica the same (Redis) limiter so
+	// the counts are shared.
 	Limiter ratelimit.Limiter
+	// MaxConcurrentHashes bounds the password hashes (19 MiB each) computed
+	// at once; a sign-in that cannot get a slot within a second is answered
+	// "try again". 0 → 2.
+	MaxConcurrentHashes int
 	// KeyChanged is called after a key is created, edited or deleted, with
 	// its id, so this replica's cache drops it at once; nil → nothing.
 	KeyChanged func(keyID string)
@@ -67,6 +74,10 @@ type Dashboard struct {
 	lifetime   time.Duration
 	available  func(string) bool
 
+	// hashSlots bounds concurrent password hashes, so a spray of sign-ins
+	// cannot exhaust memory.
+	hashSlots chan struct{}
+
 	pages  *pages
 	static staticFile
 	cross  *http.CrossOriginProtection
@@ -97,6 +108,7 @@ func New(opt Options) (*Dashboard, error) {
 		available:  opt.Available,
 		static:     newStaticFile(),
 		cross:      http.NewCrossOriginProtection(),
+		hashSlots:  make(chan struct{}, cmp.Or(max(opt.MaxConcurrentHashes, 0), 2)),
 	}
 	if d.limiter == nil {
 		d.limiter = ratelimit.NewMemory()

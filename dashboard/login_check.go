@@ -1,12 +1,15 @@
 package dashboard
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tollgate/tollgate/store"
 )
@@ -18,8 +21,19 @@ const (
 	msgTooManyLogins  = "Too many sign-in attempts; try again in a minute."
 )
 
-// loginAttemptsPerMinute is how many sign-ins one email may try per minute.
-const loginAttemptsPerMinute = 10
+// Sign-in attempts allowed per minute: per email, per client address, and
+// in all (every replica together, with a shared limiter).
+const (
+	loginAttemptsPerMinute        = 10
+	loginAttemptsPerAddressMinute = 30
+	loginAttemptsPerMinuteInAll   = 600
+)
+
+// hashSlotWait is how long a sign-in waits for a free password-hash slot.
+const hashSlotWait = time.Second
+
+// msgBusy answers a sign-in that found every hash slot taken.
+const msgBusy = "Too many people are signing in right now; try again in a moment."
 
 // checkLogin signs a visitor in with an email and a password. Cross-origin
 // posts were refused by ServeHTTP already.
@@ -37,17 +51,30 @@ func (d *Dashboard) checkLogin(w http.ResponseWriter, r *http.Request) {
 	}
 
 	ctx := r.Context()
-	res, err := d.limiter.Allow(ctx, loginLimitKey(email), loginAttemptsPerMinute, d.now())
-	if err != nil {
-		d.renderError(w, r, fmt.Errorf("count sign-in attempts: %w", err))
-		return
-	}
-	if !res.Allowed {
-		fail(http.StatusTooManyRequests, msgTooManyLogins)
-		return
+	for _, l := range []struct {
+		key   string
+		limit int
+	}{
+		{"dashboard-login-all", loginAttemptsPerMinuteInAll},
+		{loginAddressKey(r), loginAttemptsPerAddressMinute},
+		{loginLimitKey(email), loginAttemptsPerMinute},
+	} {
+		res, err := d.limiter.Allow(ctx, l.key, l.limit, d.now())
+		if err != nil {
+			d.renderError(w, r, fmt.Errorf("count sign-in attempts: %w", err))
+			return
+		}
+		if !res.Allowed {
+			fail(http.StatusTooManyRequests, msgTooManyLogins)
+			return
+		}
 	}
 
 	accountID, err := d.checkPassword(r, email, password)
+	if errors.Is(err, errHashesBusy) {
+		fail(http.StatusServiceUnavailable, msgBusy)
+		return
+	}
 	if errors.Is(err, errBadCredentials) {
 		fail(http.StatusOK, msgBadCredentials)
 		return
@@ -73,7 +100,26 @@ func (d *Dashboard) checkLogin(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, orKeys(next), http.StatusSeeOther)
 }
 
-var errBadCredentials = errors.New("bad credentials")
+var (
+	errBadCredentials = errors.New("bad credentials")
+	errHashesBusy     = errors.New("every password-hash slot is taken")
+)
+
+// hashing runs f in one of the bounded password-hash slots, waiting at
+// most hashSlotWait for one.
+func (d *Dashboard) hashing(ctx context.Context, f func() error) error {
+	t := time.NewTimer(hashSlotWait)
+	defer t.Stop()
+	select {
+	case d.hashSlots <- struct{}{}:
+	case <-t.C:
+		return errHashesBusy
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-d.hashSlots }()
+	return f()
+}
 
 // checkPassword returns the id of the account whose email and password these
 // are, or errBadCredentials. It costs one argon2id hash whether or not the
@@ -96,12 +142,27 @@ func (d *Dashboard) checkPassword(r *http.Request, email, password string) (stri
 		}
 	}
 	if encoded == "" {
-		if _, err := verifyPassword(dummyHash(), password); err != nil {
+		err := d.hashing(ctx, func() error {
+			_, err := verifyPassword(dummyHash(), password)
+			return err
+		})
+		if errors.Is(err, errHashesBusy) {
+			return "", err
+		}
+		if err != nil {
 			return "", fmt.Errorf("check dummy password: %w", err)
 		}
 		return "", errBadCredentials
 	}
-	ok, err := verifyPassword(encoded, password)
+	var ok bool
+	err = d.hashing(ctx, func() error {
+		var err error
+		ok, err = verifyPassword(encoded, password)
+		return err
+	})
+	if errors.Is(err, errHashesBusy) {
+		return "", err
+	}
 	if err != nil {
 		return "", fmt.Errorf("check password of account %s: %w", a.ID, err)
 	}
@@ -109,6 +170,18 @@ func (d *Dashboard) checkPassword(r *http.Request, email, password string) (stri
 		return "", errBadCredentials
 	}
 	return a.ID, nil
+}
+
+// loginAddressKey names a client address's sign-in counter: the TCP peer
+// (behind Envoy, Envoy's own address, which makes it a second global
+// limit).
+func loginAddressKey(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	sum := sha256.Sum256([]byte(host))
+	return "dashboard-login-ip:" + hex.EncodeToString(sum[:16])
 }
 
 // loginLimitKey names an email's sign-in counter. The email is hashed

@@ -1,0 +1,90 @@
+package dashboard
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// A spray of sign-ins on distinct emails cannot exhaust memory: at most
+// MaxConcurrentHashes password hashes (19 MiB each) run at once, so the
+// heap's peak stays a few hashes above where it started, whatever the
+// number of attempts in flight.
+func TestASignInSprayKeepsTheHeapFlat(t *testing.T) {
+	e := newEnv(t)
+	const attempts = 24
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var m runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak.Load() {
+				peak.Store(m.HeapInuse)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	statuses := make([]int, attempts)
+	for i := range attempts {
+		wg.Go(func() {
+			statuses[i] = e.anonymous().post("/login", login(fmt.Sprintf("nobody%d@example.com", i), password)).Code
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+
+	const hash = 19 << 20
+	grew := int64(peak.Load()) - int64(before.HeapInuse)
+	assert.Less(t, grew, int64(6*hash), "the heap grew by %d MiB for %d concurrent sign-ins", grew>>20, attempts)
+	for i, st := range statuses {
+		assert.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, st, "attempt %d: a wrong password, or try again", i)
+	}
+}
+
+func TestSignInsAreLimitedPerAddress(t *testing.T) {
+	e := newEnv(t)
+	b := e.anonymous()
+	for i := range loginAttemptsPerAddressMinute {
+		w := b.post("/login", login(fmt.Sprintf("a%d@example.com", i), "wrong password"))
+		assert.Equal(t, http.StatusOK, w.Code, "attempt %d", i)
+	}
+	w := b.post("/login", login("another@example.com", "wrong password"))
+	assert.Equal(t, http.StatusTooManyRequests, w.Code, "one address, many emails: limited")
+	assert.Contains(t, w.Body.String(), msgTooManyLogins)
+
+	e.clock.Advance(time.Minute)
+	assert.Equal(t, http.StatusOK, b.post("/login", login("again@example.com", "wrong password")).Code, "a new minute")
+}
+
+func TestASignInWithNoFreeHashSlotIsAskedToRetry(t *testing.T) {
+	e := newEnv(t)
+	for range cap(e.d.hashSlots) {
+		e.d.hashSlots <- struct{}{}
+	}
+	w := e.anonymous().post("/login", login("me@example.com", password))
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+	assert.Contains(t, w.Body.String(), msgBusy)
+	for range cap(e.d.hashSlots) {
+		<-e.d.hashSlots
+	}
+	assert.Equal(t, http.StatusOK, e.anonymous().post("/login", login("me@example.com", password)).Code, "a slot is free again")
+}
