@@ -2,7 +2,11 @@ package extproc
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	"errors"
 	"net/http"
 	"strconv"
@@ -119,7 +123,7 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 				ClearRouteCache: true,
 			}},
 		},
-		DynamicMetadata: requestMetadata(r.keyID, r.accountID, r.requestID, cr, r.started),
+		DynamicMetadata: requestMetadata(r.s.opt.StepKey, r.keyID, r.accountID, r.requestID, cr, r.started),
 	}, nil
 }
 
@@ -154,18 +158,51 @@ func (r *routerStep) hold(ctx context.Context, cr chatRequest, bodyLen int) *oai
 
 // requestMetadata is what every upstream attempt needs to know of the
 // request, handed over as dynamic metadata (see contract.RequestMetadataNamespace).
-func requestMetadata(keyID, accountID, requestID string, cr chatRequest, started time.Time) *structpb.Struct {
+func requestMetadata(stepKey []byte, keyID, accountID, requestID string, cr chatRequest, started time.Time) *structpb.Struct {
+	fields := map[string]*structpb.Value{
+		contract.MetaKeyID:       structpb.NewStringValue(keyID),
+		contract.MetaAccountID:   structpb.NewStringValue(accountID),
+		contract.MetaRequestID:   structpb.NewStringValue(requestID),
+		contract.MetaModel:       structpb.NewStringValue(cr.Model.ID),
+		contract.MetaStream:      structpb.NewBoolValue(cr.Stream),
+		contract.MetaClientUsage: structpb.NewBoolValue(cr.ClientUsage),
+		contract.MetaStarted:     structpb.NewNumberValue(float64(started.UnixMicro())),
+	}
+	if len(stepKey) > 0 {
+		// Attempts may run until the request timeout, and a little after.
+		expires := started.Add(cr.Model.RequestTimeout.D() + time.Minute).Unix()
+		fields[contract.MetaExpires] = structpb.NewNumberValue(float64(expires))
+		fields[contract.MetaToken] = structpb.NewStringValue(stepToken(stepKey, fields))
+	}
 	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		contract.RequestMetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-			contract.MetaKeyID:       structpb.NewStringValue(keyID),
-			contract.MetaAccountID:   structpb.NewStringValue(accountID),
-			contract.MetaRequestID:   structpb.NewStringValue(requestID),
-			contract.MetaModel:       structpb.NewStringValue(cr.Model.ID),
-			contract.MetaStream:      structpb.NewBoolValue(cr.Stream),
-			contract.MetaClientUsage: structpb.NewBoolValue(cr.ClientUsage),
-			contract.MetaStarted:     structpb.NewNumberValue(float64(started.UnixMicro())),
-		}}),
+		contract.RequestMetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: fields}),
 	}}
+}
+
+// stepToken is the HMAC-SHA256 of the request metadata's fields (all but
+// the token), in a fixed order, base64url.
+func stepToken(key []byte, f map[string]*structpb.Value) string {
+	mac := hmac.New(sha256.New, key)
+	for _, name := range []string{contract.MetaKeyID, contract.MetaAccountID, contract.MetaRequestID, contract.MetaModel} {
+		v := f[name].GetStringValue()
+		fmt.Fprintf(mac, "%s=%d:%s;", name, len(v), v)
+	}
+	fmt.Fprintf(mac, "%s=%t;%s=%t;%s=%.0f;%s=%.0f;",
+		contract.MetaStream, f[contract.MetaStream].GetBoolValue(),
+		contract.MetaClientUsage, f[contract.MetaClientUsage].GetBoolValue(),
+		contract.MetaStarted, f[contract.MetaStarted].GetNumberValue(),
+		contract.MetaExpires, f[contract.MetaExpires].GetNumberValue())
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// validStepToken checks the token of request metadata against key and the
+// clock.
+func validStepToken(key []byte, f map[string]*structpb.Value, now time.Time) bool {
+	got := f[contract.MetaToken].GetStringValue()
+	if got == "" || int64(f[contract.MetaExpires].GetNumberValue()) < now.Unix() {
+		return false
+	}
+	return hmac.Equal([]byte(got), []byte(stepToken(key, f)))
 }
 
 // admit checks model access (403) and availability (503): the same function

@@ -60,6 +60,12 @@ type Options struct {
 	// a request and when listing models. Nil means every deployment of an
 	// enabled provider is available.
 	Health Health
+	// StepKey signs what the router step hands to the upstream step, so
+	// that an upstream step (a credential-bearing attempt) runs only for a
+	// request the router step admitted, even for a caller that can reach
+	// the gRPC port. Every replica must share it. Empty means no signature
+	// is made or checked (tests of one step alone).
+	StepKey []byte
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger

@@ -84,6 +84,13 @@ func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.Proces
 	u.clientRequestID = hm[contract.HeaderRequestID]
 	u.attempt, _ = strconv.Atoi(hm[contract.HeaderAttemptCount])
 	meta := req.GetMetadataContext().GetFilterMetadata()[contract.RequestMetadataNamespace].GetFields()
+	if key := u.s.opt.StepKey; len(key) > 0 && !validStepToken(key, meta, u.s.opt.Now()) {
+		// Not an attempt the router step admitted (forged, replayed past
+		// its expiry, or altered): no credential for it.
+		u.s.opt.Logger.ErrorContext(ctx, "upstream step: request metadata without a valid router-step token; refused",
+			"deployment", req.GetAttributes()[contract.AttributesNamespace].GetFields()[contract.AttrDeployment].GetStringValue())
+		return translatedFailure(), nil
+	}
 	u.keyID = meta[contract.MetaKeyID].GetStringValue()
 	u.accountID = meta[contract.MetaAccountID].GetStringValue()
 	u.model = meta[contract.MetaModel].GetStringValue()

@@ -221,6 +221,9 @@ type Store interface {
 	// together with its debit and its release, so a retried batch never
 	// charges or releases twice.
 	RecordUsage(ctx context.Context, records []UsageRecord) error
+	// SharedSecret returns the secret stored under name, storing candidate
+	// first if there is none, so that every replica gets the same value.
+	SharedSecret(ctx context.Context, name string, candidate []byte) ([]byte, error)
 	// UsageRecords returns a key's usage records (deleted or not), newest
 	// first, at most limit of them (1 to MaxUsageRecords).
 	UsageRecords(ctx context.Context, keyID string, limit int) ([]UsageRecord, error)

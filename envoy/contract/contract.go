@@ -169,6 +169,11 @@ const (
 	MetaStream      = "stream"       // bool
 	MetaClientUsage = "client_usage" // bool: the client asked for include_usage
 	MetaStarted     = "started_us"   // admission time, Unix microseconds (number)
+	// MetaExpires and MetaToken let the upstream step accept only attempts
+	// the router step admitted: the token is an HMAC of the fields above
+	// and the expiry (Unix seconds), under a key every replica shares.
+	MetaExpires = "expires_s"
+	MetaToken   = "token"
 )
 
 // CredentialHeaders are the headers providers take credentials in. The

@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"KeyUsageTotalsRecordsAndGroupsThemByModel", testKeyUsageTotalsAndByModel},
 		{"KeyUsageOfKeyWithoutRecordsIsZero", testKeyUsageWithoutRecords},
 		{"UsageRecordsComeBackWholeNewestFirst", testUsageRecordsNewestFirst},
+		{"SharedSecretIsDecidedOnceForEveryone", testSharedSecret},
 	}
 	tests = append(tests, reservationTests...)
 	tests = append(tests, dashboardTests...)
@@ -138,6 +139,20 @@ func testUsageRecordsNewestFirst(t *testing.T, s store.Store) {
 	require.Len(t, got, 1)
 	assert.Equal(t, "use_c", got[0].ID)
 	_, err = s.UsageRecords(t.Context(), k.ID, 0)
+	assert.Error(t, err)
+}
+
+func testSharedSecret(t *testing.T, s store.Store) {
+	first, err := s.SharedSecret(t.Context(), "step", []byte("first-candidate"))
+	require.NoError(t, err)
+	assert.Equal(t, []byte("first-candidate"), first)
+	again, err := s.SharedSecret(t.Context(), "step", []byte("second-candidate"))
+	require.NoError(t, err)
+	assert.Equal(t, first, again, "the first one stored wins")
+	other, err := s.SharedSecret(t.Context(), "other", []byte("x"))
+	require.NoError(t, err)
+	assert.Equal(t, []byte("x"), other)
+	_, err = s.SharedSecret(t.Context(), "step", nil)
 	assert.Error(t, err)
 }
 

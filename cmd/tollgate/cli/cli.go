@@ -94,6 +94,9 @@ const usageHead = `Tollgate routes OpenAI-style API calls to LLM providers.
 
 Usage:
   tollgate serve [flags]    run the router (see 'tollgate serve -h')
+  tollgate certs [--out DIR] [--hosts H,…] [--force]
+                            make a local CA and the certificates for mutual TLS
+                            between Envoy and the gRPC server
   tollgate help             show this help
 `
 
@@ -150,6 +153,12 @@ func (e *env) run(ctx context.Context, args []string) error {
 		err := runServe(ctx, args[1:], e.stdout, e.stderr)
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // the flag set has printed serve's help
+		}
+		return err
+	case "certs":
+		err := runCerts(args[1:], e.stdout, e.stderr)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
 		}
 		return err
 	case "account", "key", "usage":

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,7 +20,6 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tollgate/tollgate/authz"
 	"github.com/tollgate/tollgate/config"
@@ -39,7 +39,7 @@ type serveOptions struct {
 	redisURL   string
 	redisWait  time.Duration
 	listen     string
-	grpcListen string
+	grpc       grpcListenOptions
 	xffHops    int
 	cacheTTL   time.Duration
 	drain      time.Duration
@@ -56,7 +56,7 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.StringVar(&o.redisURL, "redis", os.Getenv("TOLLGATE_REDIS"), "Redis URL for rate limits shared by replicas (redis://host:6379/0); empty: in-memory limiter")
 	fs.DurationVar(&o.redisWait, "redis-timeout", ratelimit.DefaultPrimaryTimeout, "how long a rate-limit check waits for Redis before answering from the in-memory limiter (and treating Redis as down until a probe succeeds)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the HTTP listener: the built-in edge (the OpenAI-compatible API under /v1/) and the dashboard (every other path)")
-	fs.StringVar(&o.grpcListen, "grpc-listen", "127.0.0.1:9001", "address of the gRPC server (ext_authz, ext_proc, xDS) for Envoy")
+	o.grpc.flags(fs)
 	fs.IntVar(&o.xffHops, "xff-trusted-hops", 0, "proxies in front of the edge trusted to set X-Forwarded-For (Envoy's xff_num_trusted_hops)")
 	fs.DurationVar(&o.cacheTTL, "cache-ttl", 0, "how long a replica may serve a key or account from memory without hearing of a change (default 1s with SQLite; 30s with PostgreSQL, whose changes are announced at once)")
 	fs.DurationVar(&o.drain, "drain-timeout", 30*time.Second, "how long shutdown waits for in-flight streams")
@@ -156,22 +156,49 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// request; a non-streamed answer comes whole): allow well above the
 	// body limit.
 	msgLimit := max(cfg.MaxBodyBytes, 16<<20)*2 + 1<<20
+	// The key the router step signs what it hands the upstream step with:
+	// one for every replica, decided by the first to start.
+	candidate := make([]byte, 32)
+	if _, err := rand.Read(candidate); err != nil {
+		return fmt.Errorf("step key: %w", err)
+	}
+	stepKey, err := st.SharedSecret(ctx, "ext_proc step key", candidate)
+	if err != nil {
+		return err
+	}
+	if err := o.grpc.load(); err != nil {
+		return err
+	}
+	grpcLis, grpcCreds, err := o.grpc.listen(log)
+	if err != nil {
+		return err
+	}
+	// Two gRPC servers with the same services: the public one for Envoy
+	// (mutual TLS off loopback), and a private in-process one for the
+	// built-in edge, which no other process can reach.
 	// WaitForHandlers: a forced stop still lets each handler return, so the
 	// ext_proc steps cut off by it write their usage records.
-	grpcServer := grpc.NewServer(grpc.MaxRecvMsgSize(msgLimit), grpc.MaxSendMsgSize(msgLimit), grpc.WaitForHandlers(true))
+	serverOpts := []grpc.ServerOption{grpc.MaxRecvMsgSize(msgLimit), grpc.MaxSendMsgSize(msgLimit), grpc.WaitForHandlers(true)}
+	grpcServer := grpc.NewServer(append(serverOpts, grpcCreds...)...)
+	privateServer := grpc.NewServer(serverOpts...)
 	xdsServer := xds.New(ctx, xds.Options{Logger: log})
 	xdsServer.Register(grpcServer)
 	if err := xdsServer.Update(ctx, cfg); err != nil {
+		grpcLis.Close()
 		return fmt.Errorf("xds: %w", err)
 	}
-	authv3.RegisterAuthorizationServer(grpcServer, authz.New(authz.Options{
+	authzServer := authz.New(authz.Options{
 		Keys: cache, Limiter: limiter, Config: cfgNow, Toucher: lastUsed, Logger: log,
-	}))
+	})
 	deployments := health.New(health.Options{})
-	extprocv3.RegisterExternalProcessorServer(grpcServer, extproc.New(extproc.Options{
+	extprocServer := extproc.New(extproc.Options{
 		Config: cfgNow, Keys: cache, Usage: recorder, Balance: st, Logger: log,
-		Health: deployments,
-	}))
+		Health: deployments, StepKey: stepKey,
+	})
+	for _, g := range []*grpc.Server{grpcServer, privateServer} {
+		authv3.RegisterAuthorizationServer(g, authzServer)
+		extprocv3.RegisterExternalProcessorServer(g, extprocServer)
+	}
 
 	dash, err := dashboard.New(dashboard.Options{
 		Store: st, Config: cfgNow, Limiter: limiter, KeyChanged: cache.InvalidateKey, Logger: log,
@@ -180,20 +207,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
-	grpcLis, err := net.Listen("tcp", o.grpcListen)
-	if err != nil {
-		return fmt.Errorf("--grpc-listen: %w", err)
-	}
 	httpLis, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		grpcLis.Close()
 		return fmt.Errorf("--listen: %w", err)
 	}
-	grpcErr := make(chan error, 1)
+	grpcErr := make(chan error, 2)
 	go func() { grpcErr <- grpcServer.Serve(grpcLis) }()
+	private := newInProcess()
+	go func() { grpcErr <- privateServer.Serve(private.lis) }()
 
-	conn, err := grpc.NewClient(grpcLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(msgLimit), grpc.MaxCallSendMsgSize(msgLimit)))
+	conn, err := private.dial(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(msgLimit), grpc.MaxCallSendMsgSize(msgLimit)))
 	if err != nil {
 		return fmt.Errorf("connect edge to gRPC: %w", err)
 	}
@@ -279,12 +303,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer cancel()
 	}
 	stopped := make(chan struct{})
-	go func() { grpcServer.GracefulStop(); close(stopped) }()
+	go func() {
+		var wg sync.WaitGroup
+		wg.Go(grpcServer.GracefulStop)
+		wg.Go(privateServer.GracefulStop)
+		wg.Wait()
+		close(stopped)
+	}()
 	select {
 	case <-stopped:
 	case <-drainCtx.Done():
 		log.Warn("gRPC streams did not drain in time; stopping them")
 		grpcServer.Stop()
+		privateServer.Stop()
+		<-stopped
 	}
 	log.Info("flushing usage records")
 	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 15*time.Second)

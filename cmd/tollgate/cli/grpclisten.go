@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+)
+
+// grpcListenOptions say where the gRPC server for Envoy listens and how
+// callers prove who they are.
+type grpcListenOptions struct {
+	addr     string // unix:///path.sock or host:port
+	certFile string
+	keyFile  string
+	caFile   string
+}
+
+func (g *grpcListenOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&g.addr, "grpc-listen", "127.0.0.1:9001", "where the gRPC server (ext_authz, ext_proc, xDS) for Envoy listens: host:port, or unix:///path.sock. Plaintext TCP is allowed on a loopback address only; elsewhere give --grpc-tls-cert, --grpc-tls-key and --grpc-client-ca")
+	fs.StringVar(&g.certFile, "grpc-tls-cert", "", "the gRPC server's TLS certificate (PEM); reloaded when the file changes")
+	fs.StringVar(&g.keyFile, "grpc-tls-key", "", "the gRPC server's TLS private key (PEM)")
+	fs.StringVar(&g.caFile, "grpc-client-ca", "", "the CA whose client certificates may call the gRPC server (PEM); with TLS, a client without one is refused")
+}
+
+// errPlaintextOffLoopback refuses an unauthenticated gRPC port that others
+// could reach: it serves provider credentials to whoever calls it.
+var errPlaintextOffLoopback = errors.New("--grpc-listen: plaintext gRPC is allowed only on a loopback address or a unix socket; give --grpc-tls-cert, --grpc-tls-key and --grpc-client-ca to serve it with mutual TLS (tollgate certs makes a local CA and the certificates)")
+
+// listen opens the listener and, for TLS, the server credentials.
+func (g *grpcListenOptions) listen(log *slog.Logger) (net.Listener, []grpc.ServerOption, error) {
+	anyTLS := g.certFile != "" || g.keyFile != "" || g.caFile != ""
+	if anyTLS && (g.certFile == "" || g.keyFile == "" || g.caFile == "") {
+		return nil, nil, errors.New("--grpc-tls-cert, --grpc-tls-key and --grpc-client-ca go together: give all three")
+	}
+	if path, ok := strings.CutPrefix(g.addr, "unix://"); ok {
+		if path == "" {
+			return nil, nil, fmt.Errorf("--grpc-listen %q: no socket path", g.addr)
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, nil, fmt.Errorf("--grpc-listen: remove a stale socket: %w", err)
+		}
+		l, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--grpc-listen: %w", err)
+		}
+		if err := os.Chmod(path, 0o660); err != nil {
+			l.Close()
+			return nil, nil, fmt.Errorf("--grpc-listen: %w", err)
+		}
+		return l, g.tlsOptions(log, anyTLS), nil
+	}
+	host, _, err := net.SplitHostPort(g.addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--grpc-listen %q: want host:port or unix:///path.sock", g.addr)
+	}
+	if !anyTLS && !isLoopback(host) {
+		return nil, nil, errPlaintextOffLoopback
+	}
+	l, err := net.Listen("tcp", g.addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--grpc-listen: %w", err)
+	}
+	return l, g.tlsOptions(log, anyTLS), nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (g *grpcListenOptions) tlsOptions(log *slog.Logger, on bool) []grpc.ServerOption {
+	if !on {
+		return nil
+	}
+	r := &certReloader{certFile: g.certFile, keyFile: g.keyFile, caFile: g.caFile, log: log}
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(&tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		GetConfigForClient: r.config,
+	}))}
+}
+
+// load checks the certificate files once, so a bad file stops the start.
+func (g *grpcListenOptions) load() error {
+	if g.certFile == "" {
+		return nil
+	}
+	r := &certReloader{certFile: g.certFile, keyFile: g.keyFile, caFile: g.caFile}
+	_, err := r.build()
+	return err
+}
+
+// certReloader serves the TLS configuration from the files, rebuilt when
+// one of them changes (checked at most once a second), so certificates are
+// rotated without a restart. A file that stops parsing keeps the last good
+// configuration, and says so in the log.
+type certReloader struct {
+	certFile, keyFile, caFile string
+	log                       *slog.Logger
+
+	mu      sync.Mutex
+	cfg     *tls.Config
+	stamp   string
+	checked time.Time
+}
+
+func (r *certReloader) config(*tls.ClientHelloInfo) (*tls.Config, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cfg != nil && time.Since(r.checked) < time.Second {
+		return r.cfg, nil
+	}
+	r.checked = time.Now()
+	stamp := r.fileStamp()
+	if r.cfg != nil && stamp == r.stamp {
+		return r.cfg, nil
+	}
+	cfg, err := r.build()
+	if err != nil {
+		if r.cfg == nil {
+			return nil, err
+		}
+		if r.log != nil {
+			r.log.Error("gRPC TLS files changed but do not load; keeping the certificates in use", "err", err)
+		}
+		r.stamp = stamp // do not retry every handshake
+		return r.cfg, nil
+	}
+	if r.cfg != nil && r.log != nil {
+		r.log.Info("gRPC TLS certificates reloaded")
+	}
+	r.cfg, r.stamp = cfg, stamp
+	return cfg, nil
+}
+
+func (r *certReloader) fileStamp() string {
+	var b strings.Builder
+	for _, f := range []string{r.certFile, r.keyFile, r.caFile} {
+		if st, err := os.Stat(f); err == nil {
+			fmt.Fprintf(&b, "%s:%d:%d;", f, st.Size(), st.ModTime().UnixNano())
+		}
+	}
+	return b.String()
+}
+
+func (r *certReloader) build() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--grpc-tls-cert/--grpc-tls-key: %w", err)
+	}
+	caPEM, err := os.ReadFile(r.caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--grpc-client-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("--grpc-client-ca %s: no PEM certificate in it", r.caFile)
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    pool,
+		NextProtos:   []string{"h2"},
+	}, nil
+}
+
+// inProcess is a private listener for the built-in edge: it reaches the
+// same gRPC server as Envoy does, without a socket anyone else can open.
+type inProcess struct {
+	lis *bufconn.Listener
+}
+
+func newInProcess() *inProcess { return &inProcess{lis: bufconn.Listen(1 << 20)} }
+
+// dial connects a client to the in-process listener.
+func (p *inProcess) dial(opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	return grpc.NewClient("passthrough:///tollgate-in-process", append([]grpc.DialOption{
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return p.lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	}, opts...)...)
+}
