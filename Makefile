@@ -4,7 +4,7 @@ CONFIG   ?= examples/config.yaml
 PKGS     ?= ./...
 BENCHTIME ?= 2s
 
-.PHONY: help build run test test-short lint bench fuzz clean
+.PHONY: help build run test test-short lint bench fuzz certs clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -46,6 +46,9 @@ fuzz: ## fuzz every target for FUZZTIME (30s); seed corpora are in each package'
 		echo "== $$name ($$pkg)"; \
 		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+certs: build ## a local CA and the certificates for mutual TLS between Envoy and Tollgate's gRPC port, in certs/
+	./bin/tollgate certs --out certs
 
 clean: ## remove build output
 	rm -rf bin

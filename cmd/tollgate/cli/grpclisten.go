@@ -27,6 +27,9 @@ type grpcListenOptions struct {
 	certFile string
 	keyFile  string
 	caFile   string
+	// meshTLS acknowledges plaintext off loopback: a service mesh's sidecar
+	// terminates mutual TLS in front of Tollgate.
+	meshTLS bool
 }
 
 func (g *grpcListenOptions) flags(fs *flag.FlagSet) {
@@ -34,6 +37,7 @@ func (g *grpcListenOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&g.certFile, "grpc-tls-cert", "", "the gRPC server's TLS certificate (PEM); reloaded when the file changes")
 	fs.StringVar(&g.keyFile, "grpc-tls-key", "", "the gRPC server's TLS private key (PEM)")
 	fs.StringVar(&g.caFile, "grpc-client-ca", "", "the CA whose client certificates may call the gRPC server (PEM); with TLS, a client without one is refused")
+	fs.BoolVar(&g.meshTLS, "grpc-mesh-mtls", false, "serve plaintext gRPC off loopback because a service mesh's sidecar enforces mutual TLS in front of Tollgate (Istio with a STRICT PeerAuthentication, Linkerd); never without one")
 }
 
 // errPlaintextOffLoopback refuses an unauthenticated gRPC port that others
@@ -67,7 +71,7 @@ func (g *grpcListenOptions) listen(log *slog.Logger) (net.Listener, []grpc.Serve
 	if err != nil {
 		return nil, nil, fmt.Errorf("--grpc-listen %q: want host:port or unix:///path.sock", g.addr)
 	}
-	if !anyTLS && !isLoopback(host) {
+	if !anyTLS && !g.meshTLS && !isLoopback(host) {
 		return nil, nil, errPlaintextOffLoopback
 	}
 	l, err := net.Listen("tcp", g.addr)
