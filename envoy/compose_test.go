@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	bufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/buffer/v3"
@@ -188,4 +190,34 @@ func TestDeployConfigParses(t *testing.T) {
 	var buf bufferv3.Buffer
 	parts(t).filter(t, "envoy.filters.http.buffer", &buf)
 	assert.EqualValues(t, cfg.MaxBodyBytes, buf.GetMaxRequestBytes().GetValue(), "the example's max_body_bytes matches Envoy's buffer limit")
+}
+
+// Envoy and Tollgate speak gRPC over mutual TLS: Envoy presents the client
+// certificate `tollgate certs` makes and trusts its CA; Tollgate takes that
+// CA for its clients. Both read the same mounted directory.
+func TestComposeAndBootstrapUseMutualTLSToTheGRPCPort(t *testing.T) {
+	p := loadCompose(t)
+	cmd := []string(p.Services["tollgate"].Command)
+	b := parts(t)
+	c := b.clusters[contract.ClusterGRPC]
+	require.NotNil(t, c)
+	require.Equal(t, "envoy.transport_sockets.tls", c.GetTransportSocket().GetName())
+	var tlsCtx tlsv3.UpstreamTlsContext
+	require.NoError(t, c.GetTransportSocket().GetTypedConfig().UnmarshalTo(&tlsCtx))
+	common := tlsCtx.GetCommonTlsContext()
+	require.Len(t, common.GetTlsCertificates(), 1, "Envoy presents a client certificate")
+	clientCert := common.GetTlsCertificates()[0].GetCertificateChain().GetFilename()
+	ca := common.GetValidationContext().GetTrustedCa().GetFilename()
+	assert.Equal(t, "client.pem", filepath.Base(clientCert))
+	assert.Equal(t, filepath.Dir(clientCert), filepath.Dir(ca))
+	assert.Equal(t, filepath.Join(filepath.Dir(ca), "ca.pem"), flagValue(t, cmd, "--grpc-client-ca"), "Tollgate trusts the CA that signed Envoy's certificate")
+	assert.Equal(t, filepath.Join(filepath.Dir(ca), "server.pem"), flagValue(t, cmd, "--grpc-tls-cert"))
+	assert.Equal(t, filepath.Join(filepath.Dir(ca), "server-key.pem"), flagValue(t, cmd, "--grpc-tls-key"))
+	for _, svc := range []string{"envoy", "tollgate"} {
+		mounted := false
+		for _, v := range p.Services[svc].Volumes {
+			mounted = mounted || v.Target == filepath.Dir(ca)
+		}
+		assert.True(t, mounted, "%s mounts the certificates at %s", svc, filepath.Dir(ca))
+	}
 }
