@@ -8,7 +8,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,4 +134,67 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusUnauthorized
 	}, "a freed slot serves again")
+}
+
+// Bodies nested thousands of levels deep, and bodies over the size limit,
+// are refused in OpenAI's shape without costing memory out of proportion
+// (the server runs in this process: its heap is this test's).
+func TestNestedAndOversizeBodiesAreRefusedCheaply(t *testing.T) {
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "")
+	secret := tg.newAccount(t, "me@example.com", "10")
+	keyID := tg.onlyKeyID(t, "me@example.com")
+	const depth = 1_900_000 // ~3.8 MB of brackets, under the 4 MiB body limit
+	nestedIn := map[string]string{
+		"content":  `{"model":"gpt-4o-mini","messages":[{"role":"user","content":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}]}`,
+		"metadata": `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"metadata":{"a":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}}`,
+		"oversize": `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("a", 5<<20) + `"}]}`,
+	}
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var m runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak.Load() {
+				peak.Store(m.HeapInuse)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for name, body := range nestedIn {
+		for range 2 {
+			wg.Go(func() {
+				resp := tg.postRaw(t, secret, body)
+				data, err := io.ReadAll(resp.Body)
+				assert.NoError(t, err)
+				if name == "oversize" {
+					assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+					assert.Contains(t, string(data), `"code":"request_too_large"`)
+					return
+				}
+				assert.Equal(t, http.StatusBadRequest, resp.StatusCode, name)
+				assert.Contains(t, string(data), "deeper than 64 levels", name)
+			})
+		}
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	grew := int64(peak.Load()) - int64(before.HeapInuse)
+	// Six bodies of 4-5 MB each, read into memory at once, a few times over.
+	assert.Less(t, grew, int64(200<<20), "the heap grew by %d MiB", grew>>20)
+	assert.Empty(t, p.received(), "nothing reached the provider")
+	// Refused bodies write a record (status 400) each, not the oversize ones.
+	assert.Len(t, tg.waitDetails(t, keyID, 4), 4)
 }

@@ -97,3 +97,5 @@ func TestAnUntranslatableWholeAnswerIsAnError(t *testing.T) {
 		})
 	}
 }
+
+func FuzzOpenAIStream(f *testing.F) { fuzzStream(f, config.TypeOpenAI) }
