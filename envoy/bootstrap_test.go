@@ -162,11 +162,24 @@ func TestBootstrapAuthzFailsClosed(t *testing.T) {
 	assert.EqualValues(t, 503, authz.GetStatusOnError().GetCode())
 }
 
-func TestBootstrapBodyLimitIsTheConfigDefault(t *testing.T) {
+func TestTheBodyLimitIsTheConfigurations(t *testing.T) {
 	p := parts(t)
 	var buf bufferv3.Buffer
 	p.filter(t, "envoy.filters.http.buffer", &buf)
-	assert.EqualValues(t, config.DefaultMaxBodyBytes, buf.GetMaxRequestBytes().GetValue())
+	assert.EqualValues(t, config.DefaultMaxBodyBytes, buf.GetMaxRequestBytes().GetValue(), "the default")
+
+	cfg, err := config.Parse([]byte("max_body_bytes: 1048576\n"+exampleConfig), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	l, err := xds.Listener(cfg)
+	require.NoError(t, err)
+	var hcm hcmv3.HttpConnectionManager
+	require.NoError(t, l.GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(&hcm))
+	for _, f := range hcm.GetHttpFilters() {
+		if f.GetName() == "envoy.filters.http.buffer" {
+			require.NoError(t, f.GetTypedConfig().UnmarshalTo(&buf))
+		}
+	}
+	assert.EqualValues(t, 1<<20, buf.GetMaxRequestBytes().GetValue(), "max_body_bytes, served over LDS")
 }
 
 func TestBootstrapRouterStepFollowsTheContract(t *testing.T) {

@@ -98,10 +98,10 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 }
 
 func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {
+	// The body's size was checked by the proxy before it read the body
+	// whole (Envoy's buffer filter, the built-in edge), from the same
+	// max_body_bytes.
 	body := b.GetBody()
-	if len(body) > r.cfg.MaxBodyBytes {
-		return r.reject(oaierror.BodyTooLarge), nil
-	}
 	cr, verr := validate(body, r.cfg)
 	if verr != nil {
 		return r.reject(*verr), nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,17 +13,18 @@ import (
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"gopkg.in/yaml.v3"
 
 	// The typed configs the listener and routes name, for protojson.
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/buffer/v3"
+	bufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/buffer/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
 
@@ -46,16 +48,56 @@ const RouteConfigName = "tollgate"
 // copied from.
 const templateRoute = "chat-completions"
 
-// Listener is the public listener (listener.yaml).
-func Listener() (*listenerv3.Listener, error) {
+// Listener is the public listener (listener.yaml), its body cap (the
+// buffer filter's max_request_bytes) set to cfg's max_body_bytes: the one
+// place a body's size is checked under Envoy, before it is read whole.
+func Listener(cfg *config.Config) (*listenerv3.Listener, error) {
 	var l listenerv3.Listener
 	if err := decodeYAML(listenerYAML, &l); err != nil {
+		return nil, fmt.Errorf("xds: listener.yaml: %w", err)
+	}
+	if err := setBodyCap(&l, cfg.MaxBodyBytes); err != nil {
 		return nil, fmt.Errorf("xds: listener.yaml: %w", err)
 	}
 	if err := l.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("xds: listener.yaml: %w", err)
 	}
 	return &l, nil
+}
+
+// setBodyCap sets the buffer filter's limit in the listener's HTTP
+// connection manager.
+func setBodyCap(l *listenerv3.Listener, limit int) error {
+	for _, fc := range l.GetFilterChains() {
+		for _, nf := range fc.GetFilters() {
+			var hcm hcmv3.HttpConnectionManager
+			if err := nf.GetTypedConfig().UnmarshalTo(&hcm); err != nil {
+				return err
+			}
+			for _, hf := range hcm.GetHttpFilters() {
+				if hf.GetName() != "envoy.filters.http.buffer" {
+					continue
+				}
+				var buf bufferv3.Buffer
+				if err := hf.GetTypedConfig().UnmarshalTo(&buf); err != nil {
+					return err
+				}
+				buf.MaxRequestBytes = wrapperspb.UInt32(uint32(limit))
+				a, err := anypb.New(&buf)
+				if err != nil {
+					return err
+				}
+				hf.ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: a}
+				a, err = anypb.New(&hcm)
+				if err != nil {
+					return err
+				}
+				nf.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: a}
+				return nil
+			}
+		}
+	}
+	return errors.New("no buffer filter to cap the body with")
 }
 
 // Routes is the route configuration for cfg: routes.yaml with one route per

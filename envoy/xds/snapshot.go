@@ -34,7 +34,7 @@ func Build(cfg *config.Config) (Resources, error) {
 	if err != nil {
 		return Resources{}, err
 	}
-	l, err := Listener()
+	l, err := Listener(cfg)
 	if err != nil {
 		return Resources{}, err
 	}
