@@ -3,13 +3,13 @@ package dashboard
 import (
 	"fmt"
 	"net/http"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/tollgate/tollgate/internal/heappeak"
 )
 
 // A spray of sign-ins on distinct emails cannot exhaust memory: at most
@@ -19,41 +19,18 @@ import (
 func TestASignInSprayKeepsTheHeapFlat(t *testing.T) {
 	e := newEnv(t)
 	const attempts = 24
-	var before runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var m runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-			runtime.ReadMemStats(&m)
-			if m.HeapInuse > peak.Load() {
-				peak.Store(m.HeapInuse)
-			}
-		}
-	}()
-	var wg sync.WaitGroup
 	statuses := make([]int, attempts)
-	for i := range attempts {
-		wg.Go(func() {
-			statuses[i] = e.anonymous().post("/login", login(fmt.Sprintf("nobody%d@example.com", i), password)).Code
-		})
-	}
-	wg.Wait()
-	close(stop)
-	<-sampled
+	grew := heappeak.Growth(func() {
+		var wg sync.WaitGroup
+		for i := range attempts {
+			wg.Go(func() {
+				statuses[i] = e.anonymous().post("/login", login(fmt.Sprintf("nobody%d@example.com", i), password)).Code
+			})
+		}
+		wg.Wait()
+	})
 
 	const hash = 19 << 20
-	grew := int64(peak.Load()) - int64(before.HeapInuse)
 	assert.Less(t, grew, int64(6*hash), "the heap grew by %d MiB for %d concurrent sign-ins", grew>>20, attempts)
 	for i, st := range statuses {
 		assert.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, st, "attempt %d: a wrong password, or try again", i)

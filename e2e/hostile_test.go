@@ -8,15 +8,15 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/internal/heappeak"
 )
 
 // These tests play a hostile or careless client: what it sends must not
@@ -150,48 +150,26 @@ func TestNestedAndOversizeBodiesAreRefusedCheaply(t *testing.T) {
 		"metadata": `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"metadata":{"a":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}}`,
 		"oversize": `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("a", 5<<20) + `"}]}`,
 	}
-	var before runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var m runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			runtime.ReadMemStats(&m)
-			if m.HeapInuse > peak.Load() {
-				peak.Store(m.HeapInuse)
+	grew := heappeak.Growth(func() {
+		var wg sync.WaitGroup
+		for name, body := range nestedIn {
+			for range 2 {
+				wg.Go(func() {
+					resp := tg.postRaw(t, secret, body)
+					data, err := io.ReadAll(resp.Body)
+					assert.NoError(t, err)
+					if name == "oversize" {
+						assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+						assert.Contains(t, string(data), `"code":"request_too_large"`)
+						return
+					}
+					assert.Equal(t, http.StatusBadRequest, resp.StatusCode, name)
+					assert.Contains(t, string(data), "deeper than 64 levels", name)
+				})
 			}
 		}
-	}()
-	var wg sync.WaitGroup
-	for name, body := range nestedIn {
-		for range 2 {
-			wg.Go(func() {
-				resp := tg.postRaw(t, secret, body)
-				data, err := io.ReadAll(resp.Body)
-				assert.NoError(t, err)
-				if name == "oversize" {
-					assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
-					assert.Contains(t, string(data), `"code":"request_too_large"`)
-					return
-				}
-				assert.Equal(t, http.StatusBadRequest, resp.StatusCode, name)
-				assert.Contains(t, string(data), "deeper than 64 levels", name)
-			})
-		}
-	}
-	wg.Wait()
-	close(stop)
-	<-sampled
-	grew := int64(peak.Load()) - int64(before.HeapInuse)
+		wg.Wait()
+	})
 	// Six bodies of 4-5 MB each, read into memory at once, a few times over.
 	assert.Less(t, grew, int64(200<<20), "the heap grew by %d MiB", grew>>20)
 	assert.Empty(t, p.received(), "nothing reached the provider")
