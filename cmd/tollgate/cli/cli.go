@@ -94,6 +94,8 @@ const usageHead = `Tollgate routes OpenAI-style API calls to LLM providers.
 
 Usage:
   tollgate serve [flags]    run the router (see 'tollgate serve -h')
+  tollgate config check FILE
+                            validate a configuration and print its models and plans
   tollgate certs [--out DIR] [--hosts H,…] [--force]
                             make a local CA and the certificates for mutual TLS
                             between Envoy and the gRPC server
@@ -155,6 +157,11 @@ func (e *env) run(ctx context.Context, args []string) error {
 			return nil // the flag set has printed serve's help
 		}
 		return err
+	case "config":
+		if len(args) < 2 || args[1] != "check" {
+			return usagef("config needs an action: check")
+		}
+		return runConfigCheck(args[2:], e.stdout)
 	case "certs":
 		err := runCerts(args[1:], e.stdout, e.stderr)
 		if errors.Is(err, flag.ErrHelp) {

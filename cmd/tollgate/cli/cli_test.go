@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/money"
@@ -601,4 +605,21 @@ func TestGlobalFlagsMayComeBeforeTheCommand(t *testing.T) {
 			t.Errorf("tollgate %s: got %v, want a usage error with %q", strings.Join(tt.args, " "), err, tt.want)
 		}
 	}
+}
+
+func TestConfigCheckSummarisesAGoodFileAndNamesTheFieldOfABadOne(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, Run(context.Background(), []string{"config", "check", filepath.Join("testdata", "config.yaml")}, &out, io.Discard))
+	assert.Contains(t, out.String(), "valid")
+	assert.Contains(t, out.String(), "gpt-4o")
+	assert.Contains(t, out.String(), "PLAN")
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	data, err := os.ReadFile(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bad, []byte(strings.Replace(string(data), "max_tokens:", "max_tokens: -1 #", 1)), 0o600))
+	err = Run(context.Background(), []string{"config", "check", bad}, io.Discard, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "max_tokens")
+	assert.ErrorIs(t, Run(context.Background(), []string{"config", "check"}, io.Discard, io.Discard), ErrUsage)
 }
