@@ -26,7 +26,7 @@ import (
 	"github.com/tollgate/tollgate/envoy/contract"
 )
 
-var grpcAddrRE = regexp.MustCompile(`grpc=(\S+)`)
+var grpcAddrRE = regexp.MustCompile(`"grpc":"([^"]+)"`)
 
 // grpcAddr is the address of the gRPC server for Envoy, from the log.
 func (tg *tollgate) grpcAddr(t *testing.T) string {

@@ -70,7 +70,7 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 	if r.keyID == "" || r.accountID == "" {
 		// ext_authz did not run before us: a misconfigured proxy.
 		r.s.opt.Logger.ErrorContext(ctx, "router step: request without identity headers; is ext_authz configured before ext_proc?")
-		return immediate(oaierror.Internal, nil), nil
+		return immediate(oaierror.Internal.ForRequest(hm[contract.HeaderRequestID]), nil), nil
 	}
 	path, method := hm[":path"], hm[":method"]
 	if i := indexByte(path, '?'); i >= 0 {
@@ -279,7 +279,7 @@ func (r *routerStep) finish(context.Context, error) {
 // reject answers the client at once and records the failure.
 func (r *routerStep) reject(e oaierror.Error) *extprocv3.ProcessingResponse {
 	r.record(e.Status, e.Code)
-	return immediate(e, nil)
+	return immediate(e.ForRequest(r.clientRequestID), nil)
 }
 
 func (r *routerStep) record(st int, code string) {

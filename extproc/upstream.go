@@ -75,8 +75,14 @@ func (u *upstreamStep) handle(ctx context.Context, req *extprocv3.ProcessingRequ
 }
 
 func (u *upstreamStep) outOfOrder(ctx context.Context, what string) *extprocv3.ProcessingResponse {
-	u.s.opt.Logger.ErrorContext(ctx, "upstream step: "+what+"; check the ext_proc processing modes")
-	return translatedFailure()
+	u.s.opt.Logger.ErrorContext(ctx, "upstream step: "+what+"; check the ext_proc processing modes", "request_id", u.clientRequestID)
+	return u.failure()
+}
+
+// failure is the upstream step's own 500, naming the request: marked as
+// translated, so that the router step records it as it is.
+func (u *upstreamStep) failure() *extprocv3.ProcessingResponse {
+	return immediate(oaierror.Internal.ForRequest(u.clientRequestID), []*corev3.HeaderValueOption{setHeader(contract.HeaderTranslated, "1")})
 }
 
 func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
@@ -89,7 +95,7 @@ func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.Proces
 		// its expiry, or altered): no credential for it.
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: request metadata without a valid router-step token; refused",
 			"deployment", req.GetAttributes()[contract.AttributesNamespace].GetFields()[contract.AttrDeployment].GetStringValue())
-		return translatedFailure(), nil
+		return u.failure(), nil
 	}
 	u.keyID = meta[contract.MetaKeyID].GetStringValue()
 	u.accountID = meta[contract.MetaAccountID].GetStringValue()
@@ -103,14 +109,14 @@ func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.Proces
 	}
 	if u.keyID == "" || u.accountID == "" || u.model == "" {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: no request metadata; is "+contract.RequestMetadataNamespace+" forwarded to the upstream ext_proc filter?")
-		return translatedFailure(), nil
+		return u.failure(), nil
 	}
 	depID := req.GetAttributes()[contract.AttributesNamespace].GetFields()[contract.AttrDeployment].GetStringValue()
 	m, d, p, ok := u.cfg.Deployment(depID)
 	if !ok || m.ID != u.model || p == nil {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: unknown deployment for this attempt",
 			"deployment", depID, "model", u.model)
-		return translatedFailure(), nil
+		return u.failure(), nil
 	}
 	u.target = provider.Target{Model: m, Deployment: d, Provider: p}
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
@@ -143,7 +149,7 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 	adapter, err := provider.For(u.target.Provider.Type)
 	if err != nil {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: no adapter", "provider", u.target.Provider.Name, "err", err)
-		return translatedFailure(), nil
+		return u.failure(), nil
 	}
 	u.preq.Body = b.GetBody()
 	up, resp, err := adapter.Translate(&u.preq, u.target)
@@ -156,7 +162,7 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 	if err != nil {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: translating the request failed",
 			"provider", u.target.Provider.Name, "err", err)
-		return translatedFailure(), nil
+		return u.failure(), nil
 	}
 	u.resp = resp
 	set := make([]*corev3.HeaderValueOption, 0, len(up.Headers)+3)
@@ -175,12 +181,6 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 			BodyMutation:   &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: up.Body}},
 		}},
 	}}, nil
-}
-
-// translatedFailure is the upstream step's own 500: marked as translated,
-// so that the router step records it as it is.
-func translatedFailure() *extprocv3.ProcessingResponse {
-	return immediate(oaierror.Internal, []*corev3.HeaderValueOption{setHeader(contract.HeaderTranslated, "1")})
 }
 
 // removeForUpstream lists the headers an attempt removes: every internal
@@ -226,7 +226,9 @@ func (u *upstreamStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Pro
 	}
 	out := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 		ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
-			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: []string{"content-length"}},
+			// The provider's own request id gives way to the request's
+			// (the client's or the proxy's), which every answer carries.
+			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: []string{"content-length", contract.HeaderRequestID}},
 		}},
 	}}
 	if !ok || !u.preq.Stream {
@@ -262,7 +264,7 @@ func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 			// the client gets a 502 in OpenAI's shape, never SSE text in
 			// JSON. The router step records it, as every failure.
 			u.ended, u.status = true, StatusUpstreamFailed
-			return immediate(oaierror.UpstreamFailed.With("The provider sent an answer Tollgate could not translate.", ""),
+			return immediate(oaierror.UpstreamFailed.With("The provider sent an answer Tollgate could not translate.", "").ForRequest(u.clientRequestID),
 				[]*corev3.HeaderValueOption{setHeader(contract.HeaderTranslated, "1")}), nil
 		}
 		// Keep what was translated before the failure, then end with one

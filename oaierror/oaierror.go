@@ -38,6 +38,16 @@ func (e Error) With(message, param string) Error {
 	return e
 }
 
+// ForRequest names the request in the message of a server-side error (5xx),
+// so that a user can quote it; other errors, and an empty id, are left as
+// they are.
+func (e Error) ForRequest(requestID string) Error {
+	if e.Status >= 500 && requestID != "" {
+		e.Message += " (request id: " + requestID + ")"
+	}
+	return e
+}
+
 // Envelope is OpenAI's error body.
 type Envelope struct {
 	Error Detail `json:"error"`

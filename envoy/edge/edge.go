@@ -190,13 +190,22 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqHeaders[":path"] = r.URL.RequestURI()
 	reqHeaders[":authority"] = r.Host
 	reqHeaders[":scheme"] = "http"
-	reqHeaders[contract.HeaderRequestID] = newRequestID()
+	// Like Envoy (preserve_external_request_id), a well-formed id the
+	// client sent is kept; otherwise the edge makes one. Every answer
+	// carries it.
+	id := r.Header.Get(contract.HeaderRequestID)
+	if !validRequestID(id) {
+		id = newRequestID()
+	}
+	reqHeaders[contract.HeaderRequestID] = id
+	w.Header().Set(contract.HeaderRequestID, id)
+	ctx = withRequestID(ctx, id)
 
 	// 1. ext_authz.
 	check, err := e.opt.Authz.Check(ctx, e.checkRequest(r, reqHeaders))
 	if err != nil {
-		e.opt.Logger.ErrorContext(ctx, "edge: ext_authz failed; failing closed", "err", err)
-		writeError(w, oaierror.Internal, nil)
+		e.opt.Logger.ErrorContext(ctx, "edge: ext_authz failed; failing closed", "err", err, "request_id", id)
+		writeError(w, oaierror.Internal.ForRequest(id), nil)
 		return
 	}
 	if denied := check.GetDeniedResponse(); denied != nil || check.GetOkResponse() == nil {
@@ -301,4 +310,30 @@ func readLimited(r io.Reader, limit int) ([]byte, error) {
 
 func newRequestID() string {
 	return rand.Text()
+}
+
+// validRequestID accepts a client's request id: 1 to 128 characters of
+// letters, digits and - _ . : (a UUID, a trace id, Envoy's own).
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+type requestIDKey struct{}
+
+func withRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+func requestIDOf(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
 }

@@ -132,8 +132,8 @@ func errorResponse(e oaierror.Error) *response {
 }
 
 func (e *Edge) internal(ctx context.Context, what string, err error) *response {
-	e.opt.Logger.ErrorContext(ctx, "edge: "+what, "err", err)
-	return errorResponse(oaierror.Internal)
+	e.opt.Logger.ErrorContext(ctx, "edge: "+what, "err", err, "request_id", requestIDOf(ctx))
+	return errorResponse(oaierror.Internal.ForRequest(requestIDOf(ctx)))
 }
 
 func writeError(w http.ResponseWriter, e oaierror.Error, extra headers) {

@@ -45,6 +45,7 @@ type serveOptions struct {
 	drain      time.Duration
 	journal    string
 	http       httpLimits
+	log        logOptions
 }
 
 func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
@@ -62,6 +63,7 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.DurationVar(&o.drain, "drain-timeout", 30*time.Second, "how long shutdown waits for in-flight streams")
 	fs.StringVar(&o.journal, "journal", "", "file that keeps usage records the database could not take (replayed at the next start; records it refused for good go to FILE.dead); default beside the SQLite database, or tollgate-usage.journal in the working directory")
 	o.http.flags(fs)
+	o.log.flags(fs)
 	if err := parseInterleaved(fs, args); err != nil {
 		return o, err
 	}
@@ -79,7 +81,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log, err := o.log.logger(stderr)
+	if err != nil {
+		return err
+	}
 	cfg, err := config.Load(o.configPath)
 	if err != nil {
 		return err
@@ -192,7 +197,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	})
 	deployments := health.New(health.Options{})
 	extprocServer := extproc.New(extproc.Options{
-		Config: cfgNow, Keys: cache, Usage: recorder, Balance: st, Logger: log,
+		Config: cfgNow, Keys: cache, Usage: extproc.AccessLog{Usage: recorder, Logger: log}, Balance: st, Logger: log,
 		Health: deployments, StepKey: stepKey,
 	})
 	for _, g := range []*grpc.Server{grpcServer, privateServer} {

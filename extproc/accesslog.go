@@ -1,0 +1,42 @@
+package extproc
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/tollgate/tollgate/store"
+)
+
+// AccessLog writes one log line per request — from its usage record, which
+// every admitted request has exactly one of — and passes the record on. The
+// line names the key and account by id, never a secret.
+type AccessLog struct {
+	Usage  Usage
+	Logger *slog.Logger
+}
+
+// Record logs rec and hands it to the next Usage.
+func (a AccessLog) Record(rec store.UsageRecord) error {
+	level := slog.LevelInfo
+	if rec.Status >= 500 {
+		level = slog.LevelWarn
+	}
+	a.Logger.LogAttrs(context.Background(), level, "request",
+		slog.String("request_id", rec.RequestID),
+		slog.String("key_id", rec.KeyID),
+		slog.String("account_id", rec.AccountID),
+		slog.String("model", rec.Model),
+		slog.String("provider", rec.Provider),
+		slog.String("deployment", rec.Deployment),
+		slog.Int("status", rec.Status),
+		slog.String("error_code", rec.ErrorCode),
+		slog.Int("attempts", rec.Attempts),
+		slog.Int64("prompt_tokens", rec.PromptTokens),
+		slog.Int64("completion_tokens", rec.CompletionTokens),
+		slog.String("cost_usd", rec.Cost.String()),
+		slog.Bool("estimated", rec.Estimated),
+		slog.Int64("duration_ms", rec.Latency.Milliseconds()),
+		slog.Int64("ttft_ms", rec.TTFT.Milliseconds()),
+	)
+	return a.Usage.Record(rec)
+}
