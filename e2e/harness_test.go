@@ -65,7 +65,7 @@ func startTollgate(t *testing.T, cfg string, db string, extra ...string) *tollga
 	pr, pw := io.Pipe()
 	logs := &syncBuffer{}
 	done := make(chan error, 1)
-	args := append([]string{"serve", "--config", cfgPath, "--db", db, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"}, extra...)
+	args := append([]string{"serve", "--config", cfgPath, "--db", db, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, extra...)
 	go func() {
 		err := cli.Run(ctx, args, pw, logs)
 		pw.Close()

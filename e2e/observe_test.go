@@ -5,11 +5,17 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/money"
 )
 
 // logLines parses the server's JSON log, one object a line.
@@ -104,4 +110,119 @@ func TestServerErrorsNameTheRequest(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(body), "(request id: "+id+")")
 	assert.Equal(t, "WARN", tg.accessLine(t, id)["level"], "failures log at warn")
+}
+
+var adminAddrRE = regexp.MustCompile(`"admin":"([^"]+)"`)
+
+func (tg *tollgate) adminURL(t *testing.T) string {
+	t.Helper()
+	m := adminAddrRE.FindStringSubmatch(tg.logs.String())
+	require.NotNil(t, m, "no admin address in the log")
+	return "http://" + m[1]
+}
+
+// scrape reads /metrics with Prometheus's own text parser.
+func (tg *tollgate) scrape(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(tg.adminURL(t) + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	return families
+}
+
+// sumWhere adds the values (counters, or histogram sums and counts) of a
+// family's series whose labels include want.
+func sumWhere(f *dto.MetricFamily, want map[string]string, histCount bool) float64 {
+	total := 0.0
+	for _, m := range f.GetMetric() {
+		match := true
+		for k, v := range want {
+			found := false
+			for _, l := range m.GetLabel() {
+				if l.GetName() == k && l.GetValue() == v {
+					found = true
+				}
+			}
+			match = match && found
+		}
+		if !match {
+			continue
+		}
+		switch {
+		case m.GetCounter() != nil:
+			total += m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			total += m.GetGauge().GetValue()
+		case m.GetHistogram() != nil && histCount:
+			total += float64(m.GetHistogram().GetSampleCount())
+		case m.GetHistogram() != nil:
+			total += m.GetHistogram().GetSampleSum()
+		}
+	}
+	return total
+}
+
+// After known requests, /metrics counts them: requests by model, provider
+// and status, tokens by type, cost, attempts and failovers, denials by
+// code, and the health of each deployment.
+func TestMetricsCountWhatWasSent(t *testing.T) {
+	hung := newFaultProvider(t, always(faultHangHeaders))
+	good := newFaultProvider(t, always(faultNone))
+	tg := startTollgate(t, faultConfig("30s", false, hung.URL, good.URL), "")
+	secret := tg.newAccount(t, "me@example.com", "10")
+	keyID := tg.onlyKeyID(t, "me@example.com")
+	for range 3 {
+		require.Equal(t, http.StatusOK, postWithID(t, tg, secret, "", `{"model":"m",`+faultMessages+`}`).StatusCode)
+	}
+	require.Equal(t, http.StatusUnauthorized, postWithID(t, tg, "tg_sk_nope", "", `{"model":"m",`+faultMessages+`}`).StatusCode)
+	recs := tg.waitDetails(t, keyID, 3)
+	var cost money.Nanos
+	for _, r := range recs {
+		cost = money.Add(cost, r.Cost)
+	}
+
+	var f map[string]*dto.MetricFamily
+	eventually(t, func() bool {
+		f = tg.scrape(t)
+		return f["tollgate_requests_total"] != nil && sumWhere(f["tollgate_requests_total"], nil, false) >= 3
+	}, "three requests counted")
+	ok := map[string]string{"gen_ai_request_model": "m", "gen_ai_provider_name": "p1", "status": "200"}
+	assert.Equal(t, 3.0, sumWhere(f["tollgate_requests_total"], ok, false))
+	assert.Equal(t, 3.0, sumWhere(f["gen_ai_server_request_duration_seconds"], ok, true))
+	assert.Equal(t, 27.0, sumWhere(f["gen_ai_client_token_usage"], map[string]string{"gen_ai_token_type": "input"}, false))
+	assert.Equal(t, 6.0, sumWhere(f["gen_ai_client_token_usage"], map[string]string{"gen_ai_token_type": "output"}, false))
+	assert.InDelta(t, float64(cost)/float64(money.PerDollar), sumWhere(f["tollgate_cost_usd_total"], nil, false), 1e-12)
+	assert.Equal(t, 6.0, sumWhere(f["tollgate_upstream_attempts_total"], nil, false), "two attempts each")
+	assert.Equal(t, 3.0, sumWhere(f["tollgate_failovers_total"], nil, false))
+	assert.Equal(t, 1.0, sumWhere(f["tollgate_denials_total"], map[string]string{"status": "401", "error_code": "invalid_api_key"}, false))
+	assert.Equal(t, 0.0, sumWhere(f["tollgate_deployment_up"], map[string]string{"deployment": "m#p0/upstream-model"}, false), "ejected after three timeouts")
+	assert.Equal(t, 1.0, sumWhere(f["tollgate_deployment_up"], map[string]string{"deployment": "m#p1/upstream-model"}, false))
+	assert.Contains(t, f, "tollgate_usage_queue_length")
+	assert.Contains(t, f, "tollgate_active_requests")
+	for name, fam := range f {
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				assert.NotEqual(t, keyID, l.GetValue(), "%s: a key id is never a label", name)
+			}
+		}
+	}
+}
+
+// /healthz says the process is alive; /readyz that it can serve, and turns
+// unready while draining.
+func TestHealthAndReadiness(t *testing.T) {
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "")
+	base := tg.adminURL(t)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(base + path)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, body)
+	}
 }

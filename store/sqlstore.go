@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -17,3 +19,12 @@ type sqlStore struct {
 
 // Close releases the database's connections. Calling it again does nothing.
 func (s *sqlStore) Close() { s.closeOnce.Do(s.db.close) }
+
+// Ping checks that the database answers a query.
+func (s *sqlStore) Ping(ctx context.Context) error {
+	var one int
+	if err := s.db.read().queryRow(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}

@@ -289,5 +289,7 @@ type Store interface {
 	// notifications (SQLite) it returns ErrNotifyUnsupported at once.
 	Subscribe(ctx context.Context, fn func(Change)) error
 
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
 	Close()
 }

@@ -16,6 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/redis/go-redis/v9"
@@ -28,6 +31,7 @@ import (
 	"github.com/tollgate/tollgate/envoy/xds"
 	"github.com/tollgate/tollgate/extproc"
 	"github.com/tollgate/tollgate/extproc/health"
+	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"
 )
@@ -44,6 +48,7 @@ type serveOptions struct {
 	cacheTTL   time.Duration
 	drain      time.Duration
 	journal    string
+	admin      string
 	http       httpLimits
 	log        logOptions
 }
@@ -62,6 +67,7 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.DurationVar(&o.cacheTTL, "cache-ttl", 0, "how long a replica may serve a key or account from memory without hearing of a change (default 1s with SQLite; 30s with PostgreSQL, whose changes are announced at once)")
 	fs.DurationVar(&o.drain, "drain-timeout", 30*time.Second, "how long shutdown waits for in-flight streams")
 	fs.StringVar(&o.journal, "journal", "", "file that keeps usage records the database could not take (replayed at the next start; records it refused for good go to FILE.dead); default beside the SQLite database, or tollgate-usage.journal in the working directory")
+	fs.StringVar(&o.admin, "admin-listen", "127.0.0.1:9464", "address of the admin listener: /metrics (Prometheus), /healthz, /readyz; empty: none")
 	o.http.flags(fs)
 	o.log.flags(fs)
 	if err := parseInterleaved(fs, args); err != nil {
@@ -129,6 +135,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	var limiter ratelimit.Limiter = ratelimit.NewMemory()
+	var fallback *ratelimit.Fallback
 	if o.redisURL != "" {
 		ropt, err := redis.ParseURL(o.redisURL)
 		if err != nil {
@@ -138,9 +145,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ratelimit.QuietRedisLogs()
 		rc := redis.NewClient(ropt)
 		defer rc.Close()
-		limiter = ratelimit.NewFallback(ratelimit.NewRedis(rc, ratelimit.RedisOptions{}), ratelimit.NewMemory(), log,
+		fallback = ratelimit.NewFallback(ratelimit.NewRedis(rc, ratelimit.RedisOptions{}), ratelimit.NewMemory(), log,
 			ratelimit.WithPrimaryTimeout(o.redisWait))
+		limiter = fallback
 	}
+	m := metrics.New()
 
 	journal := journalPath(o)
 	if n, err := extproc.ReplayJournal(ctx, st, journal); err != nil {
@@ -192,17 +201,33 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		grpcLis.Close()
 		return fmt.Errorf("xds: %w", err)
 	}
-	authzServer := authz.New(authz.Options{
+	authzServer := metrics.Authz{Next: authz.New(authz.Options{
 		Keys: cache, Limiter: limiter, Config: cfgNow, Toucher: lastUsed, Logger: log,
-	})
+	}), Metrics: m}
 	deployments := health.New(health.Options{})
 	extprocServer := extproc.New(extproc.Options{
-		Config: cfgNow, Keys: cache, Usage: extproc.AccessLog{Usage: recorder, Logger: log}, Balance: st, Logger: log,
+		Config: cfgNow, Keys: cache, Balance: st, Logger: log,
+		// Every usage record: counted in the metrics, logged as the
+		// request's access-log line, then written.
+		Usage:  metrics.Usage{Next: extproc.AccessLog{Usage: recorder, Logger: log}, Metrics: m},
 		Health: deployments, StepKey: stepKey,
 	})
+	grpcHealth := grpchealth.NewServer()
+	grpcHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(grpcServer, grpcHealth)
 	for _, g := range []*grpc.Server{grpcServer, privateServer} {
 		authv3.RegisterAuthorizationServer(g, authzServer)
 		extprocv3.RegisterExternalProcessorServer(g, extprocServer)
+	}
+	registerGauges(m, cfgNow, deployments, recorder, journal, fallback)
+	ready := &readiness{ping: st.Ping}
+	if fallback != nil {
+		ready.redis = func() string {
+			if fallback.Stats().Down {
+				return "down (rate limits per replica, from memory)"
+			}
+			return "up"
+		}
 	}
 
 	dash, err := dashboard.New(dashboard.Options{
@@ -279,9 +304,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	httpServer := o.http.server(mux)
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- httpServer.Serve(o.http.listener(httpLis)) }()
+	m.Gauge("tollgate_active_requests", "API requests being answered by the built-in edge (streams included).",
+		func() float64 { return float64(inflight.n.Load()) })
+
+	adminAddr := ""
+	if o.admin != "" {
+		adminLis, err := net.Listen("tcp", o.admin)
+		if err != nil {
+			return fmt.Errorf("--admin-listen: %w", err)
+		}
+		adminAddr = adminLis.Addr().String()
+		adminServer := &http.Server{Handler: adminHandler(m, ready), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second}
+		go func() { _ = adminServer.Serve(adminLis) }()
+		defer adminServer.Close()
+	}
 
 	log.Info("tollgate serving", "edge", "http://"+httpLis.Addr().String()+"/v1", "grpc", grpcLis.Addr().String(),
-		"models", len(cfg.Models), "providers", len(cfg.Providers))
+		"admin", adminAddr, "models", len(cfg.Models), "providers", len(cfg.Providers))
 	fmt.Fprintf(stdout, "tollgate: OpenAI-compatible API at http://%s/v1, dashboard at http://%s/keys (gRPC for Envoy at %s)\n", httpLis.Addr(), httpLis.Addr(), grpcLis.Addr())
 
 	var runErr error
@@ -294,6 +333,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	log.Info("shutting down: draining in-flight requests", "timeout", o.drain)
+	ready.draining.Store(true)
+	grpcHealth.Shutdown() // NOT_SERVING: Envoy's health checks move traffic away
 	drainCtx, cancel := context.WithTimeout(context.Background(), o.drain)
 	defer cancel()
 	if err := httpServer.Shutdown(drainCtx); err != nil {
@@ -335,6 +376,40 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runErr
 	}
 	return nil
+}
+
+// registerGauges reads, at scrape time, the health of every deployment, the
+// usage recorder's queue and journal, and Redis.
+func registerGauges(m *metrics.Metrics, cfg func() *config.Config, h *health.Tracker, rec *extproc.Recorder, journal string, fallback *ratelimit.Fallback) {
+	m.Deployments(func() []metrics.Deployment {
+		c := cfg()
+		var out []metrics.Deployment
+		for i := range c.Models {
+			for _, d := range c.Models[i].Deployments {
+				if p, ok := c.Provider(d.Provider); !ok || !p.IsEnabled() {
+					continue
+				}
+				out = append(out, metrics.Deployment{ID: d.ID, Model: c.Models[i].ID, Provider: d.Provider, Up: h.Available(d.ID)})
+			}
+		}
+		return out
+	})
+	m.Gauge("tollgate_usage_queue_length", "Usage records waiting in memory to be written.", func() float64 { return float64(rec.Len()) })
+	m.Gauge("tollgate_usage_journal_bytes", "Size of the usage journal (records the database could not take, replayed at the next start).", func() float64 {
+		st, err := os.Stat(journal)
+		if err != nil {
+			return 0
+		}
+		return float64(st.Size())
+	})
+	if fallback != nil {
+		m.Gauge("tollgate_redis_up", "1 when the rate limiter reaches Redis, 0 when it answers from memory.", func() float64 {
+			if fallback.Stats().Down {
+				return 0
+			}
+			return 1
+		})
+	}
 }
 
 // journalPath is --journal, or its default: beside a SQLite database, else

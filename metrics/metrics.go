@@ -1,0 +1,182 @@
+// Package metrics is Tollgate's Prometheus instrumentation: what requests
+// cost and how they ended (fed by the usage records, one per request),
+// denials at the key check, the health of each deployment, and the state
+// of the database, Redis and the usage recorder. Names follow the
+// OpenTelemetry GenAI semantic conventions where one exists
+// (gen_ai_server_request_duration_seconds, gen_ai_client_token_usage,
+// gen_ai_server_time_to_first_token_seconds, labels gen_ai_request_model and
+// gen_ai_provider_name) and are tollgate_* otherwise. Key and account ids
+// are never labels: per-key figures live in the store.
+package metrics
+
+import (
+	"context"
+	"strconv"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/tidwall/gjson"
+
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/store"
+)
+
+// Label names.
+const (
+	labelModel    = "gen_ai_request_model"
+	labelProvider = "gen_ai_provider_name"
+	labelStatus   = "status"
+	labelCode     = "error_code"
+	labelToken    = "gen_ai_token_type"
+)
+
+// Metrics holds the registry and the instruments.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	requests  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	ttft      *prometheus.HistogramVec
+	tokens    *prometheus.HistogramVec
+	cost      *prometheus.CounterVec
+	attempts  *prometheus.CounterVec
+	failovers *prometheus.CounterVec
+	denials   *prometheus.CounterVec
+}
+
+// New makes the instruments and registers them, with Go's runtime and
+// process collectors.
+func New() *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_requests_total",
+		Help: "Admitted requests, by model, provider, final status and error code (empty on success).",
+	}, []string{labelModel, labelProvider, labelStatus, labelCode})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gen_ai_server_request_duration_seconds",
+		Help:    "Time from admission to the end of the answer.",
+		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320},
+	}, []string{labelModel, labelProvider, labelStatus})
+	m.ttft = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gen_ai_server_time_to_first_token_seconds",
+		Help:    "Time from admission to the first byte of the answer passed to the client.",
+		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	}, []string{labelModel, labelProvider})
+	m.tokens = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gen_ai_client_token_usage",
+		Help:    "Tokens per request, by type (input, output).",
+		Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+	}, []string{labelModel, labelProvider, labelToken})
+	m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_cost_usd_total",
+		Help: "Money charged, in US dollars.",
+	}, []string{labelModel, labelProvider})
+	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_upstream_attempts_total",
+		Help: "Upstream attempts made, over all requests.",
+	}, []string{labelModel})
+	m.failovers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_failovers_total",
+		Help: "Attempts after the first: a deployment failed and the next one was tried.",
+	}, []string{labelModel})
+	m.denials = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_denials_total",
+		Help: "Requests refused at the key check, by status and code (invalid key, IP, rate limit, balance).",
+	}, []string{labelStatus, labelCode})
+	m.Registry.MustRegister(m.requests, m.duration, m.ttft, m.tokens, m.cost, m.attempts, m.failovers, m.denials,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Observe counts one usage record.
+func (m *Metrics) Observe(rec store.UsageRecord) {
+	st := strconv.Itoa(rec.Status)
+	m.requests.WithLabelValues(rec.Model, rec.Provider, st, rec.ErrorCode).Inc()
+	m.duration.WithLabelValues(rec.Model, rec.Provider, st).Observe(rec.Latency.Seconds())
+	if rec.TTFT > 0 {
+		m.ttft.WithLabelValues(rec.Model, rec.Provider).Observe(rec.TTFT.Seconds())
+	}
+	if rec.PromptTokens > 0 || rec.CompletionTokens > 0 {
+		m.tokens.WithLabelValues(rec.Model, rec.Provider, "input").Observe(float64(rec.PromptTokens))
+		m.tokens.WithLabelValues(rec.Model, rec.Provider, "output").Observe(float64(rec.CompletionTokens))
+	}
+	if rec.Cost > 0 {
+		m.cost.WithLabelValues(rec.Model, rec.Provider).Add(float64(rec.Cost) / float64(money.PerDollar))
+	}
+	if rec.Attempts > 0 {
+		m.attempts.WithLabelValues(rec.Model).Add(float64(rec.Attempts))
+		if rec.Attempts > 1 {
+			m.failovers.WithLabelValues(rec.Model).Add(float64(rec.Attempts - 1))
+		}
+	}
+}
+
+// Usage is a usage sink (extproc.Usage) that observes every record and
+// passes it on.
+type Usage struct {
+	Next interface {
+		Record(store.UsageRecord) error
+	}
+	Metrics *Metrics
+}
+
+// Record observes rec and hands it on.
+func (u Usage) Record(rec store.UsageRecord) error {
+	u.Metrics.Observe(rec)
+	return u.Next.Record(rec)
+}
+
+// Authz wraps an ext_authz server and counts its denials by status and
+// the OpenAI error code of their body.
+type Authz struct {
+	authv3.UnimplementedAuthorizationServer
+	Next    authv3.AuthorizationServer
+	Metrics *Metrics
+}
+
+// Check calls Next and counts a denial.
+func (a Authz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	resp, err := a.Next.Check(ctx, req)
+	if d := resp.GetDeniedResponse(); err == nil && d != nil {
+		code := gjson.Get(d.GetBody(), "error.code").String()
+		a.Metrics.denials.WithLabelValues(strconv.Itoa(int(d.GetStatus().GetCode())), code).Inc()
+	}
+	return resp, err
+}
+
+// Gauge registers a gauge read at scrape time.
+func (m *Metrics) Gauge(name, help string, read func() float64) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, read))
+}
+
+// Deployments registers tollgate_deployment_up: 1 for each deployment of
+// an enabled provider that takes requests, 0 for one ejected (its circuit
+// open). list returns the deployments in force at scrape time.
+func (m *Metrics) Deployments(list func() []Deployment) {
+	m.Registry.MustRegister(deploymentCollector{list: list})
+}
+
+// Deployment is one deployment's state, as Deployments reports it.
+type Deployment struct {
+	ID, Model, Provider string
+	Up                  bool
+}
+
+var deploymentDesc = prometheus.NewDesc("tollgate_deployment_up",
+	"1 when the deployment takes requests, 0 when its circuit is open (ejected).",
+	[]string{"deployment", labelModel, labelProvider}, nil)
+
+type deploymentCollector struct{ list func() []Deployment }
+
+func (deploymentCollector) Describe(ch chan<- *prometheus.Desc) { ch <- deploymentDesc }
+
+func (c deploymentCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, d := range c.list() {
+		v := 0.0
+		if d.Up {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(deploymentDesc, prometheus.GaugeValue, v, d.ID, d.Model, d.Provider)
+	}
+}
