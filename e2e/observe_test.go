@@ -1,13 +1,22 @@
 package e2e
 
 import (
+	"context"
+	"time"
+
 	"bufio"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -203,6 +212,17 @@ func TestMetricsCountWhatWasSent(t *testing.T) {
 	assert.Equal(t, 1.0, sumWhere(f["tollgate_deployment_up"], map[string]string{"deployment": "m#p1/upstream-model"}, false))
 	assert.Contains(t, f, "tollgate_usage_queue_length")
 	assert.Contains(t, f, "tollgate_active_requests")
+	// Every metric the Grafana dashboard queries is one Tollgate exports
+	// (tollgate_redis_up only with --redis).
+	dash, err := os.ReadFile(filepath.Join("..", "examples", "grafana", "tollgate.json"))
+	require.NoError(t, err)
+	for _, name := range regexp.MustCompile(`\b(?:tollgate|gen_ai)_[a-z_]+`).FindAllString(string(dash), -1) {
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
+		if base == "gen_ai_request_model" || base == "gen_ai_token_type" || base == "gen_ai_provider_name" || base == "tollgate_redis_up" {
+			continue
+		}
+		assert.Contains(t, f, base, "the dashboard queries %s", name)
+	}
 	for name, fam := range f {
 		for _, m := range fam.GetMetric() {
 			for _, l := range m.GetLabel() {
@@ -225,4 +245,12 @@ func TestHealthAndReadiness(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, body)
 	}
+	conn, err := grpc.NewClient(tg.grpcAddr(t), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, h.GetStatus(), "grpc.health.v1 for Envoy's health checks")
 }

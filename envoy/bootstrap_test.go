@@ -295,6 +295,8 @@ func TestBootstrapReachesTollgateOverOneGRPCCluster(t *testing.T) {
 	var opts upstreamhttpv3.HttpProtocolOptions
 	require.NoError(t, c.GetTypedExtensionProtocolOptions()[xds.HTTPProtocolOptions].UnmarshalTo(&opts))
 	assert.NotNil(t, opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions(), "gRPC needs HTTP/2")
+	require.Len(t, c.GetHealthChecks(), 1)
+	assert.NotNil(t, c.GetHealthChecks()[0].GetGrpcHealthCheck(), "grpc.health.v1, which Tollgate serves")
 
 	ads := p.b.GetDynamicResources().GetAdsConfig()
 	assert.Equal(t, corev3.ApiConfigSource_GRPC, ads.GetApiType())

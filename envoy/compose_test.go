@@ -2,6 +2,8 @@ package envoy_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -220,4 +222,42 @@ func TestComposeAndBootstrapUseMutualTLSToTheGRPCPort(t *testing.T) {
 		}
 		assert.True(t, mounted, "%s mounts the certificates at %s", svc, filepath.Dir(ca))
 	}
+}
+
+// The observability profile's Prometheus scrapes the port Tollgate's admin
+// listener serves, Grafana gets the dashboard, and Tollgate's healthcheck
+// asks that listener's /readyz.
+func TestComposeObservabilityProfileScrapesTheAdminListener(t *testing.T) {
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
+		WorkingDir:  root,
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(root, "docker-compose.yaml")}},
+		Environment: types.Mapping{"OPENAI_API_KEY": "sk-openai-test"},
+	}, func(o *loader.Options) {
+		o.SetProjectName("tollgate", true)
+		o.Profiles = []string{"observability"}
+	})
+	require.NoError(t, err)
+	tg := p.Services["tollgate"]
+	_, adminPort := hostPort(t, flagValue(t, tg.Command, "--admin-listen"))
+	require.NotNil(t, tg.HealthCheck)
+	assert.Contains(t, strings.Join(tg.HealthCheck.Test, " "), fmt.Sprintf("healthcheck http://127.0.0.1:%d/readyz", adminPort))
+
+	prom, ok := p.Services["prometheus"]
+	require.True(t, ok, "the profile adds Prometheus")
+	assert.Equal(t, []string{"observability"}, prom.Profiles)
+	scrape, err := os.ReadFile(filepath.Join(root, "deploy", "observability", "prometheus.yml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(scrape), fmt.Sprintf(`"tollgate:%d"`, adminPort))
+	_, ok = p.Services["grafana"]
+	assert.True(t, ok, "the profile adds Grafana")
+	dash, err := os.ReadFile(filepath.Join(root, "examples", "grafana", "tollgate.json"))
+	require.NoError(t, err)
+	assert.True(t, json.Valid(dash))
+
+	// Without the profile, neither runs.
+	plain := loadCompose(t)
+	_, ok = plain.Services["prometheus"]
+	assert.False(t, ok)
 }

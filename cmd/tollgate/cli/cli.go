@@ -94,6 +94,7 @@ const usageHead = `Tollgate routes OpenAI-style API calls to LLM providers.
 
 Usage:
   tollgate serve [flags]    run the router (see 'tollgate serve -h')
+  tollgate healthcheck URL  exit 0 when URL (e.g. the admin listener's /readyz) answers 200
   tollgate config check FILE
                             validate a configuration and print its models and plans
   tollgate certs [--out DIR] [--hosts H,…] [--force]
@@ -157,6 +158,8 @@ func (e *env) run(ctx context.Context, args []string) error {
 			return nil // the flag set has printed serve's help
 		}
 		return err
+	case "healthcheck":
+		return runHealthcheck(ctx, args[1:], e.stdout)
 	case "config":
 		if len(args) < 2 || args[1] != "check" {
 			return usagef("config needs an action: check")
