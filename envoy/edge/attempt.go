@@ -14,6 +14,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -72,7 +74,7 @@ func (e *Edge) upstream(ctx context.Context, w http.ResponseWriter, reqHeaders h
 		// request header map (what one attempt removed stays removed), and
 		// starts from the router's copy of the body.
 		reqHeaders[contract.HeaderAttemptCount] = strconv.Itoa(n)
-		a := e.try(ctx, reqCtx, eps[i], reqHeaders, body, forward)
+		a := e.try(ctx, reqCtx, eps[i], n, reqHeaders, body, forward)
 		e.observe(ctx, a)
 		if last != nil {
 			last.close()
@@ -206,6 +208,8 @@ type attempt struct {
 	reqCtx     context.Context
 	cancelHTTP context.CancelFunc
 	idled      atomic.Bool
+
+	span trace.Span // ended by close
 }
 
 func (a *attempt) status() int {
@@ -214,6 +218,13 @@ func (a *attempt) status() int {
 }
 
 func (a *attempt) close() {
+	switch {
+	case a.err != nil:
+		a.span.SetStatus(codes.Error, a.err.Error())
+	case a.respHeaders != nil:
+		a.span.SetAttributes(attrStatus.Int(a.status()))
+	}
+	a.span.End()
 	if a.resp != nil {
 		a.resp.Body.Close()
 	}
@@ -229,9 +240,10 @@ func (a *attempt) close() {
 // try makes one attempt: the upstream step's request phases, the provider
 // request within the endpoint's timeouts, and the upstream step's view of
 // the response headers.
-func (e *Edge) try(ctx, reqCtx context.Context, ep Endpoint, h headers, body []byte, forward *corev3.Metadata) *attempt {
-	pctx, cancelProc := context.WithCancel(ctx)
-	a := &attempt{ep: ep, cancelProc: cancelProc, reqCtx: reqCtx}
+func (e *Edge) try(ctx, reqCtx context.Context, ep Endpoint, n int, h headers, body []byte, forward *corev3.Metadata) *attempt {
+	sctx, span := e.startAttempt(ctx, ep, n, h)
+	pctx, cancelProc := context.WithCancel(sctx)
+	a := &attempt{ep: ep, cancelProc: cancelProc, reqCtx: reqCtx, span: span}
 	proc, err := e.opt.ExtProc.Process(metadata.AppendToOutgoingContext(pctx, contract.HeaderStep, contract.StepUpstream))
 	if err != nil {
 		a.err = fmt.Errorf("open upstream stream: %w", err)

@@ -34,6 +34,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -132,6 +134,8 @@ type Options struct {
 	// still recorded by ext_proc — and a request still waiting for its
 	// provider gets a 503. Nil never closes.
 	Stop <-chan struct{}
+	// Tracer makes the request's spans; nil means none (a no-op provider).
+	Tracer trace.TracerProvider
 	// Rand returns a uniformly random int in [0, n) for the weighted choice
 	// among endpoints of one priority; nil means crypto/rand.
 	Rand func(n int) int
@@ -142,6 +146,7 @@ type Edge struct {
 	opt Options
 	// stopped is done when opt.Stop closes.
 	stopped context.Context
+	tracer  trace.Tracer
 }
 
 // New returns an Edge.
@@ -158,7 +163,10 @@ func New(opt Options) *Edge {
 	if opt.Rand == nil {
 		opt.Rand = randInt
 	}
-	e := &Edge{opt: opt, stopped: context.Background()}
+	if opt.Tracer == nil {
+		opt.Tracer = noop.NewTracerProvider()
+	}
+	e := &Edge{opt: opt, stopped: context.Background(), tracer: opt.Tracer.Tracer(tracerName)}
 	if opt.Stop != nil {
 		stopped, stop := context.WithCancel(context.Background())
 		go func() {
@@ -180,8 +188,18 @@ type response struct {
 }
 
 // ServeHTTP handles one client request.
-func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithCancel(r.Context())
+func (e *Edge) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	// Like Envoy (preserve_external_request_id), a well-formed id the
+	// client sent is kept; otherwise the edge makes one. Every answer
+	// carries it.
+	id := r.Header.Get(contract.HeaderRequestID)
+	if !validRequestID(id) {
+		id = newRequestID()
+	}
+	w := &statusWriter{ResponseWriter: rw}
+	sctx, span := e.startRequest(r, id)
+	defer func() { endRequest(span, w.status) }()
+	ctx, cancel := context.WithCancel(sctx)
 	defer cancel()
 
 	reqHeaders := headers{}
@@ -190,19 +208,14 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqHeaders[":path"] = r.URL.RequestURI()
 	reqHeaders[":authority"] = r.Host
 	reqHeaders[":scheme"] = "http"
-	// Like Envoy (preserve_external_request_id), a well-formed id the
-	// client sent is kept; otherwise the edge makes one. Every answer
-	// carries it.
-	id := r.Header.Get(contract.HeaderRequestID)
-	if !validRequestID(id) {
-		id = newRequestID()
-	}
 	reqHeaders[contract.HeaderRequestID] = id
 	w.Header().Set(contract.HeaderRequestID, id)
 	ctx = withRequestID(ctx, id)
 
 	// 1. ext_authz.
-	check, err := e.opt.Authz.Check(ctx, e.checkRequest(r, reqHeaders))
+	actx, aspan := e.tracer.Start(ctx, "ext_authz Check")
+	check, err := e.opt.Authz.Check(actx, e.checkRequest(r, reqHeaders))
+	aspan.End()
 	if err != nil {
 		e.opt.Logger.ErrorContext(ctx, "edge: ext_authz failed; failing closed", "err", err, "request_id", id)
 		writeError(w, oaierror.Internal.ForRequest(id), nil)
@@ -285,6 +298,7 @@ func (e *Edge) afterAuthz(ctx context.Context, w http.ResponseWriter, r *http.Re
 	forward := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
 	if ns := pr.GetDynamicMetadata().GetFields()[contract.RequestMetadataNamespace].GetStructValue(); ns != nil {
 		forward.FilterMetadata[contract.RequestMetadataNamespace] = ns
+		trace.SpanFromContext(ctx).SetAttributes(attrModel.String(ns.GetFields()[contract.MetaModel].GetStringValue()))
 	}
 
 	// 3. Route by the cluster header, then the upstream attempts.

@@ -34,6 +34,7 @@ import (
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/tracing"
 )
 
 // serveOptions are the flags of `tollgate serve`.
@@ -150,6 +151,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		limiter = fallback
 	}
 	m := metrics.New()
+	tracer, stopTracing, err := tracing.Setup(ctx, os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(flush); err != nil {
+			log.Warn("flushing traces failed", "err", err)
+		}
+	}()
 
 	journal := journalPath(o)
 	if n, err := extproc.ReplayJournal(ctx, st, journal); err != nil {
@@ -264,6 +276,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	e := edge.New(edge.Options{
 		Health:         deployments, // one passive health for failover, admission, /v1/models and the dashboard
 		Stop:           stopEdge,
+		Tracer:         tracer,
 		Authz:          authv3.NewAuthorizationClient(conn),
 		ExtProc:        extprocv3.NewExternalProcessorClient(conn),
 		Clusters:       func() map[string]edge.Cluster { return *clusters.Load() },
