@@ -51,7 +51,9 @@ func TestARequestIsOneTraceWithAChildPerAttempt(t *testing.T) {
 	eps := []Endpoint{ep(dead, "m#p0/a", 0), ep(good, "m#p1/b", 1)}
 	e := New(Options{
 		Authz: allowAll{}, ExtProc: proc,
-		Clusters:     func() map[string]Cluster { return map[string]Cluster{"c": {Name: "c", Endpoints: eps, RequestTimeout: time.Minute}} },
+		Clusters: func() map[string]Cluster {
+			return map[string]Cluster{"c": {Name: "c", Endpoints: eps, RequestTimeout: time.Minute}}
+		},
 		MaxBodyBytes: func() int { return 1 << 20 },
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Health:       health.New(health.Options{}),
