@@ -200,7 +200,8 @@ func TestMetricsCountWhatWasSent(t *testing.T) {
 		return f["tollgate_requests_total"] != nil && sumWhere(f["tollgate_requests_total"], nil, false) >= 3
 	}, "three requests counted")
 	ok := map[string]string{"gen_ai_request_model": "m", "gen_ai_provider_name": "p1", "status": "200"}
-	assert.Equal(t, 3.0, sumWhere(f["tollgate_requests_total"], ok, false))
+	assert.Equal(t, 3.0, sumWhere(f["tollgate_requests_total"], map[string]string{"gen_ai_request_model": "m", "gen_ai_provider_name": "p1", "status": "200", "streamed": "false"}, false))
+	assert.Equal(t, 1.0, sumWhere(f["tollgate_database_up"], nil, false))
 	assert.Equal(t, 3.0, sumWhere(f["gen_ai_server_request_duration_seconds"], ok, true))
 	assert.Equal(t, 27.0, sumWhere(f["gen_ai_client_token_usage"], map[string]string{"gen_ai_token_type": "input"}, false))
 	assert.Equal(t, 6.0, sumWhere(f["gen_ai_client_token_usage"], map[string]string{"gen_ai_token_type": "output"}, false))

@@ -29,6 +29,7 @@ func (a AccessLog) Record(rec store.UsageRecord) error {
 		slog.String("provider", rec.Provider),
 		slog.String("deployment", rec.Deployment),
 		slog.Int("status", rec.Status),
+		slog.Bool("streamed", rec.Streamed),
 		slog.String("error_code", rec.ErrorCode),
 		slog.Int("attempts", rec.Attempts),
 		slog.Int64("prompt_tokens", rec.PromptTokens),

@@ -37,6 +37,7 @@ type routerStep struct {
 	attempts         int    // x-envoy-attempt-count of the final response
 	started          time.Time
 	model            string
+	stream           bool
 	requestID        string // drawn at admission; names the hold and the usage record
 	body             []byte // kept to estimate the prompt of a request cut off early
 	reserved         bool   // money is held for this request
@@ -106,7 +107,7 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 	if verr != nil {
 		return r.reject(*verr), nil
 	}
-	r.model = cr.Model.ID
+	r.model, r.stream = cr.Model.ID, cr.Stream
 	if e := r.admit(ctx, cr.Model); e != nil {
 		return r.reject(*e), nil
 	}
@@ -296,7 +297,7 @@ func (r *routerStep) recordRequest(rec store.UsageRecord) {
 	now := r.s.opt.Now()
 	rec.KeyID, rec.AccountID, rec.Model = r.keyID, r.accountID, r.model
 	rec.Latency, rec.CreatedAt = now.Sub(r.started), now.UTC()
-	rec.RequestID, rec.Attempts = r.clientRequestID, r.attempts
+	rec.RequestID, rec.Attempts, rec.Streamed = r.clientRequestID, r.attempts, r.stream
 	if r.requestID != "" {
 		rec.ID = usageID(r.requestID)
 	}

@@ -334,7 +334,7 @@ func (u *upstreamStep) record(st int, code string) (store.UsageRecord, bool) {
 		PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens,
 		Cost:   money.Add(money.Cost(usage.PromptTokens, m.InputPricePerMillion), money.Cost(usage.CompletionTokens, m.OutputPricePerMillion)),
 		Status: st, ErrorCode: code, Latency: now.Sub(u.started), CreatedAt: now.UTC(), Estimated: estimated,
-		RequestID: u.clientRequestID, Deployment: u.target.Deployment.ID, Attempts: max(u.attempt, 1),
+		RequestID: u.clientRequestID, Deployment: u.target.Deployment.ID, Attempts: max(u.attempt, 1), Streamed: u.preq.Stream,
 	}
 	if !u.firstByte.IsZero() {
 		rec.TTFT = u.firstByte.Sub(u.started)

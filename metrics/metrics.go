@@ -29,6 +29,7 @@ const (
 	labelStatus   = "status"
 	labelCode     = "error_code"
 	labelToken    = "gen_ai_token_type"
+	labelStreamed = "streamed"
 )
 
 // Metrics holds the registry and the instruments.
@@ -51,8 +52,8 @@ func New() *Metrics {
 	m := &Metrics{Registry: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_requests_total",
-		Help: "Admitted requests, by model, provider, final status and error code (empty on success).",
-	}, []string{labelModel, labelProvider, labelStatus, labelCode})
+		Help: "Admitted requests, by model, provider, final status, error code (empty on success) and whether they streamed.",
+	}, []string{labelModel, labelProvider, labelStatus, labelCode, labelStreamed})
 	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gen_ai_server_request_duration_seconds",
 		Help:    "Time from admission to the end of the answer.",
@@ -92,7 +93,7 @@ func New() *Metrics {
 // Observe counts one usage record.
 func (m *Metrics) Observe(rec store.UsageRecord) {
 	st := strconv.Itoa(rec.Status)
-	m.requests.WithLabelValues(rec.Model, rec.Provider, st, rec.ErrorCode).Inc()
+	m.requests.WithLabelValues(rec.Model, rec.Provider, st, rec.ErrorCode, strconv.FormatBool(rec.Streamed)).Inc()
 	m.duration.WithLabelValues(rec.Model, rec.Provider, st).Observe(rec.Latency.Seconds())
 	if rec.TTFT > 0 {
 		m.ttft.WithLabelValues(rec.Model, rec.Provider).Observe(rec.TTFT.Seconds())

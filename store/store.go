@@ -116,6 +116,9 @@ type UsageRecord struct {
 	// TTFT is the time from admission to the first byte of the answer
 	// passed to the client; zero when none was.
 	TTFT time.Duration
+	// Streamed is true for a request that asked for a stream. It is for
+	// metrics and the access log, and not stored.
+	Streamed bool
 	// ReservationID, when set, names the reservation made for this request:
 	// writing the record releases it, in the same transaction as the debit.
 	// A reservation already gone (released or expired) is no error.

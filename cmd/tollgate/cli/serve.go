@@ -232,6 +232,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		extprocv3.RegisterExternalProcessorServer(g, extprocServer)
 	}
 	registerGauges(m, cfgNow, deployments, recorder, journal, fallback)
+	m.Gauge("tollgate_database_up", "1 when the database answers a query within a second, 0 otherwise (checked at scrape time).", func() float64 {
+		pctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if st.Ping(pctx) != nil {
+			return 0
+		}
+		return 1
+	})
 	ready := &readiness{ping: st.Ping}
 	if fallback != nil {
 		ready.redis = func() string {
