@@ -38,24 +38,15 @@ type recordDetail struct {
 
 func (tg *tollgate) recordDetails(t *testing.T, keyID string) []recordDetail {
 	t.Helper()
-	path, ok := strings.CutPrefix(tg.DB, "sqlite://")
-	require.True(t, ok)
-	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
-	require.NoError(t, err)
-	defer db.Close()
-	rows, err := db.Query(`SELECT status, error_code, deployment, attempts, completion_tokens, cost_nanos, estimated, request_id
-		FROM usage_records WHERE key_id = ? ORDER BY created_at, rowid`, keyID)
-	require.NoError(t, err)
-	defer rows.Close()
 	var out []recordDetail
-	for rows.Next() {
+	tg.queryUsage(t, keyID, "status, error_code, deployment, attempts, completion_tokens, cost_nanos, estimated, request_id", func(rows *sql.Rows) error {
 		var r recordDetail
 		var cost int64
-		require.NoError(t, rows.Scan(&r.Status, &r.ErrorCode, &r.Deployment, &r.Attempts, &r.Completion, &cost, &r.Estimated, &r.RequestID))
+		err := rows.Scan(&r.Status, &r.ErrorCode, &r.Deployment, &r.Attempts, &r.Completion, &cost, &r.Estimated, &r.RequestID)
 		r.Cost = money.Nanos(cost)
 		out = append(out, r)
-	}
-	require.NoError(t, rows.Err())
+		return err
+	})
 	return out
 }
 

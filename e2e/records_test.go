@@ -26,25 +26,34 @@ type usageRecord struct {
 // the SQLite file: the CLI totals them but does not show the provider.
 func (tg *tollgate) usageRecords(t *testing.T, keyID string) []usageRecord {
 	t.Helper()
+	var out []usageRecord
+	tg.queryUsage(t, keyID, "model, provider, prompt_tokens, completion_tokens, cost_nanos, status, error_code, estimated", func(rows *sql.Rows) error {
+		var r usageRecord
+		var cost int64
+		err := rows.Scan(&r.Model, &r.Provider, &r.PromptTokens, &r.Completion, &cost, &r.Status, &r.ErrorCode, &r.Estimated)
+		r.Cost = money.Nanos(cost)
+		out = append(out, r)
+		return err
+	})
+	return out
+}
+
+// queryUsage reads columns of a key's usage records, oldest first, from
+// the SQLite file, calling scan for each row.
+func (tg *tollgate) queryUsage(t *testing.T, keyID, columns string, scan func(*sql.Rows) error) {
+	t.Helper()
 	path, ok := strings.CutPrefix(tg.DB, "sqlite://")
-	require.True(t, ok, "usageRecords reads SQLite databases only, not %s", tg.DB)
+	require.True(t, ok, "queryUsage reads SQLite databases only, not %s", tg.DB)
 	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
 	require.NoError(t, err)
 	defer db.Close()
-	rows, err := db.Query(`SELECT model, provider, prompt_tokens, completion_tokens, cost_nanos, status, error_code, estimated
-		FROM usage_records WHERE key_id = ? ORDER BY created_at, rowid`, keyID)
+	rows, err := db.Query(`SELECT `+columns+` FROM usage_records WHERE key_id = ? ORDER BY created_at, rowid`, keyID)
 	require.NoError(t, err)
 	defer rows.Close()
-	var out []usageRecord
 	for rows.Next() {
-		var r usageRecord
-		var cost int64
-		require.NoError(t, rows.Scan(&r.Model, &r.Provider, &r.PromptTokens, &r.Completion, &cost, &r.Status, &r.ErrorCode, &r.Estimated))
-		r.Cost = money.Nanos(cost)
-		out = append(out, r)
+		require.NoError(t, scan(rows))
 	}
 	require.NoError(t, rows.Err())
-	return out
 }
 
 // waitRecords waits until the key has n usage records and returns them.
