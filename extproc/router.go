@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -74,7 +75,7 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 		return immediate(oaierror.Internal.ForRequest(hm[contract.HeaderRequestID]), nil), nil
 	}
 	path, method := hm[":path"], hm[":method"]
-	if i := indexByte(path, '?'); i >= 0 {
+	if i := strings.IndexByte(path, '?'); i >= 0 {
 		path = path[:i]
 	}
 	switch path {
@@ -362,13 +363,4 @@ func passThrough(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}}}
 	}
 	return nil
-}
-
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }

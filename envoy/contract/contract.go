@@ -5,6 +5,7 @@
 package contract
 
 import (
+	"hash/fnv"
 	"strconv"
 	"strings"
 )
@@ -94,18 +95,11 @@ func ClusterName(modelID string) string {
 	}
 	if changed {
 		b.WriteString("-")
-		b.WriteString(strconv.FormatUint(uint64(fnv32(modelID)), 36))
+		h := fnv.New32a()
+		h.Write([]byte(modelID))
+		b.WriteString(strconv.FormatUint(uint64(h.Sum32()), 36))
 	}
 	return b.String()
-}
-
-func fnv32(s string) uint32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(s); i++ {
-		h ^= uint32(s[i])
-		h *= 16777619
-	}
-	return h
 }
 
 // Processing modes, as Envoy's ext_proc ProcessingMode enums spell them. The

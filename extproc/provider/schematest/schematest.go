@@ -1,6 +1,7 @@
 // Package schematest checks JSON values against components of OpenAI's
-// published API schema (shared/openai-openapi.yaml beside the repository),
-// so that tests can prove Tollgate's answers are what OpenAI's SDKs expect.
+// published API schema (testdata/openai-openapi.yaml at the repository's
+// root; its source and version are in testdata/README.md), so that tests can
+// prove Tollgate's answers are what OpenAI's SDKs expect.
 package schematest
 
 import (
@@ -26,9 +27,8 @@ const (
 // specEnv overrides where the spec is read from.
 const specEnv = "TOLLGATE_OPENAI_SPEC"
 
-// specPath finds shared/openai-openapi.yaml beside the repository: the
-// first directory up from the working directory that holds go.mod is the
-// repository's root.
+// specPath finds testdata/openai-openapi.yaml at the repository's root: the
+// first directory up from the working directory that holds go.mod.
 func specPath() (string, error) {
 	if p := os.Getenv(specEnv); p != "" {
 		return p, nil
@@ -39,7 +39,7 @@ func specPath() (string, error) {
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared", "openai-openapi.yaml"), nil
+			return filepath.Join(dir, "testdata", "openai-openapi.yaml"), nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {

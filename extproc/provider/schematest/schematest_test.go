@@ -2,6 +2,8 @@ package schematest
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -34,4 +36,15 @@ func TestSchemaRejectsWhatOpenAIWouldNotSend(t *testing.T) {
 
 func TestSchemaAcceptsAnOpenAICompletion(t *testing.T) {
 	Require(t, Completion, []byte(`{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi","refusal":null},"logprobs":null,"finish_reason":"stop"}]}`))
+}
+
+// The schema is the repository's own, so a clone anywhere runs these tests
+// (they fail, never skip, without it).
+func TestTheSchemaIsTheRepositorysOwn(t *testing.T) {
+	t.Setenv(specEnv, "")
+	path, err := specPath()
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join("testdata", "openai-openapi.yaml"), filepath.Join(filepath.Base(filepath.Dir(path)), filepath.Base(path)))
+	_, err = os.Stat(path)
+	require.NoError(t, err)
 }
