@@ -103,7 +103,7 @@ func New(opt Options) *Server {
 	return &Server{opt: opt}
 }
 
-// Check decides one request, in the order DECISIONS.md fixes: key (401),
+// Check decides one request, in the order docs/api.md fixes: key (401),
 // address (403), rate (429), balance (402).
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	httpReq := req.GetAttributes().GetRequest().GetHttp()

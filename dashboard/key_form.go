@@ -37,7 +37,7 @@ type keyForm struct {
 	Enabled        bool
 }
 
-// newKeyForm is the create form's defaults (SPEC 2.1).
+// newKeyForm is the create form's defaults (docs/api.md, Keys).
 func newKeyForm() keyForm {
 	return keyForm{RateLimitMode: rateLimitOff, ModelsMode: modelsAll, ExpiresMode: expiresNever, Enabled: true}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/tollgate/tollgate/store"
 )
 
-// keyUsagePage is a key's usage statistics (SPEC 2.2): all-time totals,
+// keyUsagePage is a key's usage statistics (docs/api.md, Usage): all-time totals,
 // requests by model, the error rate and a timeline of one window.
 type keyUsagePage struct {
 	Key              keyRow

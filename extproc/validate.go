@@ -59,7 +59,7 @@ func tooDeep(body []byte, limit int) bool {
 
 var validRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
 
-// validate checks a chat-completion body against SPEC §4.1 and §8 without
+// validate checks a chat-completion body against the rules of docs/api.md (Chat completions) without
 // decoding it into structs. The first problem found is returned as the
 // client-facing error; a nil error means the body may go to a provider.
 func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {

@@ -72,7 +72,7 @@ const (
 	TypeServer             = "server_error"
 )
 
-// The errors of DECISIONS.md, in check order.
+// The errors of docs/api.md, in check order.
 var (
 	MissingAPIKey = Error{http.StatusUnauthorized, "missing_api_key", TypeAuthentication,
 		"You didn't provide an API key. Send it in the Authorization header: Authorization: Bearer <key>.", ""}

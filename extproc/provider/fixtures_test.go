@@ -171,7 +171,7 @@ func testRequests(t *testing.T, typ string, cases []requestCase) {
 	}
 }
 
-// answerCase is a recorded answer and the metering it must give.
+// answerCase is a fixture answer and the metering it must give.
 type answerCase struct {
 	fixture     string
 	clientUsage bool
@@ -281,7 +281,7 @@ func testErrors(t *testing.T, typ string, cases []errorCase) {
 // error is a valid OpenAI stream ending with [DONE]. The same bytes taken as
 // a non-streamed answer must not panic either, and give a valid completion
 // when they translate. Its seeds are the
-// recorded streams, also committed under testdata/fuzz/<target>/.
+// fixture streams, also committed under testdata/fuzz/<target>/.
 func fuzzStream(f *testing.F, typ string) {
 	files, err := filepath.Glob(filepath.Join("testdata", typ, "stream_*.sse"))
 	require.NoError(f, err)

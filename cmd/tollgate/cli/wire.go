@@ -27,7 +27,7 @@ func accountView(a store.Account) accountJSON {
 	return accountJSON{ID: a.ID, Email: a.Email, Plan: a.Plan, BalanceUSD: a.Balance, CreatedAt: a.CreatedAt.UTC()}
 }
 
-// keyJSON is a key on the wire (DECISIONS.md). It has no secret field, so a
+// keyJSON is a key on the wire (docs/api.md). It has no secret field, so a
 // listed key cannot carry one.
 type keyJSON struct {
 	ID             string     `json:"id"`

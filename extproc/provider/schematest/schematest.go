@@ -25,7 +25,7 @@ const (
 )
 
 // specEnv overrides where the spec is read from.
-const specEnv = "TOLLGATE_OPENAI_SPEC"
+const specEnv = "TOLLGATE_OPENAI_SCHEMA"
 
 // specPath finds testdata/openai-openapi.yaml at the repository's root: the
 // first directory up from the working directory that holds go.mod.
