@@ -71,7 +71,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Health is the passive health of deployments (an extproc/health.Tracker).
+// Health is the passive health of deployments (a health.Tracker).
 type Health interface {
 	Available(deploymentID string) bool
 	Success(deploymentID string)

@@ -21,7 +21,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
-	"github.com/tollgate/tollgate/extproc/health"
+	"github.com/tollgate/tollgate/health"
 )
 
 // This file holds the upstream attempts: the choice of endpoints as

@@ -9,7 +9,7 @@
 // and the response body streamed through ext_proc and flushed at once.
 //
 // Like Envoy's outlier detection, the edge keeps a circuit per endpoint
-// (extproc/health): endpoints whose circuit is open are ejected — no attempt
+// (package health): endpoints whose circuit is open are ejected — no attempt
 // goes to them — and a cluster whose every endpoint is ejected gets Envoy's
 // local reply "no healthy upstream" at once.
 //
@@ -41,7 +41,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
-	"github.com/tollgate/tollgate/extproc/health"
+	"github.com/tollgate/tollgate/health"
 	"github.com/tollgate/tollgate/oaierror"
 )
 

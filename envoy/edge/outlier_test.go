@@ -29,7 +29,7 @@ import (
 	"github.com/tollgate/tollgate/internal/testclock"
 
 	"github.com/tollgate/tollgate/envoy/contract"
-	"github.com/tollgate/tollgate/extproc/health"
+	"github.com/tollgate/tollgate/health"
 )
 
 // These tests play the edge against hand-written ext_authz and ext_proc

@@ -15,7 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/tollgate/tollgate/extproc/health"
+	"github.com/tollgate/tollgate/health"
 )
 
 // One request makes one server span that continues the client's trace,

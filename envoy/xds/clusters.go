@@ -68,7 +68,7 @@ const (
 	outlierInterval    = 10 * time.Second
 	outlierBaseEject   = 30 * time.Second
 	outlierMaxEject    = 5 * time.Minute
-	outlierConsec5xx   = 3 // as the built-in edge's circuit (extproc/health's default)
+	outlierConsec5xx   = 3 // as the built-in edge's circuit (package health's default)
 	outlierConsecGwErr = 3
 	// Circuit breakers: a provider answer holds a request (and, over
 	// HTTP/1.1, a connection) for as long as it streams.

@@ -30,7 +30,7 @@ import (
 	"github.com/tollgate/tollgate/envoy/edge"
 	"github.com/tollgate/tollgate/envoy/xds"
 	"github.com/tollgate/tollgate/extproc"
-	"github.com/tollgate/tollgate/extproc/health"
+	"github.com/tollgate/tollgate/health"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"
