@@ -332,9 +332,5 @@ func (f *fields) slot(key string) *gjson.Result {
 	return nil
 }
 
-func truncate(s string) string {
-	if len(s) > 100 {
-		return s[:100] + "…"
-	}
-	return s
-}
+// truncate shortens a client's value quoted back to it.
+func truncate(s string) string { return oaierror.Clip(s, 100) }

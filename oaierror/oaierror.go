@@ -8,6 +8,7 @@ package oaierror
 import (
 	"encoding/json"
 	"net/http"
+	"unicode/utf8"
 )
 
 // Error is one client-facing error.
@@ -111,4 +112,17 @@ var (
 // invalid_request…) and the offending parameter.
 func Invalid(code, param, message string) Error {
 	return Error{Status: http.StatusBadRequest, Code: code, Type: TypeInvalidRequest, Message: message, Param: param}
+}
+
+// Clip shortens text quoted in an error message to at most max bytes,
+// never cutting a UTF-8 character in half, and marks the cut with "…".
+func Clip(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

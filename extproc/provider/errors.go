@@ -71,13 +71,8 @@ func providerMessage(body []byte) string {
 	return truncate(strings.TrimSpace(string(body)))
 }
 
-func truncate(s string) string {
-	const max = 500
-	if len(s) > max {
-		return s[:max] + "…"
-	}
-	return s
-}
+// truncate shortens a provider's message quoted to a client.
+func truncate(s string) string { return oaierror.Clip(s, 500) }
 
 func isIdent(s string) bool {
 	if len(s) > 64 {
