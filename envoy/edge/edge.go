@@ -27,8 +27,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -41,6 +43,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/envoy/xds"
 	"github.com/tollgate/tollgate/health"
 	"github.com/tollgate/tollgate/oaierror"
 )
@@ -69,28 +72,30 @@ type Cluster struct {
 	RequestTimeout time.Duration
 }
 
-// Clusters is the edge's routing table for a configuration: one cluster per
-// model, one endpoint per deployment of an enabled provider.
+// Clusters is the edge's routing table for a configuration: one cluster
+// per model, one endpoint per deployment of an enabled provider — the
+// endpoints envoy/xds serves Envoy (xds.ModelEndpoints), so both proxies
+// route alike. A model whose endpoints cannot be built (config.Parse has
+// validated the base URLs, so none) gets no endpoint.
 func Clusters(cfg *config.Config) map[string]Cluster {
 	out := make(map[string]Cluster, len(cfg.Models))
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
 		c := Cluster{Name: contract.ClusterName(m.ID), RequestTimeout: m.RequestTimeout.D()}
-		for j := range m.Deployments {
-			d := &m.Deployments[j]
-			p, ok := cfg.Provider(d.Provider)
-			if !ok || !p.IsEnabled() {
-				continue
+		eps, err := xds.ModelEndpoints(cfg, m)
+		if err == nil {
+			for _, e := range eps {
+				scheme := "http"
+				if e.TLS {
+					scheme = "https"
+				}
+				p := e.Provider
+				c.Endpoints = append(c.Endpoints, Endpoint{
+					Base:     &url.URL{Scheme: scheme, Host: net.JoinHostPort(e.Host, strconv.FormatUint(uint64(e.Port), 10))},
+					Priority: e.Deployment.Priority, Weight: e.Deployment.Weight, Deployment: e.Deployment.ID,
+					ConnectTimeout: p.ConnectTimeout.D(), FirstByteTimeout: p.FirstByteTimeout.D(), IdleTimeout: p.StreamIdleTimeout.D(),
+				})
 			}
-			u, err := url.Parse(p.BaseURL)
-			if err != nil {
-				continue // config.Parse has validated it
-			}
-			c.Endpoints = append(c.Endpoints, Endpoint{
-				Base:     &url.URL{Scheme: u.Scheme, Host: u.Host},
-				Priority: d.Priority, Weight: d.Weight, Deployment: d.ID,
-				ConnectTimeout: p.ConnectTimeout.D(), FirstByteTimeout: p.FirstByteTimeout.D(), IdleTimeout: p.StreamIdleTimeout.D(),
-			})
 		}
 		out[c.Name] = c
 	}

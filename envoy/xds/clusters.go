@@ -117,19 +117,24 @@ func Clusters(cfg *config.Config) ([]*clusterv3.Cluster, error) {
 	return out, nil
 }
 
-// endpoint is one enabled deployment, located.
-type endpoint struct {
-	deployment *config.Deployment
-	host       string
-	port       uint32
-	tls        bool
+// Endpoint is one enabled deployment of a model, located: what Envoy's
+// cluster holds for it and what the built-in edge routes to. ModelEndpoints
+// is the one place that builds them.
+type Endpoint struct {
+	Deployment *config.Deployment
+	Provider   *config.Provider
+	Host       string
+	Port       uint32
+	TLS        bool
 }
 
-func modelCluster(cfg *config.Config, m *config.Model, name string, upstreamOptions *anypb.Any, tlsSocket *corev3.TransportSocket) (*clusterv3.Cluster, error) {
-	var eps []endpoint
-	// Envoy has one connect timeout per cluster: the longest of the
-	// model's providers', so that none is cut short.
-	var clusterConnect time.Duration
+// endpoint is the name this file's builders use.
+type endpoint = Endpoint
+
+// ModelEndpoints returns the endpoints of a model's enabled deployments, in
+// the configuration's order (a disabled provider serves nothing).
+func ModelEndpoints(cfg *config.Config, m *config.Model) ([]Endpoint, error) {
+	var eps []Endpoint
 	for j := range m.Deployments {
 		d := &m.Deployments[j]
 		p, ok := cfg.Provider(d.Provider)
@@ -137,14 +142,27 @@ func modelCluster(cfg *config.Config, m *config.Model, name string, upstreamOpti
 			return nil, fmt.Errorf("%w: model %q deployment %d names unknown provider %q", ErrConfig, m.ID, j, d.Provider)
 		}
 		if !p.IsEnabled() {
-			continue // a disabled provider serves nothing
+			continue
 		}
 		host, port, tls, err := locate(p.BaseURL)
 		if err != nil {
 			return nil, fmt.Errorf("%w: provider %q: %v", ErrConfig, p.Name, err)
 		}
-		eps = append(eps, endpoint{deployment: d, host: host, port: port, tls: tls})
-		clusterConnect = max(clusterConnect, p.ConnectTimeout.D())
+		eps = append(eps, Endpoint{Deployment: d, Provider: p, Host: host, Port: port, TLS: tls})
+	}
+	return eps, nil
+}
+
+func modelCluster(cfg *config.Config, m *config.Model, name string, upstreamOptions *anypb.Any, tlsSocket *corev3.TransportSocket) (*clusterv3.Cluster, error) {
+	eps, err := ModelEndpoints(cfg, m)
+	if err != nil {
+		return nil, err
+	}
+	// Envoy has one connect timeout per cluster: the longest of the
+	// model's providers', so that none is cut short.
+	var clusterConnect time.Duration
+	for _, e := range eps {
+		clusterConnect = max(clusterConnect, e.Provider.ConnectTimeout.D())
 	}
 	if clusterConnect <= 0 {
 		clusterConnect = connectTimeout
@@ -152,7 +170,7 @@ func modelCluster(cfg *config.Config, m *config.Model, name string, upstreamOpti
 
 	anyTLS := false
 	for _, e := range eps {
-		anyTLS = anyTLS || e.tls
+		anyTLS = anyTLS || e.TLS
 	}
 
 	c := &clusterv3.Cluster{
@@ -217,8 +235,8 @@ func modelCluster(cfg *config.Config, m *config.Model, name string, upstreamOpti
 func localities(eps []endpoint) []*endpointv3.LocalityLbEndpoints {
 	var prios []int
 	for _, e := range eps {
-		if !slices.Contains(prios, e.deployment.Priority) {
-			prios = append(prios, e.deployment.Priority)
+		if !slices.Contains(prios, e.Deployment.Priority) {
+			prios = append(prios, e.Deployment.Priority)
 		}
 	}
 	slices.Sort(prios)
@@ -226,7 +244,7 @@ func localities(eps []endpoint) []*endpointv3.LocalityLbEndpoints {
 	for rank, prio := range prios {
 		out[rank] = &endpointv3.LocalityLbEndpoints{Priority: uint32(rank)}
 		for _, e := range eps {
-			if e.deployment.Priority == prio {
+			if e.Deployment.Priority == prio {
 				out[rank].LbEndpoints = append(out[rank].LbEndpoints, lbEndpoint(e))
 			}
 		}
@@ -237,10 +255,10 @@ func localities(eps []endpoint) []*endpointv3.LocalityLbEndpoints {
 func lbEndpoint(e endpoint) *endpointv3.LbEndpoint {
 	meta := map[string]*structpb.Struct{
 		contract.MetadataNamespace: {Fields: map[string]*structpb.Value{
-			contract.MetadataDeploymentKey: structpb.NewStringValue(e.deployment.ID),
+			contract.MetadataDeploymentKey: structpb.NewStringValue(e.Deployment.ID),
 		}},
 	}
-	if e.tls {
+	if e.TLS {
 		meta[TransportSocketMatch] = &structpb.Struct{Fields: map[string]*structpb.Value{
 			TLSMatchKey: structpb.NewBoolValue(true),
 		}}
@@ -248,13 +266,13 @@ func lbEndpoint(e endpoint) *endpointv3.LbEndpoint {
 	return &endpointv3.LbEndpoint{
 		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
 			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-				Address:       e.host,
-				PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: e.port},
+				Address:       e.Host,
+				PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: e.Port},
 			}}},
-			Hostname: e.host,
+			Hostname: e.Host,
 		}},
 		Metadata:            &corev3.Metadata{FilterMetadata: meta},
-		LoadBalancingWeight: wrapperspb.UInt32(uint32(e.deployment.Weight)),
+		LoadBalancingWeight: wrapperspb.UInt32(uint32(e.Deployment.Weight)),
 	}
 }
 
