@@ -26,7 +26,9 @@ func TestShutdownDrainsStreamsAndFlushesUsage(t *testing.T) {
 
 	stopped := make(chan struct{})
 	go func() { tg.stop(); close(stopped) }()
-	time.Sleep(200 * time.Millisecond)
+	// Once the server is draining, it cannot stop before the held stream
+	// ends: nothing but the stream's end lets it.
+	eventually(t, func() bool { return strings.Contains(tg.logs.String(), "shutting down") }, "the server is draining")
 	select {
 	case <-stopped:
 		t.Fatal("the server stopped with a stream still running")
