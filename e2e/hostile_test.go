@@ -3,9 +3,11 @@ package e2e
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
@@ -175,4 +177,31 @@ func TestNestedAndOversizeBodiesAreRefusedCheaply(t *testing.T) {
 	assert.Empty(t, p.received(), "nothing reached the provider")
 	// Refused bodies write a record (status 400) each, not the oversize ones.
 	assert.Len(t, tg.waitDetails(t, keyID, 4), 4)
+}
+
+// The body timeout bounds reading the request, not the answer: a stream
+// that outlasts it still runs to its end.
+func TestTheBodyTimeoutDoesNotCutALongAnswer(t *testing.T) {
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%d\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n", i)
+			w.(http.Flusher).Flush()
+			select {
+			case <-time.After(300 * time.Millisecond): // under the idle timeout (400ms)
+			case <-r.Context().Done():
+				return
+			}
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer slow.Close()
+	tg := startTollgate(t, faultConfig("30s", false, slow.URL), "", "--http-body-timeout", "500ms")
+	secret := tg.newAccount(t, "me@example.com", "10")
+	resp := tg.postRaw(t, secret, `{"model":"m","stream":true,`+faultMessages+`}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	end, text := streamEnd(t, resp.Body)
+	assert.Equal(t, "[DONE]", end, "the answer ran past the body timeout to its end")
+	assert.Equal(t, "012", text)
 }
