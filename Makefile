@@ -18,6 +18,9 @@ run: build ## run Tollgate locally: SQLite, in-memory limiter, built-in edge on 
 test: ## vet and run every test (PostgreSQL and Redis tests need the servers; CI starts them)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
+	@# The end-to-end suite again, the built-in edge calling the servers over
+	@# gRPC as Envoy does (the run above binds them in process).
+	TOLLGATE_E2E_BINDING=grpc $(GO) test -race -count=1 -timeout 8m ./e2e/
 
 test-short: ## run the tests without the race detector, quickly
 	$(GO) test -count=1 $(PKGS)

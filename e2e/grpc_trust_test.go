@@ -7,7 +7,10 @@ import (
 	"crypto/x509"
 	"os"
 	"path/filepath"
+	"io"
+	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +20,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -149,4 +154,39 @@ func TestTheGRPCPortTrustsOnlyClientCertificatesAndTheRouterStepsToken(t *testin
 	waitFor(t, 15*time.Second, 100*time.Millisecond, func() bool {
 		return check(tlsClient(t, addr, certs, true)) == nil
 	}, "the new certificates are served")
+}
+
+// TestEdgeOffServesTheDashboardAndLeavesTheAPIToEnvoy: behind Envoy the
+// built-in edge is off (--edge off): the HTTP listener serves the
+// dashboard, /v1/ is a 404 in the error shape, and the gRPC server Envoy
+// calls still answers ext_authz.
+func TestEdgeOffServesTheDashboardAndLeavesTheAPIToEnvoy(t *testing.T) {
+	p := newMockProvider(t, "openai")
+	tg := startTollgate(t, configFor(p.URL), "", "--edge", "off")
+	resp, err := http.Get(tg.BaseURL + "/models")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), `"code":"not_found"`)
+	require.Contains(t, string(body), "--edge off")
+	dash := strings.TrimSuffix(tg.BaseURL, "/v1") + "/login"
+	resp, err = http.Get(dash)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the dashboard is served")
+
+	conn, err := grpc.NewClient(tg.grpcAddr(t), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	check, err := authv3.NewAuthorizationClient(conn).Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
+		Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+			Method: "POST", Path: "/v1/chat/completions", Headers: map[string]string{"authorization": "Bearer tg_sk_nope"},
+		}},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, int32(codes.PermissionDenied), check.GetStatus().GetCode(), "ext_authz answers Envoy: %v", check)
+	require.Contains(t, check.GetDeniedResponse().GetBody(), "invalid_api_key")
 }

@@ -49,10 +49,23 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-var apiLine = regexp.MustCompile(`API at (http://\S+/v1)`)
+// apiLine is the line serve prints when it is up: the API's URL, or (with
+// --edge off) the dashboard's; either gives the listener's base.
+var apiLine = regexp.MustCompile(`(?:API|dashboard) at (http://[^/\s]+)/`)
 
 // startTollgate writes cfg to a file and runs `tollgate serve` on free
 // ports with the given database URL (a fresh SQLite file when empty).
+// binding is how the built-in edge reaches the ext_authz and ext_proc code
+// in every test of this suite: TOLLGATE_E2E_BINDING=grpc runs the whole
+// suite over gRPC (as Envoy calls them), the default in process. `make
+// test` runs it both ways.
+func binding() string {
+	if b := os.Getenv("TOLLGATE_E2E_BINDING"); b != "" {
+		return b
+	}
+	return "in-process"
+}
+
 func startTollgate(t *testing.T, cfg string, db string, extra ...string) *tollgate {
 	t.Helper()
 	dir := t.TempDir()
@@ -65,7 +78,8 @@ func startTollgate(t *testing.T, cfg string, db string, extra ...string) *tollga
 	pr, pw := io.Pipe()
 	logs := &syncBuffer{}
 	done := make(chan error, 1)
-	args := append([]string{"serve", "--config", cfgPath, "--db", db, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, extra...)
+	args := append([]string{"serve", "--config", cfgPath, "--db", db, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+		"--edge", binding()}, extra...)
 	go func() {
 		err := cli.Run(ctx, args, pw, logs)
 		pw.Close()
@@ -76,7 +90,7 @@ func startTollgate(t *testing.T, cfg string, db string, extra ...string) *tollga
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			if m := apiLine.FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
+				urls <- m[1] + "/v1"
 			}
 		}
 	}()

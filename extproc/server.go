@@ -107,39 +107,67 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error
 			step = v[0]
 		}
 	}
-	var p processor
-	switch step {
-	case contract.StepRouter:
-		p = &routerStep{s: s, cfg: s.opt.Config()}
-	case contract.StepUpstream:
-		p = &upstreamStep{s: s, cfg: s.opt.Config()}
-	default:
-		return status.Errorf(codes.InvalidArgument, "unknown %s %q", contract.HeaderStep, step)
-	}
 	ctx := stream.Context()
+	x, err := s.Open(ctx, step)
+	if err != nil {
+		return err
+	}
 	for {
 		req, err := stream.Recv()
 		if err != nil {
-			p.finish(ctx, err)
+			x.Finish(err)
 			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
 				return nil
 			}
 			return err
 		}
-		resp, err := p.handle(ctx, req)
+		resp, err := x.Handle(req)
 		if err != nil {
-			p.finish(ctx, err)
+			x.Finish(err)
 			return err
 		}
 		if resp == nil {
 			continue
 		}
 		if err := stream.Send(resp); err != nil {
-			p.finish(ctx, err)
+			x.Finish(err)
 			return err
 		}
 	}
 }
+
+// Session is one ext_proc stream's state, for a caller in the same process
+// (the built-in edge's in-process binding) or for Process: the messages go
+// in through Handle, and Finish ends it. A Session is not safe for
+// concurrent use; its caller serialises Handle and Finish.
+type Session struct {
+	ctx context.Context
+	p   processor
+}
+
+// Open starts a session of one step (contract.StepRouter or StepUpstream);
+// ctx is the stream's context (the request's, for the upstream step's
+// provider calls and logs).
+func (s *Server) Open(ctx context.Context, step string) (*Session, error) {
+	switch step {
+	case contract.StepRouter:
+		return &Session{ctx: ctx, p: &routerStep{s: s, cfg: s.opt.Config()}}, nil
+	case contract.StepUpstream:
+		return &Session{ctx: ctx, p: &upstreamStep{s: s, cfg: s.opt.Config()}}, nil
+	}
+	return nil, status.Errorf(codes.InvalidArgument, "unknown %s %q", contract.HeaderStep, step)
+}
+
+// Handle processes one message; a nil response means none is sent for it.
+// An error ends the stream: the caller then calls Finish with it.
+func (x *Session) Handle(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+	return x.p.handle(x.ctx, req)
+}
+
+// Finish ends the session once, however it ended: io.EOF when the caller
+// closed its side, a Canceled status when the caller went away, or the
+// error that broke the stream. The step writes its usage record here.
+func (x *Session) Finish(err error) { x.p.finish(x.ctx, err) }
 
 // processor is one step's per-stream state machine.
 type processor interface {

@@ -33,7 +33,7 @@ type grpcListenOptions struct {
 }
 
 func (g *grpcListenOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&g.addr, "grpc-listen", "127.0.0.1:9001", "where the gRPC server (ext_authz, ext_proc, xDS) for Envoy listens: host:port, or unix:///path.sock. Plaintext TCP is allowed on a loopback address only; elsewhere give --grpc-tls-cert, --grpc-tls-key and --grpc-client-ca")
+	fs.StringVar(&g.addr, "grpc-listen", "", "where the gRPC server (ext_authz, ext_proc, xDS) for Envoy listens: host:port (127.0.0.1:9001 beside a local Envoy), or unix:///path.sock; empty (the default): no gRPC server, the built-in edge alone serves the API. Plaintext TCP is allowed on a loopback address only; elsewhere give --grpc-tls-cert, --grpc-tls-key and --grpc-client-ca")
 	fs.StringVar(&g.certFile, "grpc-tls-cert", "", "the gRPC server's TLS certificate (PEM); reloaded when the file changes")
 	fs.StringVar(&g.keyFile, "grpc-tls-key", "", "the gRPC server's TLS private key (PEM)")
 	fs.StringVar(&g.caFile, "grpc-client-ca", "", "the CA whose client certificates may call the gRPC server (PEM); with TLS, a client without one is refused")

@@ -28,10 +28,12 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/dashboard"
 	"github.com/tollgate/tollgate/envoy/edge"
+	"github.com/tollgate/tollgate/envoy/inproc"
 	"github.com/tollgate/tollgate/envoy/xds"
 	"github.com/tollgate/tollgate/extproc"
 	"github.com/tollgate/tollgate/health"
 	"github.com/tollgate/tollgate/metrics"
+	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"
 	"github.com/tollgate/tollgate/tracing"
@@ -44,6 +46,7 @@ type serveOptions struct {
 	redisURL   string
 	redisWait  time.Duration
 	listen     string
+	edge       string
 	grpc       grpcListenOptions
 	xffHops    int
 	cacheTTL   time.Duration
@@ -63,6 +66,7 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.StringVar(&o.redisURL, "redis", os.Getenv("TOLLGATE_REDIS"), "Redis URL for rate limits shared by replicas (redis://host:6379/0); empty: in-memory limiter")
 	fs.DurationVar(&o.redisWait, "redis-timeout", ratelimit.DefaultPrimaryTimeout, "how long a rate-limit check waits for Redis before answering from the in-memory limiter (and treating Redis as down until a probe succeeds)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the HTTP listener: the built-in edge (the OpenAI-compatible API under /v1/) and the dashboard (every other path)")
+	fs.StringVar(&o.edge, "edge", edgeInProcess, "the built-in edge under /v1/ on --listen: in-process (it calls the ext_authz and ext_proc code directly), grpc (it calls them over a private gRPC connection, as Envoy would), or off (behind Envoy: the listener serves the dashboard only, and --grpc-listen is required)")
 	o.grpc.flags(fs)
 	fs.IntVar(&o.xffHops, "xff-trusted-hops", 0, "proxies in front of the edge trusted to set X-Forwarded-For (Envoy's xff_num_trusted_hops)")
 	fs.DurationVar(&o.cacheTTL, "cache-ttl", 0, "how long a replica may serve a key or account from memory without hearing of a change (default 1s with SQLite; 30s with PostgreSQL, whose changes are announced at once)")
@@ -77,8 +81,24 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	if o.configPath == "" {
 		return o, usageError{"serve: --config FILE is required"}
 	}
+	switch o.edge {
+	case edgeInProcess, edgeGRPC:
+	case edgeOff:
+		if o.grpc.addr == "" {
+			return o, usageError{"serve: --edge off needs --grpc-listen: without the built-in edge, only Envoy (through gRPC) can serve the API"}
+		}
+	default:
+		return o, usageError{fmt.Sprintf("serve: --edge %q: want in-process, grpc or off", o.edge)}
+	}
 	return o, nil
 }
+
+// The built-in edge's bindings (--edge).
+const (
+	edgeInProcess = "in-process"
+	edgeGRPC      = "grpc"
+	edgeOff       = "off"
+)
 
 // runServe runs Tollgate until ctx ends, then shuts down in order: stop
 // accepting, drain in-flight streams, flush usage and last-used times,
@@ -175,6 +195,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		OnWritten: func(ids []string) { invalidateAccounts(cache, ids) },
 	})
 	lastUsed := authz.NewLastUsed(st, time.Second, log)
+	// xdsUpdate hands a reloaded configuration to Envoy (when there is a
+	// gRPC server for it).
+	xdsUpdate := func(context.Context, *config.Config) error { return nil }
 	go sweepEveryMinute(feedCtx, log, "expired balance holds", st.ReleaseExpired)
 	go sweepEveryMinute(feedCtx, log, "expired dashboard sessions", st.DeleteExpiredSessions)
 
@@ -192,26 +215,32 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if err := o.grpc.load(); err != nil {
-		return err
-	}
-	grpcLis, grpcCreds, err := o.grpc.listen(log)
-	if err != nil {
-		return err
-	}
-	// Two gRPC servers with the same services: the public one for Envoy
-	// (mutual TLS off loopback), and a private in-process one for the
-	// built-in edge, which no other process can reach.
+	// The gRPC server for Envoy, when asked for (--grpc-listen).
 	// WaitForHandlers: a forced stop still lets each handler return, so the
 	// ext_proc steps cut off by it write their usage records.
 	serverOpts := []grpc.ServerOption{grpc.MaxRecvMsgSize(msgLimit), grpc.MaxSendMsgSize(msgLimit), grpc.WaitForHandlers(true)}
-	grpcServer := grpc.NewServer(append(serverOpts, grpcCreds...)...)
-	privateServer := grpc.NewServer(serverOpts...)
-	xdsServer := xds.New(ctx, xds.Options{Logger: log})
-	xdsServer.Register(grpcServer)
-	if err := xdsServer.Update(ctx, cfg); err != nil {
-		grpcLis.Close()
-		return fmt.Errorf("xds: %w", err)
+	var (
+		grpcServer *grpc.Server
+		grpcLis    net.Listener
+		grpcHealth = grpchealth.NewServer()
+	)
+	if o.grpc.addr != "" {
+		if err := o.grpc.load(); err != nil {
+			return err
+		}
+		var grpcCreds []grpc.ServerOption
+		grpcLis, grpcCreds, err = o.grpc.listen(log)
+		if err != nil {
+			return err
+		}
+		defer grpcLis.Close()
+		grpcServer = grpc.NewServer(append(serverOpts, grpcCreds...)...)
+		xdsServer := xds.New(ctx, xds.Options{Logger: log})
+		xdsServer.Register(grpcServer)
+		if err := xdsServer.Update(ctx, cfg); err != nil {
+			return fmt.Errorf("xds: %w", err)
+		}
+		xdsUpdate = xdsServer.Update
 	}
 	authzServer := metrics.Authz{Next: authz.New(authz.Options{
 		Keys: cache, Limiter: limiter, Config: cfgNow, Toucher: lastUsed, Logger: log,
@@ -224,12 +253,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Usage:  metrics.Usage{Next: extproc.AccessLog{Usage: recorder, Logger: log}, Metrics: m},
 		Health: deployments, StepKey: stepKey,
 	})
-	grpcHealth := grpchealth.NewServer()
 	grpcHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(grpcServer, grpcHealth)
-	for _, g := range []*grpc.Server{grpcServer, privateServer} {
-		authv3.RegisterAuthorizationServer(g, authzServer)
-		extprocv3.RegisterExternalProcessorServer(g, extprocServer)
+	if grpcServer != nil {
+		healthpb.RegisterHealthServer(grpcServer, grpcHealth)
+		authv3.RegisterAuthorizationServer(grpcServer, authzServer)
+		extprocv3.RegisterExternalProcessorServer(grpcServer, extprocServer)
 	}
 	registerGauges(m, cfgNow, deployments, recorder, journal, fallback)
 	m.Gauge("tollgate_database_up", "1 when the database answers a query within a second, 0 otherwise (checked at scrape time).", func() float64 {
@@ -263,15 +291,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--listen: %w", err)
 	}
 	grpcErr := make(chan error, 2)
-	go func() { grpcErr <- grpcServer.Serve(grpcLis) }()
-	private := newInProcess()
-	go func() { grpcErr <- privateServer.Serve(private.lis) }()
-
-	conn, err := private.dial(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(msgLimit), grpc.MaxCallSendMsgSize(msgLimit)))
-	if err != nil {
-		return fmt.Errorf("connect edge to gRPC: %w", err)
+	if grpcServer != nil {
+		go func() { grpcErr <- grpcServer.Serve(grpcLis) }()
 	}
-	defer conn.Close()
+	// The built-in edge, bound to the same servers in process (the
+	// default) or over a private gRPC connection no other process can
+	// open; none behind Envoy.
+	var (
+		privateServer *grpc.Server
+		binding       *inproc.Binding
+		e             http.Handler
+	)
 	var clusters atomic.Pointer[map[string]edge.Cluster]
 	table := edge.Clusters(cfg)
 	clusters.Store(&table)
@@ -281,17 +311,41 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var stopOnce sync.Once
 	closeEdge := func() { stopOnce.Do(func() { close(stopEdge) }) }
 	defer closeEdge()
-	e := edge.New(edge.Options{
-		Health:         deployments, // one passive health for failover, admission, /v1/models and the dashboard
-		Stop:           stopEdge,
-		Tracer:         tracer,
-		Authz:          authv3.NewAuthorizationClient(conn),
-		ExtProc:        extprocv3.NewExternalProcessorClient(conn),
-		Clusters:       func() map[string]edge.Cluster { return *clusters.Load() },
-		MaxBodyBytes:   func() int { return current.Load().MaxBodyBytes },
-		XFFTrustedHops: o.xffHops,
-		Logger:         log,
-	})
+	if o.edge != edgeOff {
+		edgeOpt := edge.Options{
+			Health:         deployments, // one passive health for failover, admission, /v1/models and the dashboard
+			Stop:           stopEdge,
+			Tracer:         tracer,
+			Clusters:       func() map[string]edge.Cluster { return *clusters.Load() },
+			MaxBodyBytes:   func() int { return current.Load().MaxBodyBytes },
+			XFFTrustedHops: o.xffHops,
+			Logger:         log,
+		}
+		if o.edge == edgeGRPC {
+			privateServer = grpc.NewServer(serverOpts...)
+			authv3.RegisterAuthorizationServer(privateServer, authzServer)
+			extprocv3.RegisterExternalProcessorServer(privateServer, extprocServer)
+			private := newInProcess()
+			go func() { grpcErr <- privateServer.Serve(private.lis) }()
+			conn, err := private.dial(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(msgLimit), grpc.MaxCallSendMsgSize(msgLimit)))
+			if err != nil {
+				return fmt.Errorf("connect edge to gRPC: %w", err)
+			}
+			defer conn.Close()
+			edgeOpt.Authz, edgeOpt.ExtProc = authv3.NewAuthorizationClient(conn), extprocv3.NewExternalProcessorClient(conn)
+		} else {
+			binding = inproc.Bind(authzServer, extprocServer)
+			edgeOpt.Authz, edgeOpt.ExtProc = binding.Authz(), binding.ExtProc()
+		}
+		e = edge.New(edgeOpt)
+	} else {
+		e = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body := oaierror.NotFound.With("The built-in edge is off (--edge off): this replica serves the API through Envoy only.", "").Body()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write(body)
+		})
+	}
 	// One HTTP listener, routed as Envoy's bootstrap routes it: the API to
 	// the edge, every other path to the dashboard.
 	mux := http.NewServeMux()
@@ -306,7 +360,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer stopWatch()
 	go func() {
 		err := config.Watch(watchCtx, o.configPath, os.LookupEnv, func(next *config.Config) {
-			if err := xdsServer.Update(watchCtx, next); err != nil {
+			if err := xdsUpdate(watchCtx, next); err != nil {
 				log.Error("configuration change not applied", "err", err)
 				return
 			}
@@ -340,9 +394,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer adminServer.Close()
 	}
 
-	log.Info("tollgate serving", "edge", "http://"+httpLis.Addr().String()+"/v1", "grpc", grpcLis.Addr().String(),
+	grpcAddr, forEnvoy := "", ""
+	if grpcLis != nil {
+		grpcAddr = grpcLis.Addr().String()
+		forEnvoy = " (gRPC for Envoy at " + grpcAddr + ")"
+	}
+	log.Info("tollgate serving", "edge", "http://"+httpLis.Addr().String()+"/v1", "binding", o.edge, "grpc", grpcAddr,
 		"admin", adminAddr, "models", len(cfg.Models), "providers", len(cfg.Providers))
-	fmt.Fprintf(stdout, "tollgate: OpenAI-compatible API at http://%s/v1, dashboard at http://%s/keys (gRPC for Envoy at %s)\n", httpLis.Addr(), httpLis.Addr(), grpcLis.Addr())
+	if o.edge == edgeOff {
+		fmt.Fprintf(stdout, "tollgate: dashboard at http://%s/keys, the API through Envoy only%s\n", httpLis.Addr(), forEnvoy)
+	} else {
+		fmt.Fprintf(stdout, "tollgate: OpenAI-compatible API at http://%s/v1, dashboard at http://%s/keys%s\n", httpLis.Addr(), httpLis.Addr(), forEnvoy)
+	}
 
 	var runErr error
 	select {
@@ -355,7 +418,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	log.Info("shutting down: draining in-flight requests", "timeout", o.drain)
 	ready.draining.Store(true)
-	grpcHealth.Shutdown() // NOT_SERVING: Envoy's health checks move traffic away
+	grpcHealth.Shutdown() // NOT_SERVING: Envoy's health checks move traffic away (when there is a gRPC server)
 	drainCtx, cancel := context.WithTimeout(context.Background(), o.drain)
 	defer cancel()
 	if err := httpServer.Shutdown(drainCtx); err != nil {
@@ -369,11 +432,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		drainCtx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 	}
+	// Then the servers' own streams end: gRPC's (Envoy's, and the edge's
+	// over --edge grpc) and the in-process sessions, each of which writes
+	// its usage record as it ends.
+	var servers []*grpc.Server
+	for _, g := range []*grpc.Server{grpcServer, privateServer} {
+		if g != nil {
+			servers = append(servers, g)
+		}
+	}
 	stopped := make(chan struct{})
 	go func() {
+		// Ends when the servers have stopped, which the Stop calls below
+		// force when the drain time runs out.
 		var wg sync.WaitGroup
-		wg.Go(grpcServer.GracefulStop)
-		wg.Go(privateServer.GracefulStop)
+		for _, g := range servers {
+			wg.Go(g.GracefulStop)
+		}
 		wg.Wait()
 		close(stopped)
 	}()
@@ -381,9 +456,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case <-stopped:
 	case <-drainCtx.Done():
 		log.Warn("gRPC streams did not drain in time; stopping them")
-		grpcServer.Stop()
-		privateServer.Stop()
+		for _, g := range servers {
+			g.Stop()
+		}
 		<-stopped
+	}
+	if binding != nil {
+		if err := binding.Wait(drainCtx); err != nil {
+			log.Warn("in-process ext_proc sessions still open after the drain", "sessions", binding.Open())
+		}
 	}
 	log.Info("flushing usage records")
 	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 15*time.Second)
