@@ -174,3 +174,115 @@ func (c *accountChanges) apply(ctx context.Context, q querier) error {
 	}
 	return nil
 }
+
+// Lease upserts the lease's reservation row first (Lock order: reservations
+// before accounts), then raises the account's reserved_nanos by the grant
+// with a conditional UPDATE that re-checks the available balance against
+// the committed row, as Reserve does: the grant is computed from a read of
+// the balance, and if a concurrent transaction took money meanwhile the
+// UPDATE finds no row and the grant falls back to need alone.
+func (s *sqlStore) Lease(ctx context.Context, accountID, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error) {
+	if leaseID == "" {
+		return 0, errors.New("store: lease: no lease ID")
+	}
+	if need <= 0 || want < need {
+		return 0, fmt.Errorf("store: lease: need %d, want %d: want 0 < need <= want", need, want)
+	}
+	var granted money.Nanos
+	err := s.db.inTx(ctx, func(q querier) error {
+		if _, err := q.exec(ctx,
+			`INSERT INTO reservations (id, account_id, amount_nanos, expires_at, created_at)
+			VALUES ($1, $2, 0, $3, $4) ON CONFLICT (id) DO NOTHING`,
+			leaseID, accountID, dbTime(expiresAt), dbTime(s.now())); err != nil {
+			return err
+		}
+		var owner string
+		if err := q.queryRow(ctx, `SELECT account_id FROM reservations WHERE id = $1`, leaseID).Scan(&owner); err != nil {
+			return err
+		}
+		if owner != accountID {
+			return fmt.Errorf("lease %s belongs to another account: %w", leaseID, ErrConflict)
+		}
+		var available int64
+		if err := q.queryRow(ctx, `SELECT balance_nanos - reserved_nanos FROM accounts WHERE id = $1`, accountID).Scan(&available); err != nil {
+			return err
+		}
+		grant := min(want, max(need, money.Nanos(available/2)))
+		for _, amount := range []money.Nanos{grant, need} {
+			n, err := q.exec(ctx,
+				`UPDATE accounts SET reserved_nanos = reserved_nanos + $2
+				WHERE id = $1 AND balance_nanos - reserved_nanos >= $2`,
+				accountID, int64(amount))
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				granted = amount
+				break
+			}
+		}
+		if granted == 0 {
+			return ErrInsufficientBalance
+		}
+		_, err := q.exec(ctx, `UPDATE reservations SET amount_nanos = amount_nanos + $2 WHERE id = $1`, leaseID, int64(granted))
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: lease: %w", err)
+	}
+	return granted, nil
+}
+
+func (s *sqlStore) ReturnLease(ctx context.Context, leaseID string, amount money.Nanos) error {
+	if amount <= 0 {
+		return nil
+	}
+	err := s.db.inTx(ctx, func(q querier) error {
+		changes := accountChanges{}
+		if err := changes.shrink(ctx, q, leaseID, amount); err != nil {
+			return err
+		}
+		return changes.apply(ctx, q)
+	})
+	if err != nil {
+		return fmt.Errorf("store: return lease: %w", err)
+	}
+	return nil
+}
+
+// shrink takes up to amount out of a lease's reservation and notes the
+// amount its account gets back (less when the lease holds less; none when
+// it is gone). The UPDATE is relative, so concurrent shrinks of one lease
+// never lose one another.
+func (c *accountChanges) shrink(ctx context.Context, q querier, leaseID string, amount money.Nanos) error {
+	if amount <= 0 {
+		return nil
+	}
+	var accountID string
+	err := q.queryRow(ctx,
+		`UPDATE reservations SET amount_nanos = amount_nanos - $2
+		WHERE id = $1 AND amount_nanos >= $2 RETURNING account_id`,
+		leaseID, int64(amount)).Scan(&accountID)
+	taken := int64(amount)
+	if errors.Is(err, ErrNotFound) {
+		// Less than amount left (or no lease): the lease is spent; take
+		// what there is, and the row with it.
+		err = q.queryRow(ctx,
+			`DELETE FROM reservations WHERE id = $1 AND amount_nanos < $2
+			RETURNING account_id, amount_nanos`,
+			leaseID, int64(amount)).Scan(&accountID, &taken)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("shrink lease %s: %w", leaseID, err)
+	}
+	if c.byAccount == nil {
+		c.byAccount = map[string]accountChange{}
+	}
+	ch := c.byAccount[accountID]
+	ch.release += taken
+	c.byAccount[accountID] = ch
+	return nil
+}

@@ -123,6 +123,12 @@ type UsageRecord struct {
 	// writing the record releases it, in the same transaction as the debit.
 	// A reservation already gone (released or expired) is no error.
 	ReservationID string
+	// LeaseID, when set, names the lease (a replica's reservation, see
+	// Lease) this request's hold was served from: writing the record
+	// shrinks it by the record's cost, in the same transaction as the
+	// debit, so the money moves from held to spent exactly once. A lease
+	// already gone is no error; the debit alone is made.
+	LeaseID string
 }
 
 // ModelUsage is one model's share of a key's usage.
@@ -251,6 +257,20 @@ type Store interface {
 	// Release frees a reservation without charging anything. Releasing an
 	// unknown or already freed reservation does nothing.
 	Release(ctx context.Context, reservationID string) error
+	// Lease grows the reservation leaseID of the account (made on first
+	// use, expiring at expiresAt) by at least need and at most want: by
+	// half of the account's available balance, but not less than need nor
+	// more than want. It returns the amount added; it fails with
+	// ErrInsufficientBalance, changing nothing, when less than need is
+	// available, and with ErrNotFound when there is no such account. A
+	// replica serves requests' holds from its leases in memory; concurrent
+	// Leases and Reserves never overdraw the account.
+	Lease(ctx context.Context, accountID, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error)
+	// ReturnLease gives up to amount of the lease back to the account's
+	// available balance (the lease's unspent part; what its records have
+	// yet to debit stays held until they are written). Returning from an
+	// unknown or emptied lease does nothing.
+	ReturnLease(ctx context.Context, leaseID string, amount money.Nanos) error
 	// ReleaseExpired frees every reservation whose expiresAt is at or
 	// before now (those left by a replica that died mid-request), and
 	// returns how many it freed.

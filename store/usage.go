@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -29,6 +30,7 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 	err := s.db.inTx(ctx, func(q querier) error {
 		changes := accountChanges{}
 		var reservations []string
+		leases := map[string]money.Nanos{}
 		for _, r := range sorted {
 			created := now
 			if !r.CreatedAt.IsZero() {
@@ -53,9 +55,22 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 			if r.ReservationID != "" {
 				reservations = append(reservations, r.ReservationID)
 			}
+			if r.LeaseID != "" {
+				leases[r.LeaseID] += r.Cost
+			}
+		}
+		// Reservations, then leases, each in ID order (see Lock order).
+		for _, id := range slices.Sorted(maps.Keys(leases)) {
+			reservations = append(reservations, id)
 		}
 		slices.Sort(reservations)
 		for _, id := range slices.Compact(reservations) {
+			if spent, ok := leases[id]; ok {
+				if err := changes.shrink(ctx, q, id, spent); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := changes.release(ctx, q, id); err != nil {
 				return err
 			}

@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SharedSecretIsDecidedOnceForEveryone", testSharedSecret},
 	}
 	tests = append(tests, reservationTests...)
+	tests = append(tests, leaseTests...)
 	tests = append(tests, dashboardTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
