@@ -22,6 +22,7 @@ import (
 
 	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/oaierror"
@@ -48,6 +49,10 @@ type Options struct {
 	Config func() *config.Config
 	// Toucher batches Last Used updates; nil records nothing.
 	Toucher Toucher
+	// Spare is the free money this replica holds leased for the account
+	// (balance.Leaser's Spare), which the account's available balance in
+	// the database does not count; nil means none.
+	Spare func(accountID string) money.Nanos
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger; nil means slog.Default().
@@ -160,7 +165,11 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	}
 	// A coarse check on what the replica knows; the router step holds the
 	// request's most possible cost against the database, which is exact.
-	if acct.Balance-acct.Reserved <= 0 {
+	available := acct.Balance - acct.Reserved
+	if available <= 0 && s.opt.Spare != nil {
+		available += s.opt.Spare(acct.ID)
+	}
+	if available <= 0 {
 		return deny(oaierror.InsufficientBalance, rlHeaders), nil
 	}
 	if s.opt.Toucher != nil {

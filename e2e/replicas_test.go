@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/store"
 	"github.com/tollgate/tollgate/store/storetest"
 )
 
@@ -118,4 +120,65 @@ func TestReplicasSharingRedisAdmitExactlyTheLimit(t *testing.T) {
 	for _, tg := range []*tollgate{a, b} {
 		assert.NotContains(t, tg.logs.String(), "primary failed", "a replica fell back to its in-memory limiter")
 	}
+}
+
+// TestReplicasSharingAnAccountChargeExactlyAndNeverOverdraw: three
+// replicas on one PostgreSQL serve one low balance at once, each from its
+// own leases in memory. Some requests are refused for lack of money; none
+// overdraws; once the replicas stop, every lease is given back (nothing
+// stays reserved) and the balance is the initial one less the recorded
+// costs, to the nano-dollar.
+func TestReplicasSharingAnAccountChargeExactlyAndNeverOverdraw(t *testing.T) {
+	p := newMockOpenAI(t)
+	db := storetest.PostgresURL(t)
+	var replicas []*tollgate
+	for range 3 {
+		replicas = append(replicas, startTollgate(t, configFor(p.URL), db))
+	}
+	// Each request holds about $0.000043 (64 output tokens at $0.60/M and
+	// its prompt) and costs the mock's $0.00000435: $0.0002 covers about
+	// four holds at once and 45 answers in all, fewer than the requests.
+	const body = `{"model":"gpt-4o-mini","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
+	secret := replicas[0].newAccount(t, "shared@example.com", "0.0002")
+	id := replicas[0].onlyKeyID(t, "shared@example.com")
+	initial := replicas[0].balance(t, "shared@example.com")
+
+	const n = 90
+	codes := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			resp, _ := replicas[i%len(replicas)].post(t, secret, body)
+			codes[i] = resp.StatusCode
+		})
+	}
+	wg.Wait()
+	ok := 0
+	for _, c := range codes {
+		require.Contains(t, []int{http.StatusOK, http.StatusPaymentRequired}, c)
+		if c == http.StatusOK {
+			ok++
+		}
+	}
+	require.Positive(t, ok)
+	require.Less(t, ok, n, "the money ran out: some requests were refused")
+	for _, r := range replicas {
+		r.stop()
+	}
+	st, err := store.Open(context.Background(), db)
+	require.NoError(t, err)
+	defer st.Close()
+	acct, err := st.AccountByEmail(context.Background(), "shared@example.com")
+	require.NoError(t, err)
+	u, err := st.KeyUsage(context.Background(), id)
+	require.NoError(t, err)
+	// Every answer is recorded, and so is every refusal of the router step
+	// (ext_authz's coarse balance check refuses before a request has a
+	// record).
+	assert.GreaterOrEqual(t, u.TotalRequests, int64(ok))
+	assert.Equal(t, int64(ok), u.TotalRequests-u.ErrorRequests, "every answer recorded")
+	assert.Equal(t, money.Nanos(ok)*mockCost, u.Cost, "every answered request costs the mock's usage")
+	assert.Equal(t, initial-u.Cost, acct.Balance, "final balance == initial − Σ recorded costs")
+	assert.GreaterOrEqual(t, int64(acct.Balance), int64(0), "never overdrawn")
+	assert.Zero(t, acct.Reserved, "every replica gave its leases back as it stopped")
 }

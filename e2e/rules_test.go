@@ -335,6 +335,11 @@ func TestConcurrentRequestsChargeExactlyAndNeverOverdraw(t *testing.T) {
 	assert.Equal(t, money.Nanos(ok)*mockCost, u.TotalCostUSD, "every answered request costs the mock's usage")
 	assert.GreaterOrEqual(t, int64(final), int64(0), "never overdrawn")
 	assert.Equal(t, float64(n-ok)/n, u.ErrorRate)
+	// The replica's lease goes back to the account once idle.
+	eventually(t, func() bool {
+		a, err := tg.Store.AccountByEmail(t.Context(), "me@example.com")
+		return err == nil && a.Reserved == 0
+	}, "nothing stays reserved")
 }
 
 func TestLastUsedIsVisibleWithinSeconds(t *testing.T) {

@@ -41,7 +41,8 @@ type routerStep struct {
 	stream           bool
 	requestID        string // drawn at admission; names the hold and the usage record
 	body             []byte // kept to estimate the prompt of a request cut off early
-	reserved         bool   // money is held for this request
+	held             money.Nanos // money held for this request
+	leaseID          string      // the lease it came from; "" for a reservation of its own
 	recorded         bool   // a usage record was written by this step
 	answered         bool   // the response headers were seen
 }
@@ -125,7 +126,7 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 				ClearRouteCache: true,
 			}},
 		},
-		DynamicMetadata: requestMetadata(r.s.opt.StepKey, r.keyID, r.accountID, r.requestID, cr, r.started),
+		DynamicMetadata: requestMetadata(r.s.opt.StepKey, r.keyID, r.accountID, r.requestID, r.leaseID, r.held, cr, r.started),
 	}, nil
 }
 
@@ -142,10 +143,10 @@ func (r *routerStep) hold(ctx context.Context, cr chatRequest, bodyLen int) *oai
 	if amount <= 0 {
 		return nil // a free model needs no hold
 	}
-	err := r.s.opt.Balance.Reserve(ctx, r.accountID, reservationID(r.requestID), amount, r.s.opt.Now().Add(r.s.opt.HoldFor))
+	leaseID, err := r.s.opt.Balance.Hold(ctx, r.accountID, r.requestID, amount)
 	switch {
 	case err == nil:
-		r.reserved = true
+		r.held, r.leaseID = amount, leaseID
 		return nil
 	case errors.Is(err, store.ErrInsufficientBalance):
 		e := oaierror.InsufficientBalance.With("Your account balance cannot cover this request: it could cost up to $"+amount.String()+
@@ -160,7 +161,7 @@ func (r *routerStep) hold(ctx context.Context, cr chatRequest, bodyLen int) *oai
 
 // requestMetadata is what every upstream attempt needs to know of the
 // request, handed over as dynamic metadata (see contract.RequestMetadataNamespace).
-func requestMetadata(stepKey []byte, keyID, accountID, requestID string, cr chatRequest, started time.Time) *structpb.Struct {
+func requestMetadata(stepKey []byte, keyID, accountID, requestID, leaseID string, held money.Nanos, cr chatRequest, started time.Time) *structpb.Struct {
 	fields := map[string]*structpb.Value{
 		contract.MetaKeyID:       structpb.NewStringValue(keyID),
 		contract.MetaAccountID:   structpb.NewStringValue(accountID),
@@ -169,6 +170,8 @@ func requestMetadata(stepKey []byte, keyID, accountID, requestID string, cr chat
 		contract.MetaStream:      structpb.NewBoolValue(cr.Stream),
 		contract.MetaClientUsage: structpb.NewBoolValue(cr.ClientUsage),
 		contract.MetaStarted:     structpb.NewNumberValue(float64(started.UnixMicro())),
+		contract.MetaLease:       structpb.NewStringValue(leaseID),
+		contract.MetaHeld:        structpb.NewNumberValue(float64(held)),
 	}
 	if len(stepKey) > 0 {
 		// Attempts may run until the request timeout, and a little after.
@@ -185,11 +188,12 @@ func requestMetadata(stepKey []byte, keyID, accountID, requestID string, cr chat
 // the token), in a fixed order, base64url.
 func stepToken(key []byte, f map[string]*structpb.Value) string {
 	mac := hmac.New(sha256.New, key)
-	for _, name := range []string{contract.MetaKeyID, contract.MetaAccountID, contract.MetaRequestID, contract.MetaModel} {
+	for _, name := range []string{contract.MetaKeyID, contract.MetaAccountID, contract.MetaRequestID, contract.MetaModel, contract.MetaLease} {
 		v := f[name].GetStringValue()
 		fmt.Fprintf(mac, "%s=%d:%s;", name, len(v), v)
 	}
-	fmt.Fprintf(mac, "%s=%t;%s=%t;%s=%.0f;%s=%.0f;",
+	fmt.Fprintf(mac, "%s=%.0f;%s=%t;%s=%t;%s=%.0f;%s=%.0f;",
+		contract.MetaHeld, f[contract.MetaHeld].GetNumberValue(),
 		contract.MetaStream, f[contract.MetaStream].GetBoolValue(),
 		contract.MetaClientUsage, f[contract.MetaClientUsage].GetBoolValue(),
 		contract.MetaStarted, f[contract.MetaStarted].GetNumberValue(),
@@ -269,13 +273,18 @@ func (r *routerStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Proce
 // answer, it records the same request under the same id, so the request is
 // recorded once either way.
 func (r *routerStep) finish(context.Context, error) {
-	if r.requestID == "" || r.recorded || r.answered {
-		return
+	if r.requestID != "" && !r.recorded && !r.answered {
+		r.recordRequest(store.UsageRecord{
+			Status: StatusClientClosed, ErrorCode: "no_answer",
+			PromptTokens: provider.EstimatePromptTokens(r.body), Estimated: true,
+		})
 	}
-	r.recordRequest(store.UsageRecord{
-		Status: StatusClientClosed, ErrorCode: "no_answer",
-		PromptTokens: provider.EstimatePromptTokens(r.body), Estimated: true,
-	})
+	if r.held > 0 {
+		// The request is over here: its hold leaves this replica's lease
+		// (its record, written here or by the replica that answered,
+		// settles it in the database).
+		r.s.opt.Balance.Done(r.accountID, r.leaseID, r.held)
+	}
 }
 
 // reject answers the client at once and records the failure.
@@ -302,8 +311,8 @@ func (r *routerStep) recordRequest(rec store.UsageRecord) {
 	if r.requestID != "" {
 		rec.ID = usageID(r.requestID)
 	}
-	if r.reserved {
-		rec.ReservationID = reservationID(r.requestID)
+	if r.held > 0 {
+		setHold(&rec, r.requestID, r.leaseID, r.held)
 	}
 	if m, ok := r.cfg.Model(r.model); ok {
 		rec.Cost = money.Add(money.Cost(rec.PromptTokens, m.InputPricePerMillion), money.Cost(rec.CompletionTokens, m.OutputPricePerMillion))
@@ -311,6 +320,16 @@ func (r *routerStep) recordRequest(rec store.UsageRecord) {
 	if err := r.s.opt.Usage.Record(rec); err != nil {
 		r.s.opt.Logger.Error("router step: usage record refused", "err", err)
 	}
+}
+
+// setHold names the request's hold on its record: the lease it came from
+// and its amount, or the reservation of its own.
+func setHold(rec *store.UsageRecord, requestID, leaseID string, held money.Nanos) {
+	if leaseID != "" {
+		rec.LeaseID, rec.Held = leaseID, held
+		return
+	}
+	rec.ReservationID = reservationID(requestID)
 }
 
 // errorCodeFor names the failure of a translated upstream error by status.

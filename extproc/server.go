@@ -33,10 +33,41 @@ type Keys interface {
 
 // Balance holds money for a request until its usage record settles it.
 type Balance interface {
-	// Reserve fails with store.ErrInsufficientBalance when the account's
-	// balance less what is already held cannot cover amount.
-	Reserve(ctx context.Context, accountID, reservationID string, amount money.Nanos, expiresAt time.Time) error
+	// Hold sets amount aside for the request; it fails with
+	// store.ErrInsufficientBalance when the account cannot cover it. It
+	// returns the lease the hold came from (a balance.Leaser's), which the
+	// request's usage record names with the amount, or "" when the hold is
+	// a reservation of the request's own (named after the request id),
+	// which writing the record releases.
+	Hold(ctx context.Context, accountID, requestID string, amount money.Nanos) (leaseID string, err error)
+	// Done tells the Balance that the request has ended in this replica
+	// (its router step is over; its record is made, here or elsewhere).
+	Done(accountID, leaseID string, amount money.Nanos)
 }
+
+// Reservations is a Balance that reserves each request's hold in the
+// database, one transaction per request (the Balance of tests, and of
+// tools that run no Leaser).
+type Reservations struct {
+	Store interface {
+		Reserve(ctx context.Context, accountID, reservationID string, amount money.Nanos, expiresAt time.Time) error
+	}
+	// HoldFor is how long a hold lives if no usage record settles it (a
+	// replica that died); default one hour.
+	HoldFor time.Duration
+}
+
+// Hold reserves amount under the request's reservation id.
+func (r Reservations) Hold(ctx context.Context, accountID, requestID string, amount money.Nanos) (string, error) {
+	life := r.HoldFor
+	if life <= 0 {
+		life = time.Hour
+	}
+	return "", r.Store.Reserve(ctx, accountID, reservationID(requestID), amount, time.Now().Add(life))
+}
+
+// Done does nothing: writing the record releases the reservation.
+func (Reservations) Done(string, string, money.Nanos) {}
 
 // Usage receives one record per request; it must not lose them.
 type Usage interface {
@@ -52,9 +83,6 @@ type Options struct {
 	// Balance holds each request's most possible cost at admission, so
 	// that concurrent requests cannot overdraw an account.
 	Balance Balance
-	// HoldFor is how long a hold lives if no usage record settles it (a
-	// replica that died); default one hour.
-	HoldFor time.Duration
 	// Health is the passive health of deployments: the upstream step tells
 	// it every provider status, the router step asks it before admitting
 	// a request and when listing models. Nil means every deployment of an
@@ -91,9 +119,6 @@ func New(opt Options) *Server {
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
-	}
-	if opt.HoldFor <= 0 {
-		opt.HoldFor = time.Hour
 	}
 	return &Server{opt: opt}
 }

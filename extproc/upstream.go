@@ -36,8 +36,10 @@ type upstreamStep struct {
 
 	keyID, accountID, model string
 	requestID               string
-	clientRequestID         string // the x-request-id header
-	attempt                 int    // x-envoy-attempt-count: 1 for the first attempt
+	leaseID                 string      // the lease the hold came from (see Balance)
+	held                    money.Nanos // the hold
+	clientRequestID         string      // the x-request-id header
+	attempt                 int         // x-envoy-attempt-count: 1 for the first attempt
 	started                 time.Time
 	firstByte               time.Time // when the first translated byte was handed back
 	preq                    provider.Request
@@ -101,6 +103,8 @@ func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.Proces
 	u.accountID = meta[contract.MetaAccountID].GetStringValue()
 	u.model = meta[contract.MetaModel].GetStringValue()
 	u.requestID = meta[contract.MetaRequestID].GetStringValue()
+	u.leaseID = meta[contract.MetaLease].GetStringValue()
+	u.held = money.Nanos(meta[contract.MetaHeld].GetNumberValue())
 	u.preq.Stream = meta[contract.MetaStream].GetBoolValue()
 	u.preq.ClientUsage = meta[contract.MetaClientUsage].GetBoolValue()
 	u.started = u.s.opt.Now()
@@ -340,7 +344,8 @@ func (u *upstreamStep) record(st int, code string) (store.UsageRecord, bool) {
 		rec.TTFT = u.firstByte.Sub(u.started)
 	}
 	if u.requestID != "" {
-		rec.ID, rec.ReservationID = usageID(u.requestID), reservationID(u.requestID)
+		rec.ID = usageID(u.requestID)
+		setHold(&rec, u.requestID, u.leaseID, u.held)
 	}
 	if err := u.s.opt.Usage.Record(rec); err != nil {
 		u.s.opt.Logger.Error("upstream step: usage record refused", "err", err)

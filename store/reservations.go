@@ -196,8 +196,10 @@ func (s *sqlStore) Lease(ctx context.Context, accountID, leaseID string, need, w
 			leaseID, accountID, dbTime(expiresAt), dbTime(s.now())); err != nil {
 			return err
 		}
+		// Lock the lease's row before the account's (ON CONFLICT DO
+		// NOTHING does not lock an existing row).
 		var owner string
-		if err := q.queryRow(ctx, `SELECT account_id FROM reservations WHERE id = $1`, leaseID).Scan(&owner); err != nil {
+		if err := q.queryRow(ctx, `UPDATE reservations SET amount_nanos = amount_nanos WHERE id = $1 RETURNING account_id`, leaseID).Scan(&owner); err != nil {
 			return err
 		}
 		if owner != accountID {

@@ -124,11 +124,13 @@ type UsageRecord struct {
 	// A reservation already gone (released or expired) is no error.
 	ReservationID string
 	// LeaseID, when set, names the lease (a replica's reservation, see
-	// Lease) this request's hold was served from: writing the record
-	// shrinks it by the record's cost, in the same transaction as the
-	// debit, so the money moves from held to spent exactly once. A lease
-	// already gone is no error; the debit alone is made.
+	// Lease) this request's hold was served from, and Held the hold:
+	// writing the record shrinks the lease by Held (at most what is left
+	// of it), in the same transaction as the debit of Cost, so the hold
+	// moves from held to spent and released exactly once. A lease already
+	// gone is no error; the debit alone is made.
 	LeaseID string
+	Held    money.Nanos
 }
 
 // ModelUsage is one model's share of a key's usage.

@@ -56,7 +56,7 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 				reservations = append(reservations, r.ReservationID)
 			}
 			if r.LeaseID != "" {
-				leases[r.LeaseID] += r.Cost
+				leases[r.LeaseID] += r.Held
 			}
 		}
 		// Reservations, then leases, each in ID order (see Lock order).

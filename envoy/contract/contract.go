@@ -163,6 +163,11 @@ const (
 	MetaStream      = "stream"       // bool
 	MetaClientUsage = "client_usage" // bool: the client asked for include_usage
 	MetaStarted     = "started_us"   // admission time, Unix microseconds (number)
+	// MetaLease and MetaHeld name the lease the request's hold came from
+	// and the hold (nanodollars, number), for the usage record (empty and
+	// 0 when the hold is a reservation of the request's own, or none).
+	MetaLease = "lease"
+	MetaHeld  = "held_nanos"
 	// MetaExpires and MetaToken let the upstream step accept only attempts
 	// the router step admitted: the token is an HMAC of the fields above
 	// and the expiry (Unix seconds), under a key every replica shares.

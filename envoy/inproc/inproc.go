@@ -47,7 +47,7 @@ type Opener func(ctx context.Context, step string) (Session, error)
 // Binding is the in-process connection to one ext_authz and one ext_proc
 // server.
 type Binding struct {
-	authz authv3.AuthorizationServer
+	authz  authv3.AuthorizationServer
 	opener Opener
 	// open counts the sessions not yet finished, for Wait.
 	open sessions

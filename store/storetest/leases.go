@@ -72,24 +72,24 @@ func testRecordsShrinkLease(t *testing.T, s store.Store) {
 	_, err := s.Lease(t.Context(), a.ID, "lse_1", 200, 200, later())
 	require.NoError(t, err)
 	r1 := usage("use_1", k, "gpt-4o", 30)
-	r1.LeaseID = "lse_1"
+	r1.LeaseID, r1.Held = "lse_1", 40
 	r2 := usage("use_2", k, "gpt-4o", 20)
-	r2.LeaseID = "lse_1"
+	r2.LeaseID, r2.Held = "lse_1", 60
 	batch := []store.UsageRecord{r1, r2}
 	require.NoError(t, s.RecordUsage(t.Context(), batch))
-	requireMoney(t, s, a.ID, 950, 150, "debited 50, the lease shrunk by 50")
+	requireMoney(t, s, a.ID, 950, 100, "debited 50, the lease shrunk by the 100 held")
 	require.NoError(t, s.RecordUsage(t.Context(), batch), "a retried batch")
-	requireMoney(t, s, a.ID, 950, 150, "a retried batch changes nothing")
-	// A record that costs more than the lease holds takes the rest of it
-	// and is debited in full.
-	big := usage("use_3", k, "gpt-4o", 400)
-	big.LeaseID = "lse_1"
+	requireMoney(t, s, a.ID, 950, 100, "a retried batch changes nothing")
+	// A record that held more than the lease has left takes the rest of
+	// it, and is debited in full.
+	big := usage("use_3", k, "gpt-4o", 90)
+	big.LeaseID, big.Held = "lse_1", 400
 	require.NoError(t, s.RecordUsage(t.Context(), []store.UsageRecord{big}))
-	requireMoney(t, s, a.ID, 550, 0, "debited 400, the lease's 150 released")
+	requireMoney(t, s, a.ID, 860, 0, "debited 90, the lease's last 100 released")
 	gone := usage("use_4", k, "gpt-4o", 5)
-	gone.LeaseID = "lse_1"
+	gone.LeaseID, gone.Held = "lse_1", 5
 	require.NoError(t, s.RecordUsage(t.Context(), []store.UsageRecord{gone}))
-	requireMoney(t, s, a.ID, 545, 0, "a lease gone: the debit alone")
+	requireMoney(t, s, a.ID, 855, 0, "a lease gone: the debit alone")
 }
 
 func testReturnLease(t *testing.T, s store.Store) {
@@ -136,9 +136,9 @@ func testConcurrentLeasesCannotOverdraw(t *testing.T, s store.Store) {
 				held += got
 				cost := money.Nanos(37 + r + i)
 				rec := usage(fmt.Sprintf("use_%d_%02d", r, i), k, "gpt-4o", cost)
-				rec.LeaseID = lease
+				rec.LeaseID, rec.Held = lease, 100
 				require.NoError(t, s.RecordUsage(t.Context(), []store.UsageRecord{rec}))
-				held -= cost
+				held -= 100
 				mu.Lock()
 				spent += cost
 				mu.Unlock()

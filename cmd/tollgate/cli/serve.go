@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tollgate/tollgate/authz"
+	"github.com/tollgate/tollgate/balance"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/dashboard"
 	"github.com/tollgate/tollgate/envoy/edge"
@@ -195,6 +196,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		OnWritten: func(ids []string) { invalidateAccounts(cache, ids) },
 	})
 	lastUsed := authz.NewLastUsed(st, time.Second, log)
+	// Balance holds are served from this replica's leases, in memory.
+	leaser := balance.New(balance.Options{Store: st, Logger: log})
 	// xdsUpdate hands a reloaded configuration to Envoy (when there is a
 	// gRPC server for it).
 	xdsUpdate := func(context.Context, *config.Config) error { return nil }
@@ -243,11 +246,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		xdsUpdate = xdsServer.Update
 	}
 	authzServer := metrics.Authz{Next: authz.New(authz.Options{
-		Keys: cache, Limiter: limiter, Config: cfgNow, Toucher: lastUsed, Logger: log,
+		Keys: cache, Limiter: limiter, Config: cfgNow, Toucher: lastUsed, Logger: log, Spare: leaser.Spare,
 	}), Metrics: m}
 	deployments := health.New(health.Options{})
 	extprocServer := extproc.New(extproc.Options{
-		Config: cfgNow, Keys: cache, Balance: st, Logger: log,
+		Config: cfgNow, Keys: cache, Balance: leaser, Logger: log,
 		// Every usage record: counted in the metrics, logged as the
 		// request's access-log line, then written.
 		Usage:  metrics.Usage{Next: extproc.AccessLog{Usage: recorder, Logger: log}, Metrics: m},
@@ -466,6 +469,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			log.Warn("in-process ext_proc sessions still open after the drain", "sessions", binding.Open())
 		}
 	}
+	// No request is in flight: the leases' free money goes back.
+	leaser.Close()
 	log.Info("flushing usage records")
 	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancelFlush()

@@ -1,0 +1,311 @@
+// Package balance answers a request's balance hold from memory: each
+// replica leases a slice of an account's balance from the database in one
+// transaction (a lease is a reservation the replica owns) and serves holds
+// from it locally, so that the hot path makes no database call while the
+// lease lasts.
+//
+// The money stays exact across any number of replicas:
+//
+//   - A lease is taken with the same conditional UPDATE as a per-request
+//     reservation: the database never reserves more than an account's
+//     balance, whoever asks.
+//   - A replica serves a hold only from the unheld part of its own lease
+//     (free), so every hold is backed by reserved money.
+//   - When a request ends (Done) its whole hold leaves the lease in memory;
+//     its usage record — written by whichever replica answered — carries
+//     the lease and the hold, and its write shrinks the lease in the
+//     database by the hold in the same transaction as the debit of the
+//     cost. So the database's lease is never smaller than what memory
+//     believes it holds: it shrinks later, never sooner.
+//   - A lease idle for a while gives back only its free part; what the
+//     records still to be written will shrink stays reserved until they
+//     are. A replica that dies leaves its leases to expire (ReleaseExpired);
+//     its journaled records debit their costs when replayed.
+//   - A lease takes new holds only in the first half of its life, and a
+//     hold lasts at most a request (much less than half a lease's life), so
+//     no lease expires under a hold.
+//
+// Leases shrink to single requests when the balance is low: the database
+// grants at most half of what is available (never less than the request
+// needs), so replicas share a small balance instead of one taking it all.
+package balance
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/money"
+)
+
+// Store is the database side of leases (store.Store).
+type Store interface {
+	Lease(ctx context.Context, accountID, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error)
+	ReturnLease(ctx context.Context, leaseID string, amount money.Nanos) error
+}
+
+// Options configure a Leaser. Zero values are documented per field.
+type Options struct {
+	Store Store
+	// Life is a lease's life in the database (its reservation's expiry);
+	// it takes new holds in its first half only. Default one hour; it
+	// must be well over twice the longest request.
+	Life time.Duration
+	// Idle is how long a lease without holds keeps its free money before
+	// giving it back; default 2 seconds.
+	Idle time.Duration
+	// Slices is how many more holds like the one that needs it a lease
+	// asks for when it grows (the database grants at most half of the
+	// available balance); default 16.
+	Slices int
+	// Now is the clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Leaser serves holds from this replica's leases.
+type Leaser struct {
+	opt     Options
+	replica string
+
+	mu       sync.Mutex
+	accounts map[string]*account
+	seq      atomic.Uint64
+
+	stop      chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+// account is one account's leases in this replica. Its mutex serialises
+// the account's holds, so that one grow at a time goes to the database.
+type account struct {
+	mu       sync.Mutex
+	current  *lease
+	retiring []*lease
+	// dead: forgotten by the Leaser (it had no lease left); a Hold that
+	// found it just before looks the account up again.
+	dead bool
+}
+
+type lease struct {
+	id      string
+	free    money.Nanos // leased, not held
+	held    money.Nanos // the holds of requests in flight
+	taken   time.Time
+	expires time.Time
+	used    time.Time // the last hold or Done
+}
+
+// New starts a Leaser; Close ends it.
+func New(opt Options) *Leaser {
+	if opt.Life <= 0 {
+		opt.Life = time.Hour
+	}
+	if opt.Idle <= 0 {
+		opt.Idle = 2 * time.Second
+	}
+	if opt.Slices <= 0 {
+		opt.Slices = 16
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	l := &Leaser{opt: opt, replica: rand.Text()[:10], accounts: map[string]*account{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go l.returnIdle()
+	return l
+}
+
+// Hold sets amount of the account's balance aside for a request (the
+// request's id is not needed: a lease's holds are counted, not named), from this
+// replica's lease, growing the lease from the database when its free part
+// is short. It returns the lease's id, which the request's usage record
+// carries with the amount (store.UsageRecord's LeaseID and Held). It fails
+// with the store's ErrInsufficientBalance when the account cannot cover
+// amount.
+func (l *Leaser) Hold(ctx context.Context, accountID, _ string, amount money.Nanos) (string, error) {
+	if amount <= 0 {
+		return "", errors.New("balance: hold: amount is not positive")
+	}
+	a := l.account(accountID)
+	a.mu.Lock()
+	for a.dead {
+		a.mu.Unlock()
+		a = l.account(accountID)
+		a.mu.Lock()
+	}
+	defer a.mu.Unlock()
+	now := l.opt.Now()
+	ls := a.current
+	if ls == nil || now.After(ls.taken.Add(l.opt.Life/2)) {
+		if ls != nil {
+			a.retiring = append(a.retiring, ls)
+		}
+		id := "lse_" + l.replica + "_" + strconv.FormatUint(l.seq.Add(1), 36)
+		ls = &lease{id: id, taken: now, expires: now.Add(l.opt.Life)}
+		a.current = ls
+	}
+	if ls.free < amount {
+		need := amount - ls.free
+		want := need + money.Nanos(l.opt.Slices)*amount
+		got, err := l.opt.Store.Lease(ctx, accountID, ls.id, need, want, ls.expires)
+		if err != nil {
+			return "", err
+		}
+		ls.free += got
+	}
+	ls.free -= amount
+	ls.held += amount
+	ls.used = now
+	return ls.id, nil
+}
+
+// Done ends a request's hold in memory, whether its record is written yet
+// or not, here or by another replica: the whole hold leaves the lease
+// (the record's write shrinks the lease in the database by as much).
+func (l *Leaser) Done(accountID, leaseID string, amount money.Nanos) {
+	a := l.account(accountID)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ls := range a.leases() {
+		if ls.id == leaseID {
+			ls.held -= amount
+			ls.used = l.opt.Now()
+			return
+		}
+	}
+}
+
+// Spare is the free money of this replica's leases of the account: the
+// account's available balance in the database does not count it, though
+// this replica can still hold it for requests.
+func (l *Leaser) Spare(accountID string) money.Nanos {
+	l.mu.Lock()
+	a := l.accounts[accountID]
+	l.mu.Unlock()
+	if a == nil {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var spare money.Nanos
+	for _, ls := range a.leases() {
+		spare += ls.free
+	}
+	return spare
+}
+
+func (a *account) leases() []*lease {
+	if a.current == nil {
+		return a.retiring
+	}
+	return append([]*lease{a.current}, a.retiring...)
+}
+
+func (l *Leaser) account(id string) *account {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.accounts[id]
+	if a == nil {
+		a = &account{}
+		l.accounts[id] = a
+	}
+	return a
+}
+
+// returnIdle gives back, every half Idle, the free money of leases without
+// holds that have been idle for Idle, and of retired leases as soon as
+// their holds are done. Owned by the Leaser: Close ends it.
+func (l *Leaser) returnIdle() {
+	defer close(l.done)
+	t := time.NewTicker(l.opt.Idle / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			l.sweep(false)
+		}
+	}
+}
+
+// give is free money to return to the database.
+type give struct {
+	lease  string
+	amount money.Nanos
+}
+
+// sweep returns idle leases (every lease without holds when all is set).
+func (l *Leaser) sweep(all bool) {
+	now := l.opt.Now()
+	var gives []give
+	l.mu.Lock()
+	ids := make([]string, 0, len(l.accounts))
+	for id := range l.accounts {
+		ids = append(ids, id)
+	}
+	l.mu.Unlock()
+	for _, id := range ids {
+		l.mu.Lock()
+		a := l.accounts[id]
+		l.mu.Unlock()
+		a.mu.Lock()
+		keep := a.retiring[:0]
+		for _, ls := range a.retiring {
+			if ls.held > 0 && now.Before(ls.expires) {
+				keep = append(keep, ls)
+				continue
+			}
+			gives = append(gives, give{ls.id, ls.free})
+		}
+		clear(a.retiring[len(keep):])
+		a.retiring = keep
+		if ls := a.current; ls != nil && ls.held <= 0 && (all || now.Sub(ls.used) >= l.opt.Idle) {
+			gives = append(gives, give{ls.id, ls.free})
+			a.current = nil
+		}
+		empty := a.current == nil && len(a.retiring) == 0
+		a.mu.Unlock()
+		if empty {
+			l.mu.Lock()
+			// Forget the account unless a hold came meanwhile.
+			a.mu.Lock()
+			if a.current == nil && len(a.retiring) == 0 && l.accounts[id] == a {
+				a.dead = true
+				delete(l.accounts, id)
+			}
+			a.mu.Unlock()
+			l.mu.Unlock()
+		}
+	}
+	for _, g := range gives {
+		if g.amount <= 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := l.opt.Store.ReturnLease(ctx, g.lease, g.amount); err != nil {
+			// The money stays reserved until the lease expires.
+			l.opt.Logger.Warn("balance: returning a lease failed; it is freed when it expires", "lease", g.lease, "err", err)
+		}
+		cancel()
+	}
+}
+
+// Close stops the Leaser and gives back the free money of every lease
+// without holds (call it after the requests have drained). Leases with
+// holds still running are left to expire.
+func (l *Leaser) Close() {
+	l.closeOnce.Do(func() { close(l.stop) })
+	<-l.done
+	l.sweep(true)
+}

@@ -1,0 +1,285 @@
+package balance
+
+import (
+	"context"
+	crand "crypto/rand"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/store"
+)
+
+// countingStore counts the database calls a Leaser makes.
+type countingStore struct {
+	Store
+	mu      sync.Mutex
+	leases  int
+	returns []money.Nanos
+}
+
+func (c *countingStore) Lease(ctx context.Context, accountID, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error) {
+	c.mu.Lock()
+	c.leases++
+	c.mu.Unlock()
+	return c.Store.Lease(ctx, accountID, leaseID, need, want, expiresAt)
+}
+
+func (c *countingStore) ReturnLease(ctx context.Context, leaseID string, amount money.Nanos) error {
+	c.mu.Lock()
+	c.returns = append(c.returns, amount)
+	c.mu.Unlock()
+	return c.Store.ReturnLease(ctx, leaseID, amount)
+}
+
+func openSQLite(t *testing.T) store.Store {
+	t.Helper()
+	st, err := store.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "t.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// openPostgres opens a fresh schema-less database on the local server; in
+// CI a missing server fails the test.
+func openPostgres(t *testing.T) store.Store {
+	t.Helper()
+	url := os.Getenv("TOLLGATE_TEST_POSTGRES")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	st, err := store.Open(t.Context(), url)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("PostgreSQL is required in CI: %v", err)
+		}
+		t.Skipf("no PostgreSQL at %s (start it to run this test): %v", url, err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func newAccount(t *testing.T, st store.Store, balance money.Nanos) store.Account {
+	t.Helper()
+	a, err := st.CreateAccount(t.Context(), store.Account{Email: fmt.Sprintf("%d@example.com", rand.Int64()), Plan: "pro", Balance: balance})
+	require.NoError(t, err)
+	return a
+}
+
+func requireMoney(t *testing.T, st store.Store, id string, balance, reserved money.Nanos, msg string) {
+	t.Helper()
+	a, err := st.AccountByID(t.Context(), id)
+	require.NoError(t, err)
+	require.Equal(t, balance, a.Balance, "balance: %s", msg)
+	require.Equal(t, reserved, a.Reserved, "reserved: %s", msg)
+}
+
+func newKey(t *testing.T, st store.Store, accountID string) store.Key {
+	t.Helper()
+	secret, err := apikey.Generate(apikey.DefaultPrefix, crand.Reader)
+	require.NoError(t, err)
+	k, err := st.CreateKey(t.Context(), store.Key{AccountID: accountID, Description: "k", Hint: apikey.Hint(secret)}, apikey.HashOf(secret))
+	require.NoError(t, err)
+	return k
+}
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func newLeaser(t *testing.T, st Store, c *clock) *Leaser {
+	// The background sweep is left to the hour; the tests sweep themselves.
+	l := New(Options{Store: st, Now: c.Now, Idle: time.Hour, Life: time.Hour, Slices: 4})
+	t.Cleanup(l.Close)
+	return l
+}
+
+func TestHoldsAreServedFromTheLeaseWithoutTheDatabase(t *testing.T) {
+	st := openSQLite(t)
+	cs := &countingStore{Store: st}
+	c := &clock{now: time.Now()}
+	l := newLeaser(t, cs, c)
+	a := newAccount(t, st, 10_000)
+
+	lease, err := l.Hold(t.Context(), a.ID, "r1", 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, cs.leases)
+	// need 100 + 4 slices of 100 = 500, less than half of 10,000.
+	requireMoney(t, st, a.ID, 10_000, 500, "one lease of 500")
+	require.Equal(t, money.Nanos(400), l.Spare(a.ID))
+	for i := range 4 {
+		got, err := l.Hold(t.Context(), a.ID, fmt.Sprint("r", i+2), 100)
+		require.NoError(t, err)
+		require.Equal(t, lease, got, "the same lease")
+	}
+	require.Equal(t, 1, cs.leases, "four more holds, no database call")
+	require.Zero(t, l.Spare(a.ID))
+	_, err = l.Hold(t.Context(), a.ID, "r6", 100)
+	require.NoError(t, err)
+	require.Equal(t, 2, cs.leases, "the lease grows when it runs short")
+	requireMoney(t, st, a.ID, 10_000, 1000, "grown by 500")
+}
+
+func TestAHoldTheAccountCannotCoverIsRefusedAndChangesNothing(t *testing.T) {
+	st := openSQLite(t)
+	c := &clock{now: time.Now()}
+	l := newLeaser(t, st, c)
+	a := newAccount(t, st, 250)
+	_, err := l.Hold(t.Context(), a.ID, "r1", 200)
+	require.NoError(t, err)
+	requireMoney(t, st, a.ID, 250, 200, "need, as half of 250 is less")
+	_, err = l.Hold(t.Context(), a.ID, "r2", 51)
+	require.ErrorIs(t, err, store.ErrInsufficientBalance)
+	requireMoney(t, st, a.ID, 250, 200, "unchanged")
+	_, err = l.Hold(t.Context(), a.ID, "r3", 50)
+	require.NoError(t, err, "exactly what is left")
+	_, err = l.Hold(t.Context(), a.ID, "r4", 0)
+	require.Error(t, err)
+}
+
+func TestDoneAndRecordsSettleTheLeaseAndIdleLeasesGiveBackTheRest(t *testing.T) {
+	st := openSQLite(t)
+	cs := &countingStore{Store: st}
+	c := &clock{now: time.Now()}
+	l := newLeaser(t, cs, c)
+	a := newAccount(t, st, 10_000)
+	k := newKey(t, st, a.ID)
+
+	lease, err := l.Hold(t.Context(), a.ID, "r1", 100)
+	require.NoError(t, err)
+	_, err = l.Hold(t.Context(), a.ID, "r2", 100)
+	require.NoError(t, err)
+	requireMoney(t, st, a.ID, 10_000, 500, "leased")
+	// r1 ends: its record (cost 30) is written at once; r2 is still held.
+	l.Done(a.ID, lease, 100)
+	require.NoError(t, st.RecordUsage(t.Context(), []store.UsageRecord{{
+		ID: "use_1" + a.ID, KeyID: k.ID, AccountID: a.ID, Model: "m", Cost: 30, Status: 200, LeaseID: lease, Held: 100,
+	}}))
+	requireMoney(t, st, a.ID, 9_970, 400, "debited 30; the lease shrunk by the 100 held")
+	c.advance(2 * time.Hour)
+	l.sweep(false)
+	require.Empty(t, cs.returns, "a lease with a hold is kept")
+	// r2 ends; its record is not written yet.
+	l.Done(a.ID, lease, 100)
+	l.sweep(false)
+	require.Empty(t, cs.returns, "a lease just used is kept for the next request")
+	c.advance(2 * time.Hour)
+	l.sweep(false)
+	require.Equal(t, []money.Nanos{300}, cs.returns, "the free part only")
+	requireMoney(t, st, a.ID, 9_970, 100, "r2's hold stays reserved until its record")
+	require.Zero(t, l.Spare(a.ID))
+	require.NoError(t, st.RecordUsage(t.Context(), []store.UsageRecord{{
+		ID: "use_2" + a.ID, KeyID: k.ID, AccountID: a.ID, Model: "m", Cost: 60, Status: 200, LeaseID: lease, Held: 100,
+	}}))
+	requireMoney(t, st, a.ID, 9_910, 0, "exact")
+}
+
+func TestALeaseTakesNoHoldInTheSecondHalfOfItsLife(t *testing.T) {
+	st := openSQLite(t)
+	c := &clock{now: time.Now()}
+	l := newLeaser(t, st, c)
+	a := newAccount(t, st, 10_000)
+	first, err := l.Hold(t.Context(), a.ID, "r1", 100)
+	require.NoError(t, err)
+	c.advance(31 * time.Minute)
+	second, err := l.Hold(t.Context(), a.ID, "r2", 100)
+	require.NoError(t, err)
+	require.NotEqual(t, first, second, "a new lease")
+	// The retired lease gives its free money back once its hold is done.
+	l.sweep(false)
+	requireMoney(t, st, a.ID, 10_000, 1000, "both leased while the first has a hold")
+	l.Done(a.ID, first, 100)
+	l.sweep(false)
+	requireMoney(t, st, a.ID, 10_000, 600, "the first's 400 free came back; its 100 held waits for its record")
+	l.Close()
+	requireMoney(t, st, a.ID, 10_000, 600, "Close leaves a lease with a hold (r2's) alone")
+	l.Done(a.ID, second, 100)
+	l.sweep(true)
+	requireMoney(t, st, a.ID, 10_000, 200, "the second's 400 free came back; the two holds wait for their records")
+}
+
+// TestReplicasNeverOverdrawAndEndExact runs several Leasers (replicas) on
+// one account in one database: requests hold, cost at most their hold,
+// are recorded (by a random replica, as Envoy may send the upstream step
+// anywhere) and end. However the holds interleave, the account is never
+// overdrawn and, once every replica has closed, is exact.
+func TestReplicasNeverOverdrawAndEndExact(t *testing.T) {
+	for name, open := range map[string]func(*testing.T) store.Store{"sqlite": openSQLite, "postgres": openPostgres} {
+		t.Run(name, func(t *testing.T) {
+			st := open(t)
+			const initial = money.Nanos(50_000)
+			a := newAccount(t, st, initial)
+			k := newKey(t, st, a.ID)
+			var replicas []*Leaser
+			for range 4 {
+				replicas = append(replicas, New(Options{Store: st, Idle: 20 * time.Millisecond, Slices: 8}))
+			}
+			var (
+				mu      sync.Mutex
+				spent   money.Nanos
+				refused int
+				wg      sync.WaitGroup
+			)
+			for w := range 12 {
+				wg.Go(func() {
+					for i := range 40 {
+						r := replicas[(w+i)%len(replicas)]
+						hold := money.Nanos(200 + rand.IntN(800))
+						lease, err := r.Hold(t.Context(), a.ID, "", hold)
+						if err != nil {
+							require.ErrorIs(t, err, store.ErrInsufficientBalance)
+							mu.Lock()
+							refused++
+							mu.Unlock()
+							continue
+						}
+						cost := money.Nanos(rand.Int64N(int64(hold) + 1))
+						rec := store.UsageRecord{ID: fmt.Sprintf("use_%s_%02d_%02d", a.ID, w, i), KeyID: k.ID, AccountID: a.ID,
+							Model: "m", Cost: cost, Status: 200, LeaseID: lease, Held: hold}
+						if rand.IntN(2) == 0 {
+							r.Done(a.ID, lease, hold)
+							require.NoError(t, st.RecordUsage(t.Context(), []store.UsageRecord{rec}))
+						} else {
+							require.NoError(t, st.RecordUsage(t.Context(), []store.UsageRecord{rec}))
+							r.Done(a.ID, lease, hold)
+						}
+						mu.Lock()
+						spent += cost
+						mu.Unlock()
+						acct, err := st.AccountByID(t.Context(), a.ID)
+						require.NoError(t, err)
+						require.GreaterOrEqual(t, acct.Balance, acct.Reserved, "never more reserved than the balance")
+						require.GreaterOrEqual(t, acct.Balance, money.Nanos(0), "never overdrawn")
+					}
+				})
+			}
+			wg.Wait()
+			for _, r := range replicas {
+				r.Close()
+			}
+			require.Positive(t, refused, "the balance ran out: the test reached the edge")
+			requireMoney(t, st, a.ID, initial-spent, 0, "every record debited once, every lease given back")
+		})
+	}
+}
