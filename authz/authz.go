@@ -22,9 +22,9 @@ import (
 
 	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/config"
-	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"

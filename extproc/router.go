@@ -39,12 +39,12 @@ type routerStep struct {
 	started          time.Time
 	model            string
 	stream           bool
-	requestID        string // drawn at admission; names the hold and the usage record
-	body             []byte // kept to estimate the prompt of a request cut off early
+	requestID        string      // drawn at admission; names the hold and the usage record
+	body             []byte      // kept to estimate the prompt of a request cut off early
 	held             money.Nanos // money held for this request
 	leaseID          string      // the lease it came from; "" for a reservation of its own
-	recorded         bool   // a usage record was written by this step
-	answered         bool   // the response headers were seen
+	recorded         bool        // a usage record was written by this step
+	answered         bool        // the response headers were seen
 }
 
 func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
