@@ -29,8 +29,10 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-bench: ## the per-request benchmarks through authz + ext_proc over real gRPC
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./bench/ ./ratelimit/
+bench: ## the benchmark table (each figure next to its floor, measured in the same run), then the gRPC and rate-limiter micro-benchmarks
+	$(GO) test -run '^$$' -bench '^BenchmarkTable$$' -benchtime 1x ./bench/
+	$(GO) test -run '^$$' -bench 'EmptyUnaryCall|NonStreamed|Streamed100' -benchmem -benchtime $(BENCHTIME) ./bench/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./ratelimit/
 
 FUZZTIME ?= 1m
 FUZZ_TARGETS = \

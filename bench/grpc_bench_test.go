@@ -20,6 +20,7 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/stretchr/testify/require"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -76,8 +77,15 @@ func (c *countingUsage) Record(store.UsageRecord) error { c.n.Add(1); return nil
 const serverEnv = "TOLLGATE_BENCH_SERVER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(serverEnv) != "" {
-		if err := serve(); err != nil {
+	if mode := os.Getenv(serverEnv); mode != "" {
+		var err error
+		switch mode {
+		case childEmbedded, childProxy:
+			err = runChild(mode)
+		default:
+			err = serve(mode)
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench server:", err)
 			os.Exit(1)
 		}
@@ -87,9 +95,13 @@ func TestMain(m *testing.M) {
 }
 
 // serve is the child: authz and ext_proc on loopback gRPC with an SQLite
-// store, a key, and a usage counter. It prints its address and the key,
-// and when its stdin closes, the number of usage records.
-func serve() error {
+// store, a key, and a usage counter — or, in mode noop, servers that answer
+// the same messages doing nothing (the floor). It prints its address and
+// the key, and when its stdin closes, the number of usage records.
+func serve(mode string) error {
+	if mode == childNoop {
+		return serveNoop()
+	}
 	ctx := context.Background()
 	cfg, err := config.Parse([]byte(benchConfig), func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -135,9 +147,11 @@ func serve() error {
 	return nil
 }
 
-func newRig(b *testing.B) *rig {
+func newRig(b *testing.B) *rig { return newRigMode(b, childGRPC) }
+
+func newRigMode(b *testing.B, mode string) *rig {
 	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), serverEnv+"=1", "GOMAXPROCS=1")
+	child.Env = append(os.Environ(), serverEnv+"="+mode, "GOMAXPROCS=1")
 	child.Stderr = os.Stderr
 	stdin, err := child.StdinPipe()
 	require.NoError(b, err)
@@ -358,3 +372,65 @@ func BenchmarkNonStreamed(b *testing.B) { run(b, false, [][]byte{[]byte(completi
 // BenchmarkStreamed100 is one streamed request whose answer arrives in 100
 // content chunks (plus the usage chunk and [DONE]).
 func BenchmarkStreamed100(b *testing.B) { run(b, true, streamPieces(100)) }
+
+// serveNoop is the floor of the gRPC path: an ext_authz server that allows
+// every request with the headers Tollgate's would set, and an ext_proc
+// server that answers every message with an empty response of its kind —
+// the same message sequence as Tollgate's servers, with no work behind it.
+func serveNoop() error {
+	srv := grpc.NewServer()
+	authv3.RegisterAuthorizationServer(srv, noopAuthz{})
+	extprocv3.RegisterExternalProcessorServer(srv, noopProc{})
+	healthgrpc.RegisterHealthServer(srv, grpchealth.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	fmt.Printf("%s %s\n", lis.Addr(), "tg_sk_noop")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	fmt.Printf("0\n")
+	return nil
+}
+
+type noopAuthz struct{ authv3.UnimplementedAuthorizationServer }
+
+func (noopAuthz) Check(context.Context, *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	set := func(k, v string) *corev3.HeaderValueOption {
+		return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, Value: v}}
+	}
+	return &authv3.CheckResponse{
+		Status: &rpcstatus.Status{},
+		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
+			Headers: []*corev3.HeaderValueOption{set(contract.HeaderKeyID, "key_noop"), set(contract.HeaderAccountID, "acct_noop")},
+		}},
+	}, nil
+}
+
+type noopProc struct {
+	extprocv3.UnimplementedExternalProcessorServer
+}
+
+func (noopProc) Process(s extprocv3.ExternalProcessor_ProcessServer) error {
+	for {
+		req, err := s.Recv()
+		if err != nil {
+			return nil
+		}
+		var resp *extprocv3.ProcessingResponse
+		switch req.Request.(type) {
+		case *extprocv3.ProcessingRequest_RequestHeaders:
+			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}}
+		case *extprocv3.ProcessingRequest_RequestBody:
+			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}}
+		case *extprocv3.ProcessingRequest_ResponseHeaders:
+			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{}}}
+		default:
+			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}}}
+		}
+		if err := s.Send(resp); err != nil {
+			return nil
+		}
+	}
+}

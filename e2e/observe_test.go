@@ -255,3 +255,62 @@ func TestHealthAndReadiness(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, h.GetStatus(), "grpc.health.v1 for Envoy's health checks")
 }
+
+// protocolCounts is how much of the ext_authz and ext_proc protocols the
+// replica has served so far.
+type protocolCounts struct {
+	checks                           float64
+	routerStreams, upstreamStreams   float64
+	routerMessages, upstreamMessages float64
+}
+
+func (tg *tollgate) protocol(t *testing.T) protocolCounts {
+	f := tg.scrape(t)
+	step := func(name, s string) float64 { return sumWhere(f[name], map[string]string{"step": s}, false) }
+	return protocolCounts{
+		checks:           sumWhere(f["tollgate_authz_checks_total"], nil, false),
+		routerStreams:    step("tollgate_extproc_streams_total", "router"),
+		upstreamStreams:  step("tollgate_extproc_streams_total", "upstream"),
+		routerMessages:   step("tollgate_extproc_messages_total", "router"),
+		upstreamMessages: step("tollgate_extproc_messages_total", "upstream"),
+	}
+}
+
+func (a protocolCounts) minus(b protocolCounts) protocolCounts {
+	return protocolCounts{a.checks - b.checks, a.routerStreams - b.routerStreams, a.upstreamStreams - b.upstreamStreams,
+		a.routerMessages - b.routerMessages, a.upstreamMessages - b.upstreamMessages}
+}
+
+// TestCallsAndMessagesPerRequestDoNotGrow pins the protocol's cost of one
+// request, as Envoy (and the built-in edge, over either binding) plays it:
+// one Check; the router step's stream with three messages (request
+// headers, body, response headers); one upstream stream per attempt with
+// request headers, body and response headers, then the response body — one
+// message for a whole answer, one per piece of a stream and one for its
+// end. A change that adds a call or a message fails here.
+func TestCallsAndMessagesPerRequestDoNotGrow(t *testing.T) {
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "")
+	secret := tg.newAccount(t, "me@example.com", "10")
+
+	before := tg.protocol(t)
+	resp, body := tg.post(t, secret, helloBody)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	got := tg.protocol(t).minus(before)
+	assert.Equal(t, protocolCounts{checks: 1, routerStreams: 1, upstreamStreams: 1, routerMessages: 3, upstreamMessages: 4}, got,
+		"non-streamed: 1 Check, 2 streams, 7 messages")
+
+	before = tg.protocol(t)
+	resp, body = tg.post(t, secret, `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	got = tg.protocol(t).minus(before)
+	// The mock sends each of its events in two writes: at most two pieces
+	// an event, and the end.
+	events := float64(1 + len(p.words) + 1 + 1 + 1) // role, words, stop, usage, [DONE]
+	assert.Equal(t, 1.0, got.checks)
+	assert.Equal(t, 1.0, got.routerStreams)
+	assert.Equal(t, 1.0, got.upstreamStreams)
+	assert.Equal(t, 3.0, got.routerMessages)
+	assert.GreaterOrEqual(t, got.upstreamMessages, 3.0+2, "request headers, body, response headers, a piece and the end")
+	assert.LessOrEqual(t, got.upstreamMessages, 3+2*events+1, "streamed: K pieces + 3 + the end")
+}

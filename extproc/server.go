@@ -94,10 +94,24 @@ type Options struct {
 	// the gRPC port. Every replica must share it. Empty means no signature
 	// is made or checked (tests of one step alone).
 	StepKey []byte
+	// Observer counts streams and messages (metrics.ExtProc); nil counts
+	// nothing.
+	Observer Observer
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
 }
+
+// Observer counts the ext_proc protocol's work, by step.
+type Observer interface {
+	Stream(step string)
+	Message(step string)
+}
+
+type noObserver struct{}
+
+func (noObserver) Stream(string)  {}
+func (noObserver) Message(string) {}
 
 // Health is the passive health of deployments (a health.Tracker).
 type Health interface {
@@ -119,6 +133,9 @@ func New(opt Options) *Server {
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
+	}
+	if opt.Observer == nil {
+		opt.Observer = noObserver{}
 	}
 	return &Server{opt: opt}
 }
@@ -166,19 +183,26 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error
 // in through Handle, and Finish ends it. A Session is not safe for
 // concurrent use; its caller serialises Handle and Finish.
 type Session struct {
-	ctx context.Context
-	p   processor
+	ctx  context.Context
+	p    processor
+	step string
+	obs  Observer
 }
 
 // Open starts a session of one step (contract.StepRouter or StepUpstream);
 // ctx is the stream's context (the request's, for the upstream step's
 // provider calls and logs).
 func (s *Server) Open(ctx context.Context, step string) (*Session, error) {
+	var p processor
 	switch step {
 	case contract.StepRouter:
-		return &Session{ctx: ctx, p: &routerStep{s: s, cfg: s.opt.Config()}}, nil
+		p = &routerStep{s: s, cfg: s.opt.Config()}
 	case contract.StepUpstream:
-		return &Session{ctx: ctx, p: &upstreamStep{s: s, cfg: s.opt.Config()}}, nil
+		p = &upstreamStep{s: s, cfg: s.opt.Config()}
+	}
+	if p != nil {
+		s.opt.Observer.Stream(step)
+		return &Session{ctx: ctx, p: p, step: step, obs: s.opt.Observer}, nil
 	}
 	return nil, status.Errorf(codes.InvalidArgument, "unknown %s %q", contract.HeaderStep, step)
 }
@@ -186,6 +210,7 @@ func (s *Server) Open(ctx context.Context, step string) (*Session, error) {
 // Handle processes one message; a nil response means none is sent for it.
 // An error ends the stream: the caller then calls Finish with it.
 func (x *Session) Handle(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+	x.obs.Message(x.step)
 	return x.p.handle(x.ctx, req)
 }
 

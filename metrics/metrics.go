@@ -30,6 +30,7 @@ const (
 	labelCode     = "error_code"
 	labelToken    = "gen_ai_token_type"
 	labelStreamed = "streamed"
+	labelStep     = "step"
 )
 
 // Metrics holds the registry and the instruments.
@@ -44,6 +45,9 @@ type Metrics struct {
 	attempts  *prometheus.CounterVec
 	failovers *prometheus.CounterVec
 	denials   *prometheus.CounterVec
+	checks    prometheus.Counter
+	streams   *prometheus.CounterVec
+	messages  *prometheus.CounterVec
 }
 
 // New makes the instruments and registers them, with Go's runtime and
@@ -85,7 +89,20 @@ func New() *Metrics {
 		Name: "tollgate_denials_total",
 		Help: "Requests refused at the key check, by status and code (invalid key, IP, rate limit, balance).",
 	}, []string{labelStatus, labelCode})
+	m.checks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tollgate_authz_checks_total",
+		Help: "ext_authz Check calls answered.",
+	})
+	m.streams = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_extproc_streams_total",
+		Help: "ext_proc streams opened, by step (router, upstream: one per attempt).",
+	}, []string{labelStep})
+	m.messages = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_extproc_messages_total",
+		Help: "ext_proc messages processed (each answered with one), by step.",
+	}, []string{labelStep})
 	m.Registry.MustRegister(m.requests, m.duration, m.ttft, m.tokens, m.cost, m.attempts, m.failovers, m.denials,
+		m.checks, m.streams, m.messages,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -139,12 +156,22 @@ type Authz struct {
 // Check calls Next and counts a denial.
 func (a Authz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	resp, err := a.Next.Check(ctx, req)
+	a.Metrics.checks.Inc()
 	if d := resp.GetDeniedResponse(); err == nil && d != nil {
 		code := gjson.Get(d.GetBody(), "error.code").String()
 		a.Metrics.denials.WithLabelValues(strconv.Itoa(int(d.GetStatus().GetCode())), code).Inc()
 	}
 	return resp, err
 }
+
+// ExtProc counts ext_proc streams and messages by step (extproc.Observer).
+type ExtProc struct{ Metrics *Metrics }
+
+// Stream counts a stream of step.
+func (e ExtProc) Stream(step string) { e.Metrics.streams.WithLabelValues(step).Inc() }
+
+// Message counts a message of step.
+func (e ExtProc) Message(step string) { e.Metrics.messages.WithLabelValues(step).Inc() }
 
 // Gauge registers a gauge read at scrape time.
 func (m *Metrics) Gauge(name, help string, read func() float64) {

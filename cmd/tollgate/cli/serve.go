@@ -254,7 +254,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// Every usage record: counted in the metrics, logged as the
 		// request's access-log line, then written.
 		Usage:  metrics.Usage{Next: extproc.AccessLog{Usage: recorder, Logger: log}, Metrics: m},
-		Health: deployments, StepKey: stepKey,
+		Health: deployments, StepKey: stepKey, Observer: metrics.ExtProc{Metrics: m},
 	})
 	grpcHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	if grpcServer != nil {

@@ -1,0 +1,495 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/cmd/tollgate/cli"
+)
+
+// This file is `make bench`'s table: each figure measured in the same run
+// as its floor, on the same mock provider, so that a noisy machine moves
+// both alike.
+//
+//   - The embedded path: `tollgate serve` (the built-in edge, ext_authz and
+//     ext_proc in process, SQLite, the in-memory limiter) in a child
+//     process, against Go's httputil.ReverseProxy in a child process of the
+//     same kind forwarding the same requests to the same mock: CPU and
+//     allocations per request, of the child alone.
+//   - The gRPC path: the real ext_authz and ext_proc servers against no-op
+//     servers that answer the same message sequence (see grpc_bench_test.go).
+//   - Memory per concurrent slow stream, both children.
+//   - Added latency at 500 requests per second, open loop, on PostgreSQL
+//     and Redis: the gateway against the mock called directly.
+
+// Child modes beside the gRPC rig's (serverEnv).
+const (
+	childGRPC     = "grpc"
+	childNoop     = "noop"
+	childEmbedded = "embedded"
+	childProxy    = "proxy"
+)
+
+// runChild is the child side of the embedded and proxy modes: it prints
+// the address of a stats listener (the process's allocation count and
+// memory in use, after a GC) and then serves until its stdin closes.
+func runChild(mode string) error {
+	stats, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() {
+		_ = http.Serve(stats, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			_ = json.NewEncoder(w).Encode(childStats{Mallocs: m.Mallocs, InUse: m.HeapInuse + m.StackInuse, Goroutines: runtime.NumGoroutine()})
+		}))
+	}()
+	fmt.Printf("stats http://%s\n", stats.Addr())
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	switch mode {
+	case childProxy:
+		target, err := url.Parse(os.Getenv("TOLLGATE_BENCH_TARGET"))
+		if err != nil {
+			return err
+		}
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		rp := httputil.NewSingleHostReverseProxy(target)
+		rp.FlushInterval = -1 // flush at once, as the edge does for streams
+		rp.Transport = &http.Transport{MaxIdleConnsPerHost: 2048, IdleConnTimeout: 90 * time.Second}
+		// The body is read whole first, as the edge (and Envoy's buffer
+		// filter) do: streaming it while the answer flushes would let Go's
+		// server close the request body under the transport's feet.
+		whole := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			rp.ServeHTTP(w, r)
+		})
+		srv := &http.Server{Handler: whole, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(lis) }()
+		fmt.Printf("tollgate: OpenAI-compatible API at http://%s/v1\n", lis.Addr())
+		<-ctx.Done()
+		return srv.Close()
+	default:
+		args := strings.Split(os.Getenv("TOLLGATE_BENCH_ARGS"), "\x1f")
+		// The logs (an access-log line a request) are written, as in
+		// production, to a file: /dev/null.
+		logs, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		defer logs.Close()
+		return cli.Run(ctx, args, os.Stdout, logs)
+	}
+}
+
+type childStats struct {
+	Mallocs    uint64 `json:"mallocs"`
+	InUse      uint64 `json:"in_use"`
+	Goroutines int    `json:"goroutines"`
+}
+
+// child is a gateway (or floor) process under measurement.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	api   string // …/v1
+	stats string
+}
+
+var apiRE = regexp.MustCompile(`API at (http://\S+/v1)`)
+
+func startChild(b *testing.B, mode string, env ...string) *child {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), serverEnv+"="+mode, "GOMAXPROCS=1"), env...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(b, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(b, err)
+	require.NoError(b, cmd.Start())
+	c := &child{cmd: cmd, stdin: stdin}
+	b.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	})
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		if s, ok := strings.CutPrefix(line, "stats "); ok {
+			c.stats = s
+		}
+		if m := apiRE.FindStringSubmatch(line); m != nil {
+			c.api = m[1]
+			break
+		}
+	}
+	require.NotEmpty(b, c.api, "the child did not start")
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return c
+}
+
+func (c *child) readStats(b *testing.B) childStats {
+	resp, err := http.Get(c.stats)
+	require.NoError(b, err)
+	defer resp.Body.Close()
+	var s childStats
+	require.NoError(b, json.NewDecoder(resp.Body).Decode(&s))
+	return s
+}
+
+func (c *child) cpu(b *testing.B) time.Duration { return childCPU(b, c.cmd.Process.Pid) }
+
+// mock is an OpenAI-type provider: a whole answer, a stream of `chunks`
+// content chunks (each flushed) with the usage chunk and [DONE], or — for
+// a prompt that says "slow" — one chunk and then silence until released.
+type mock struct {
+	*httptest.Server
+	chunks  int
+	release chan struct{}
+}
+
+func newMock(b *testing.B, chunks int) *mock {
+	m := &mock{chunks: chunks, release: make(chan struct{})}
+	var stream bytes.Buffer
+	for i := range chunks {
+		fmt.Fprintf(&stream, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"word%d "},"finish_reason":null}]}`+"\n\n", i)
+	}
+	pieces := bytes.SplitAfter(stream.Bytes(), []byte("\n\n"))
+	tail := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":20,"completion_tokens":100,"total_tokens":120}}` + "\n\ndata: [DONE]\n\n")
+	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !bytes.Contains(body, []byte(`"stream":true`)) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(completion))
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		f := w.(http.Flusher)
+		if bytes.Contains(body, []byte("slow")) {
+			_, _ = w.Write(pieces[0])
+			f.Flush()
+			select {
+			case <-m.release:
+			case <-r.Context().Done():
+				return
+			}
+			_, _ = w.Write(tail)
+			return
+		}
+		for _, p := range pieces {
+			if len(p) > 0 {
+				_, _ = w.Write(p)
+				f.Flush()
+			}
+		}
+		_, _ = w.Write(tail)
+	}))
+	b.Cleanup(m.Close)
+	return m
+}
+
+const mockConfig = `
+providers:
+  - {name: openai, type: openai, base_url: "%s/v1", api_key: sk-bench}
+models:
+  - id: gpt-4o-mini
+    max_tokens: 16384
+    input_price_per_million: 0.15
+    output_price_per_million: 0.60
+    deployments: [{provider: openai, model: gpt-4o-mini}]
+plans:
+  - {name: pro, default_rpm: 0, models: ["*"]}
+`
+
+// startEmbedded writes a config for the mock, makes an account and a key
+// with the CLI, and starts `tollgate serve` in a child.
+func startEmbedded(b *testing.B, mockURL, db string, extra ...string) (*child, string) {
+	dir := b.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	require.NoError(b, os.WriteFile(cfg, []byte(fmt.Sprintf(mockConfig, mockURL)), 0o600))
+	if db == "" {
+		db = "sqlite://" + filepath.Join(dir, "tollgate.db")
+	}
+	email := fmt.Sprintf("bench-%d@example.com", time.Now().UnixNano())
+	runCLI(b, "--db", db, "--config", cfg, "account", "create", "--email", email, "--plan", "pro", "--balance", "100000")
+	secret := strings.TrimSpace(runCLI(b, "--db", db, "--config", cfg, "key", "create", "--account", email, "--description", "bench"))
+	// One client address opens every connection: no per-address cap.
+	args := append([]string{"serve", "--config", cfg, "--db", db, "--listen", "127.0.0.1:0", "--admin-listen", "", "--http-max-conns-per-ip", "0"}, extra...)
+	return startChild(b, childEmbedded, "TOLLGATE_BENCH_ARGS="+strings.Join(args, "\x1f")), secret
+}
+
+func runCLI(b *testing.B, args ...string) string {
+	var out, errb bytes.Buffer
+	require.NoError(b, cli.Run(context.Background(), args, &out, &errb), "%v: %s", args, errb.String())
+	return out.String()
+}
+
+// client sends chat completions to a base URL.
+type client struct {
+	http   *http.Client
+	secret string
+}
+
+func newClient(secret string) *client {
+	return &client{secret: secret, http: &http.Client{Timeout: time.Minute, Transport: &http.Transport{
+		MaxIdleConnsPerHost: 2048, IdleConnTimeout: 90 * time.Second,
+	}}}
+}
+
+const streamBody = `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello in five words."}],"temperature":0.7,"max_tokens":64,"stream":true}`
+
+func (c *client) do(base, body string) error {
+	req, err := http.NewRequest(http.MethodPost, base+"/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.secret)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s: %d %q after %d bytes %q: %w", base, resp.StatusCode, resp.Header, len(got), got, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d: %s", resp.StatusCode, got)
+	}
+	return nil
+}
+
+// perRequest is a child's CPU and allocations per request over n requests.
+type perRequest struct {
+	cpuMicros float64
+	allocs    float64
+}
+
+func measure(b *testing.B, c *child, cl *client, body string, n int) perRequest {
+	for range 50 { // warm connections and caches
+		require.NoError(b, cl.do(c.api, body))
+	}
+	before, cpu0 := c.readStats(b), c.cpu(b)
+	for range n {
+		require.NoError(b, cl.do(c.api, body))
+	}
+	cpu := c.cpu(b) - cpu0
+	after := c.readStats(b)
+	// Two stats calls are counted in the allocations; they are a few
+	// hundred, over thousands of requests.
+	return perRequest{cpuMicros: float64(cpu.Microseconds()) / float64(n), allocs: float64(after.Mallocs-before.Mallocs) / float64(n)}
+}
+
+// memoryPerStream opens n slow streams at once through the child, waits
+// for each to have its first chunk, and returns the child's memory in use
+// per open stream (after a GC) over its idle figure.
+func memoryPerStream(b *testing.B, c *child, cl *client, m *mock, n int) float64 {
+	require.NoError(b, cl.do(c.api, requestBody))
+	idle := c.readStats(b)
+	slow := strings.Replace(streamBody, "Say hello in five words.", "slow", 1)
+	var (
+		wg      sync.WaitGroup
+		started sync.WaitGroup
+		failed  atomic.Int64
+	)
+	started.Add(n)
+	for range n {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, c.api+"/chat/completions", strings.NewReader(slow))
+			req.Header.Set("Authorization", "Bearer "+cl.secret)
+			resp, err := cl.http.Do(req)
+			if err != nil {
+				failed.Add(1)
+				started.Done()
+				return
+			}
+			defer resp.Body.Close()
+			buf := make([]byte, 512)
+			_, err = resp.Body.Read(buf)
+			if err != nil {
+				failed.Add(1)
+			}
+			started.Done()
+			_, _ = io.Copy(io.Discard, resp.Body)
+		})
+	}
+	started.Wait()
+	open := c.readStats(b)
+	close(m.release)
+	wg.Wait()
+	require.Zero(b, failed.Load(), "every slow stream opened")
+	return float64(int64(open.InUse)-int64(idle.InUse)) / float64(n)
+}
+
+// latency runs an open-loop load of rate requests per second for d
+// against base, and returns the p50 and p99 latencies.
+func latency(b *testing.B, cl *client, base, body string, rate int, d time.Duration) (time.Duration, time.Duration) {
+	var (
+		mu    sync.Mutex
+		lat   []time.Duration
+		wg    sync.WaitGroup
+		fails atomic.Int64
+	)
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	end := time.Now().Add(d)
+	for now := range tick.C {
+		if now.After(end) {
+			break
+		}
+		wg.Go(func() {
+			start := time.Now()
+			if err := cl.do(base, body); err != nil {
+				fails.Add(1)
+				return
+			}
+			el := time.Since(start)
+			mu.Lock()
+			lat = append(lat, el)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	require.Zero(b, fails.Load(), "every request answered")
+	slices.Sort(lat)
+	return lat[len(lat)/2], lat[len(lat)*99/100]
+}
+
+// BenchmarkTable measures everything `make bench` reports and prints it
+// as one table. Run it once: go test -run '^$' -bench Table -benchtime 1x ./bench/
+func BenchmarkTable(b *testing.B) {
+	n := 3000
+	if v, err := strconv.Atoi(os.Getenv("TOLLGATE_BENCH_N")); err == nil && v > 0 {
+		n = v
+	}
+	var rows [][4]string
+	row := func(what, ours, floor, ratio string) { rows = append(rows, [4]string{what, ours, floor, ratio}) }
+
+	// The embedded path against httputil.ReverseProxy.
+	m := newMock(b, 100)
+	emb, secret := startEmbedded(b, m.URL, "")
+	proxy := startChild(b, childProxy, "TOLLGATE_BENCH_TARGET="+m.URL)
+	cl := newClient(secret)
+	for _, c := range []struct {
+		name, body string
+		n          int
+	}{{"non-streamed", requestBody, n}, {"streamed, 100 chunks", streamBody, n / 3}} {
+		// Interleaved halves, so that drift in the machine's load is shared.
+		var ours, floor perRequest
+		for range 2 {
+			o := measure(b, emb, cl, c.body, c.n/2)
+			f := measure(b, proxy, cl, c.body, c.n/2)
+			ours.cpuMicros += o.cpuMicros / 2
+			ours.allocs += o.allocs / 2
+			floor.cpuMicros += f.cpuMicros / 2
+			floor.allocs += f.allocs / 2
+		}
+		row("embedded path, "+c.name+": CPU µs/request", fmt.Sprintf("%.0f", ours.cpuMicros), fmt.Sprintf("%.0f", floor.cpuMicros), fmt.Sprintf("%.2f×", ours.cpuMicros/floor.cpuMicros))
+		row("embedded path, "+c.name+": allocations/request", fmt.Sprintf("%.0f", ours.allocs), fmt.Sprintf("%.0f", floor.allocs), fmt.Sprintf("%.2f×", ours.allocs/floor.allocs))
+	}
+	const streams = 1000
+	oursMem := memoryPerStream(b, emb, cl, m, streams)
+	m2 := newMock(b, 100)
+	proxy2 := startChild(b, childProxy, "TOLLGATE_BENCH_TARGET="+m2.URL)
+	floorMem := memoryPerStream(b, proxy2, cl, m2, streams)
+	row(fmt.Sprintf("memory per concurrent slow stream (%d open), KiB", streams), fmt.Sprintf("%.1f", oursMem/1024), fmt.Sprintf("%.1f", floorMem/1024), fmt.Sprintf("%.2f×", oursMem/floorMem))
+
+	// The gRPC path against no-op servers.
+	for _, c := range []struct {
+		name   string
+		stream bool
+		pieces [][]byte
+	}{{"non-streamed", false, [][]byte{[]byte(completion)}}, {"streamed, 100 chunks", true, streamPieces(100)}} {
+		var ours, floor float64
+		for range 2 {
+			ours += grpcCPU(b, childGRPC, c.stream, c.pieces, n/4) / 2
+			floor += grpcCPU(b, childNoop, c.stream, c.pieces, n/4) / 2
+		}
+		row("gRPC path (ext_authz + ext_proc), "+c.name+": server CPU µs/request", fmt.Sprintf("%.0f", ours), fmt.Sprintf("%.0f", floor), fmt.Sprintf("%.2f×", ours/floor))
+	}
+
+	// Added latency at 500 requests per second, PostgreSQL and Redis on.
+	if pg, redisURL := os.Getenv("TOLLGATE_BENCH_POSTGRES"), os.Getenv("TOLLGATE_BENCH_REDIS"); pg != "" || os.Getenv("CI") == "" {
+		if pg == "" {
+			pg = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+		}
+		if redisURL == "" {
+			redisURL = "redis://127.0.0.1:6379/0"
+		}
+		m3 := newMock(b, 100)
+		gw, secret := startEmbedded(b, m3.URL, pg, "--redis", redisURL)
+		cl := newClient(secret)
+		for range 100 {
+			require.NoError(b, cl.do(gw.api, requestBody))
+			require.NoError(b, cl.do(m3.URL+"/v1", requestBody))
+		}
+		const rate, d = 500, 5 * time.Second
+		dp50, dp99 := latency(b, cl, m3.URL+"/v1", requestBody, rate, d)
+		gp50, gp99 := latency(b, cl, gw.api, requestBody, rate, d)
+		row("added latency at 500 req/s (PostgreSQL, Redis), p50", ms(gp50-dp50), "direct: "+ms(dp50), "")
+		row("added latency at 500 req/s (PostgreSQL, Redis), p99", ms(gp99-dp99), "direct: "+ms(dp99), "")
+	}
+
+	var out strings.Builder
+	fmt.Fprintf(&out, "\n| measure | Tollgate | floor | ratio |\n|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&out, "| %s | %s | %s | %s |\n", r[0], r[1], r[2], r[3])
+	}
+	fmt.Print(out.String())
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// grpcCPU plays n requests against a gRPC child and returns its CPU µs per
+// request.
+func grpcCPU(b *testing.B, mode string, stream bool, pieces [][]byte, n int) float64 {
+	r := newRigMode(b, mode)
+	ctx := context.Background()
+	for range 20 {
+		require.NoError(b, r.request(ctx, stream, pieces))
+	}
+	start := childCPU(b, r.child.Process.Pid)
+	for range n {
+		require.NoError(b, r.request(ctx, stream, pieces))
+	}
+	cpu := childCPU(b, r.child.Process.Pid) - start
+	return float64(cpu.Microseconds()) / float64(n)
+}
+
