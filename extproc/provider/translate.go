@@ -4,8 +4,10 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/extproc/sse"
@@ -253,19 +255,131 @@ type nullJSON struct{}
 
 func (nullJSON) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
 
-// chunk appends one chat.completion.chunk event with one choice.
+// chunk appends one chat.completion.chunk event with one choice. It is
+// the per-event hot path of every translating adapter, so it appends the
+// JSON itself — byte for byte what encoding/json writes for streamChunk
+// (without HTML escaping), as the golden streams check — with no
+// reflection and no allocation beyond out's growth.
 func (s *streamState) chunk(out []byte, delta streamDelta, finish string) []byte {
-	c := streamChunk{
-		ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
-		Choices: []streamChoice{{Delta: delta}},
+	out = append(out, `data: {"id":`...)
+	out = appendJSONString(out, s.id)
+	out = append(out, `,"object":"chat.completion.chunk","created":`...)
+	out = strconv.AppendInt(out, s.created, 10)
+	out = append(out, `,"model":`...)
+	out = appendJSONString(out, s.model)
+	out = append(out, `,"choices":[{"index":0,"delta":{`...)
+	sep := false
+	if delta.Role != "" {
+		out = append(out, `"role":`...)
+		out = appendJSONString(out, delta.Role)
+		sep = true
 	}
+	if delta.Content != nil {
+		if sep {
+			out = append(out, ',')
+		}
+		out = append(out, `"content":`...)
+		out = appendJSONString(out, *delta.Content)
+		sep = true
+	}
+	if len(delta.ToolCalls) > 0 {
+		if sep {
+			out = append(out, ',')
+		}
+		out = append(out, `"tool_calls":[`...)
+		for i, tc := range delta.ToolCalls {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, `{"index":`...)
+			out = strconv.AppendInt(out, int64(tc.Index), 10)
+			if tc.ID != "" {
+				out = append(out, `,"id":`...)
+				out = appendJSONString(out, tc.ID)
+			}
+			if tc.Type != "" {
+				out = append(out, `,"type":`...)
+				out = appendJSONString(out, tc.Type)
+			}
+			out = append(out, `,"function":{`...)
+			if tc.Function.Name != "" {
+				out = append(out, `"name":`...)
+				out = appendJSONString(out, tc.Function.Name)
+				out = append(out, ',')
+			}
+			out = append(out, `"arguments":`...)
+			out = appendJSONString(out, tc.Function.Arguments)
+			out = append(out, "}}"...)
+		}
+		out = append(out, ']')
+	}
+	out = append(out, `},"logprobs":null,"finish_reason":`...)
 	if finish != "" {
-		c.Choices[0].FinishReason = &finish
+		out = appendJSONString(out, finish)
+	} else {
+		out = append(out, "null"...)
 	}
+	out = append(out, "}]"...)
 	if s.clientUsage {
-		c.Usage = nullJSON{}
+		out = append(out, `,"usage":null`...)
 	}
-	return appendEvent(out, c)
+	return append(out, "}\n\n"...)
+}
+
+// appendJSONString appends v as a JSON string exactly as encoding/json
+// writes it with HTML escaping off: \" \\ \b \f \n \r \t, \u00XX for the
+// other control characters, \ufffd for invalid UTF-8, and \u2028 and
+// \u2029 escaped.
+func appendJSONString(out []byte, v string) []byte {
+	const hex = "0123456789abcdef"
+	out = append(out, '"')
+	start := 0
+	for i := 0; i < len(v); {
+		if b := v[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			out = append(out, v[start:i]...)
+			switch b {
+			case '"', '\\':
+				out = append(out, '\\', b)
+			case '\b':
+				out = append(out, '\\', 'b')
+			case '\f':
+				out = append(out, '\\', 'f')
+			case '\n':
+				out = append(out, '\\', 'n')
+			case '\r':
+				out = append(out, '\\', 'r')
+			case '\t':
+				out = append(out, '\\', 't')
+			default:
+				out = append(out, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(v[i:])
+		if r == utf8.RuneError && size == 1 {
+			out = append(out, v[start:i]...)
+			out = append(out, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			out = append(out, v[start:i]...)
+			out = append(out, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	out = append(out, v[start:]...)
+	return append(out, '"')
 }
 
 func appendEvent(out []byte, v any) []byte {
