@@ -394,7 +394,9 @@ func serveNoop() error {
 	return nil
 }
 
-type noopAuthz struct{ authv3.UnimplementedAuthorizationServer }
+type noopAuthz struct {
+	authv3.UnimplementedAuthorizationServer
+}
 
 func (noopAuthz) Check(context.Context, *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	set := func(k, v string) *corev3.HeaderValueOption {

@@ -492,4 +492,3 @@ func grpcCPU(b *testing.B, mode string, stream bool, pieces [][]byte, n int) flo
 	cpu := childCPU(b, r.child.Process.Pid) - start
 	return float64(cpu.Microseconds()) / float64(n)
 }
-
