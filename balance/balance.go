@@ -61,7 +61,7 @@ type Options struct {
 	Idle time.Duration
 	// Slices is how many more holds like the one that needs it a lease
 	// asks for when it grows (the database grants at most half of the
-	// available balance); default 16.
+	// available balance); default 64.
 	Slices int
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
@@ -111,7 +111,7 @@ func New(opt Options) *Leaser {
 		opt.Idle = 2 * time.Second
 	}
 	if opt.Slices <= 0 {
-		opt.Slices = 16
+		opt.Slices = 64
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,6 +71,18 @@ func runChild(mode string) error {
 		}))
 	}()
 	fmt.Printf("stats http://%s\n", stats.Addr())
+	// TOLLGATE_BENCH_CPUPROFILE=FILE profiles the child (the gateway or the
+	// floor) for a look at where its time goes.
+	if path := os.Getenv("TOLLGATE_BENCH_CPUPROFILE"); path != "" {
+		f, err := os.Create(path + "." + mode)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
