@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/money"
 )
@@ -210,6 +212,41 @@ func TestAnswersOfProvidersThatCompressAreTranslatedAndMetered(t *testing.T) {
 				assert.Equal(t, prompt, r.PromptTokens)
 				assert.Equal(t, completion, r.Completion)
 				assert.False(t, r.Estimated, "metered from the provider's own counts")
+			}
+		})
+	}
+}
+
+// TestTheDeveloperRoleReachesEveryProvider: OpenAI's `developer` message
+// (what openai-go sends for DeveloperMessage) is accepted, passed as it is
+// to OpenAI-type and Azure deployments, and becomes the system instruction
+// of Anthropic and Gemini.
+func TestTheDeveloperRoleReachesEveryProvider(t *testing.T) {
+	tg, mocks := startWithEveryProvider(t)
+	for _, k := range providerKinds {
+		t.Run(k.kind, func(t *testing.T) {
+			t.Parallel()
+			secret := tg.newAccount(t, k.kind+"-developer@example.com", "10")
+			p := paramsFor(k.model)
+			p.Messages = []openai.ChatCompletionMessageParamUnion{
+				openai.DeveloperMessage("Answer in French."),
+				openai.UserMessage("Say hello."),
+			}
+			resp, err := tg.client(secret).Chat.Completions.New(context.Background(), p)
+			require.NoError(t, err)
+			assert.Equal(t, mockFullText(), resp.Choices[0].Message.Content)
+			reqs := mocks[k.kind].received()
+			require.Len(t, reqs, 1)
+			body, err := json.Marshal(reqs[0].Body)
+			require.NoError(t, err)
+			switch k.kind {
+			case "openai", "azure":
+				assert.Equal(t, "developer", gjson.GetBytes(body, "messages.0.role").String(), "%s", body)
+			case "anthropic":
+				assert.Contains(t, gjson.GetBytes(body, "system").Raw, "Answer in French.", "%s", body)
+				assert.Equal(t, "user", gjson.GetBytes(body, "messages.0.role").String(), "%s", body)
+			case "gemini":
+				assert.Contains(t, gjson.GetBytes(body, "systemInstruction").Raw, "Answer in French.", "%s", body)
 			}
 		})
 	}

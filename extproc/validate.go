@@ -57,7 +57,10 @@ func tooDeep(body []byte, limit int) bool {
 	return false
 }
 
-var validRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
+// validRoles are the message roles: "developer" is OpenAI's newer name for
+// system (OpenAI and Azure take it as it is; Anthropic and Gemini get it as
+// their system instruction).
+var validRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
 
 // validate checks a chat-completion body against the rules of docs/api.md (Chat completions) without
 // decoding it into structs. The first problem found is returned as the
@@ -245,7 +248,7 @@ func validateMessage(i int, m gjson.Result, bad func(string, ...any) *oaierror.E
 		return true
 	})
 	if role.Type != gjson.String || !validRoles[role.Str] {
-		return bad("messages[%d].role must be one of system, user, assistant, tool.", i)
+		return bad("messages[%d].role must be one of system, developer, user, assistant, tool.", i)
 	}
 	if n := name; n.Exists() && n.Type != gjson.String {
 		return bad("messages[%d].name must be a string.", i)

@@ -43,6 +43,7 @@ func TestValidBodiesPass(t *testing.T) {
 		{"nulls are absent", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"temperature":null,"stop":null,"max_tokens":null}`, false, false},
 		{"stream with usage", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`, true, true},
 		{"content parts", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`, false, false},
+		{"developer role", `{"model":"gpt-4o-mini","messages":[{"role":"developer","content":"be terse"},{"role":"user","content":"hi"}]}`, false, false},
 		{"tool round trip", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"},
 			{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},
 			{"role":"tool","tool_call_id":"c1","content":"42"}]}`, false, false},
