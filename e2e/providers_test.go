@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -248,6 +249,32 @@ func TestTheDeveloperRoleReachesEveryProvider(t *testing.T) {
 			case "gemini":
 				assert.Contains(t, gjson.GetBytes(body, "systemInstruction").Raw, "Answer in French.", "%s", body)
 			}
+		})
+	}
+}
+
+// TestChunksCarryNoUsageKeyUnlessTheClientAskedForIt: Tollgate asks every
+// provider for usage to meter streams, but the client's stream is what the
+// provider would have sent it: no "usage" key on any chunk unless the
+// client set include_usage (then "usage": null on each chunk and the counts
+// on the last, as OpenAI sends them).
+func TestChunksCarryNoUsageKeyUnlessTheClientAskedForIt(t *testing.T) {
+	tg, _ := startWithEveryProvider(t)
+	for _, k := range providerKinds {
+		t.Run(k.kind, func(t *testing.T) {
+			t.Parallel()
+			secret := tg.newAccount(t, k.kind+"-usage-key@example.com", "10")
+			body := `{"model":"` + k.model + `","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+			resp, got := tg.post(t, secret, body)
+			require.Equal(t, http.StatusOK, resp.StatusCode, "%s", got)
+			require.Contains(t, string(got), "data: [DONE]")
+			assert.NotContains(t, string(got), `"usage"`, "the client did not ask for usage")
+
+			body = `{"model":"` + k.model + `","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+			resp, got = tg.post(t, secret, body)
+			require.Equal(t, http.StatusOK, resp.StatusCode, "%s", got)
+			assert.Contains(t, string(got), `"usage":null`, "null on the content chunks")
+			assert.Contains(t, string(got), `"prompt_tokens"`, "the counts on the last chunk")
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bytes"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -140,25 +141,19 @@ func (r *openAIResponse) Body(piece []byte, end bool) ([]byte, error) {
 func (r *openAIResponse) streamPiece(piece []byte, end bool) ([]byte, error) {
 	r.parser.Feed(piece)
 	r.out = r.out[:0]
-	dropped := false
+	dropped := false // or changed: the piece cannot go on as it is
 	for {
 		ev, ok := r.parser.Next()
 		if !ok {
 			break
 		}
-		if r.event(ev.Data) {
-			r.out = append(r.out, ev.Raw...)
-		} else {
+		if !r.pass(ev) {
 			dropped = true
 		}
 	}
 	if end {
-		if ev, ok := r.parser.Finish(); ok {
-			if r.event(ev.Data) {
-				r.out = append(r.out, ev.Raw...)
-			} else {
-				dropped = true
-			}
+		if ev, ok := r.parser.Finish(); ok && !r.pass(ev) {
+			dropped = true
 		}
 		if !r.done && !r.failed {
 			// The body ended without [DONE]: the provider broke off.
@@ -172,6 +167,31 @@ func (r *openAIResponse) streamPiece(piece []byte, end bool) ([]byte, error) {
 	}
 	return r.out, nil
 }
+
+// pass meters one event and appends what the client gets of it; it
+// reports whether that is the event as it came. The provider puts
+// "usage": null on every chunk when include_usage is on; when only
+// Tollgate asked for it, the key is removed, so the client's stream is
+// what the provider would have sent it.
+func (r *openAIResponse) pass(ev sse.Event) bool {
+	if !r.event(ev.Data) {
+		return false
+	}
+	if !r.clientUsage && bytes.Contains(ev.Data, usageKey) {
+		if u := gjson.GetBytes(ev.Data, "usage"); u.Type == gjson.Null && u.Exists() {
+			if data, err := sjson.DeleteBytes(ev.Data, "usage"); err == nil {
+				r.out = append(r.out, "data: "...)
+				r.out = append(r.out, data...)
+				r.out = append(r.out, "\n\n"...)
+				return false
+			}
+		}
+	}
+	r.out = append(r.out, ev.Raw...)
+	return true
+}
+
+var usageKey = []byte(`"usage"`)
 
 // event meters one event and reports whether the client should get it.
 // After an error event or [DONE], nothing more is passed on: the client gets
