@@ -70,6 +70,9 @@ type Config struct {
 	Plans     []Plan     `yaml:"plans"`
 	// MaxBodyBytes caps a request body; default 4 MiB.
 	MaxBodyBytes int `yaml:"max_body_bytes"`
+	// LoadedAt is when the configuration was parsed: the created time of
+	// the models that give none.
+	LoadedAt time.Time `yaml:"-"`
 
 	providers map[string]*Provider
 	models    map[string]*Model
@@ -161,6 +164,17 @@ type Model struct {
 	// RequestTimeout bounds the whole request, every attempt included;
 	// default 10m.
 	RequestTimeout Duration `yaml:"request_timeout"`
+	// Created is the model's creation date for GET /v1/models (a YAML
+	// date, 2024-07-18, or time); default the configuration's load time.
+	Created time.Time `yaml:"created"`
+}
+
+// CreatedAt is the model's created time as GET /v1/models reports it.
+func (c *Config) CreatedAt(m *Model) time.Time {
+	if !m.Created.IsZero() {
+		return m.Created
+	}
+	return c.LoadedAt
 }
 
 // Deployment is one provider serving a model under the provider's own name.
@@ -311,6 +325,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	c.LoadedAt = time.Now().UTC().Truncate(time.Second)
 	return &c, nil
 }
 
@@ -540,13 +555,14 @@ func (m *Model) UnmarshalYAML(value *yaml.Node) error {
 		OutputPricePerMillion yaml.Node    `yaml:"output_price_per_million"`
 		Deployments           []Deployment `yaml:"deployments"`
 		RequestTimeout        Duration     `yaml:"request_timeout"`
+		Created               time.Time    `yaml:"created"`
 	}
 	// Decode does not apply the decoder's KnownFields here, so check the
 	// field names ourselves: a misspelt price must not be silently free.
 	if value.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(value.Content); i += 2 {
 			switch k := value.Content[i].Value; k {
-			case "id", "max_tokens", "input_price_per_million", "output_price_per_million", "deployments", "request_timeout":
+			case "id", "max_tokens", "input_price_per_million", "output_price_per_million", "deployments", "request_timeout", "created":
 			default:
 				return fmt.Errorf("line %d: field %s not found in type config.Model", value.Content[i].Line, k)
 			}
@@ -556,7 +572,7 @@ func (m *Model) UnmarshalYAML(value *yaml.Node) error {
 	if err := value.Decode(&p); err != nil {
 		return err
 	}
-	m.ID, m.MaxTokens, m.Deployments, m.RequestTimeout = p.ID, p.MaxTokens, p.Deployments, p.RequestTimeout
+	m.ID, m.MaxTokens, m.Deployments, m.RequestTimeout, m.Created = p.ID, p.MaxTokens, p.Deployments, p.RequestTimeout, p.Created
 	for _, price := range []struct {
 		node *yaml.Node
 		dst  *money.Nanos

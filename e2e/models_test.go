@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -109,5 +112,54 @@ func TestModelListIsPlanAndKeyAllowListAndAvailability(t *testing.T) {
 				assert.NotNil(t, m.Created)
 			}
 		})
+	}
+}
+
+// TestOneModelIsServedForExactlyTheListedModels: GET /v1/models/{id} (what
+// openai-go's Models.Get calls) answers the entry of a model the list
+// shows, with its configured created date, and 404 model_not_found in
+// OpenAI's shape for an unknown model and for one the key may not use —
+// alike, so that a key learns nothing of models it cannot use.
+func TestOneModelIsServedForExactlyTheListedModels(t *testing.T) {
+	cfg := modelsConfig(newMockProvider(t, "openai").URL, newMockProvider(t, "anthropic").URL,
+		newMockProvider(t, "gemini").URL, newMockProvider(t, "azure").URL)
+	cfg = strings.Replace(cfg, "{id: claude-sonnet, max_tokens: 100,", "{id: claude-sonnet, created: 2025-02-24, max_tokens: 100,", 1)
+	tg := startTollgate(t, cfg, "")
+	tg.run(t, "account", "create", "--email", "basic@example.com", "--plan", "basic", "--balance", "10")
+	secret := tg.newKey(t, "basic@example.com", "--model", "gpt-4o-mini", "--model", "claude-sonnet", "--model", "gpt-4o")
+	client := tg.client(secret)
+
+	m, err := client.Models.Get(context.Background(), "claude-sonnet")
+	require.NoError(t, err)
+	assert.Equal(t, "claude-sonnet", m.ID)
+	assert.Equal(t, "model", string(m.Object))
+	assert.Equal(t, time.Date(2025, 2, 24, 0, 0, 0, 0, time.UTC).Unix(), m.Created, "the configured date")
+	m, err = client.Models.Get(context.Background(), "gpt-4o-mini")
+	require.NoError(t, err)
+	assert.InDelta(t, time.Now().Unix(), m.Created, 120, "no date configured: the configuration's load time")
+
+	list, err := client.Models.List(context.Background())
+	require.NoError(t, err)
+	for _, e := range list.Data {
+		assert.NotZero(t, e.Created, "%s", e.ID)
+	}
+
+	for _, id := range []string{"no-such-model", "gemini-flash" /* in the plan, not the key's list */, "gpt-4o" /* not in the plan */} {
+		req, err := http.NewRequest(http.MethodGet, tg.BaseURL+"/models/"+id, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode, "%s: %s", id, body)
+		var e struct {
+			Error struct{ Message, Type, Code, Param string }
+		}
+		require.NoError(t, json.Unmarshal(body, &e))
+		assert.Equal(t, "model_not_found", e.Error.Code, id)
+		assert.Equal(t, "invalid_request_error", e.Error.Type, id)
+		assert.Equal(t, "model", e.Error.Param, id)
+		assert.Contains(t, e.Error.Message, id)
 	}
 }

@@ -3,6 +3,7 @@ package extproc
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"slices"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -68,10 +69,35 @@ func (r *routerStep) models(ctx context.Context) (*extprocv3.ProcessingResponse,
 	for i := range r.cfg.Models {
 		m := &r.cfg.Models[i]
 		if access(r.cfg, r.s.opt.Health, key, acct, m) == accessOK {
-			list.Data = append(list.Data, modelEntry{ID: m.ID, Object: "model", Created: 0, OwnedBy: "tollgate"})
+			list.Data = append(list.Data, r.entry(m))
 		}
 	}
-	body, err := json.Marshal(list)
+	return jsonReply(list)
+}
+
+func (r *routerStep) entry(m *config.Model) modelEntry {
+	return modelEntry{ID: m.ID, Object: "model", Created: r.cfg.CreatedAt(m).Unix(), OwnedBy: "tollgate"}
+}
+
+// oneModel answers GET /v1/models/{id}: the model's entry when the key may use
+// it now (exactly the models the list shows), else 404 model_not_found.
+func (r *routerStep) oneModel(ctx context.Context, escaped string) (*extprocv3.ProcessingResponse, error) {
+	key, acct, err := r.identity(ctx)
+	if err != nil {
+		return immediate(oaierror.Internal, nil), nil
+	}
+	id, err := url.PathUnescape(escaped)
+	m, ok := r.cfg.Model(id)
+	if err != nil || !ok || access(r.cfg, r.s.opt.Health, key, acct, m) != accessOK {
+		e := oaierror.ModelNotFound.With("The model \""+truncate(id)+"\" does not exist or you do not have access to it.", "model")
+		return immediate(e, nil), nil
+	}
+	return jsonReply(r.entry(m))
+}
+
+// jsonReply answers at once with 200 and v as JSON.
+func jsonReply(v any) (*extprocv3.ProcessingResponse, error) {
+	body, err := json.Marshal(v)
 	if err != nil {
 		return immediate(oaierror.Internal, nil), nil
 	}

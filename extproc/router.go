@@ -90,6 +90,12 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 			return immediate(oaierror.MethodNotAllowed, nil), nil
 		}
 	default:
+		if id, ok := strings.CutPrefix(path, contract.PathModels+"/"); ok && id != "" {
+			if method != http.MethodGet {
+				return immediate(oaierror.MethodNotAllowed, nil), nil
+			}
+			return r.oneModel(ctx, id)
+		}
 		return immediate(oaierror.NotFound, nil), nil
 	}
 	if h.GetEndOfStream() {

@@ -100,7 +100,12 @@ var (
 	Internal = Error{http.StatusInternalServerError, "internal_error", TypeServer,
 		"The server had an error while processing your request.", ""}
 	NotFound = Error{http.StatusNotFound, "not_found", TypeInvalidRequest,
-		"Unknown path. Tollgate serves POST /v1/chat/completions and GET /v1/models.", ""}
+		"Unknown path. Tollgate serves POST /v1/chat/completions, GET /v1/models and GET /v1/models/{model}.", ""}
+	// ModelNotFound answers GET /v1/models/{model} for a model that does
+	// not exist or that the key may not use now (the two are not told
+	// apart).
+	ModelNotFound = Error{http.StatusNotFound, "model_not_found", TypeInvalidRequest,
+		"The model does not exist or you do not have access to it.", "model"}
 	MethodNotAllowed = Error{http.StatusMethodNotAllowed, "method_not_allowed", TypeInvalidRequest,
 		"Method not allowed on this path.", ""}
 	BodyTooLarge = Error{http.StatusRequestEntityTooLarge, "request_too_large", TypeInvalidRequest,
