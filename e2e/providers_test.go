@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -253,12 +254,12 @@ func TestTheDeveloperRoleReachesEveryProvider(t *testing.T) {
 	}
 }
 
-// TestChunksCarryNoUsageKeyUnlessTheClientAskedForIt: Tollgate asks every
+// TestChunksCarryNoUsageKeyUnlessAskedAndNameTheModelAskedFor: Tollgate asks every
 // provider for usage to meter streams, but the client's stream is what the
 // provider would have sent it: no "usage" key on any chunk unless the
 // client set include_usage (then "usage": null on each chunk and the counts
 // on the last, as OpenAI sends them).
-func TestChunksCarryNoUsageKeyUnlessTheClientAskedForIt(t *testing.T) {
+func TestChunksCarryNoUsageKeyUnlessAskedAndNameTheModelAskedFor(t *testing.T) {
 	tg, _ := startWithEveryProvider(t)
 	for _, k := range providerKinds {
 		t.Run(k.kind, func(t *testing.T) {
@@ -275,6 +276,16 @@ func TestChunksCarryNoUsageKeyUnlessTheClientAskedForIt(t *testing.T) {
 			require.Equal(t, http.StatusOK, resp.StatusCode, "%s", got)
 			assert.Contains(t, string(got), `"usage":null`, "null on the content chunks")
 			assert.Contains(t, string(got), `"prompt_tokens"`, "the counts on the last chunk")
+			// Every chunk names the model the client asked for, not the
+			// provider's name for it.
+			models := regexp.MustCompile(`"model":"([^"]*)"`).FindAllStringSubmatch(string(got), -1)
+			require.NotEmpty(t, models)
+			for _, m := range models {
+				assert.Equal(t, k.model, m[1])
+			}
+			resp, got = tg.post(t, secret, `{"model":"`+k.model+`","messages":[{"role":"user","content":"hi"}]}`)
+			require.Equal(t, http.StatusOK, resp.StatusCode, "%s", got)
+			assert.Equal(t, k.model, gjson.GetBytes(got, "model").String(), "the answer names the model asked for")
 		})
 	}
 }

@@ -138,7 +138,7 @@ func (a anthropic) Translate(req *Request, t Target) (Upstream, Response, error)
 		up.Headers = append(up.Headers, Header{"x-api-key", k})
 	}
 	c := &anthropicCodec{tools: map[int]int{}}
-	return up, newTranslated(req, c, a.env.newID(), t.Deployment.Model, a.env), nil
+	return up, newTranslated(req, c, a.env.newID(), t.Model.ID, a.env), nil
 }
 
 func anthropicBody(cr *chatRequest, stream bool, t Target) ([]byte, error) {
@@ -393,9 +393,6 @@ func (c *anthropicCodec) whole(s *streamState, body []byte) ([]byte, error) {
 	if m.ID != "" {
 		s.id = m.ID
 	}
-	if m.Model != "" {
-		s.model = m.Model
-	}
 	if m.Usage != nil {
 		c.addUsage(s, m.Usage)
 		s.usage.Reported = true
@@ -436,9 +433,6 @@ func (c *anthropicCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte
 		if m := e.Message; m != nil {
 			if m.ID != "" {
 				s.id = m.ID
-			}
-			if m.Model != "" {
-				s.model = m.Model
 			}
 			c.addUsage(s, m.Usage)
 		}

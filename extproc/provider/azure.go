@@ -44,7 +44,7 @@ func (azure) Translate(req *Request, t Target) (Upstream, Response, error) {
 	if k := t.Provider.APIKey.Reveal(); k != "" {
 		up.Headers = append(up.Headers, Header{"api-key", k})
 	}
-	r := newOpenAIResponse(req)
+	r := newOpenAIResponse(req, t.Model.ID)
 	r.azure = true
 	return up, r, nil
 }

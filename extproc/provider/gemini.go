@@ -40,7 +40,7 @@ func init() { adapters[config.TypeGemini] = gemini{defaultEnv} }
 //     name field are dropped; images must be base64 data URLs.
 //
 // Response: the id is Gemini's responseId (or a generated one) and the
-// model is Gemini's modelVersion, else the deployment's model. finishReason
+// model is the id the client asked for. finishReason
 // STOP becomes stop (tool_calls when the answer called a function),
 // MAX_TOKENS length, any other (SAFETY, RECITATION, BLOCKLIST…) and a
 // blocked prompt content_filter. completion_tokens counts thinking tokens
@@ -149,7 +149,7 @@ func (g gemini) Translate(req *Request, t Target) (Upstream, Response, error) {
 	if k := t.Provider.APIKey.Reveal(); k != "" {
 		up.Headers = append(up.Headers, Header{"x-goog-api-key", k})
 	}
-	return up, newTranslated(req, &geminiCodec{}, g.env.newID(), model, g.env), nil
+	return up, newTranslated(req, &geminiCodec{}, g.env.newID(), t.Model.ID, g.env), nil
 }
 
 func geminiBody(cr *chatRequest, model string) ([]byte, error) {
@@ -405,9 +405,6 @@ func (c *geminiCodec) meta(s *streamState, g *geminiResponse) {
 	if !s.started {
 		if g.ResponseID != "" {
 			s.id = g.ResponseID
-		}
-		if g.ModelVersion != "" {
-			s.model = g.ModelVersion
 		}
 	}
 	if u := g.UsageMetadata; u != nil {

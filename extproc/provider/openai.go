@@ -39,7 +39,7 @@ func (openAI) Translate(req *Request, t Target) (Upstream, Response, error) {
 	if k := t.Provider.APIKey.Reveal(); k != "" {
 		up.Headers = append(up.Headers, Header{"authorization", "Bearer " + k})
 	}
-	return up, newOpenAIResponse(req), nil
+	return up, newOpenAIResponse(req, t.Model.ID), nil
 }
 
 // openAIBody rewrites only what must change, without re-encoding the rest:
@@ -67,6 +67,9 @@ func openAIBody(req *Request, model string) ([]byte, error) {
 type openAIResponse struct {
 	stream      bool
 	clientUsage bool
+	// model is the id the client asked for: every answer and chunk names
+	// it, whatever the provider calls its model.
+	model string
 	// azure normalizes Azure OpenAI's quirks: its content-filter-only
 	// stream chunks are dropped, and a non-streamed body gets the fields
 	// OpenAI's schema requires and Azure may omit.
@@ -81,8 +84,8 @@ type openAIResponse struct {
 	done   bool // the answer is whole: [DONE] seen, or the whole body read
 }
 
-func newOpenAIResponse(req *Request) *openAIResponse {
-	return &openAIResponse{stream: req.Stream, clientUsage: req.ClientUsage}
+func newOpenAIResponse(req *Request, model string) *openAIResponse {
+	return &openAIResponse{stream: req.Stream, clientUsage: req.ClientUsage, model: model}
 }
 
 func (r *openAIResponse) Status(status int) int {
@@ -101,36 +104,30 @@ func (r *openAIResponse) Body(piece []byte, end bool) ([]byte, error) {
 	if r.fail != nil {
 		return r.fail.body(piece, end), nil
 	}
-	if !r.stream && r.azure {
-		r.buf = append(r.buf, piece...)
-		if !end {
-			return nil, nil
-		}
-		if !gjson.ValidBytes(r.buf) {
-			r.failed = true
-			return nil, ErrUntranslatable
-		}
-		r.readCompletion(r.buf)
-		r.done = true
-		return normalizeCompletion(r.buf), nil
-	}
 	if !r.stream {
-		// Pass the body on as it comes; keep a copy only to read its usage
-		// at the end (unless it came whole).
+		// A whole answer (it comes in one piece: the upstream step asks
+		// for it buffered): metered, then named after the client's model.
 		whole := piece
 		if !end || len(r.buf) > 0 {
 			r.buf = append(r.buf, piece...)
 			whole = r.buf
 		}
-		if end {
-			if !gjson.ValidBytes(whole) {
-				r.failed = true
-				return nil, ErrUntranslatable
-			}
-			r.readCompletion(whole)
-			r.done = true
+		if !end {
+			return nil, nil
 		}
-		return piece, nil
+		if !gjson.ValidBytes(whole) {
+			r.failed = true
+			return nil, ErrUntranslatable
+		}
+		r.readCompletion(whole)
+		r.done = true
+		if r.azure {
+			whole = normalizeCompletion(whole)
+		}
+		if named, ok := withModel(whole, r.model); ok {
+			return named, nil
+		}
+		return whole, nil
 	}
 	return r.streamPiece(piece, end)
 }
@@ -177,18 +174,44 @@ func (r *openAIResponse) pass(ev sse.Event) bool {
 	if !r.event(ev.Data) {
 		return false
 	}
-	if !r.clientUsage && bytes.Contains(ev.Data, usageKey) {
-		if u := gjson.GetBytes(ev.Data, "usage"); u.Type == gjson.Null && u.Exists() {
-			if data, err := sjson.DeleteBytes(ev.Data, "usage"); err == nil {
-				r.out = append(r.out, "data: "...)
-				r.out = append(r.out, data...)
-				r.out = append(r.out, "\n\n"...)
-				return false
+	data, changed := ev.Data, false
+	if !r.clientUsage && bytes.Contains(data, usageKey) {
+		if u := gjson.GetBytes(data, "usage"); u.Type == gjson.Null && u.Exists() {
+			if d, err := sjson.DeleteBytes(data, "usage"); err == nil {
+				data, changed = d, true
 			}
 		}
 	}
-	r.out = append(r.out, ev.Raw...)
-	return true
+	if len(data) > 0 && data[0] == '{' {
+		if d, ok := withModel(data, r.model); ok {
+			data, changed = d, true
+		}
+	}
+	if !changed {
+		r.out = append(r.out, ev.Raw...)
+		return true
+	}
+	r.out = append(r.out, "data: "...)
+	r.out = append(r.out, data...)
+	r.out = append(r.out, "\n\n"...)
+	return false
+}
+
+// withModel names model in a JSON object's "model" field, when it has one
+// with another value: the bytes around it are kept as they are.
+func withModel(data []byte, model string) ([]byte, bool) {
+	m := gjson.GetBytes(data, "model")
+	if !m.Exists() || m.Type != gjson.String || m.Str == model || model == "" {
+		return data, false
+	}
+	if m.Index <= 0 || m.Index+len(m.Raw) > len(data) {
+		d, err := sjson.SetBytes(data, "model", model)
+		return d, err == nil
+	}
+	out := make([]byte, 0, len(data)+len(model))
+	out = append(out, data[:m.Index]...)
+	out = appendJSONString(out, model)
+	return append(out, data[m.Index+len(m.Raw):]...), true
 }
 
 var usageKey = []byte(`"usage"`)

@@ -50,11 +50,12 @@ func feedStream(t *testing.T, providerType string, stream string) ([]byte, Respo
 	t.Helper()
 	resp := newTestResponse(t, providerType, true, false)
 	require.Equal(t, 200, resp.Status(200))
-	out, err := resp.Body([]byte(stream), false)
+	first, err := resp.Body([]byte(stream), false)
 	require.NoError(t, err)
+	out := append([]byte{}, first...) // valid only until the next call
 	rest, err := resp.Body(nil, true)
 	require.NoError(t, err)
-	return append(append([]byte{}, out...), rest...), resp
+	return append(out, rest...), resp
 }
 
 func TestOpenAIStreamsEndHonestly(t *testing.T) {

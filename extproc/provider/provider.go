@@ -71,6 +71,8 @@ type Response interface {
 	// For an error status the whole body is translated to an OpenAI-shaped
 	// error at end. An error return means the provider sent something that
 	// cannot be translated; the stream is then ended with an error event.
+	// The bytes returned may be the Response's own buffer: they are valid
+	// until the next call.
 	Body(piece []byte, end bool) ([]byte, error)
 	// Usage is the usage known so far.
 	Usage() Usage

@@ -92,8 +92,9 @@ type translated struct {
 	stopped bool // an untranslatable event ended the stream
 }
 
-// newTranslated starts the translation of one answer; id and model are the
-// fallbacks for answers that do not name theirs.
+// newTranslated starts the translation of one answer: id is the fallback
+// for answers that do not name theirs; model (the id the client asked for)
+// names every answer and chunk.
 func newTranslated(req *Request, c codec, id, model string, e env) *translated {
 	return &translated{
 		stream: req.Stream,
