@@ -182,17 +182,31 @@ func (r *openAIResponse) pass(ev sse.Event) bool {
 			}
 		}
 	}
+	var m gjson.Result
 	if len(data) > 0 && data[0] == '{' {
-		if d, ok := withModel(data, r.model); ok {
-			data, changed = d, true
+		if m = gjson.GetBytes(data, "model"); m.Type == gjson.String && m.Str != r.model && r.model != "" &&
+			m.Index > 0 && m.Index+len(m.Raw) <= len(data) {
+			changed = true
+		} else {
+			m = gjson.Result{}
 		}
 	}
 	if !changed {
 		r.out = append(r.out, ev.Raw...)
 		return true
 	}
+	if cap(r.out) == 0 {
+		r.out = make([]byte, 0, 1<<10)
+	}
 	r.out = append(r.out, "data: "...)
-	r.out = append(r.out, data...)
+	if m.Index > 0 {
+		// The model named in place: the bytes around it kept as they are.
+		r.out = append(r.out, data[:m.Index]...)
+		r.out = appendJSONString(r.out, r.model)
+		r.out = append(r.out, data[m.Index+len(m.Raw):]...)
+	} else {
+		r.out = append(r.out, data...)
+	}
 	r.out = append(r.out, "\n\n"...)
 	return false
 }
