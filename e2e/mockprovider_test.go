@@ -382,10 +382,11 @@ var mockUsage = map[string][2]int64{
 }
 
 // mockToolIDs are the tool-call ids the client sees; Gemini gives none, so
-// Tollgate numbers them.
+// Tollgate makes them from the answer's id (the mock's responseId) and the
+// call's number, unique across a conversation.
 var mockToolIDs = map[string][]string{
 	"openai":    {"call_W1", "call_T2"},
 	"azure":     {"call_az1", "call_az2"},
 	"anthropic": {"toolu_01W", "toolu_02T"},
-	"gemini":    {"call_0", "call_1"},
+	"gemini":    {"call_mockGeminiResponse_0", "call_mockGeminiResponse_1"},
 }

@@ -426,7 +426,7 @@ func (c *geminiCodec) whole(s *streamState, body []byte) ([]byte, error) {
 	for _, p := range g.parts() {
 		switch {
 		case p.FunctionCall != nil:
-			id := geminiToolCallID(len(r.toolCalls), p.ThoughtSignature)
+			id := geminiToolCallID(s.id, len(r.toolCalls), p.ThoughtSignature)
 			r.addToolCall(id, p.FunctionCall.Name, compactArguments(p.FunctionCall.Args))
 		case !p.Thought:
 			r.text.WriteString(p.Text)
@@ -452,7 +452,7 @@ func (c *geminiCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte, e
 	for _, p := range g.parts() {
 		switch {
 		case p.FunctionCall != nil:
-			id := geminiToolCallID(s.toolCalls, p.ThoughtSignature)
+			id := geminiToolCallID(s.id, s.toolCalls, p.ThoughtSignature)
 			out, _ = s.toolCallStart(out, id, p.FunctionCall.Name, compactArguments(p.FunctionCall.Args))
 		case !p.Thought:
 			out = s.content(out, p.Text)

@@ -69,10 +69,13 @@ const (
 	sigVerbatimMarker = "-tgsigs-" // the signature's text follows
 )
 
-// geminiToolCallID is the id of the n-th tool call of an answer, carrying
-// the function call part's signature if it has one.
-func geminiToolCallID(n int, signature string) string {
-	id := "call_" + strconv.Itoa(n)
+// geminiToolCallID is the id of the n-th tool call of the answer answerID,
+// carrying the function call part's signature if it has one. Gemini has no
+// call ids: this one is unique across a conversation (the answer's id is
+// in it), so that the conversation can go on with a provider that wants
+// distinct ids (Anthropic's tool_use ids).
+func geminiToolCallID(answerID string, n int, signature string) string {
+	id := geminiCallBase(answerID, n)
 	if signature == "" {
 		return id
 	}
@@ -87,6 +90,25 @@ func geminiToolCallID(n int, signature string) string {
 		return id
 	}
 	return id + sigVerbatimMarker + base64.RawURLEncoding.EncodeToString([]byte(signature))
+}
+
+// geminiCallBase is "call_", up to 24 letters, digits and underscores of
+// the answer's id, and n: at most 40 characters (OpenAI's limit) and no
+// '-' (which begins the signature part).
+func geminiCallBase(answerID string, n int) string {
+	var b strings.Builder
+	b.WriteString("call_")
+	kept := 0
+	for i := 0; i < len(answerID) && kept < 24; i++ {
+		c := answerID[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' {
+			b.WriteByte(c)
+			kept++
+		}
+	}
+	b.WriteByte('_')
+	b.WriteString(strconv.Itoa(n))
+	return b.String()
 }
 
 // geminiIDSignature is the signature carried by a tool call id that

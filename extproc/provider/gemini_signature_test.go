@@ -40,28 +40,28 @@ func TestGeminiToolCallIDCarriesTheSignature(t *testing.T) {
 		wantID          string // "" to check the round trip only
 		wantCarried     bool
 	}{
-		{name: "no signature keeps the plain id", signature: "", wantID: "call_3"},
+		{name: "no signature keeps the plain id", signature: "", wantID: "call_resp1_3"},
 		{name: "canonical base64 is carried as base64url of its bytes", signature: "CiQB0e2Kb7+/",
-			wantID: "call_3-tgsig-CiQB0e2Kb7-_", wantCarried: true},
-		{name: "padding is dropped and restored", signature: "AAE=", wantID: "call_3-tgsig-AAE", wantCarried: true},
+			wantID: "call_resp1_3-tgsig-CiQB0e2Kb7-_", wantCarried: true},
+		{name: "padding is dropped and restored", signature: "AAE=", wantID: "call_resp1_3-tgsig-AAE", wantCarried: true},
 		{name: "a long signature round-trips", signature: long, wantCarried: true},
 		{name: "non-canonical base64 is carried verbatim", signature: "CiQB0e2Kb7",
-			wantID: "call_3-tgsigs-Q2lRQjBlMktiNw", wantCarried: true},
+			wantID: "call_resp1_3-tgsigs-Q2lRQjBlMktiNw", wantCarried: true},
 		{name: "base64url input is carried verbatim", signature: "a-_b", wantCarried: true},
 		{name: "any text is carried verbatim", signature: "sïgnature 🦊 with spaces", wantCarried: true},
 		{name: "an oversized signature is dropped",
-			signature: base64.StdEncoding.EncodeToString(make([]byte, maxIDSignature+1)), wantID: "call_3"},
+			signature: base64.StdEncoding.EncodeToString(make([]byte, maxIDSignature+1)), wantID: "call_resp1_3"},
 		{name: "a signature at the cap is carried",
 			signature: base64.StdEncoding.EncodeToString(make([]byte, maxIDSignature)), wantCarried: true},
-		{name: "an oversized verbatim signature is dropped", signature: strings.Repeat("x", maxIDSignature+1), wantID: "call_3"},
+		{name: "an oversized verbatim signature is dropped", signature: strings.Repeat("x", maxIDSignature+1), wantID: "call_resp1_3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			id := geminiToolCallID(3, tt.signature)
+			id := geminiToolCallID("resp1", 3, tt.signature)
 			if tt.wantID != "" {
 				assert.Equal(t, tt.wantID, id)
 			}
-			assert.True(t, strings.HasPrefix(id, "call_3"), id)
+			assert.True(t, strings.HasPrefix(id, "call_resp1_3"), id)
 			assert.Regexp(t, anthropicSafeID, id)
 			assert.LessOrEqual(t, len(id), 11000)
 			if tt.wantCarried {
@@ -71,6 +71,19 @@ func TestGeminiToolCallIDCarriesTheSignature(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestGeminiToolCallIDsAreUniqueAcrossAConversation(t *testing.T) {
+	a := geminiToolCallID("x3RJaMm8B_SFm9IPovmG8Q0", 0, "")
+	b := geminiToolCallID("yQ7pZk2mD-Hq1LrT9wE3aB", 0, "")
+	assert.NotEqual(t, a, b, "two answers' first calls")
+	assert.NotEqual(t, a, geminiToolCallID("x3RJaMm8B_SFm9IPovmG8Q0", 1, ""), "one answer's two calls")
+	long := geminiToolCallID("chatcmpl-"+strings.Repeat("Z9-", 40), 12, "")
+	assert.LessOrEqual(t, len(long), 40, "OpenAI's limit")
+	assert.NotContains(t, long, "-", "a '-' would begin the signature part")
+	assert.Regexp(t, anthropicSafeID, long)
+	signed := geminiToolCallID("chatcmpl-abc", 2, "CiQB0e2Kb7+/")
+	assert.Equal(t, "call_chatcmplabc_2", unsignedToolCallID(signed))
 }
 
 func TestGeminiIDSignatureIgnoresForeignAndMalformedIDs(t *testing.T) {
@@ -189,9 +202,9 @@ func TestGeminiSignatureRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			ids := toolCallIDs(t, out, stream)
 			require.Len(t, ids, 2)
-			assert.True(t, strings.HasPrefix(ids[0], "call_0-tgsig-"), ids[0])
+			assert.Regexp(t, `^call_[A-Za-z0-9_]+_0-tgsig-`, ids[0])
 			assert.Regexp(t, anthropicSafeID, ids[0])
-			assert.Equal(t, "call_1", ids[1], "a call without a signature keeps its plain id")
+			assert.Regexp(t, `^call_[A-Za-z0-9_]+_1$`, ids[1], "a call without a signature keeps its plain id")
 
 			call := func(id, city string) map[string]any {
 				return map[string]any{"id": id, "type": "function",
@@ -221,7 +234,7 @@ func TestGeminiSignatureRoundTrip(t *testing.T) {
 // not sign: Gemini 3 gets Google's dummy on the first functionCall part of
 // each step of the current turn, and nothing else changes.
 func TestGeminiDummySignature(t *testing.T) {
-	signed := geminiToolCallID(0, "CiQB0e2Kb7+/")
+	signed := geminiToolCallID("resp1", 0, "CiQB0e2Kb7+/")
 	const d = geminiDummySignature
 	const user = `{"role":"user","content":"Weather in Paris and Rome?"}`
 	calls := func(content string, ids ...string) string {
@@ -287,7 +300,7 @@ func FuzzGeminiToolCallID(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		geminiIDSignature(s) // any id
-		id := geminiToolCallID(7, s)
+		id := geminiToolCallID("resp1", 7, s)
 		require.Regexp(t, anthropicSafeID, id)
 		if s != "" && utf8.ValidString(s) && len(s) <= maxIDSignature {
 			require.Equal(t, s, geminiIDSignature(id))
@@ -299,7 +312,7 @@ func FuzzGeminiToolCallID(f *testing.F) {
 // signature stays out of the ids they get (OpenAI refuses ids over 40
 // characters), and a call and its result still match.
 func TestOtherProvidersGetUnsignedToolCallIDs(t *testing.T) {
-	signed := geminiToolCallID(0, testSignature(t))
+	signed := geminiToolCallID("resp1", 0, testSignature(t))
 	require.Greater(t, len(signed), 40)
 	body, err := json.Marshal(map[string]any{"model": "m", "messages": []any{
 		map[string]any{"role": "user", "content": "Weather in Paris?"},
@@ -324,7 +337,7 @@ func TestOtherProvidersGetUnsignedToolCallIDs(t *testing.T) {
 		t.Run(tt.typ, func(t *testing.T) {
 			up, _, err := testAdapter(tt.typ).Translate(&Request{Body: body}, testTarget(tt.typ))
 			require.NoError(t, err)
-			want := `["call_0","call_x-y"]`
+			want := `["call_resp1_0","call_x-y"]`
 			assert.JSONEq(t, want, gjson.GetBytes(up.Body, tt.callIDs).Raw, "calls: %s", up.Body)
 			assert.JSONEq(t, want, gjson.GetBytes(up.Body, tt.resultIDs).Raw, "results: %s", up.Body)
 		})
