@@ -40,12 +40,17 @@ const (
 //   - stop (as stop_sequences), tools, tool_choice (none, auto,
 //     required as any, a named function as tool), parallel_tool_calls=false
 //     (as disable_parallel_tool_use) and user (as metadata.user_id) pass;
-//   - frequency_penalty, presence_penalty, seed, n, logprobs, logit_bias,
-//     response_format and the message name field have no Anthropic
-//     counterpart and are dropped.
+//   - response_format json_object and json_schema become a tool whose input
+//     schema is the requested one (an object, for json_object), forced when
+//     the client has no tools of its own; the tool's input comes back as
+//     the message's content, streamed as content deltas, with finish_reason
+//     stop;
+//   - frequency_penalty, presence_penalty, seed, n, logprobs, logit_bias
+//     and the message name field have no Anthropic counterpart and are
+//     dropped.
 //
-// Response: the id and model are Anthropic's (msg_…, and the model that
-// answered), as the OpenAI adapter passes OpenAI's own; created is the time
+// Response: the id is Anthropic's (msg_…) and the model the one the client
+// asked for; created is the time
 // Tollgate sent the request (Anthropic gives none). stop_reason end_turn,
 // stop_sequence and pause_turn become stop, max_tokens length, tool_use
 // tool_calls, refusal content_filter. prompt_tokens counts cached input too (input_tokens +
@@ -117,6 +122,10 @@ func (a anthropic) Translate(req *Request, t Target) (Upstream, Response, error)
 	if err != nil {
 		return Upstream{}, nil, err
 	}
+	structured := ""
+	if cr.structuredOutput() {
+		structured = anthropicJSONTool
+	}
 	authority, path, err := upstreamURL(t.Provider)
 	if err != nil {
 		return Upstream{}, nil, err
@@ -137,7 +146,7 @@ func (a anthropic) Translate(req *Request, t Target) (Upstream, Response, error)
 	if k := t.Provider.APIKey.Reveal(); k != "" {
 		up.Headers = append(up.Headers, Header{"x-api-key", k})
 	}
-	c := &anthropicCodec{tools: map[int]int{}}
+	c := &anthropicCodec{tools: map[int]int{}, jsonTool: structured, jsonBlock: -1}
 	return up, newTranslated(req, c, a.env.newID(), t.Model.ID, a.env), nil
 }
 
@@ -179,11 +188,44 @@ func anthropicBody(cr *chatRequest, stream bool, t Target) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(out.Tools) > 0 {
+	clientTools := len(out.Tools) > 0
+	if clientTools {
 		out.ToolChoice = anthropicChoice(choice, cr.ParallelToolCalls)
+	}
+	if cr.structuredOutput() {
+		// Structured output as a tool whose input is the schema: the
+		// answer is that tool's input, handed back as the message's
+		// content. Without tools of the client's (or with tool_choice
+		// none) the tool is forced; with them, some tool must be used —
+		// the client's, or this one for the final answer.
+		for _, tool := range out.Tools {
+			if tool.Name == anthropicJSONTool {
+				return nil, unsupported("response_format cannot be used with a tool named %q", anthropicJSONTool)
+			}
+		}
+		schema := json.RawMessage(`{"type":"object"}`)
+		if f := cr.ResponseFormat; f.JSONSchema != nil && len(bytes.TrimSpace(f.JSONSchema.Schema)) > 0 && string(f.JSONSchema.Schema) != "null" {
+			schema = f.JSONSchema.Schema
+		}
+		out.Tools = append(out.Tools, anthropicTool{
+			Name:        anthropicJSONTool,
+			Description: "Give the final answer as this tool's input: a JSON object that matches its schema.",
+			InputSchema: schema,
+		})
+		switch {
+		case !clientTools || choice.mode == "none":
+			out.ToolChoice = &anthropicToolChoice{Type: "tool", Name: anthropicJSONTool}
+		case choice.name != "":
+		default:
+			out.ToolChoice = &anthropicToolChoice{Type: "any", DisableParallelToolUse: out.ToolChoice != nil && out.ToolChoice.DisableParallelToolUse}
+		}
 	}
 	return marshalJSON(out)
 }
+
+// anthropicJSONTool is the tool that carries structured output
+// (response_format json_object or json_schema) on Anthropic.
+const anthropicJSONTool = "json_answer"
 
 func anthropicChoice(c toolChoice, parallel *bool) *anthropicToolChoice {
 	var tc anthropicToolChoice
@@ -322,6 +364,11 @@ func anthropicFinish(stopReason string) string {
 // anthropicCodec translates Anthropic's answers.
 type anthropicCodec struct {
 	tools map[int]int // content block index → tool call index
+	// jsonTool names the structured-output tool ("" when the client asked
+	// for none); jsonBlock is its content block's index in a stream (-1
+	// before it starts). Its input is the answer's content.
+	jsonTool  string
+	jsonBlock int
 	// The usage counts, each updated as Anthropic reports it.
 	input, cacheCreation, cacheRead, output int64
 }
@@ -403,10 +450,17 @@ func (c *anthropicCodec) whole(s *streamState, body []byte) ([]byte, error) {
 		case "text":
 			r.text.WriteString(b.Text)
 		case "tool_use":
+			if c.jsonTool != "" && b.Name == c.jsonTool {
+				r.text.WriteString(compactArguments(b.Input))
+				continue
+			}
 			r.addToolCall(b.ID, b.Name, compactArguments(b.Input))
 		}
 	}
 	r.finish = anthropicFinish(m.StopReason)
+	if r.finish == finishToolCalls && len(r.toolCalls) == 0 {
+		r.finish = finishStop // the structured answer, not a call
+	}
 	return s.completion(&r)
 }
 
@@ -443,6 +497,9 @@ func (c *anthropicCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte
 		case b == nil:
 		case b.Type == "text":
 			return s.content(out, b.Text), nil
+		case b.Type == "tool_use" && c.jsonTool != "" && b.Name == c.jsonTool:
+			c.jsonBlock = e.Index
+			return s.start(out), nil
 		case b.Type == "tool_use":
 			out, c.tools[e.Index] = s.toolCallStart(out, b.ID, b.Name, "")
 		}
@@ -452,6 +509,8 @@ func (c *anthropicCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte
 		case d == nil:
 		case d.Type == "text_delta":
 			return s.content(out, d.Text), nil
+		case d.Type == "input_json_delta" && c.jsonBlock >= 0 && e.Index == c.jsonBlock:
+			return s.content(out, d.PartialJSON), nil
 		case d.Type == "input_json_delta":
 			if i, ok := c.tools[e.Index]; ok {
 				return s.toolCallArguments(out, i, d.PartialJSON), nil
@@ -463,7 +522,11 @@ func (c *anthropicCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte
 			s.usage.Reported = true
 		}
 		if e.Delta != nil && e.Delta.StopReason != "" {
-			return s.finish(out, anthropicFinish(e.Delta.StopReason)), nil
+			finish := anthropicFinish(e.Delta.StopReason)
+			if finish == finishToolCalls && s.toolCalls == 0 {
+				finish = finishStop // the structured answer, not a call
+			}
+			return s.finish(out, finish), nil
 		}
 	case "message_stop":
 		s.usage.Reported = true

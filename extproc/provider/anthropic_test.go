@@ -4,6 +4,8 @@ import (
 	"github.com/tollgate/tollgate/oaierror"
 
 	"errors"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -36,6 +38,13 @@ func TestAnthropicRequestTranslation(t *testing.T) {
 			assert.Equal(t, `["tool_result","tool_result","text"]`, gjson.GetBytes(b, "messages.2.content.#.type").Raw,
 				"tool results come first in the user message that carries them")
 			assert.Equal(t, `{"type":"tool","name":"get_weather","disable_parallel_tool_use":true}`, gjson.GetBytes(b, "tool_choice").Raw)
+		}},
+		{"request_structured.json", func(t *testing.T, up Upstream) {
+			b := up.Body
+			assert.Equal(t, `{"type":"tool","name":"json_answer"}`, gjson.GetBytes(b, "tool_choice").Raw, "forced: the client has no tools")
+			assert.Equal(t, "json_answer", gjson.GetBytes(b, "tools.0.name").String())
+			assert.Equal(t, `["name","date","participants"]`, gjson.GetBytes(b, "tools.0.input_schema.required").Raw, "the client's schema")
+			assert.Equal(t, "Extract the event.", gjson.GetBytes(b, "system").String(), "developer is the system prompt")
 		}},
 		{"request_required.json", func(t *testing.T, up Upstream) {
 			assert.Equal(t, `{"type":"any"}`, gjson.GetBytes(up.Body, "tool_choice").Raw)
@@ -115,4 +124,50 @@ func TestAnthropicUntranslatableEventIsAnError(t *testing.T) {
 
 func FuzzAnthropicStream(f *testing.F) {
 	fuzzStream(f, config.TypeAnthropic)
+}
+
+// TestAnthropicStructuredOutput: response_format's answer comes back as the
+// message's content — whole, or streamed as content deltas — with
+// finish_reason stop, and is valid against the client's schema's shape.
+func TestAnthropicStructuredOutput(t *testing.T) {
+	req := readFixture(t, filepath.Join(config.TypeAnthropic, "request_structured.json"))
+	for _, stream := range []bool{false, true} {
+		fixture := "response_structured.json"
+		body := req
+		if stream {
+			fixture = "stream_structured.sse"
+			body = []byte(strings.Replace(string(req), `"max_tokens": 200`, `"max_tokens": 200, "stream": true`, 1))
+		}
+		t.Run(fixture, func(t *testing.T) {
+			_, resp, err := testAdapter(config.TypeAnthropic).Translate(&Request{Body: body, Stream: stream}, testTarget(config.TypeAnthropic))
+			require.NoError(t, err)
+			_, out, err := feed(resp, 200, readFixture(t, filepath.Join(config.TypeAnthropic, fixture)))
+			require.NoError(t, err)
+			ext := ".json"
+			if stream {
+				ext = ".sse"
+				requireStreamSchema(t, out)
+			} else {
+				requireSchema(t, "CreateChatCompletionResponse", out)
+			}
+			golden(t, filepath.Join(config.TypeAnthropic, goldenName(fixture, ext)), out)
+			content := gjson.GetBytes(out, "choices.0.message.content").String()
+			finish := gjson.GetBytes(out, "choices.0.finish_reason").String()
+			if stream {
+				var text strings.Builder
+				for _, line := range strings.Split(string(out), "\n") {
+					if data, ok := strings.CutPrefix(line, "data: "); ok && data != "[DONE]" {
+						text.WriteString(gjson.Get(data, "choices.0.delta.content").String())
+						if f := gjson.Get(data, "choices.0.finish_reason").String(); f != "" {
+							finish = f
+						}
+					}
+				}
+				content = text.String()
+			}
+			assert.JSONEq(t, `{"name":"Science fair","date":"Friday","participants":["Alice","Bob"]}`, content)
+			assert.Equal(t, "stop", finish)
+			assert.NotContains(t, string(out), "tool_calls", "the structured answer is not a call")
+		})
+	}
 }

@@ -95,6 +95,13 @@ type toolChoice struct {
 	name string
 }
 
+// structuredOutput reports that the client asked for JSON output
+// (response_format json_object or json_schema).
+func (cr *chatRequest) structuredOutput() bool {
+	f := cr.ResponseFormat
+	return f != nil && (f.Type == "json_object" || f.Type == "json_schema")
+}
+
 func unsupported(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUnsupportedRequest, fmt.Sprintf(format, args...))
 }
