@@ -81,3 +81,35 @@ func (m *mockProvider) serveAnthropic(w http.ResponseWriter, stream, tools, fail
 		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": output}})
 	s.event("message_stop", map[string]any{"type": "message_stop"})
 }
+
+// mockStructured is the structured answer the Anthropic mock gives through
+// the forced json_answer tool, and the fragments it streams it in.
+var mockStructured = []string{`{"city": "Par`, `is", "temp`, `erature": 21}`}
+
+// serveAnthropicStructured answers a request whose tool_choice forces the
+// json_answer tool, as Claude does: one tool_use block with the answer as
+// its input (streamed as input_json_delta fragments), stop_reason tool_use.
+func (m *mockProvider) serveAnthropicStructured(w http.ResponseWriter, stream bool) {
+	output := mockUsage["anthropic"][1]
+	if !stream {
+		writeJSON(w, map[string]any{"id": "msg_mock", "type": "message", "role": "assistant", "model": anthropicModel,
+			"content": []any{map[string]any{"type": "tool_use", "id": "toolu_01S", "name": "json_answer",
+				"input": map[string]any{"city": "Paris", "temperature": 21}}},
+			"stop_reason": "tool_use", "stop_sequence": nil, "usage": anthropicUsage(output)})
+		return
+	}
+	s := newSSE(w, "\n")
+	s.event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": "msg_mock", "type": "message", "role": "assistant", "content": []any{}, "model": anthropicModel,
+		"stop_reason": nil, "stop_sequence": nil, "usage": anthropicUsage(1)}})
+	s.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+		"content_block": map[string]any{"type": "tool_use", "id": "toolu_01S", "name": "json_answer", "input": map[string]any{}}})
+	for _, frag := range mockStructured {
+		s.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+			"delta": map[string]any{"type": "input_json_delta", "partial_json": frag}})
+	}
+	s.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	s.event("message_delta", map[string]any{"type": "message_delta",
+		"delta": map[string]any{"stop_reason": "tool_use", "stop_sequence": nil}, "usage": map[string]any{"output_tokens": output}})
+	s.event("message_stop", map[string]any{"type": "message_stop"})
+}

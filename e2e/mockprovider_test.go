@@ -195,6 +195,10 @@ func (m *mockProvider) serve(w http.ResponseWriter, r *http.Request) {
 	case "openai", "azure":
 		m.serveChat(w, body, stream, tools)
 	case "anthropic":
+		if choice, _ := body["tool_choice"].(map[string]any); choice["type"] == "tool" && choice["name"] == "json_answer" {
+			m.serveAnthropicStructured(w, stream)
+			return
+		}
 		m.serveAnthropic(w, stream, tools, failMid)
 	case "gemini":
 		m.serveGemini(w, stream, tools)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
@@ -288,4 +289,38 @@ func TestChunksCarryNoUsageKeyUnlessAskedAndNameTheModelAskedFor(t *testing.T) {
 			assert.Equal(t, k.model, gjson.GetBytes(got, "model").String(), "the answer names the model asked for")
 		})
 	}
+}
+
+// TestStructuredOutputWorksOnClaude: openai-go's structured outputs
+// (response_format json_schema) through an Anthropic deployment give the
+// JSON as the message's content, whole and streamed.
+func TestStructuredOutputWorksOnClaude(t *testing.T) {
+	tg, _ := startWithEveryProvider(t)
+	secret := tg.newAccount(t, "structured@example.com", "10")
+	client := tg.client(secret)
+	p := paramsFor("claude-sonnet")
+	p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{
+		OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
+			Name: "weather", Strict: openai.Bool(true),
+			Schema: map[string]any{"type": "object", "properties": map[string]any{
+				"city": map[string]any{"type": "string"}, "temperature": map[string]any{"type": "number"}},
+				"required": []string{"city", "temperature"}, "additionalProperties": false},
+		}},
+	}
+	resp, err := client.Chat.Completions.New(context.Background(), p)
+	require.NoError(t, err)
+	var got struct {
+		City        string  `json:"city"`
+		Temperature float64 `json:"temperature"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(resp.Choices[0].Message.Content), &got), resp.Choices[0].Message.Content)
+	assert.Equal(t, "Paris", got.City)
+	assert.Equal(t, 21.0, got.Temperature)
+	assert.Equal(t, "stop", string(resp.Choices[0].FinishReason))
+	assert.Empty(t, resp.Choices[0].Message.ToolCalls)
+
+	streamed := readStream(t, client.Chat.Completions.NewStreaming(context.Background(), p))
+	require.NoError(t, json.Unmarshal([]byte(streamed.text), &got), streamed.text)
+	assert.Equal(t, "Paris", got.City)
+	assert.Equal(t, "stop", streamed.finish)
 }
