@@ -40,9 +40,12 @@ import (
 	"github.com/tollgate/tollgate/store"
 )
 
+// benchConfig is the configuration of every benchmark: one model on one
+// OpenAI-type provider at the base URL given (%s); the gRPC rig never calls
+// it.
 const benchConfig = `
 providers:
-  - {name: openai, type: openai, base_url: "http://127.0.0.1:1/v1", api_key: sk-x}
+  - {name: openai, type: openai, base_url: "%s/v1", api_key: sk-bench}
 models:
   - id: gpt-4o-mini
     max_tokens: 16384
@@ -103,7 +106,7 @@ func serve(mode string) error {
 		return serveNoop()
 	}
 	ctx := context.Background()
-	cfg, err := config.Parse([]byte(benchConfig), func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse([]byte(fmt.Sprintf(benchConfig, "http://127.0.0.1:1")), func(string) (string, bool) { return "", false })
 	if err != nil {
 		return err
 	}

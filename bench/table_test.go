@@ -237,25 +237,12 @@ func newMock(b *testing.B, chunks int) *mock {
 	return m
 }
 
-const mockConfig = `
-providers:
-  - {name: openai, type: openai, base_url: "%s/v1", api_key: sk-bench}
-models:
-  - id: gpt-4o-mini
-    max_tokens: 16384
-    input_price_per_million: 0.15
-    output_price_per_million: 0.60
-    deployments: [{provider: openai, model: gpt-4o-mini}]
-plans:
-  - {name: pro, default_rpm: 0, models: ["*"]}
-`
-
 // startEmbedded writes a config for the mock, makes an account and a key
 // with the CLI, and starts `tollgate serve` in a child.
 func startEmbedded(b *testing.B, mockURL, db string, extra ...string) (*child, string) {
 	dir := b.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
-	require.NoError(b, os.WriteFile(cfg, []byte(fmt.Sprintf(mockConfig, mockURL)), 0o600))
+	require.NoError(b, os.WriteFile(cfg, []byte(fmt.Sprintf(benchConfig, mockURL)), 0o600))
 	if db == "" {
 		db = "sqlite://" + filepath.Join(dir, "tollgate.db")
 	}

@@ -144,14 +144,19 @@ func (c *accountChanges) release(ctx context.Context, q querier, reservationID s
 	if err != nil {
 		return fmt.Errorf("release reservation %s: %w", reservationID, err)
 	}
+	c.give(accountID, amount)
+	c.released++
+	return nil
+}
+
+// give notes amount going back from reserved to available on the account.
+func (c *accountChanges) give(accountID string, amount int64) {
 	if c.byAccount == nil {
 		c.byAccount = map[string]accountChange{}
 	}
 	ch := c.byAccount[accountID]
 	ch.release += amount
 	c.byAccount[accountID] = ch
-	c.released++
-	return nil
 }
 
 // apply updates each changed account, in ID order.
@@ -280,11 +285,6 @@ func (c *accountChanges) shrink(ctx context.Context, q querier, leaseID string, 
 	if err != nil {
 		return fmt.Errorf("shrink lease %s: %w", leaseID, err)
 	}
-	if c.byAccount == nil {
-		c.byAccount = map[string]accountChange{}
-	}
-	ch := c.byAccount[accountID]
-	ch.release += taken
-	c.byAccount[accountID] = ch
+	c.give(accountID, taken)
 	return nil
 }
