@@ -324,3 +324,30 @@ func TestStructuredOutputWorksOnClaude(t *testing.T) {
 	assert.Equal(t, "Paris", got.City)
 	assert.Equal(t, "stop", streamed.finish)
 }
+
+// TestAParameterTheProviderCannotHonourIsRefusedByName: no parameter is
+// silently dropped — n: 2 to Claude is a 400 unsupported_parameter naming
+// n, in OpenAI's error shape, recorded as a refusal; the same request to an
+// OpenAI-type deployment is answered.
+func TestAParameterTheProviderCannotHonourIsRefusedByName(t *testing.T) {
+	tg, mocks := startWithEveryProvider(t)
+	secret := tg.newAccount(t, "params@example.com", "10")
+	keyID := tg.onlyKeyID(t, "params@example.com")
+	for _, c := range []struct{ model, extra, param string }{
+		{"claude-sonnet", `"n":2`, "n"},
+		{"claude-sonnet", `"seed":7`, "seed"},
+		{"gemini-flash", `"logprobs":true`, "logprobs"},
+	} {
+		resp, body := tg.post(t, secret, `{"model":"`+c.model+`",`+c.extra+`,"messages":[{"role":"user","content":"hi"}]}`)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", body)
+		assert.Equal(t, "unsupported_parameter", gjson.GetBytes(body, "error.code").String(), "%s", body)
+		assert.Equal(t, c.param, gjson.GetBytes(body, "error.param").String())
+		assert.Equal(t, "invalid_request_error", gjson.GetBytes(body, "error.type").String())
+		assert.Contains(t, gjson.GetBytes(body, "error.message").String(), `"`+c.param+`"`)
+	}
+	assert.Empty(t, mocks["anthropic"].received(), "nothing reached the provider")
+	resp, body := tg.post(t, secret, `{"model":"gpt-4o-mini","n":2,"seed":7,"messages":[{"role":"user","content":"hi"}]}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	records := tg.waitRecords(t, keyID, 4)
+	assert.Equal(t, 400, records[0].Status)
+}

@@ -160,8 +160,11 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 	if errors.Is(err, provider.ErrUnsupportedRequest) {
 		// The request is valid OpenAI but this provider cannot take it; the
 		// message is written for the client.
-		return immediate(oaierror.Invalid("invalid_request", "", err.Error()),
-			[]*corev3.HeaderValueOption{setHeader(contract.HeaderTranslated, "1")}), nil
+		e := oaierror.Invalid("invalid_request", "", err.Error())
+		if pe := (*provider.UnsupportedParameterError)(nil); errors.As(err, &pe) {
+			e = oaierror.Invalid("unsupported_parameter", pe.Param, pe.Error())
+		}
+		return immediate(e, []*corev3.HeaderValueOption{setHeader(contract.HeaderTranslated, "1")}), nil
 	}
 	if err != nil {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: translating the request failed",

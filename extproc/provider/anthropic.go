@@ -45,9 +45,10 @@ const (
 //     the client has no tools of its own; the tool's input comes back as
 //     the message's content, streamed as content deltas, with finish_reason
 //     stop;
-//   - frequency_penalty, presence_penalty, seed, n, logprobs, logit_bias
-//     and the message name field have no Anthropic counterpart and are
-//     dropped.
+//   - frequency_penalty, presence_penalty, seed, n above 1, logprobs,
+//     top_logprobs, logit_bias and any parameter params.go does not know
+//     have no Anthropic counterpart and are refused (400
+//     unsupported_parameter); the message name field is dropped.
 //
 // Response: the id is Anthropic's (msg_…) and the model the one the client
 // asked for; created is the time
@@ -114,6 +115,9 @@ type anthropicMetadata struct {
 
 // Translate builds the upstream request and the answer's translator.
 func (a anthropic) Translate(req *Request, t Target) (Upstream, Response, error) {
+	if err := checkParameters(config.TypeAnthropic, req.Body); err != nil {
+		return Upstream{}, nil, err
+	}
 	cr, err := parseChatRequest(req.Body)
 	if err != nil {
 		return Upstream{}, nil, err

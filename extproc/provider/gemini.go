@@ -24,8 +24,8 @@ func init() { adapters[config.TypeGemini] = gemini{defaultEnv} }
 //     parametersJsonSchema, which takes OpenAI's JSON Schema as it is);
 //     tool_choice none/auto/required/a named function becomes
 //     functionCallingConfig NONE/AUTO/ANY/ANY with allowedFunctionNames;
-//   - Gemini has no tool call ids: answers get ids call_0, call_1… (by
-//     position in the answer), followed by the function call's thought
+//   - Gemini has no tool call ids: answers get ids call_<answer id>_0,
+//     call_<answer id>_1… (unique across a conversation), followed by the function call's thought
 //     signature when it has one, which goes back on its functionCall part;
 //     Gemini 3 models get Google's dummy signature where the current turn
 //     needs one and the history has none (gemini_signature.go); a tool
@@ -36,8 +36,10 @@ func init() { adapters[config.TypeGemini] = gemini{defaultEnv} }
 //     max_completion_tokens; when absent Gemini's default applies), stop,
 //     presence_penalty, frequency_penalty, seed and response_format go into
 //     generationConfig;
-//   - n, logprobs, logit_bias, user, parallel_tool_calls and the message
-//     name field are dropped; images must be base64 data URLs.
+//   - n above 1, logprobs, logit_bias, user, parallel_tool_calls false and
+//     any parameter params.go does not know are refused (400
+//     unsupported_parameter); the message name field is dropped; images
+//     must be base64 data URLs.
 //
 // Response: the id is Gemini's responseId (or a generated one) and the
 // model is the id the client asked for. finishReason
@@ -121,6 +123,9 @@ type geminiGenerationConfig struct {
 
 // Translate builds the upstream request and the answer's translator.
 func (g gemini) Translate(req *Request, t Target) (Upstream, Response, error) {
+	if err := checkParameters(config.TypeGemini, req.Body); err != nil {
+		return Upstream{}, nil, err
+	}
 	cr, err := parseChatRequest(req.Body)
 	if err != nil {
 		return Upstream{}, nil, err

@@ -1,0 +1,173 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tollgate/tollgate/config"
+)
+
+// This file is the one table of what each provider type does with each
+// request parameter of OpenAI's chat completions. No parameter is ever
+// ignored: it passes as it is, is translated, or the request is refused
+// with 400 unsupported_parameter naming it. The README's parameter table is
+// generated from it (ParameterTable), and a test keeps the two equal.
+
+// Support is what a provider type does with a parameter.
+type Support struct {
+	// Refused: a request that sets the parameter (to anything but its
+	// neutral value) is refused.
+	Refused bool
+	// How is the short description in the README's table: "passes",
+	// "as stop_sequences"…
+	How string
+}
+
+var (
+	passes  = Support{How: "passes"}
+	refused = Support{Refused: true, How: "refused"}
+)
+
+func as(how string) Support { return Support{How: how} }
+
+// refusedUnless is refused, but for the parameter's neutral value.
+func refusedUnless(neutral string) Support {
+	return Support{Refused: true, How: "refused (" + neutral + " passes)"}
+}
+
+// Parameter is one request parameter and its support per provider type.
+type Parameter struct {
+	Name string
+	// Neutral reports that a value means the parameter is not really set
+	// (n: 1, logprobs: false…); nil means only null is neutral.
+	Neutral func(v gjson.Result) bool
+	By      map[string]Support
+}
+
+// ProviderTypes are the columns of the table, in order.
+var ProviderTypes = []string{config.TypeOpenAI, config.TypeAzure, config.TypeAnthropic, config.TypeGemini}
+
+func all(s Support) map[string]Support {
+	return map[string]Support{config.TypeOpenAI: s, config.TypeAzure: s, config.TypeAnthropic: s, config.TypeGemini: s}
+}
+
+func openAIOnly(anthropic, gemini Support) map[string]Support {
+	return map[string]Support{config.TypeOpenAI: passes, config.TypeAzure: passes, config.TypeAnthropic: anthropic, config.TypeGemini: gemini}
+}
+
+func isFalse(v gjson.Result) bool { return v.Type == gjson.False }
+
+// Parameters is the table, in the order of OpenAI's reference.
+var Parameters = []Parameter{
+	{Name: "model", By: map[string]Support{config.TypeOpenAI: as("the deployment's model"), config.TypeAzure: as("the deployment, in the path"),
+		config.TypeAnthropic: as("the deployment's model"), config.TypeGemini: as("the deployment's model, in the path")}},
+	{Name: "messages", By: openAIOnly(as("system and developer → system; the rest as messages"), as("contents; system and developer → systemInstruction"))},
+	{Name: "stream", By: openAIOnly(as("stream"), as(":streamGenerateContent"))},
+	{Name: "stream_options", By: all(as("include_usage honoured; Tollgate meters every stream"))},
+	{Name: "temperature", By: openAIOnly(as("capped at 1"), passes)},
+	{Name: "top_p", By: openAIOnly(as("passes, unless temperature is set"), as("topP"))},
+	{Name: "max_tokens", By: openAIOnly(as("max_tokens (the model's when absent)"), as("maxOutputTokens"))},
+	{Name: "max_completion_tokens", By: openAIOnly(as("max_tokens"), as("maxOutputTokens"))},
+	{Name: "stop", By: openAIOnly(as("stop_sequences"), as("stopSequences"))},
+	{Name: "n", Neutral: func(v gjson.Result) bool { return v.Int() == 1 }, By: openAIOnly(refusedUnless("1"), refusedUnless("1"))},
+	{Name: "presence_penalty", By: openAIOnly(refused, as("presencePenalty"))},
+	{Name: "frequency_penalty", By: openAIOnly(refused, as("frequencyPenalty"))},
+	{Name: "seed", By: openAIOnly(refused, as("seed"))},
+	{Name: "logit_bias", By: openAIOnly(refused, refused)},
+	{Name: "logprobs", Neutral: isFalse, By: openAIOnly(refusedUnless("false"), refusedUnless("false"))},
+	{Name: "top_logprobs", Neutral: func(v gjson.Result) bool { return v.Int() == 0 }, By: openAIOnly(refusedUnless("0"), refusedUnless("0"))},
+	{Name: "user", By: openAIOnly(as("metadata.user_id"), refused)},
+	{Name: "tools", By: openAIOnly(as("tools (function tools)"), as("functionDeclarations"))},
+	{Name: "tool_choice", By: openAIOnly(as("tool_choice"), as("functionCallingConfig"))},
+	{Name: "parallel_tool_calls", By: openAIOnly(as("false → disable_parallel_tool_use"),
+		refusedUnless("true")),
+		Neutral: func(v gjson.Result) bool { return v.Type == gjson.True }},
+	{Name: "response_format", By: openAIOnly(as("a forced tool; its input is the content"), as("responseMimeType, responseJsonSchema"))},
+}
+
+// ErrUnsupportedParameter is wrapped by the error of a request that sets a
+// parameter its provider refuses.
+var ErrUnsupportedParameter = errors.New("unsupported parameter")
+
+// UnsupportedParameterError names the parameter.
+type UnsupportedParameterError struct {
+	Param, ProviderType string
+}
+
+func (e *UnsupportedParameterError) Error() string {
+	return fmt.Sprintf("The parameter %q is not supported by this model's provider (%s); remove it or choose another model.", e.Param, e.ProviderType)
+}
+
+// Unwrap makes the error both an unsupported request and an unsupported
+// parameter.
+func (e *UnsupportedParameterError) Unwrap() []error {
+	return []error{ErrUnsupportedRequest, ErrUnsupportedParameter}
+}
+
+var parameterIndex = func() map[string]*Parameter {
+	m := make(map[string]*Parameter, len(Parameters))
+	for i := range Parameters {
+		m[Parameters[i].Name] = &Parameters[i]
+	}
+	return m
+}()
+
+// checkParameters refuses a body that sets a parameter the provider type
+// refuses, or one the table does not know (for a translating provider,
+// whose request Tollgate writes: an unknown parameter could only be
+// dropped). OpenAI-type and Azure deployments take every parameter as it is.
+func checkParameters(providerType string, body []byte) error {
+	var err error
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		if v.Type == gjson.Null {
+			return true
+		}
+		p, known := parameterIndex[k.String()]
+		switch {
+		case !known && (providerType == config.TypeAnthropic || providerType == config.TypeGemini):
+		case !known:
+			return true
+		case !p.By[providerType].Refused:
+			return true
+		case p.Neutral != nil && p.Neutral(v):
+			return true
+		}
+		err = &UnsupportedParameterError{Param: k.String(), ProviderType: providerType}
+		return false
+	})
+	return err
+}
+
+// ParameterTable is the README's table of parameters × provider types.
+func ParameterTable() string {
+	var b strings.Builder
+	b.WriteString("| parameter |")
+	for _, t := range ProviderTypes {
+		b.WriteString(" `" + t + "` |")
+	}
+	b.WriteString("\n|---|")
+	for range ProviderTypes {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, p := range Parameters {
+		b.WriteString("| `" + p.Name + "` |")
+		for _, t := range ProviderTypes {
+			b.WriteString(" " + p.By[t].How + " |")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("| any other |")
+	for _, t := range ProviderTypes {
+		if checkParameters(t, []byte(`{"a_parameter_nobody_knows":1}`)) != nil {
+			b.WriteString(" refused |")
+		} else {
+			b.WriteString(" passes |")
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
