@@ -157,10 +157,17 @@ func (s Secret) Reveal() string { return string(s) }
 type Model struct {
 	ID string `yaml:"id"`
 	// MaxTokens is the model's maximum for max_tokens.
-	MaxTokens             int          `yaml:"max_tokens"`
-	InputPricePerMillion  money.Nanos  `yaml:"input_price_per_million"`
-	OutputPricePerMillion money.Nanos  `yaml:"output_price_per_million"`
-	Deployments           []Deployment `yaml:"deployments"`
+	MaxTokens             int         `yaml:"max_tokens"`
+	InputPricePerMillion  money.Nanos `yaml:"input_price_per_million"`
+	OutputPricePerMillion money.Nanos `yaml:"output_price_per_million"`
+	// CachedInputPricePerMillion prices prompt tokens the provider read
+	// from its prompt cache (OpenAI's cached_tokens, Anthropic's cache
+	// reads, Gemini's cachedContentTokenCount); default the input price.
+	CachedInputPricePerMillion money.Nanos `yaml:"cached_input_price_per_million"`
+	// CacheWritePricePerMillion prices prompt tokens written to the cache
+	// (Anthropic's cache_creation_input_tokens); default the input price.
+	CacheWritePricePerMillion money.Nanos  `yaml:"cache_write_price_per_million"`
+	Deployments               []Deployment `yaml:"deployments"`
 	// RequestTimeout bounds the whole request, every attempt included;
 	// default 10m.
 	RequestTimeout Duration `yaml:"request_timeout"`
@@ -553,6 +560,8 @@ func (m *Model) UnmarshalYAML(value *yaml.Node) error {
 		MaxTokens             int          `yaml:"max_tokens"`
 		InputPricePerMillion  yaml.Node    `yaml:"input_price_per_million"`
 		OutputPricePerMillion yaml.Node    `yaml:"output_price_per_million"`
+		CachedInputPrice      yaml.Node    `yaml:"cached_input_price_per_million"`
+		CacheWritePrice       yaml.Node    `yaml:"cache_write_price_per_million"`
 		Deployments           []Deployment `yaml:"deployments"`
 		RequestTimeout        Duration     `yaml:"request_timeout"`
 		Created               time.Time    `yaml:"created"`
@@ -562,7 +571,8 @@ func (m *Model) UnmarshalYAML(value *yaml.Node) error {
 	if value.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(value.Content); i += 2 {
 			switch k := value.Content[i].Value; k {
-			case "id", "max_tokens", "input_price_per_million", "output_price_per_million", "deployments", "request_timeout", "created":
+			case "id", "max_tokens", "input_price_per_million", "output_price_per_million",
+				"cached_input_price_per_million", "cache_write_price_per_million", "deployments", "request_timeout", "created":
 			default:
 				return fmt.Errorf("line %d: field %s not found in type config.Model", value.Content[i].Line, k)
 			}
@@ -577,9 +587,10 @@ func (m *Model) UnmarshalYAML(value *yaml.Node) error {
 		node *yaml.Node
 		dst  *money.Nanos
 		name string
-	}{{&p.InputPricePerMillion, &m.InputPricePerMillion, "input_price_per_million"}, {&p.OutputPricePerMillion, &m.OutputPricePerMillion, "output_price_per_million"}} {
+	}{{&p.InputPricePerMillion, &m.InputPricePerMillion, "input_price_per_million"}, {&p.OutputPricePerMillion, &m.OutputPricePerMillion, "output_price_per_million"},
+		{&p.CachedInputPrice, &m.CachedInputPricePerMillion, "cached_input_price_per_million"}, {&p.CacheWritePrice, &m.CacheWritePricePerMillion, "cache_write_price_per_million"}} {
 		if price.node.Kind == 0 {
-			continue // absent: free
+			continue // absent: free (the cache prices: the input price, below)
 		}
 		n, err := unmarshalNanos(price.node)
 		if err != nil {
@@ -587,5 +598,35 @@ func (m *Model) UnmarshalYAML(value *yaml.Node) error {
 		}
 		*price.dst = n
 	}
+	if p.CachedInputPrice.Kind == 0 {
+		m.CachedInputPricePerMillion = m.InputPricePerMillion
+	}
+	if p.CacheWritePrice.Kind == 0 {
+		m.CacheWritePricePerMillion = m.InputPricePerMillion
+	}
 	return nil
+}
+
+// Tokens are what a request is billed for: its prompt (of which some were
+// read from the provider's prompt cache, and some written to it) and its
+// completion.
+type Tokens struct {
+	Prompt, CachedPrompt, CacheWrite, Completion int64
+}
+
+// Cost is what the model charges for t: the prompt tokens read from the
+// cache at the cached input price, those written to it at the cache-write
+// price, the rest of the prompt at the input price, and the completion at
+// the output price — each rounded up separately.
+func (m *Model) Cost(t Tokens) money.Nanos {
+	cached := min(max(t.CachedPrompt, 0), t.Prompt)
+	written := min(max(t.CacheWrite, 0), t.Prompt-cached)
+	return money.Add(money.Add(money.Cost(t.Prompt-cached-written, m.InputPricePerMillion), money.Cost(cached, m.CachedInputPricePerMillion)),
+		money.Add(money.Cost(written, m.CacheWritePricePerMillion), money.Cost(t.Completion, m.OutputPricePerMillion)))
+}
+
+// MostPromptPrice is the highest price a prompt token can cost (the hold
+// of a request prices its prompt at it).
+func (m *Model) MostPromptPrice() money.Nanos {
+	return max(m.InputPricePerMillion, m.CachedInputPricePerMillion, m.CacheWritePricePerMillion)
 }

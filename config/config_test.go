@@ -264,3 +264,25 @@ func TestForwardHeadersAreHeaderNamesNotTollgatesOwn(t *testing.T) {
 		assert.ErrorContains(t, err, "forward_headers[0]", bad)
 	}
 }
+
+func TestCachedPromptTokensArePricedApart(t *testing.T) {
+	cfg, err := Parse([]byte(`
+providers: [{name: p, type: openai, base_url: "http://x/v1"}]
+models:
+  - {id: cheap-cache, max_tokens: 100, input_price_per_million: 3, output_price_per_million: 15, cached_input_price_per_million: 0.30, cache_write_price_per_million: 3.75, deployments: [{provider: p, model: m}]}
+  - {id: plain, max_tokens: 100, input_price_per_million: 3, output_price_per_million: 15, deployments: [{provider: p, model: m}]}
+plans: [{name: pro, models: ["*"]}]
+`), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	cheap, _ := cfg.Model("cheap-cache")
+	plain, _ := cfg.Model("plain")
+	assert.Equal(t, plain.InputPricePerMillion, plain.CachedInputPricePerMillion, "no cache price: the input price")
+	assert.Equal(t, plain.InputPricePerMillion, plain.CacheWritePricePerMillion)
+	tok := Tokens{Prompt: 1_000_000, CachedPrompt: 600_000, CacheWrite: 100_000, Completion: 1_000_000}
+	// 300k uncached × $3 + 600k cached × $0.30 + 100k written × $3.75 + 1M × $15
+	assert.Equal(t, money.Nanos(900_000_000+180_000_000+375_000_000+15_000_000_000), cheap.Cost(tok))
+	assert.Equal(t, money.Nanos(3_000_000_000+15_000_000_000), plain.Cost(tok), "without cache prices, the cache changes nothing")
+	assert.Equal(t, cheap.CacheWritePricePerMillion, cheap.MostPromptPrice(), "a hold prices the prompt at its dearest")
+	over := Tokens{Prompt: 10, CachedPrompt: 25, CacheWrite: 5}
+	assert.Equal(t, money.Cost(10, cheap.CachedInputPricePerMillion), cheap.Cost(over), "counts beyond the prompt are capped")
+}

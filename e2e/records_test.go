@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite" // the driver the store uses; registered there too
 
@@ -121,4 +123,30 @@ func startWithEveryProvider(t *testing.T) (*tollgate, map[string]*mockProvider) 
 		mocks[k.kind] = newMockProvider(t, k.kind)
 	}
 	return startTollgate(t, providersConfig(mocks), ""), mocks
+}
+
+// TestCachedPromptTokensAreBilledAtTheCachedPrice: a model with
+// cached_input_price_per_million bills the prompt tokens the provider read
+// from its cache (Anthropic's mock reports 5 of its 25) at that price, and
+// the rest at the input price; the balance falls by exactly that.
+func TestCachedPromptTokensAreBilledAtTheCachedPrice(t *testing.T) {
+	mocks := map[string]*mockProvider{}
+	for _, k := range providerKinds {
+		mocks[k.kind] = newMockProvider(t, k.kind)
+	}
+	cfg := strings.Replace(providersConfig(mocks),
+		"{id: claude-sonnet, max_tokens: 8192, input_price_per_million: 0.15,",
+		"{id: claude-sonnet, max_tokens: 8192, input_price_per_million: 0.15, cached_input_price_per_million: 0.015,", 1)
+	tg := startTollgate(t, cfg, "")
+	secret := tg.newAccount(t, "cache@example.com", "10")
+	keyID := tg.onlyKeyID(t, "cache@example.com")
+	resp, err := tg.client(secret).Chat.Completions.New(context.Background(), paramsFor("claude-sonnet"))
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), resp.Usage.PromptTokensDetails.CachedTokens, "the client sees the cached count")
+	prompt, completion := mockUsage["anthropic"][0], mockUsage["anthropic"][1]
+	// 20 uncached × 150 + 5 cached × 15 + completion × 600 nano-dollars.
+	want := money.Nanos((prompt-5)*inputNanosPerToken + 5*15 + completion*outputNanosPerToken)
+	recs := tg.waitRecords(t, keyID, 1)
+	assert.Equal(t, want, recs[0].Cost)
+	assert.Equal(t, 10*money.PerDollar-want, tg.balance(t, "cache@example.com"))
 }

@@ -145,7 +145,7 @@ func (r *routerStep) hold(ctx context.Context, cr chatRequest, bodyLen int) *oai
 		return nil
 	}
 	m := cr.Model
-	amount := money.Add(money.Cost(int64(bodyLen/3+16), m.InputPricePerMillion), money.Cost(cr.MaxTokens, m.OutputPricePerMillion))
+	amount := money.Add(money.Cost(int64(bodyLen/3+16), m.MostPromptPrice()), money.Cost(cr.MaxTokens, m.OutputPricePerMillion))
 	if amount <= 0 {
 		return nil // a free model needs no hold
 	}
@@ -321,7 +321,7 @@ func (r *routerStep) recordRequest(rec store.UsageRecord) {
 		setHold(&rec, r.requestID, r.leaseID, r.held)
 	}
 	if m, ok := r.cfg.Model(r.model); ok {
-		rec.Cost = money.Add(money.Cost(rec.PromptTokens, m.InputPricePerMillion), money.Cost(rec.CompletionTokens, m.OutputPricePerMillion))
+		rec.Cost = m.Cost(config.Tokens{Prompt: rec.PromptTokens, Completion: rec.CompletionTokens})
 	}
 	if err := r.s.opt.Usage.Record(rec); err != nil {
 		r.s.opt.Logger.Error("router step: usage record refused", "err", err)

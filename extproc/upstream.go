@@ -339,7 +339,8 @@ func (u *upstreamStep) record(st int, code string) (store.UsageRecord, bool) {
 	rec := store.UsageRecord{
 		KeyID: u.keyID, AccountID: u.accountID, Model: m.ID, Provider: u.target.Provider.Name,
 		PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens,
-		Cost:   money.Add(money.Cost(usage.PromptTokens, m.InputPricePerMillion), money.Cost(usage.CompletionTokens, m.OutputPricePerMillion)),
+		Cost: m.Cost(config.Tokens{Prompt: usage.PromptTokens, CachedPrompt: usage.CachedTokens,
+			CacheWrite: usage.CacheWriteTokens, Completion: usage.CompletionTokens}),
 		Status: st, ErrorCode: code, Latency: now.Sub(u.started), CreatedAt: now.UTC(), Estimated: estimated,
 		RequestID: u.clientRequestID, Deployment: u.target.Deployment.ID, Attempts: max(u.attempt, 1), Streamed: u.preq.Stream,
 	}

@@ -433,6 +433,7 @@ func (c *anthropicCodec) addUsage(s *streamState, u *anthropicUsage) {
 	}
 	s.usage.PromptTokens = c.input + c.cacheCreation + c.cacheRead
 	s.usage.CompletionTokens = c.output
+	s.usage.CachedTokens, s.usage.CacheWriteTokens = c.cacheRead, c.cacheCreation
 	s.cached = c.cacheRead
 }
 

@@ -82,7 +82,7 @@ func TestAnthropicStreamTranslation(t *testing.T) {
 			completion: "Hello! Grüße — 你好 😊"},
 		{fixture: "stream_tool_use.sse", clientUsage: true, usage: Usage{PromptTokens: 472, CompletionTokens: 89, Reported: true},
 			completion: `Okay, let me check the weather.{"city": "San Francisco"}{}`},
-		{fixture: "stream_thinking.sse", clientUsage: true, usage: Usage{PromptTokens: 140, CompletionTokens: 120, Reported: true},
+		{fixture: "stream_thinking.sse", clientUsage: true, usage: Usage{PromptTokens: 140, CompletionTokens: 120, CachedTokens: 100, CacheWriteTokens: 10, Reported: true},
 			completion: "12,231"},
 		// An error event ends the stream with an OpenAI error event; the
 		// counts so far are kept, but are not final.
@@ -95,7 +95,7 @@ func TestAnthropicStreamTranslation(t *testing.T) {
 
 func TestAnthropicResponseTranslation(t *testing.T) {
 	testResponses(t, config.TypeAnthropic, []answerCase{
-		{fixture: "response_text.json", usage: Usage{PromptTokens: 3095, CompletionTokens: 503, Reported: true},
+		{fixture: "response_text.json", usage: Usage{PromptTokens: 3095, CompletionTokens: 503, CachedTokens: 1000, Reported: true},
 			completion: "Hi! My name is Claude."},
 		{fixture: "response_tool_use.json", usage: Usage{PromptTokens: 472, CompletionTokens: 89, Reported: true},
 			completion: `I'll check the weather.{"city":"Paris","unit":"celsius"}{}`},

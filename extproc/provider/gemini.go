@@ -416,6 +416,7 @@ func (c *geminiCodec) meta(s *streamState, g *geminiResponse) {
 		s.usage.PromptTokens = u.PromptTokenCount + u.ToolUsePromptTokenCount
 		s.usage.CompletionTokens = u.CandidatesTokenCount + u.ThoughtsTokenCount
 		s.cached = u.CachedContentTokenCount
+		s.usage.CachedTokens = u.CachedContentTokenCount
 		s.reasoning = u.ThoughtsTokenCount
 	}
 }

@@ -316,6 +316,7 @@ func (r *openAIResponse) readUsage(u gjson.Result) {
 	r.usage = Usage{
 		PromptTokens:     u.Get("prompt_tokens").Int(),
 		CompletionTokens: u.Get("completion_tokens").Int(),
+		CachedTokens:     u.Get("prompt_tokens_details.cached_tokens").Int(),
 		Reported:         true,
 	}
 }

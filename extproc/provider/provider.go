@@ -51,6 +51,10 @@ type Upstream struct {
 type Usage struct {
 	PromptTokens     int64
 	CompletionTokens int64
+	// CachedTokens of the prompt were read from the provider's prompt
+	// cache, CacheWriteTokens written to it (Anthropic); both are part of
+	// PromptTokens and priced apart.
+	CachedTokens, CacheWriteTokens int64
 	// Reported is true when these are the provider's own counts; false means
 	// the provider has not (yet) reported final ones, and Tollgate
 	// estimates. While false, the counts may hold what the provider reported
