@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -22,7 +24,17 @@ import (
 type sqliteDB struct {
 	writer *sql.DB
 	reader *sql.DB
+	// stmts are the writer's prepared statements, by SQL text: a
+	// transaction's statements are prepared (after it, when the writer's one
+	// connection is free) the first time they run, and reused by every
+	// later transaction, so SQLite parses each once instead of every time.
+	stmts  sync.Map // string → *sql.Stmt
+	nstmts atomic.Int32
 }
+
+// maxPrepared bounds the statement cache (the store's SQL is a fixed set of
+// texts; the bound only guards against one built per call).
+const maxPrepared = 128
 
 // sqliteBusyTimeoutMS is how long a connection waits for a lock held by
 // another process before giving up.
@@ -75,6 +87,10 @@ func (d *sqliteDB) write() querier { return sqlQuerier{d.writer} }
 
 func (d *sqliteDB) close() {
 	// Close errors are not actionable here: every statement has finished.
+	d.stmts.Range(func(_, s any) bool {
+		_ = s.(*sql.Stmt).Close()
+		return true
+	})
 	_ = d.reader.Close()
 	_ = d.writer.Close()
 }
@@ -96,7 +112,8 @@ func (d *sqliteDB) inTx(ctx context.Context, fn func(querier) error) error {
 	if err != nil {
 		return errTx("begin", sqliteError(err))
 	}
-	if err := fn(sqlQuerier{tx}); err != nil {
+	q := &txQuerier{sqlQuerier: sqlQuerier{tx}, tx: tx, db: d}
+	if err := fn(q); err != nil {
 		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
 			return errors.Join(err, errTx("roll back", rbErr))
 		}
@@ -105,7 +122,73 @@ func (d *sqliteDB) inTx(ctx context.Context, fn func(querier) error) error {
 	if err := tx.Commit(); err != nil {
 		return errTx("commit", sqliteError(err))
 	}
+	d.prepare(ctx, q.unprepared)
 	return nil
+}
+
+// prepare prepares the statements a transaction ran unprepared, now that the
+// writer's connection is free. A statement that does not prepare is simply
+// run unprepared again.
+func (d *sqliteDB) prepare(ctx context.Context, queries []string) {
+	for _, query := range queries {
+		if _, ok := d.stmts.Load(query); ok || d.nstmts.Load() >= maxPrepared {
+			continue
+		}
+		s, err := d.writer.PrepareContext(ctx, query)
+		if err != nil {
+			continue
+		}
+		if _, loaded := d.stmts.LoadOrStore(query, s); loaded {
+			_ = s.Close()
+			continue
+		}
+		d.nstmts.Add(1)
+	}
+}
+
+// txQuerier runs a transaction's statements, prepared ones through the
+// writer's statement cache.
+type txQuerier struct {
+	sqlQuerier
+	tx         *sql.Tx
+	db         *sqliteDB
+	unprepared []string
+}
+
+// stmt is the transaction's handle on query's prepared statement, or nil
+// (noting the query, to prepare it after the transaction).
+func (q *txQuerier) stmt(ctx context.Context, query string) *sql.Stmt {
+	if s, ok := q.db.stmts.Load(query); ok {
+		return q.tx.StmtContext(ctx, s.(*sql.Stmt))
+	}
+	if len(q.unprepared) < maxPrepared {
+		q.unprepared = append(q.unprepared, query)
+	}
+	return nil
+}
+
+func (q *txQuerier) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	s := q.stmt(ctx, query)
+	if s == nil {
+		return q.sqlQuerier.exec(ctx, query, args...)
+	}
+	res, err := s.ExecContext(ctx, sqliteArgs(args)...)
+	if err != nil {
+		return 0, sqliteError(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, sqliteError(err)
+	}
+	return n, nil
+}
+
+func (q *txQuerier) queryRow(ctx context.Context, query string, args ...any) scanner {
+	s := q.stmt(ctx, query)
+	if s == nil {
+		return q.sqlQuerier.queryRow(ctx, query, args...)
+	}
+	return sqliteRow{s.QueryRowContext(ctx, sqliteArgs(args)...)}
 }
 
 // sqlRunner is what a *sql.DB and a *sql.Tx have in common.
