@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"bytes"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -70,6 +69,8 @@ type openAIResponse struct {
 	// model is the id the client asked for: every answer and chunk names
 	// it, whatever the provider calls its model.
 	model string
+	// fields are the last event's, read once by event and used by pass.
+	fields chunkFields
 	// azure normalizes Azure OpenAI's quirks: its content-filter-only
 	// stream chunks are dropped, and a non-streamed body gets the fields
 	// OpenAI's schema requires and Azure may omit.
@@ -174,41 +175,94 @@ func (r *openAIResponse) pass(ev sse.Event) bool {
 	if !r.event(ev.Data) {
 		return false
 	}
-	data, changed := ev.Data, false
-	if !r.clientUsage && bytes.Contains(data, usageKey) {
-		if u := gjson.GetBytes(data, "usage"); u.Type == gjson.Null && u.Exists() {
-			if d, err := sjson.DeleteBytes(data, "usage"); err == nil {
-				data, changed = d, true
-			}
-		}
-	}
-	var m gjson.Result
-	if len(data) > 0 && data[0] == '{' {
-		if m = gjson.GetBytes(data, "model"); m.Type == gjson.String && m.Str != r.model && r.model != "" &&
-			m.Index > 0 && m.Index+len(m.Raw) <= len(data) {
-			changed = true
-		} else {
-			m = gjson.Result{}
-		}
-	}
-	if !changed {
+	data, f := ev.Data, &r.fields
+	drop := !r.clientUsage && f.usage.Type == gjson.Null && f.usage.Exists() && f.usageKey > 0
+	rename := f.model.Type == gjson.String && r.model != "" && f.model.Str != r.model &&
+		f.model.Index > 0 && f.model.Index+len(f.model.Raw) <= len(data)
+	if !drop && !rename {
 		r.out = append(r.out, ev.Raw...)
 		return true
 	}
 	if cap(r.out) == 0 {
 		r.out = make([]byte, 0, 1<<10)
 	}
-	r.out = append(r.out, "data: "...)
-	if m.Index > 0 {
-		// The model named in place: the bytes around it kept as they are.
-		r.out = append(r.out, data[:m.Index]...)
-		r.out = appendJSONString(r.out, r.model)
-		r.out = append(r.out, data[m.Index+len(m.Raw):]...)
-	} else {
-		r.out = append(r.out, data...)
+	// The chunk is copied with the usage key cut out and the model named
+	// in place; every other byte is kept as it came.
+	us, ue := len(data), len(data)
+	if drop {
+		us, ue = f.usageKey, f.usage.Index+len(f.usage.Raw)
+		j := us - 1
+		for j > 0 && data[j] <= ' ' {
+			j--
+		}
+		if data[j] == ',' {
+			us = j // the comma before it goes with it
+		} else {
+			k := ue
+			for k < len(data) && data[k] <= ' ' {
+				k++
+			}
+			if k < len(data) && data[k] == ',' {
+				ue = k + 1 // the first key: the comma after it goes
+			}
+		}
 	}
+	ms, me := len(data), len(data)
+	if rename {
+		ms, me = f.model.Index, f.model.Index+len(f.model.Raw)
+	}
+	r.out = append(r.out, "data: "...)
+	at := 0
+	if us <= ms {
+		r.out, at = spliceOut(r.out, data, at, us, ue, "")
+		r.out, at = spliceOut(r.out, data, at, ms, me, r.model)
+	} else {
+		r.out, at = spliceOut(r.out, data, at, ms, me, r.model)
+		r.out, at = spliceOut(r.out, data, at, us, ue, "")
+	}
+	r.out = append(r.out, data[at:]...)
 	r.out = append(r.out, "\n\n"...)
 	return false
+}
+
+// spliceOut copies data[at:from] to out, then the JSON string model (if any)
+// in place of data[from:to], and returns where the copy goes on. A cut at
+// len(data) is no cut.
+func spliceOut(out, data []byte, at, from, to int, model string) ([]byte, int) {
+	if from >= len(data) {
+		return out, at
+	}
+	out = append(out, data[at:from]...)
+	if model != "" {
+		out = appendJSONString(out, model)
+	}
+	return out, to
+}
+
+// chunkFields are the top-level fields of a stream chunk that the OpenAI
+// adapter reads, found in one pass over the chunk.
+type chunkFields struct {
+	err, usage, object, choices, model gjson.Result
+	usageKey                           int // where the "usage" key begins
+}
+
+func readChunk(data []byte) (f chunkFields) {
+	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "error":
+			f.err = v
+		case "usage":
+			f.usage, f.usageKey = v, k.Index
+		case "object":
+			f.object = v
+		case "choices":
+			f.choices = v
+		case "model":
+			f.model = v
+		}
+		return true
+	})
+	return f
 }
 
 // withModel names model in a JSON object's "model" field, when it has one
@@ -227,8 +281,6 @@ func withModel(data []byte, model string) ([]byte, bool) {
 	out = appendJSONString(out, model)
 	return append(out, data[m.Index+len(m.Raw):]...), true
 }
-
-var usageKey = []byte(`"usage"`)
 
 // event meters one event and reports whether the client should get it.
 // After an error event or [DONE], nothing more is passed on: the client gets
@@ -250,24 +302,26 @@ func (r *openAIResponse) event(data []byte) bool {
 		r.out = append(r.out, StreamErrorEvent("The provider sent an event Tollgate could not read.")...)
 		return false
 	}
-	if gjson.GetBytes(data, "error").IsObject() {
+	r.fields = readChunk(data)
+	f := &r.fields
+	if f.err.IsObject() {
 		r.failed = true // the provider's own error event, passed on as it is
+		r.fields = chunkFields{}
 		return true
 	}
-	u := gjson.GetBytes(data, "usage")
-	if u.IsObject() {
-		r.readUsage(u)
-		if !r.clientUsage && isEmptyArray(gjson.GetBytes(data, "choices")) {
+	if f.usage.IsObject() {
+		r.readUsage(f.usage)
+		if !r.clientUsage && isEmptyArray(f.choices) {
 			return false
 		}
 	}
-	if r.azure && gjson.GetBytes(data, "object").String() == "" {
+	if r.azure && f.object.String() == "" {
 		// Azure's content-filter annotations (the first chunk, with only
 		// prompt_filter_results, and asynchronous filter results) are not
 		// chunks in OpenAI's sense: empty id, model and object.
 		return false
 	}
-	delta := gjson.GetBytes(data, "choices.0.delta")
+	delta := f.choices.Get("0.delta")
 	if c := delta.Get("content"); c.Type == gjson.String {
 		r.text.WriteString(c.String())
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/oaierror"
@@ -100,3 +102,32 @@ func TestAnUntranslatableWholeAnswerIsAnError(t *testing.T) {
 }
 
 func FuzzOpenAIStream(f *testing.F) { fuzzStream(f, config.TypeOpenAI) }
+
+// TestChunksLoseTheInjectedUsageKeyAndNameTheClientsModelWhereverTheyAre:
+// the in-place rewrite of a chunk gives what removing "usage" and setting
+// "model" with a JSON library gives, wherever the keys sit and however the
+// chunk is spaced.
+func TestChunksLoseTheInjectedUsageKeyAndNameTheClientsModelWhereverTheyAre(t *testing.T) {
+	chunks := []string{
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{"content":"Hi"}}],"usage":null}`,
+		`{"usage":null,"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{"content":"Hi"}}]}`,
+		`{"id":"c","usage":null,"object":"chat.completion.chunk","model":"gpt-x","choices":[{"index":0,"delta":{"content":"Hi"}}],"created":1}`,
+		`{ "model" : "gpt-x" , "usage" : null , "object":"chat.completion.chunk", "choices":[{"index":0,"delta":{"content":"Hi"}}] }`,
+		`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hi"}}],"usage":null,"model":"public-model"}`,
+		`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hi"}}],"model":"a \"quoted\" name"}`,
+	}
+	for _, c := range chunks {
+		resp := newTestResponse(t, config.TypeOpenAI, true, false)
+		resp.Status(200)
+		got, err := resp.Body([]byte("data: "+c+"\n\n"), false)
+		require.NoError(t, err)
+		want, err := sjson.Delete(c, "usage")
+		require.NoError(t, err)
+		want, err = sjson.Set(want, "model", "public-model")
+		require.NoError(t, err)
+		data := strings.TrimSuffix(strings.TrimPrefix(string(got), "data: "), "\n\n")
+		require.True(t, gjson.Valid(data), "%s", got)
+		assert.JSONEq(t, want, data, "from %s", c)
+		assert.False(t, gjson.Get(data, "usage").Exists(), "%s", data)
+	}
+}
