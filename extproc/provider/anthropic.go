@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/extproc/sse"
 )
@@ -400,24 +402,6 @@ type anthropicResponse struct {
 	Usage      *anthropicUsage    `json:"usage"`
 }
 
-type anthropicEvent struct {
-	Type         string             `json:"type"`
-	Message      *anthropicResponse `json:"message"`
-	Index        int                `json:"index"`
-	ContentBlock *anthropicContent  `json:"content_block"`
-	Delta        *struct {
-		Type        string `json:"type"`
-		Text        string `json:"text"`
-		PartialJSON string `json:"partial_json"`
-		StopReason  string `json:"stop_reason"`
-	} `json:"delta"`
-	Usage *anthropicUsage `json:"usage"`
-	Error *struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 // addUsage takes the counts Anthropic reported (each is cumulative).
 func (c *anthropicCodec) addUsage(s *streamState, u *anthropicUsage) {
 	if u == nil {
@@ -431,6 +415,11 @@ func (c *anthropicCodec) addUsage(s *streamState, u *anthropicUsage) {
 			*f.dst = *f.src
 		}
 	}
+	c.sum(s)
+}
+
+// sum sets the usage from the counts so far.
+func (c *anthropicCodec) sum(s *streamState) {
 	s.usage.PromptTokens = c.input + c.cacheCreation + c.cacheRead
 	s.usage.CompletionTokens = c.output
 	s.usage.CachedTokens, s.usage.CacheWriteTokens = c.cacheRead, c.cacheCreation
@@ -478,56 +467,60 @@ func compactArguments(input json.RawMessage) string {
 	return b.String()
 }
 
+// event translates one stream event. It reads the event with gjson, in
+// place, with no reflection: the strings it keeps beyond the event (the
+// message id) are cloned, as the event's bytes are reused.
 func (c *anthropicCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte, error) {
-	var e anthropicEvent
-	if err := json.Unmarshal(ev.Data, &e); err != nil {
-		return out, fmt.Errorf("anthropic: %q event: %w", ev.Name, err)
+	if !gjson.ValidBytes(ev.Data) {
+		return out, fmt.Errorf("anthropic: %q event: not JSON", ev.Name)
 	}
-	typ := e.Type
+	e := gjson.ParseBytes(ev.Data)
+	typ := e.Get("type").String()
 	if typ == "" {
 		typ = string(ev.Name)
 	}
 	switch typ {
 	case "message_start":
-		if m := e.Message; m != nil {
-			if m.ID != "" {
-				s.id = m.ID
+		if m := e.Get("message"); m.IsObject() {
+			if id := m.Get("id").String(); id != "" {
+				s.id = strings.Clone(id)
 			}
-			c.addUsage(s, m.Usage)
+			c.addUsageJSON(s, m.Get("usage"))
 		}
 		return s.start(out), nil
 	case "content_block_start":
-		b := e.ContentBlock
-		switch {
-		case b == nil:
-		case b.Type == "text":
-			return s.content(out, b.Text), nil
-		case b.Type == "tool_use" && c.jsonTool != "" && b.Name == c.jsonTool:
-			c.jsonBlock = e.Index
-			return s.start(out), nil
-		case b.Type == "tool_use":
-			out, c.tools[e.Index] = s.toolCallStart(out, b.ID, b.Name, "")
+		b, index := e.Get("content_block"), int(e.Get("index").Int())
+		switch b.Get("type").String() {
+		case "text":
+			return s.content(out, b.Get("text").String()), nil
+		case "tool_use":
+			name := b.Get("name").String()
+			if c.jsonTool != "" && name == c.jsonTool {
+				c.jsonBlock = index
+				return s.start(out), nil
+			}
+			out, c.tools[index] = s.toolCallStart(out, b.Get("id").String(), name, "")
 		}
 	case "content_block_delta":
-		d := e.Delta
-		switch {
-		case d == nil:
-		case d.Type == "text_delta":
-			return s.content(out, d.Text), nil
-		case d.Type == "input_json_delta" && c.jsonBlock >= 0 && e.Index == c.jsonBlock:
-			return s.content(out, d.PartialJSON), nil
-		case d.Type == "input_json_delta":
-			if i, ok := c.tools[e.Index]; ok {
-				return s.toolCallArguments(out, i, d.PartialJSON), nil
+		d, index := e.Get("delta"), int(e.Get("index").Int())
+		switch d.Get("type").String() {
+		case "text_delta":
+			return s.content(out, d.Get("text").String()), nil
+		case "input_json_delta":
+			if c.jsonBlock >= 0 && index == c.jsonBlock {
+				return s.content(out, d.Get("partial_json").String()), nil
+			}
+			if i, ok := c.tools[index]; ok {
+				return s.toolCallArguments(out, i, d.Get("partial_json").String()), nil
 			}
 		}
 	case "message_delta":
-		if e.Usage != nil {
-			c.addUsage(s, e.Usage)
+		if u := e.Get("usage"); u.IsObject() {
+			c.addUsageJSON(s, u)
 			s.usage.Reported = true
 		}
-		if e.Delta != nil && e.Delta.StopReason != "" {
-			finish := anthropicFinish(e.Delta.StopReason)
+		if reason := e.Get("delta.stop_reason").String(); reason != "" {
+			finish := anthropicFinish(reason)
 			if finish == finishToolCalls && s.toolCalls == 0 {
 				finish = finishStop // the structured answer, not a call
 			}
@@ -538,14 +531,38 @@ func (c *anthropicCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte
 		return s.close(s.finish(out, finishStop)), nil
 	case "error":
 		msg := "The provider failed while answering."
-		if e.Error != nil && e.Error.Message != "" {
-			msg += " " + truncate(e.Error.Message)
+		if m := e.Get("error.message").String(); m != "" {
+			msg += " " + truncate(m)
 		}
 		return s.fail(out, msg), nil
 	}
 	return out, nil
 }
 
+// addUsageJSON is addUsage for usage read with gjson: each count present
+// replaces the one before (Anthropic's counts are cumulative).
+func (c *anthropicCodec) addUsageJSON(s *streamState, u gjson.Result) {
+	if !u.IsObject() {
+		return
+	}
+	u.ForEach(func(k, v gjson.Result) bool {
+		if v.Type != gjson.Number {
+			return true
+		}
+		switch k.Str {
+		case "input_tokens":
+			c.input = v.Int()
+		case "cache_creation_input_tokens":
+			c.cacheCreation = v.Int()
+		case "cache_read_input_tokens":
+			c.cacheRead = v.Int()
+		case "output_tokens":
+			c.output = v.Int()
+		}
+		return true
+	})
+	c.sum(s)
+}
 func (c *anthropicCodec) end(s *streamState, out []byte) []byte {
 	return s.fail(out, errEndedEarly)
 }
