@@ -474,7 +474,7 @@ func (c *anthropicCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte
 	if !gjson.ValidBytes(ev.Data) {
 		return out, fmt.Errorf("anthropic: %q event: not JSON", ev.Name)
 	}
-	e := gjson.ParseBytes(ev.Data)
+	e := parseInPlace(ev.Data)
 	typ := e.Get("type").String()
 	if typ == "" {
 		typ = string(ev.Name)

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/extproc/sse"
 )
@@ -445,29 +447,74 @@ func (c *geminiCodec) whole(s *streamState, body []byte) ([]byte, error) {
 	return s.completion(&r)
 }
 
+// event translates one stream event, read with gjson in place (no
+// reflection); what it keeps beyond the event (the response id) is cloned,
+// as the event's bytes are reused.
 func (c *geminiCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte, error) {
-	var g geminiResponse
-	if err := json.Unmarshal(ev.Data, &g); err != nil {
-		return out, fmt.Errorf("gemini: stream event: %w", err)
+	if !gjson.ValidBytes(ev.Data) {
+		return out, fmt.Errorf("gemini: stream event: not JSON")
 	}
-	if g.Error != nil {
-		return s.fail(out, "The provider failed while answering. "+truncate(g.Error.Message)), nil
+	var cand, usage, feedback, errObj gjson.Result
+	responseID := ""
+	parseInPlace(ev.Data).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "candidates":
+			cand = v.Get("0")
+		case "usageMetadata":
+			usage = v
+		case "promptFeedback":
+			feedback = v
+		case "responseId":
+			responseID = v.String()
+		case "error":
+			errObj = v
+		}
+		return true
+	})
+	if errObj.IsObject() {
+		return s.fail(out, "The provider failed while answering. "+truncate(errObj.Get("message").String())), nil
 	}
-	c.meta(s, &g)
+	if !s.started && responseID != "" {
+		s.id = strings.Clone(responseID)
+	}
+	if usage.IsObject() {
+		var prompt, toolUse, candidates, thoughts, cached int64
+		usage.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "promptTokenCount":
+				prompt = v.Int()
+			case "toolUsePromptTokenCount":
+				toolUse = v.Int()
+			case "candidatesTokenCount":
+				candidates = v.Int()
+			case "thoughtsTokenCount":
+				thoughts = v.Int()
+			case "cachedContentTokenCount":
+				cached = v.Int()
+			}
+			return true
+		})
+		s.usage.PromptTokens, s.usage.CompletionTokens = prompt+toolUse, candidates+thoughts
+		s.cached, s.usage.CachedTokens, s.reasoning = cached, cached, thoughts
+	}
 	out = s.start(out)
-	for _, p := range g.parts() {
-		switch {
-		case p.FunctionCall != nil:
-			id := geminiToolCallID(s.id, s.toolCalls, p.ThoughtSignature)
-			out, _ = s.toolCallStart(out, id, p.FunctionCall.Name, compactArguments(p.FunctionCall.Args))
-		case !p.Thought:
-			out = s.content(out, p.Text)
+	for _, p := range cand.Get("content.parts").Array() {
+		switch fc := p.Get("functionCall"); {
+		case fc.IsObject():
+			id := geminiToolCallID(s.id, s.toolCalls, p.Get("thoughtSignature").String())
+			out, _ = s.toolCallStart(out, id, fc.Get("name").String(), compactArguments(json.RawMessage(fc.Get("args").Raw)))
+		case !p.Get("thought").Bool():
+			out = s.content(out, p.Get("text").String())
 		}
 	}
-	if reason := g.finishReason(); reason != "" {
+	reason := cand.Get("finishReason").String()
+	if !cand.Exists() && feedback.Get("blockReason").String() != "" {
+		reason = "SAFETY" // a blocked prompt has no candidate
+	}
+	if reason != "" {
 		out = s.finish(out, geminiFinish(reason, s.toolCalls > 0))
 	}
-	if s.finished && g.UsageMetadata != nil {
+	if s.finished && usage.IsObject() {
 		s.usage.Reported = true
 	}
 	return out, nil

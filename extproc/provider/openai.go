@@ -247,7 +247,7 @@ type chunkFields struct {
 }
 
 func readChunk(data []byte) (f chunkFields) {
-	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
+	parseInPlace(data).ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "error":
 			f.err = v

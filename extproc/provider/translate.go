@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/extproc/sse"
@@ -89,7 +92,8 @@ type translated struct {
 	parser  sse.Parser
 	codec   codec
 	state   streamState
-	stopped bool // an untranslatable event ended the stream
+	stopped bool   // an untranslatable event ended the stream
+	out     []byte // the last piece's bytes for the client
 }
 
 // newTranslated starts the translation of one answer: id is the fallback
@@ -152,7 +156,10 @@ func (r *translated) Body(piece []byte, end bool) ([]byte, error) {
 		return nil, nil
 	}
 	r.parser.Feed(piece)
-	var out []byte
+	// The client's bytes are written into the translator's own buffer,
+	// reused by every piece (valid until the next call, as Body says).
+	out := r.out[:0]
+	defer func() { r.out = out[:0] }()
 	var err error
 	for !r.state.done {
 		ev, ok := r.parser.Next()
@@ -565,4 +572,15 @@ func (s *streamState) completion(r *reply) ([]byte, error) {
 		c.Usage = s.openAIUsage()
 	}
 	return marshalJSON(c)
+}
+
+// parseInPlace parses a stream event without copying it: the results alias
+// data, which the caller reuses after the event, so a string kept beyond
+// the event must be cloned (strings.Clone); strings written into the
+// client's bytes or the completion text are copied there anyway.
+func parseInPlace(data []byte) gjson.Result {
+	if len(data) == 0 {
+		return gjson.Result{}
+	}
+	return gjson.Parse(unsafe.String(&data[0], len(data)))
 }
