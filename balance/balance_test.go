@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/internal/testclock"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
@@ -91,24 +92,7 @@ func newKey(t *testing.T, st store.Store, accountID string) store.Key {
 	return k
 }
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func newLeaser(t *testing.T, st Store, c *clock) *Leaser {
+func newLeaser(t *testing.T, st Store, c *testclock.Clock) *Leaser {
 	// The background sweep is left to the hour; the tests sweep themselves.
 	l := New(Options{Store: st, Now: c.Now, Idle: time.Hour, Life: time.Hour, Slices: 4})
 	t.Cleanup(l.Close)
@@ -118,7 +102,7 @@ func newLeaser(t *testing.T, st Store, c *clock) *Leaser {
 func TestHoldsAreServedFromTheLeaseWithoutTheDatabase(t *testing.T) {
 	st := openSQLite(t)
 	cs := &countingStore{Store: st}
-	c := &clock{now: time.Now()}
+	c := testclock.New(time.Now())
 	l := newLeaser(t, cs, c)
 	a := newAccount(t, st, 10_000)
 
@@ -143,7 +127,7 @@ func TestHoldsAreServedFromTheLeaseWithoutTheDatabase(t *testing.T) {
 
 func TestAHoldTheAccountCannotCoverIsRefusedAndChangesNothing(t *testing.T) {
 	st := openSQLite(t)
-	c := &clock{now: time.Now()}
+	c := testclock.New(time.Now())
 	l := newLeaser(t, st, c)
 	a := newAccount(t, st, 250)
 	_, err := l.Hold(t.Context(), a.ID, "r1", 200)
@@ -161,7 +145,7 @@ func TestAHoldTheAccountCannotCoverIsRefusedAndChangesNothing(t *testing.T) {
 func TestDoneAndRecordsSettleTheLeaseAndIdleLeasesGiveBackTheRest(t *testing.T) {
 	st := openSQLite(t)
 	cs := &countingStore{Store: st}
-	c := &clock{now: time.Now()}
+	c := testclock.New(time.Now())
 	l := newLeaser(t, cs, c)
 	a := newAccount(t, st, 10_000)
 	k := newKey(t, st, a.ID)
@@ -177,14 +161,14 @@ func TestDoneAndRecordsSettleTheLeaseAndIdleLeasesGiveBackTheRest(t *testing.T) 
 		ID: "use_1" + a.ID, KeyID: k.ID, AccountID: a.ID, Model: "m", Cost: 30, Status: 200, LeaseID: lease, Held: 100,
 	}}))
 	requireMoney(t, st, a.ID, 9_970, 400, "debited 30; the lease shrunk by the 100 held")
-	c.advance(2 * time.Hour)
+	c.Advance(2 * time.Hour)
 	l.sweep(false)
 	require.Empty(t, cs.returns, "a lease with a hold is kept")
 	// r2 ends; its record is not written yet.
 	l.Done(a.ID, lease, 100)
 	l.sweep(false)
 	require.Empty(t, cs.returns, "a lease just used is kept for the next request")
-	c.advance(2 * time.Hour)
+	c.Advance(2 * time.Hour)
 	l.sweep(false)
 	require.Equal(t, []money.Nanos{300}, cs.returns, "the free part only")
 	requireMoney(t, st, a.ID, 9_970, 100, "r2's hold stays reserved until its record")
@@ -197,12 +181,12 @@ func TestDoneAndRecordsSettleTheLeaseAndIdleLeasesGiveBackTheRest(t *testing.T) 
 
 func TestALeaseTakesNoHoldInTheSecondHalfOfItsLife(t *testing.T) {
 	st := openSQLite(t)
-	c := &clock{now: time.Now()}
+	c := testclock.New(time.Now())
 	l := newLeaser(t, st, c)
 	a := newAccount(t, st, 10_000)
 	first, err := l.Hold(t.Context(), a.ID, "r1", 100)
 	require.NoError(t, err)
-	c.advance(31 * time.Minute)
+	c.Advance(31 * time.Minute)
 	second, err := l.Hold(t.Context(), a.ID, "r2", 100)
 	require.NoError(t, err)
 	require.NotEqual(t, first, second, "a new lease")

@@ -172,15 +172,7 @@ func (q *txQuerier) exec(ctx context.Context, query string, args ...any) (int64,
 	if s == nil {
 		return q.sqlQuerier.exec(ctx, query, args...)
 	}
-	res, err := s.ExecContext(ctx, sqliteArgs(args)...)
-	if err != nil {
-		return 0, sqliteError(err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, sqliteError(err)
-	}
-	return n, nil
+	return rowsAffected(s.ExecContext(ctx, sqliteArgs(args)...))
 }
 
 func (q *txQuerier) queryRow(ctx context.Context, query string, args ...any) scanner {
@@ -201,7 +193,11 @@ type sqlRunner interface {
 type sqlQuerier struct{ r sqlRunner }
 
 func (q sqlQuerier) exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := q.r.ExecContext(ctx, query, sqliteArgs(args)...)
+	return rowsAffected(q.r.ExecContext(ctx, query, sqliteArgs(args)...))
+}
+
+// rowsAffected is how many rows a statement changed, its errors mapped.
+func rowsAffected(res sql.Result, err error) (int64, error) {
 	if err != nil {
 		return 0, sqliteError(err)
 	}
