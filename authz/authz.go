@@ -158,8 +158,13 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		}
 		rlHeaders = rateLimitHeaders(res)
 		if !res.Allowed {
+			// The time until a request would be admitted: whole seconds
+			// (rounded up) for every client, milliseconds for OpenAI's
+			// SDKs, which read retry-after-ms first.
 			retry := int((res.Reset + time.Second - 1) / time.Second)
-			rlHeaders = append(rlHeaders, header("retry-after", strconv.Itoa(retry)))
+			retryMS := max((res.Reset+time.Millisecond-1)/time.Millisecond, 1)
+			rlHeaders = append(rlHeaders, header("retry-after", strconv.Itoa(retry)),
+				header("retry-after-ms", strconv.FormatInt(int64(retryMS), 10)))
 			return deny(oaierror.RateLimited, rlHeaders), nil
 		}
 	}
@@ -225,12 +230,14 @@ func (s *Server) allowedIP(restrictions []string, addr netip.Addr) bool {
 	return false
 }
 
+// rateLimitHeaders are OpenAI's: the limit, what is left of it, and the
+// time until it resets as OpenAI writes durations ("1s", "6m0s", "17ms").
 func rateLimitHeaders(r ratelimit.Result) []*corev3.HeaderValueOption {
-	reset := int((r.Reset + time.Second - 1) / time.Second)
+	reset := max(r.Reset, 0).Round(time.Millisecond)
 	return []*corev3.HeaderValueOption{
 		header("x-ratelimit-limit-requests", strconv.Itoa(r.Limit)),
 		header("x-ratelimit-remaining-requests", strconv.Itoa(r.Remaining)),
-		header("x-ratelimit-reset-requests", strconv.Itoa(reset)+"s"),
+		header("x-ratelimit-reset-requests", reset.String()),
 	}
 }
 

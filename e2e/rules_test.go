@@ -156,7 +156,9 @@ func TestPerKeyRateLimitAndItsHeaders(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
 		assert.Equal(t, "3", resp.Header.Get("x-ratelimit-limit-requests"))
 		assert.Equal(t, strconv.Itoa(3-i), resp.Header.Get("x-ratelimit-remaining-requests"))
-		assert.Regexp(t, `^\d+s$`, resp.Header.Get("x-ratelimit-reset-requests"))
+		reset, err := time.ParseDuration(resp.Header.Get("x-ratelimit-reset-requests"))
+		require.NoError(t, err, "OpenAI's duration format")
+		assert.True(t, reset > 0 && reset <= time.Minute, "%s", reset)
 	}
 	resp, b := tg.post(t, own, helloBody)
 	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
@@ -166,6 +168,9 @@ func TestPerKeyRateLimitAndItsHeaders(t *testing.T) {
 	retry, err := strconv.Atoi(resp.Header.Get("Retry-After"))
 	require.NoError(t, err)
 	assert.True(t, retry >= 1 && retry <= 60, "Retry-After %d", retry)
+	retryMS, err := strconv.Atoi(resp.Header.Get("retry-after-ms"))
+	require.NoError(t, err, "retry-after-ms, which OpenAI's SDKs read first")
+	assert.True(t, retryMS >= 1 && retryMS <= 60_000 && (retryMS+999)/1000 == retry, "retry-after-ms %d against Retry-After %d", retryMS, retry)
 	assert.Equal(t, "0", resp.Header.Get("x-ratelimit-remaining-requests"))
 
 	// Each key has its own counter; Off means the plan's default.
