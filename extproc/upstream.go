@@ -343,6 +343,7 @@ func (u *upstreamStep) record(st int, code string) (store.UsageRecord, bool) {
 			CacheWrite: usage.CacheWriteTokens, Completion: usage.CompletionTokens}),
 		Status: st, ErrorCode: code, Latency: now.Sub(u.started), CreatedAt: now.UTC(), Estimated: estimated,
 		RequestID: u.clientRequestID, Deployment: u.target.Deployment.ID, Attempts: max(u.attempt, 1), Streamed: u.preq.Stream,
+		CachedTokens: usage.CachedTokens, CacheWriteTokens: usage.CacheWriteTokens, ReasoningTokens: usage.ReasoningTokens,
 	}
 	if !u.firstByte.IsZero() {
 		rec.TTFT = u.firstByte.Sub(u.started)

@@ -116,6 +116,10 @@ type UsageRecord struct {
 	// TTFT is the time from admission to the first byte of the answer
 	// passed to the client; zero when none was.
 	TTFT time.Duration
+	// CachedTokens of the prompt were read from the provider's prompt
+	// cache and CacheWriteTokens written to it; ReasoningTokens of the
+	// completion were spent reasoning. Each is part of its count above.
+	CachedTokens, CacheWriteTokens, ReasoningTokens int64
 	// Streamed is true for a request that asked for a stream. It is for
 	// metrics and the access log, and not stored.
 	Streamed bool

@@ -39,12 +39,14 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 			n, err := q.exec(ctx,
 				`INSERT INTO usage_records (id, key_id, account_id, model, provider,
 					prompt_tokens, completion_tokens, cost_nanos, status, error_code,
-					latency_us, created_at, estimated, request_id, deployment, attempts, ttft_us)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+					latency_us, created_at, estimated, request_id, deployment, attempts, ttft_us,
+					cached_tokens, cache_write_tokens, reasoning_tokens)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 				ON CONFLICT (id) DO NOTHING`,
 				r.ID, r.KeyID, r.AccountID, r.Model, r.Provider,
 				r.PromptTokens, r.CompletionTokens, int64(r.Cost), int64(r.Status), r.ErrorCode,
-				r.Latency.Microseconds(), created, r.Estimated, r.RequestID, r.Deployment, int64(r.Attempts), r.TTFT.Microseconds())
+				r.Latency.Microseconds(), created, r.Estimated, r.RequestID, r.Deployment, int64(r.Attempts), r.TTFT.Microseconds(),
+				r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens)
 			if err != nil {
 				return fmt.Errorf("record %s: %w", r.ID, err)
 			}
@@ -91,7 +93,8 @@ func (s *sqlStore) UsageRecords(ctx context.Context, keyID string, limit int) ([
 	out := []UsageRecord{}
 	err := s.db.read().queryEach(ctx,
 		`SELECT id, key_id, account_id, model, provider, prompt_tokens, completion_tokens, cost_nanos,
-			status, error_code, latency_us, created_at, estimated, request_id, deployment, attempts, ttft_us
+			status, error_code, latency_us, created_at, estimated, request_id, deployment, attempts, ttft_us,
+			cached_tokens, cache_write_tokens, reasoning_tokens
 		FROM usage_records
 		WHERE key_id = $1
 		ORDER BY created_at DESC, id DESC
@@ -102,7 +105,7 @@ func (s *sqlStore) UsageRecords(ctx context.Context, keyID string, limit int) ([
 			var cost, status, attempts, latency, ttft int64
 			if err := row.Scan(&r.ID, &r.KeyID, &r.AccountID, &r.Model, &r.Provider, &r.PromptTokens, &r.CompletionTokens,
 				&cost, &status, &r.ErrorCode, &latency, &r.CreatedAt, &r.Estimated, &r.RequestID, &r.Deployment,
-				&attempts, &ttft); err != nil {
+				&attempts, &ttft, &r.CachedTokens, &r.CacheWriteTokens, &r.ReasoningTokens); err != nil {
 				return err
 			}
 			r.Cost, r.Status, r.Attempts = money.Nanos(cost), int(status), int(attempts)

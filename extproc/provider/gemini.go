@@ -419,7 +419,7 @@ func (c *geminiCodec) meta(s *streamState, g *geminiResponse) {
 		s.usage.CompletionTokens = u.CandidatesTokenCount + u.ThoughtsTokenCount
 		s.cached = u.CachedContentTokenCount
 		s.usage.CachedTokens = u.CachedContentTokenCount
-		s.reasoning = u.ThoughtsTokenCount
+		s.reasoning, s.usage.ReasoningTokens = u.ThoughtsTokenCount, u.ThoughtsTokenCount
 	}
 }
 
@@ -495,7 +495,7 @@ func (c *geminiCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte, e
 			return true
 		})
 		s.usage.PromptTokens, s.usage.CompletionTokens = prompt+toolUse, candidates+thoughts
-		s.cached, s.usage.CachedTokens, s.reasoning = cached, cached, thoughts
+		s.cached, s.usage.CachedTokens, s.reasoning, s.usage.ReasoningTokens = cached, cached, thoughts, thoughts
 	}
 	out = s.start(out)
 	for _, p := range cand.Get("content.parts").Array() {

@@ -72,21 +72,21 @@ func TestGeminiRejectsWhatItCannotExpress(t *testing.T) {
 
 func TestGeminiResponseTranslation(t *testing.T) {
 	testResponses(t, config.TypeGemini, []answerCase{
-		{fixture: "response_text.json", usage: Usage{PromptTokens: 5, CompletionTokens: 36, Reported: true},
+		{fixture: "response_text.json", usage: Usage{PromptTokens: 5, CompletionTokens: 36, ReasoningTokens: 28, Reported: true},
 			completion: "Hello! How can I help?"},
 		{fixture: "response_function_call.json", usage: Usage{PromptTokens: 60, CompletionTokens: 22, Reported: true},
 			completion: `{"city":"Paris"}{}`},
 		{fixture: "response_blocked.json", usage: Usage{PromptTokens: 9, Reported: true}},
 		{fixture: "response_max_tokens.json", usage: Usage{PromptTokens: 4, CompletionTokens: 3, Reported: true},
 			completion: "Once upon a"},
-		{fixture: "response_parallel_signed.json", usage: Usage{PromptTokens: 71, CompletionTokens: 160, Reported: true},
+		{fixture: "response_parallel_signed.json", usage: Usage{PromptTokens: 71, CompletionTokens: 160, ReasoningTokens: 120, Reported: true},
 			completion: `I'll check both cities.{"location":"Paris"}{"location":"London"}`},
 	})
 }
 
 func TestGeminiStreamTranslation(t *testing.T) {
 	testStreams(t, config.TypeGemini, []answerCase{
-		{fixture: "stream_text.sse", clientUsage: true, usage: Usage{PromptTokens: 8, CompletionTokens: 37, Reported: true},
+		{fixture: "stream_text.sse", clientUsage: true, usage: Usage{PromptTokens: 8, CompletionTokens: 37, ReasoningTokens: 25, Reported: true},
 			completion: "The quick brown fox — ünïcödé 🦊 jumps."},
 		{fixture: "stream_function_call.sse", usage: Usage{PromptTokens: 60, CompletionTokens: 30, Reported: true},
 			completion: `Let me look that up.{"city":"Paris"}{"city":"Rome"}`},
@@ -94,7 +94,7 @@ func TestGeminiStreamTranslation(t *testing.T) {
 			completion: "I can"},
 		{fixture: "stream_error.sse", usage: Usage{PromptTokens: 11, CompletionTokens: 2}, completion: "Partial answer"},
 		{fixture: "stream_cut.sse", usage: Usage{PromptTokens: 6, CompletionTokens: 3}, completion: "Half a sen"},
-		{fixture: "stream_parallel_signed.sse", usage: Usage{PromptTokens: 71, CompletionTokens: 160, Reported: true},
+		{fixture: "stream_parallel_signed.sse", usage: Usage{PromptTokens: 71, CompletionTokens: 160, ReasoningTokens: 120, Reported: true},
 			completion: `I'll check both cities.{"location":"Paris"}{"location":"London"}`},
 	})
 }

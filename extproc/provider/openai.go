@@ -371,6 +371,7 @@ func (r *openAIResponse) readUsage(u gjson.Result) {
 		PromptTokens:     u.Get("prompt_tokens").Int(),
 		CompletionTokens: u.Get("completion_tokens").Int(),
 		CachedTokens:     u.Get("prompt_tokens_details.cached_tokens").Int(),
+		ReasoningTokens:  u.Get("completion_tokens_details.reasoning_tokens").Int(),
 		Reported:         true,
 	}
 }

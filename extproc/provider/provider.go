@@ -55,6 +55,9 @@ type Usage struct {
 	// cache, CacheWriteTokens written to it (Anthropic); both are part of
 	// PromptTokens and priced apart.
 	CachedTokens, CacheWriteTokens int64
+	// ReasoningTokens of the completion were spent reasoning (OpenAI's
+	// reasoning_tokens, Gemini's thoughtsTokenCount).
+	ReasoningTokens int64
 	// Reported is true when these are the provider's own counts; false means
 	// the provider has not (yet) reported final ones, and Tollgate
 	// estimates. While false, the counts may hold what the provider reported

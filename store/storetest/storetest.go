@@ -122,6 +122,7 @@ func testUsageRecordsNewestFirst(t *testing.T, s store.Store) {
 		PromptTokens: 11, CompletionTokens: 22, Cost: 333, Status: 502, ErrorCode: "upstream_error",
 		Latency: 1234567 * time.Microsecond, CreatedAt: t0.Add(time.Minute), Estimated: true,
 		RequestID: "req-1", Deployment: "gpt-4o#azure/prod", Attempts: 2, TTFT: 250 * time.Millisecond,
+		CachedTokens: 7, CacheWriteTokens: 3, ReasoningTokens: 11,
 	}
 	older := usage("use_a", k, "gpt-4o", 1)
 	older.CreatedAt = t0
