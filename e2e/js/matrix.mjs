@@ -1,0 +1,128 @@
+// The JavaScript half of the client matrix: the npm `openai` SDK and the AI
+// SDK (its OpenAI provider's chat models), as their users call them, against
+// `tollgate serve` and the mock providers. e2e/js_test.go runs it with
+// TOLLGATE_BASE_URL, TOLLGATE_KEY and TOLLGATE_MODELS (comma-separated
+// public models), and reads one JSON line per scenario from stdout:
+// {"client","model","scenario","ok","detail"}.
+import OpenAI from "openai";
+import { createOpenAI } from "@ai-sdk/openai";
+import { generateText, streamText, tool } from "ai";
+import { z } from "zod";
+
+const baseURL = process.env.TOLLGATE_BASE_URL;
+const apiKey = process.env.TOLLGATE_KEY;
+const models = (process.env.TOLLGATE_MODELS || "").split(",").filter(Boolean);
+const structured = new Set((process.env.TOLLGATE_STRUCTURED_MODELS || "").split(",").filter(Boolean));
+const wantText = process.env.TOLLGATE_WANT_TEXT;
+
+const openai = new OpenAI({ baseURL, apiKey, maxRetries: 0 });
+const aisdk = createOpenAI({ baseURL, apiKey });
+
+const weatherTool = {
+  type: "function",
+  function: {
+    name: "get_weather",
+    description: "Current weather of a city.",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  },
+};
+const timeTool = { type: "function", function: { name: "get_time", parameters: { type: "object", properties: {} } } };
+
+function check(cond, what) {
+  if (!cond) throw new Error(what);
+}
+
+// The tool calls a client assembled, as [name, parsed arguments].
+function expectCalls(calls) {
+  check(calls.length === 2, `2 tool calls, got ${JSON.stringify(calls)}`);
+  check(calls[0][0] === "get_weather" && calls[0][1].city === "Paris", `get_weather(Paris), got ${JSON.stringify(calls[0])}`);
+  check(calls[1][0] === "get_time", `get_time, got ${JSON.stringify(calls[1])}`);
+}
+
+const scenarios = {
+  "openai/chat": async (model) => {
+    const r = await openai.chat.completions.create({ model, messages: [{ role: "user", content: "Say hello." }] });
+    check(r.choices[0].message.content === wantText, `text ${JSON.stringify(r.choices[0].message.content)}`);
+    check(r.model === model, `model ${r.model}`);
+    check(r.usage && r.usage.total_tokens > 0, "usage");
+  },
+  "openai/stream": async (model) => {
+    const stream = await openai.chat.completions.create({
+      model, stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: "Say hello." }],
+    });
+    let text = "", usage = null;
+    for await (const chunk of stream) {
+      check(chunk.model === model, `chunk model ${chunk.model}`);
+      text += chunk.choices[0]?.delta?.content ?? "";
+      if (chunk.usage) usage = chunk.usage;
+    }
+    check(text === wantText, `text ${JSON.stringify(text)}`);
+    check(usage && usage.completion_tokens > 0, "usage on the last chunk");
+  },
+  "openai/tools": async (model) => {
+    const r = await openai.chat.completions.create({
+      model, tools: [weatherTool, timeTool], messages: [{ role: "user", content: "Weather and time in Paris?" }],
+    });
+    const calls = r.choices[0].message.tool_calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]);
+    expectCalls(calls);
+    check(r.choices[0].finish_reason === "tool_calls", `finish ${r.choices[0].finish_reason}`);
+  },
+  "openai/tools-stream": async (model) => {
+    // The SDK's own accumulator: stream() assembles calls from the deltas.
+    const runner = openai.chat.completions.stream({
+      model, tools: [weatherTool, timeTool], messages: [{ role: "user", content: "Weather and time in Paris?" }],
+    });
+    const final = await runner.finalChatCompletion();
+    const calls = final.choices[0].message.tool_calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]);
+    expectCalls(calls);
+  },
+  "openai/structured": async (model) => {
+    if (!structured.has(model)) return "skipped: the mock of this provider answers no structured output";
+    const r = await openai.chat.completions.create({
+      model, messages: [{ role: "user", content: "Weather in Paris as JSON." }],
+      response_format: { type: "json_schema", json_schema: { name: "weather", strict: true, schema: {
+        type: "object", properties: { city: { type: "string" }, temperature: { type: "number" } },
+        required: ["city", "temperature"], additionalProperties: false } } },
+    });
+    const got = JSON.parse(r.choices[0].message.content);
+    check(got.city === "Paris" && got.temperature === 21, `structured ${r.choices[0].message.content}`);
+  },
+  "ai-sdk/generateText": async (model) => {
+    const r = await generateText({ model: aisdk.chat(model), prompt: "Say hello.", maxRetries: 0 });
+    check(r.text === wantText, `text ${JSON.stringify(r.text)}`);
+    check(r.usage.outputTokens > 0, `usage ${JSON.stringify(r.usage)}`);
+  },
+  "ai-sdk/streamText": async (model) => {
+    const r = streamText({ model: aisdk.chat(model), prompt: "Say hello.", maxRetries: 0 });
+    let text = "";
+    for await (const t of r.textStream) text += t;
+    check(text === wantText, `text ${JSON.stringify(text)}`);
+    const usage = await r.usage;
+    check(usage.outputTokens > 0, `usage ${JSON.stringify(usage)}`);
+  },
+  "ai-sdk/tools-stream": async (model) => {
+    const tools = {
+      get_weather: tool({ description: "Current weather of a city.", inputSchema: z.object({ city: z.string() }) }),
+      get_time: tool({ inputSchema: z.object({}) }),
+    };
+    const r = streamText({ model: aisdk.chat(model), tools, prompt: "Weather and time in Paris?", maxRetries: 0 });
+    for await (const _ of r.fullStream) { /* drain */ }
+    const calls = (await r.toolCalls).map((c) => [c.toolName, c.input]);
+    expectCalls(calls);
+  },
+};
+
+for (const model of models) {
+  for (const [name, run] of Object.entries(scenarios)) {
+    const [client, scenario] = name.split("/");
+    let ok = true, detail = "";
+    try {
+      const r = await run(model);
+      if (typeof r === "string") detail = r;
+    } catch (e) {
+      ok = false;
+      detail = String(e && e.stack ? e.stack : e).slice(0, 2000);
+    }
+    console.log(JSON.stringify({ client, model, scenario, ok, detail }));
+  }
+}

@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// jsDir holds the JavaScript clients, pinned by its package-lock.json.
+const jsDir = "js"
+
+// needNode returns node's path, installing the pinned clients (npm ci)
+// when they are missing. Without Node the test skips, except in CI, where
+// it fails.
+func needNode(t *testing.T) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	npm, nerr := exec.LookPath("npm")
+	if err != nil || nerr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("node and npm are required in CI (Debian's nodejs and npm): %v %v", err, nerr)
+		}
+		t.Skipf("node or npm not installed (%v %v); CI runs the JavaScript client matrix", err, nerr)
+	}
+	if _, err := os.Stat(filepath.Join(jsDir, "node_modules", "openai")); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+		cmd.Dir = jsDir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "npm ci: %s", out)
+	}
+	return node
+}
+
+// TestJavaScriptClientMatrix drives the npm openai SDK and the AI SDK
+// (e2e/js/matrix.mjs) through tollgate serve to every provider type of the
+// mock: chat, stream, tools (whole, and streamed through each SDK's own
+// accumulator) and, where the mock answers it, structured output.
+func TestJavaScriptClientMatrix(t *testing.T) {
+	node := needNode(t)
+	tg, _ := startWithEveryProvider(t)
+	secret := tg.newAccount(t, "js@example.com", "10")
+	var models []string
+	for _, k := range providerKinds {
+		models = append(models, k.model)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "matrix.mjs")
+	cmd.Dir = jsDir
+	cmd.Env = append(os.Environ(),
+		"TOLLGATE_BASE_URL="+tg.BaseURL, "TOLLGATE_KEY="+secret,
+		"TOLLGATE_MODELS="+strings.Join(models, ","),
+		"TOLLGATE_STRUCTURED_MODELS=claude-sonnet",
+		"TOLLGATE_WANT_TEXT="+mockFullText())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "node matrix.mjs: %s", stderr.String())
+	type result struct {
+		Client, Model, Scenario, Detail string
+		OK                               bool
+	}
+	n := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var r result
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), "%s", sc.Text())
+		n++
+		t.Run(r.Client+"/"+r.Model+"/"+r.Scenario, func(t *testing.T) {
+			if !r.OK {
+				t.Errorf("%s", r.Detail)
+			} else if r.Detail != "" {
+				t.Log(r.Detail)
+			}
+		})
+	}
+	require.Equal(t, len(models)*8, n, "every scenario reported: %s", stderr.String())
+}
