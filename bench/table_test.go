@@ -83,6 +83,16 @@ func runChild(mode string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	// TOLLGATE_BENCH_MEMPROFILE=FILE writes the child's allocation profile
+	// when it ends.
+	if path := os.Getenv("TOLLGATE_BENCH_MEMPROFILE"); path != "" {
+		defer func() {
+			if f, err := os.Create(path + "." + mode); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
