@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -193,17 +192,30 @@ func requestMetadata(stepKey []byte, keyID, accountID, requestID, leaseID string
 // stepToken is the HMAC-SHA256 of the request metadata's fields (all but
 // the token), in a fixed order, base64url.
 func stepToken(key []byte, f map[string]*structpb.Value) string {
-	mac := hmac.New(sha256.New, key)
+	// The same bytes as "%s=%d:%s;" per string field and "%s=%.0f;" or
+	// "%s=%t;" per number or flag, appended without fmt.
+	b := make([]byte, 0, 384)
 	for _, name := range []string{contract.MetaKeyID, contract.MetaAccountID, contract.MetaRequestID, contract.MetaModel, contract.MetaLease} {
 		v := f[name].GetStringValue()
-		fmt.Fprintf(mac, "%s=%d:%s;", name, len(v), v)
+		b = append(append(b, name...), '=')
+		b = append(append(strconv.AppendInt(b, int64(len(v)), 10), ':'), v...)
+		b = append(b, ';')
 	}
-	fmt.Fprintf(mac, "%s=%.0f;%s=%t;%s=%t;%s=%.0f;%s=%.0f;",
-		contract.MetaHeld, f[contract.MetaHeld].GetNumberValue(),
-		contract.MetaStream, f[contract.MetaStream].GetBoolValue(),
-		contract.MetaClientUsage, f[contract.MetaClientUsage].GetBoolValue(),
-		contract.MetaStarted, f[contract.MetaStarted].GetNumberValue(),
-		contract.MetaExpires, f[contract.MetaExpires].GetNumberValue())
+	number := func(name string) {
+		b = append(append(b, name...), '=')
+		b = append(strconv.AppendFloat(b, f[name].GetNumberValue(), 'f', 0, 64), ';')
+	}
+	flag := func(name string) {
+		b = append(append(b, name...), '=')
+		b = append(strconv.AppendBool(b, f[name].GetBoolValue()), ';')
+	}
+	number(contract.MetaHeld)
+	flag(contract.MetaStream)
+	flag(contract.MetaClientUsage)
+	number(contract.MetaStarted)
+	number(contract.MetaExpires)
+	mac := hmac.New(sha256.New, key)
+	mac.Write(b)
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
