@@ -5,7 +5,6 @@ import (
 	crand "crypto/rand"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/internal/testclock"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/store/storetest"
 )
 
 // countingStore counts the database calls a Leaser makes.
@@ -49,21 +49,12 @@ func openSQLite(t *testing.T) store.Store {
 	return st
 }
 
-// openPostgres opens a fresh schema-less database on the local server; in
-// CI a missing server fails the test.
+// openPostgres opens a fresh database on the test PostgreSQL
+// (storetest.PostgresURL: it fails in CI when the server is missing).
 func openPostgres(t *testing.T) store.Store {
 	t.Helper()
-	url := os.Getenv("TOLLGATE_TEST_POSTGRES")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	st, err := store.Open(t.Context(), url)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL is required in CI: %v", err)
-		}
-		t.Skipf("no PostgreSQL at %s (start it to run this test): %v", url, err)
-	}
+	st, err := store.Open(t.Context(), storetest.PostgresURL(t))
+	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	return st
 }

@@ -69,7 +69,7 @@ func TestJavaScriptClientMatrix(t *testing.T) {
 	require.NoError(t, err, "node matrix.mjs: %s", stderr.String())
 	type result struct {
 		Client, Model, Scenario, Detail string
-		OK                               bool
+		OK                              bool
 	}
 	n := 0
 	sc := bufio.NewScanner(bytes.NewReader(out))
