@@ -295,6 +295,9 @@ func TestAnAccountWithoutMoneyGets402(t *testing.T) {
 	assert.Equal(t, "insufficient_balance", decodeError(t, b).Error.Code)
 	resp, b = tg.post(t, poor, `{"model":"gpt-4o-mini","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`)
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "a smaller max_tokens fits: %s", b)
+	// n answers may each take max_tokens: the hold counts them all.
+	resp, b = tg.post(t, poor, `{"model":"gpt-4o-mini","max_tokens":50,"n":128,"messages":[{"role":"user","content":"hi"}]}`)
+	assert.Equal(t, http.StatusPaymentRequired, resp.StatusCode, "%s", b)
 	assert.Len(t, p.received(), 1)
 
 	tg.run(t, "account", "credit", "--email", "broke@example.com", "--amount", "5")

@@ -137,14 +137,15 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 
 // hold reserves the most this request can cost: its prompt, bounded by the
 // body's size (a token is at least one byte of JSON text; a third is a
-// safe over-estimate for chat bodies), and all the tokens it may generate.
+// safe over-estimate for chat bodies), and all the tokens it may generate:
+// max_tokens for each of its n choices.
 // It fails with 402 when the account cannot pay for that.
 func (r *routerStep) hold(ctx context.Context, cr chatRequest, bodyLen int) *oaierror.Error {
 	if r.s.opt.Balance == nil {
 		return nil
 	}
 	m := cr.Model
-	amount := money.Add(money.Cost(int64(bodyLen/3+16), m.MostPromptPrice()), money.Cost(cr.MaxTokens, m.OutputPricePerMillion))
+	amount := money.Add(money.Cost(int64(bodyLen/3+16), m.MostPromptPrice()), money.Cost(cr.MaxTokens*max(cr.Choices, 1), m.OutputPricePerMillion))
 	if amount <= 0 {
 		return nil // a free model needs no hold
 	}
@@ -155,7 +156,7 @@ func (r *routerStep) hold(ctx context.Context, cr chatRequest, bodyLen int) *oai
 		return nil
 	case errors.Is(err, store.ErrInsufficientBalance):
 		e := oaierror.InsufficientBalance.With("Your account balance cannot cover this request: it could cost up to $"+amount.String()+
-			" (its prompt and max_tokens). Add credit, or lower max_tokens.", "")
+			" (its prompt and max_tokens for each of its n answers). Add credit, or lower max_tokens or n.", "")
 		return &e
 	default:
 		r.s.opt.Logger.ErrorContext(ctx, "router step: holding the balance failed", "account_id", r.accountID, "err", err)

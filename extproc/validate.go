@@ -19,7 +19,13 @@ type chatRequest struct {
 	// MaxTokens is the client's max_tokens (or max_completion_tokens), or
 	// the model's maximum when it sent neither.
 	MaxTokens int64
+	// Choices is the client's n: how many answers the provider writes, each
+	// up to MaxTokens (1 when absent).
+	Choices int64
 }
+
+// MaxChoices is the largest n a request may ask for (OpenAI's own limit).
+const MaxChoices = 128
 
 // MaxJSONDepth is the deepest nesting of arrays and objects a request body
 // may have. OpenAI's own bodies need a handful of levels; JSON schemas in
@@ -176,6 +182,14 @@ func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
 		r.MaxTokens = min(r.MaxTokens, int64(v.Num))
 	}
 
+	r.Choices = 1
+	if n := top.n; n.Exists() && n.Type != gjson.Null {
+		if n.Type != gjson.Number || n.Num != math.Trunc(n.Num) || n.Num < 1 || n.Num > MaxChoices {
+			return fail("invalid_request", "n", "n must be an integer from 1 to %d.", MaxChoices)
+		}
+		r.Choices = int64(n.Num)
+	}
+
 	if stop := top.stop; stop.Exists() && stop.Type != gjson.Null {
 		switch {
 		case stop.Type == gjson.String:
@@ -289,7 +303,7 @@ func validateMessage(i int, m gjson.Result, bad func(string, ...any) *oaierror.E
 type fields struct {
 	model, messages, stream, streamOptions               gjson.Result
 	temperature, topP, frequencyPenalty, presencePenalty gjson.Result
-	maxTokens, maxCompletionTokens, stop                 gjson.Result
+	maxTokens, maxCompletionTokens, stop, n              gjson.Result
 }
 
 // set keeps the value of a known key, and reports false when the key was
@@ -331,6 +345,8 @@ func (f *fields) slot(key string) *gjson.Result {
 		return &f.maxCompletionTokens
 	case "stop":
 		return &f.stop
+	case "n":
+		return &f.n
 	}
 	return nil
 }

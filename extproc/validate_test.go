@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/config"
 )
@@ -49,6 +50,7 @@ func TestValidBodiesPass(t *testing.T) {
 			{"role":"tool","tool_call_id":"c1","content":"42"}]}`, false, false},
 		{"stop as a string", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"stop":"\n"}`, false, false},
 		{"max_completion_tokens", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":5}`, false, false},
+		{"n", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"n":128}`, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +59,7 @@ func TestValidBodiesPass(t *testing.T) {
 			assert.Equal(t, "gpt-4o-mini", r.Model.ID)
 			assert.Equal(t, tt.stream, r.Stream)
 			assert.Equal(t, tt.clientUsage, r.ClientUsage)
+			assert.Equal(t, max(gjson.Get(tt.body, "n").Int(), 1), r.Choices, "n choices, 1 when absent")
 		})
 	}
 }
@@ -98,6 +101,10 @@ func TestInvalidBodiesGetTheirNamedError(t *testing.T) {
 		{"presence_penalty above 2", `{"model":"gpt-4o-mini",` + msgs + `,"presence_penalty":2.5}`, "invalid_request", "presence_penalty"},
 		{"stream not a boolean", `{"model":"gpt-4o-mini",` + msgs + `,"stream":"yes"}`, "invalid_request", "stream"},
 		{"stream_options without stream", `{"model":"gpt-4o-mini",` + msgs + `,"stream_options":{"include_usage":true}}`, "invalid_request", "stream_options"},
+		{"n zero", `{"model":"gpt-4o-mini",` + msgs + `,"n":0}`, "invalid_request", "n"},
+		{"n above 128", `{"model":"gpt-4o-mini",` + msgs + `,"n":129}`, "invalid_request", "n"},
+		{"n fractional", `{"model":"gpt-4o-mini",` + msgs + `,"n":1.5}`, "invalid_request", "n"},
+		{"n a string", `{"model":"gpt-4o-mini",` + msgs + `,"n":"2"}`, "invalid_request", "n"},
 		{"a field given twice", `{"model":"gpt-4o-mini",` + msgs + `,"max_tokens":10,"max_tokens":999999}`, "invalid_request", "max_tokens"},
 		{"the model given twice", `{"model":"gpt-4o-mini","model":"gpt-4o",` + msgs + `}`, "invalid_request", "model"},
 	}
