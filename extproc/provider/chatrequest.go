@@ -32,6 +32,9 @@ type chatRequest struct {
 	Tools               []chatTool      `json:"tools"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
+	N                   *int64          `json:"n"`
+	Logprobs            *bool           `json:"logprobs"`
+	TopLogprobs         *int64          `json:"top_logprobs"`
 	ResponseFormat      *struct {
 		Type       string `json:"type"`
 		JSONSchema *struct {
@@ -128,6 +131,14 @@ func (r *chatRequest) maxTokens() int64 {
 		return *r.MaxCompletionTokens
 	}
 	return 0
+}
+
+// choices is the client's n, at least 1.
+func (r *chatRequest) choices() int64 {
+	if r.N == nil || *r.N < 1 {
+		return 1
+	}
+	return *r.N
 }
 
 // stopSequences reads stop: a string, an array of strings, or null.

@@ -68,10 +68,14 @@ func testTarget(typ string) Target {
 	return Target{Model: model, Deployment: d, Provider: p}
 }
 
-// newTestResponse starts a Response for an answer to a minimal request.
-func newTestResponse(t testing.TB, typ string, stream, clientUsage bool) Response {
+// newTestResponse starts a Response for an answer to a minimal request,
+// with the extra top-level fields given (`"n":2`…).
+func newTestResponse(t testing.TB, typ string, stream, clientUsage bool, extra ...string) Response {
 	t.Helper()
 	body := fmt.Sprintf(`{"model":"public-model","messages":[{"role":"user","content":"hi"}],"stream":%t}`, stream)
+	for _, e := range extra {
+		body = strings.TrimSuffix(body, "}") + "," + e + "}"
+	}
 	_, resp, err := testAdapter(typ).Translate(&Request{Body: []byte(body), Stream: stream, ClientUsage: clientUsage}, testTarget(typ))
 	require.NoError(t, err)
 	return resp
@@ -174,9 +178,17 @@ func testRequests(t *testing.T, typ string, cases []requestCase) {
 // answerCase is a fixture answer and the metering it must give.
 type answerCase struct {
 	fixture     string
+	request     string // extra fields of the request it answers (`"n":2`), if any
 	clientUsage bool
 	usage       Usage
 	completion  string
+}
+
+func (tc answerCase) extra() []string {
+	if tc.request == "" {
+		return nil
+	}
+	return []string{tc.request}
 }
 
 // testResponses translates non-streamed answers: golden, schema, metering.
@@ -184,7 +196,7 @@ func testResponses(t *testing.T, typ string, cases []answerCase) {
 	for _, tc := range cases {
 		t.Run(tc.fixture, func(t *testing.T) {
 			body := readFixture(t, filepath.Join(typ, tc.fixture))
-			resp := newTestResponse(t, typ, false, false)
+			resp := newTestResponse(t, typ, false, false, tc.extra()...)
 			st, out, err := feed(resp, 200, body[:len(body)/2], body[len(body)/2:])
 			require.NoError(t, err)
 			assert.Equal(t, 200, st)
@@ -203,14 +215,14 @@ func testStreams(t *testing.T, typ string, cases []answerCase) {
 	for _, tc := range cases {
 		t.Run(tc.fixture, func(t *testing.T) {
 			stream := readFixture(t, filepath.Join(typ, tc.fixture))
-			resp := newTestResponse(t, typ, true, tc.clientUsage)
+			resp := newTestResponse(t, typ, true, tc.clientUsage, tc.extra()...)
 			st, whole, err := feed(resp, 200, stream)
 			require.NoError(t, err)
 			assert.Equal(t, 200, st)
 			golden(t, filepath.Join(typ, goldenName(tc.fixture, ".sse")), whole)
 			assert.Equal(t, tc.usage, resp.Usage())
 			assert.Equal(t, tc.completion, resp.Completion())
-			requireSameAtEverySplit(t, typ, tc.clientUsage, stream, whole, resp)
+			requireSameAtEverySplit(t, typ, tc, stream, whole, resp)
 			requireStreamSchema(t, whole)
 		})
 	}
@@ -218,10 +230,10 @@ func testStreams(t *testing.T, typ string, cases []answerCase) {
 
 // requireSameAtEverySplit feeds the stream cut in two at every offset, and
 // byte by byte, and requires the output and metering of the whole.
-func requireSameAtEverySplit(t *testing.T, typ string, clientUsage bool, stream, whole []byte, ref Response) {
+func requireSameAtEverySplit(t *testing.T, typ string, tc answerCase, stream, whole []byte, ref Response) {
 	t.Helper()
 	check := func(desc string, pieces ...[]byte) {
-		resp := newTestResponse(t, typ, true, clientUsage)
+		resp := newTestResponse(t, typ, true, tc.clientUsage, tc.extra()...)
 		_, got, err := feed(resp, 200, pieces...)
 		require.NoError(t, err, desc)
 		if !bytes.Equal(whole, got) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -36,15 +37,18 @@ func init() { adapters[config.TypeGemini] = gemini{defaultEnv} }
 //     response if it is a JSON object, else {"content": text};
 //   - temperature (Gemini's range is 0–2 too), top_p, max_tokens (or
 //     max_completion_tokens; when absent Gemini's default applies), stop,
-//     presence_penalty, frequency_penalty, seed and response_format go into
-//     generationConfig;
-//   - n above 1, logprobs, logit_bias, user, parallel_tool_calls false and
-//     any parameter params.go does not know are refused (400
-//     unsupported_parameter); the message name field is dropped; images
-//     must be base64 data URLs.
+//     presence_penalty, frequency_penalty, seed, response_format, n
+//     (candidateCount), logprobs (responseLogprobs) and top_logprobs
+//     (logprobs) go into generationConfig;
+//   - logit_bias, user, parallel_tool_calls false and any parameter
+//     params.go does not know are refused (400 unsupported_parameter); the
+//     message name field is dropped; images must be base64 data URLs.
 //
 // Response: the id is Gemini's responseId (or a generated one) and the
-// model is the id the client asked for. finishReason
+// model is the id the client asked for. Each candidate is a choice (its
+// index); a candidate's logprobsResult becomes the choice's
+// logprobs.content: a chosen token each, with its step's top candidates as
+// top_logprobs. finishReason
 // STOP becomes stop (tool_calls when the answer called a function),
 // MAX_TOKENS length, any other (SAFETY, RECITATION, BLOCKLIST…) and a
 // blocked prompt content_filter. completion_tokens counts thinking tokens
@@ -121,6 +125,9 @@ type geminiGenerationConfig struct {
 	Seed               *int64          `json:"seed,omitempty"`
 	ResponseMimeType   string          `json:"responseMimeType,omitempty"`
 	ResponseJSONSchema json.RawMessage `json:"responseJsonSchema,omitempty"`
+	CandidateCount     int64           `json:"candidateCount,omitempty"`
+	ResponseLogprobs   bool            `json:"responseLogprobs,omitempty"`
+	Logprobs           *int64          `json:"logprobs,omitempty"`
 }
 
 // Translate builds the upstream request and the answer's translator.
@@ -156,7 +163,9 @@ func (g gemini) Translate(req *Request, t Target) (Upstream, Response, error) {
 	if k := t.Provider.APIKey.Reveal(); k != "" {
 		up.Headers = append(up.Headers, Header{"x-goog-api-key", k})
 	}
-	return up, newTranslated(req, &geminiCodec{}, g.env.newID(), t.Model.ID, g.env), nil
+	tr := newTranslated(req, &geminiCodec{}, g.env.newID(), t.Model.ID, g.env)
+	tr.state.n = int(cr.choices())
+	return up, tr, nil
 }
 
 func geminiBody(cr *chatRequest, model string) ([]byte, error) {
@@ -216,8 +225,21 @@ func geminiConfig(cr *chatRequest) (*geminiGenerationConfig, error) {
 			}
 		}
 	}
+	if n := cr.choices(); n > 1 {
+		c.CandidateCount = n
+	}
+	switch top := cr.TopLogprobs; {
+	case cr.Logprobs != nil && *cr.Logprobs:
+		c.ResponseLogprobs = true
+		if top != nil && *top > 0 {
+			c.Logprobs = top
+		}
+	case top != nil && *top > 0:
+		return nil, unsupported("top_logprobs needs logprobs: true")
+	}
 	if c.Temperature == nil && c.TopP == nil && c.MaxOutputTokens == 0 && len(c.StopSequences) == 0 &&
-		c.PresencePenalty == nil && c.FrequencyPenalty == nil && c.Seed == nil && c.ResponseMimeType == "" {
+		c.PresencePenalty == nil && c.FrequencyPenalty == nil && c.Seed == nil && c.ResponseMimeType == "" &&
+		c.CandidateCount == 0 && !c.ResponseLogprobs {
 		return nil, nil
 	}
 	return &c, nil
@@ -361,13 +383,17 @@ func geminiFinish(reason string, calledTools bool) string {
 	return finishContentFilter
 }
 
+type geminiCandidate struct {
+	Content *struct {
+		Parts []geminiPart `json:"parts"`
+	} `json:"content"`
+	FinishReason   string          `json:"finishReason"`
+	Index          int             `json:"index"`
+	LogprobsResult json.RawMessage `json:"logprobsResult"`
+}
+
 type geminiResponse struct {
-	Candidates []struct {
-		Content *struct {
-			Parts []geminiPart `json:"parts"`
-		} `json:"content"`
-		FinishReason string `json:"finishReason"`
-	} `json:"candidates"`
+	Candidates     []geminiCandidate `json:"candidates"`
 	PromptFeedback *struct {
 		BlockReason string `json:"blockReason"`
 	} `json:"promptFeedback"`
@@ -385,23 +411,9 @@ type geminiResponse struct {
 	} `json:"error"`
 }
 
-// finishReason is the answer's finish reason, "" while it goes on; a
-// blocked prompt has no candidate and finishes as SAFETY.
-func (g *geminiResponse) finishReason() string {
-	if len(g.Candidates) > 0 {
-		return g.Candidates[0].FinishReason
-	}
-	if g.PromptFeedback != nil && g.PromptFeedback.BlockReason != "" {
-		return "SAFETY"
-	}
-	return ""
-}
-
-func (g *geminiResponse) parts() []geminiPart {
-	if len(g.Candidates) == 0 || g.Candidates[0].Content == nil {
-		return nil
-	}
-	return g.Candidates[0].Content.Parts
+// blocked reports a prompt Gemini refused: no candidate, a block reason.
+func (g *geminiResponse) blocked() bool {
+	return len(g.Candidates) == 0 && g.PromptFeedback != nil && g.PromptFeedback.BlockReason != ""
 }
 
 // geminiCodec translates Gemini's answers.
@@ -409,7 +421,7 @@ type geminiCodec struct{}
 
 // meta takes the id, model and usage of one response or stream event.
 func (c *geminiCodec) meta(s *streamState, g *geminiResponse) {
-	if !s.started {
+	if !s.begun {
 		if g.ResponseID != "" {
 			s.id = g.ResponseID
 		}
@@ -430,21 +442,49 @@ func (c *geminiCodec) whole(s *streamState, body []byte) ([]byte, error) {
 	}
 	c.meta(s, &g)
 	s.usage.Reported = g.UsageMetadata != nil
-	var r reply
-	for _, p := range g.parts() {
-		switch {
-		case p.FunctionCall != nil:
-			id := geminiToolCallID(s.id, len(r.toolCalls), p.ThoughtSignature)
-			r.addToolCall(id, p.FunctionCall.Name, compactArguments(p.FunctionCall.Args))
-		case !p.Thought:
-			r.text.WriteString(p.Text)
+	if len(g.Candidates) == 0 {
+		// No answer: each choice is empty, and filtered if the prompt was
+		// blocked.
+		finish := finishStop
+		if g.blocked() {
+			finish = finishContentFilter
 		}
+		replies := make([]*reply, s.n)
+		for i := range replies {
+			replies[i] = &reply{index: i, finish: finish}
+		}
+		return s.completion(replies...)
 	}
-	r.finish = finishStop
-	if reason := g.finishReason(); reason != "" {
-		r.finish = geminiFinish(reason, len(r.toolCalls) > 0)
+	replies := make([]*reply, 0, len(g.Candidates))
+	seen := make([]bool, s.n)
+	calls := 0
+	for _, cand := range g.Candidates {
+		if cand.Index < 0 || cand.Index >= s.n || seen[cand.Index] {
+			return nil, fmt.Errorf("gemini: response: candidate index %d of an answer with %d", cand.Index, s.n)
+		}
+		seen[cand.Index] = true
+		r := &reply{index: cand.Index}
+		if cand.Content != nil {
+			for _, p := range cand.Content.Parts {
+				switch {
+				case p.FunctionCall != nil:
+					r.addToolCall(geminiToolCallID(s.id, calls, p.ThoughtSignature), p.FunctionCall.Name, compactArguments(p.FunctionCall.Args))
+					calls++
+				case !p.Thought:
+					r.text.WriteString(p.Text)
+				}
+			}
+		}
+		r.finish = finishStop
+		if cand.FinishReason != "" {
+			r.finish = geminiFinish(cand.FinishReason, len(r.toolCalls) > 0)
+		}
+		if lr := gjson.ParseBytes(cand.LogprobsResult); lr.IsObject() {
+			r.logprobs = appendGeminiLogprobs(nil, lr)
+		}
+		replies = append(replies, r)
 	}
-	return s.completion(&r)
+	return s.completion(replies...)
 }
 
 // event translates one stream event, read with gjson in place (no
@@ -454,12 +494,12 @@ func (c *geminiCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte, e
 	if !gjson.ValidBytes(ev.Data) {
 		return out, fmt.Errorf("gemini: stream event: not JSON")
 	}
-	var cand, usage, feedback, errObj gjson.Result
+	var cands, usage, feedback, errObj gjson.Result
 	responseID := ""
 	parseInPlace(ev.Data).ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "candidates":
-			cand = v.Get("0")
+			cands = v
 		case "usageMetadata":
 			usage = v
 		case "promptFeedback":
@@ -474,7 +514,7 @@ func (c *geminiCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte, e
 	if errObj.IsObject() {
 		return s.fail(out, "The provider failed while answering. "+truncate(errObj.Get("message").String())), nil
 	}
-	if !s.started && responseID != "" {
+	if !s.begun && responseID != "" {
 		s.id = strings.Clone(responseID)
 	}
 	if usage.IsObject() {
@@ -498,32 +538,109 @@ func (c *geminiCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte, e
 		s.cached, s.usage.CachedTokens, s.reasoning, s.usage.ReasoningTokens = cached, cached, thoughts, thoughts
 	}
 	out = s.start(out)
-	for _, p := range cand.Get("content.parts").Array() {
-		switch fc := p.Get("functionCall"); {
-		case fc.IsObject():
-			id := geminiToolCallID(s.id, s.toolCalls, p.Get("thoughtSignature").String())
-			out, _ = s.toolCallStart(out, id, fc.Get("name").String(), compactArguments(json.RawMessage(fc.Get("args").Raw)))
-		case !p.Get("thought").Bool():
-			out = s.content(out, p.Get("text").String())
+	var err error
+	some := false
+	cands.ForEach(func(_, cand gjson.Result) bool {
+		some = true
+		out, err = c.candidate(s, out, cand)
+		return err == nil
+	})
+	if err != nil {
+		return out, err
+	}
+	if !some && feedback.Get("blockReason").String() != "" {
+		// A blocked prompt has no candidate: every choice is filtered.
+		for i := 0; i < s.n; i++ {
+			_ = s.choose(i)
+			out = s.finish(out, finishContentFilter)
 		}
 	}
-	reason := cand.Get("finishReason").String()
-	if !cand.Exists() && feedback.Get("blockReason").String() != "" {
-		reason = "SAFETY" // a blocked prompt has no candidate
-	}
-	if reason != "" {
-		out = s.finish(out, geminiFinish(reason, s.toolCalls > 0))
-	}
-	if s.finished && usage.IsObject() {
+	if s.allFinished() && usage.IsObject() {
 		s.usage.Reported = true
 	}
 	return out, nil
 }
 
+// candidate translates one candidate of a stream event: its choice's text,
+// tool calls, logprobs and finish reason.
+func (c *geminiCodec) candidate(s *streamState, out []byte, cand gjson.Result) ([]byte, error) {
+	if err := s.choose(int(cand.Get("index").Int())); err != nil {
+		return out, fmt.Errorf("gemini: stream event: %w", err)
+	}
+	out = s.start(out)
+	if lr := cand.Get("logprobsResult"); lr.IsObject() {
+		s.lp = appendGeminiLogprobs(s.lp[:0], lr)
+		s.logprobs = s.lp
+	}
+	for _, p := range cand.Get("content.parts").Array() {
+		switch fc := p.Get("functionCall"); {
+		case fc.IsObject():
+			id := geminiToolCallID(s.id, s.calls, p.Get("thoughtSignature").String())
+			out, _ = s.toolCallStart(out, id, fc.Get("name").String(), compactArguments(json.RawMessage(fc.Get("args").Raw)))
+		case !p.Get("thought").Bool():
+			out = s.content(out, p.Get("text").String())
+		}
+	}
+	s.logprobs = nil // a candidate's logprobs go with its own text only
+	if reason := cand.Get("finishReason").String(); reason != "" {
+		out = s.finish(out, geminiFinish(reason, s.toolCalls > 0))
+	}
+	return out, nil
+}
+
+// appendGeminiLogprobs appends OpenAI's logprobs.content array for a
+// logprobsResult: one entry per chosen token, with its step's top
+// candidates as top_logprobs.
+func appendGeminiLogprobs(out []byte, lr gjson.Result) []byte {
+	top := lr.Get("topCandidates").Array()
+	out = append(out, '[')
+	i := 0
+	lr.Get("chosenCandidates").ForEach(func(_, chosen gjson.Result) bool {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendTokenLogprob(out, chosen)
+		out = append(out, `,"top_logprobs":[`...)
+		if i < len(top) {
+			j := 0
+			top[i].Get("candidates").ForEach(func(_, alt gjson.Result) bool {
+				if j > 0 {
+					out = append(out, ',')
+				}
+				out = append(appendTokenLogprob(out, alt), '}')
+				j++
+				return true
+			})
+		}
+		out = append(out, "]}"...)
+		i++
+		return true
+	})
+	return append(out, ']')
+}
+
+// appendTokenLogprob appends an unclosed {"token":…,"logprob":…,"bytes":[…]}
+// for one of Gemini's logprob candidates.
+func appendTokenLogprob(out []byte, c gjson.Result) []byte {
+	token := c.Get("token").String()
+	out = append(out, `{"token":`...)
+	out = appendJSONString(out, token)
+	out = append(out, `,"logprob":`...)
+	out = strconv.AppendFloat(out, c.Get("logProbability").Float(), 'g', -1, 64)
+	out = append(out, `,"bytes":[`...)
+	for i := 0; i < len(token); i++ {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = strconv.AppendInt(out, int64(token[i]), 10)
+	}
+	return append(out, ']')
+}
+
 // end closes the stream: Gemini's has no end marker of its own, so a stream
 // that ends after a finishReason is complete.
 func (c *geminiCodec) end(s *streamState, out []byte) []byte {
-	if s.finished {
+	if s.allFinished() {
 		return s.close(out)
 	}
 	return s.fail(out, errEndedEarly)

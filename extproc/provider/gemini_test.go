@@ -39,6 +39,10 @@ func TestGeminiRequestTranslation(t *testing.T) {
 		{"request_named_tool.json", func(t *testing.T, up Upstream) {
 			assert.Equal(t, `{"mode":"ANY","allowedFunctionNames":["get_weather"]}`, gjson.GetBytes(up.Body, "toolConfig.functionCallingConfig").Raw)
 		}},
+		{"request_candidates.json", func(t *testing.T, up Upstream) {
+			assert.Equal(t, `{"candidateCount":2,"responseLogprobs":true,"logprobs":2}`, gjson.GetBytes(up.Body, "generationConfig").Raw,
+				"n, logprobs and top_logprobs are translated, not dropped")
+		}},
 		{"request_signed_history.json", func(t *testing.T, up Upstream) {
 			b := up.Body
 			assert.Equal(t, testSignature(t), gjson.GetBytes(b, "contents.1.parts.1.thoughtSignature").String(),
@@ -60,6 +64,7 @@ func TestGeminiRejectsWhatItCannotExpress(t *testing.T) {
 		{"arguments not JSON", `{"messages":[{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{"}}]}]}`},
 		{"bad tool_choice", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"sometimes"}`},
 		{"not JSON", `{"messages":`},
+		{"top_logprobs without logprobs", `{"messages":[{"role":"user","content":"x"}],"top_logprobs":3}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,6 +86,8 @@ func TestGeminiResponseTranslation(t *testing.T) {
 			completion: "Once upon a"},
 		{fixture: "response_parallel_signed.json", usage: Usage{PromptTokens: 71, CompletionTokens: 160, ReasoningTokens: 120, Reported: true},
 			completion: `I'll check both cities.{"location":"Paris"}{"location":"London"}`},
+		{fixture: "response_candidates.json", request: `"n":2,"logprobs":true,"top_logprobs":2`,
+			usage: Usage{PromptTokens: 4, CompletionTokens: 4, Reported: true}, completion: "Hi caféHello!"},
 	})
 }
 
@@ -96,6 +103,8 @@ func TestGeminiStreamTranslation(t *testing.T) {
 		{fixture: "stream_cut.sse", usage: Usage{PromptTokens: 6, CompletionTokens: 3}, completion: "Half a sen"},
 		{fixture: "stream_parallel_signed.sse", usage: Usage{PromptTokens: 71, CompletionTokens: 160, ReasoningTokens: 120, Reported: true},
 			completion: `I'll check both cities.{"location":"Paris"}{"location":"London"}`},
+		{fixture: "stream_candidates.sse", request: `"n":2,"logprobs":true,"top_logprobs":2`, clientUsage: true,
+			usage: Usage{PromptTokens: 4, CompletionTokens: 4, Reported: true}, completion: "HiHello café!"},
 	})
 }
 
@@ -111,4 +120,17 @@ func TestGeminiErrors(t *testing.T) {
 
 func FuzzGeminiStream(f *testing.F) {
 	fuzzStream(f, config.TypeGemini)
+}
+
+func TestGeminiCandidatesBeyondNAreNotTranslated(t *testing.T) {
+	stream := readFixture(t, "gemini/stream_candidates.sse")
+	// The same answer to a request that asked for one choice: the second
+	// candidate cannot be a choice of it.
+	_, out, err := feed(newTestResponse(t, config.TypeGemini, true, false), 200, stream)
+	require.Error(t, err)
+	assert.NotContains(t, string(out), `"index":1`)
+
+	body := readFixture(t, "gemini/response_candidates.json")
+	_, _, err = feed(newTestResponse(t, config.TypeGemini, false, false), 200, body)
+	require.ErrorIs(t, err, ErrUntranslatable)
 }

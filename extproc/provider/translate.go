@@ -2,6 +2,7 @@ package provider
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -105,7 +106,7 @@ func newTranslated(req *Request, c codec, id, model string, e env) *translated {
 		codec:  c,
 		state: streamState{
 			id: id, model: model, created: e.now().Unix(),
-			clientUsage: req.ClientUsage,
+			clientUsage: req.ClientUsage, n: 1,
 		},
 	}
 }
@@ -195,24 +196,60 @@ func (r *translated) event(out []byte, ev sse.Event) ([]byte, error) {
 	return out, err
 }
 
+// choiceState is what a stream has written of one choice.
+type choiceState struct {
+	started   bool // the role chunk is written
+	toolCalls int  // tool calls started
+	finished  bool // the finish_reason chunk is written
+}
+
 // streamState is what a translated stream knows so far, and writes OpenAI's
-// chunks with it.
+// chunks with it. Chunks are written for the current choice (at); a
+// provider that writes several choices (Gemini's candidates, for n > 1)
+// switches between them with choose.
 type streamState struct {
 	id, model   string
 	created     int64
 	clientUsage bool
+	n           int // the choices asked for (the client's n), at least 1
 
 	usage     Usage
 	cached    int64 // prompt tokens read from a cache (part of PromptTokens)
 	reasoning int64 // completion tokens spent thinking (part of CompletionTokens)
 	text      strings.Builder
 
-	started   bool // the role chunk is written
-	toolCalls int  // tool calls started
-	finished  bool // the finish_reason chunk is written
-	done      bool // [DONE] or an error event is written
-	failed    bool // an error event is written
+	begun       bool          // a chunk is written (the answer's id is fixed)
+	choiceState               // of the current choice
+	at          int           // the current choice's index
+	others      []choiceState // each choice's state, while another is current (n > 1)
+	calls       int           // tool calls started, in every choice
+	ended       int           // choices finished
+	// logprobs is OpenAI's logprobs.content array for the next content
+	// chunk (nil: none, the chunk's logprobs is null); lp is its buffer.
+	logprobs, lp []byte
+
+	done   bool // [DONE] or an error event is written
+	failed bool // an error event is written
 }
+
+// choose makes choice i current.
+func (s *streamState) choose(i int) error {
+	if i == s.at {
+		return nil
+	}
+	if i < 0 || i >= s.n {
+		return fmt.Errorf("choice %d of an answer with %d", i, s.n)
+	}
+	if s.others == nil {
+		s.others = make([]choiceState, s.n)
+	}
+	s.others[s.at] = s.choiceState
+	s.choiceState, s.at = s.others[i], i
+	return nil
+}
+
+// allFinished reports that every choice has its finish reason.
+func (s *streamState) allFinished() bool { return s.ended >= s.n }
 
 // Finish reasons of OpenAI's schema.
 const (
@@ -275,7 +312,9 @@ func (s *streamState) chunk(out []byte, delta streamDelta, finish string) []byte
 	out = strconv.AppendInt(out, s.created, 10)
 	out = append(out, `,"model":`...)
 	out = appendJSONString(out, s.model)
-	out = append(out, `,"choices":[{"index":0,"delta":{`...)
+	out = append(out, `,"choices":[{"index":`...)
+	out = strconv.AppendInt(out, int64(s.at), 10)
+	out = append(out, `,"delta":{`...)
 	sep := false
 	if delta.Role != "" {
 		out = append(out, `"role":`...)
@@ -321,7 +360,14 @@ func (s *streamState) chunk(out []byte, delta streamDelta, finish string) []byte
 		}
 		out = append(out, ']')
 	}
-	out = append(out, `},"logprobs":null,"finish_reason":`...)
+	out = append(out, `},"logprobs":`...)
+	if s.logprobs != nil && delta.Content != nil && *delta.Content != "" {
+		out = appendLogprobs(out, s.logprobs)
+		s.logprobs = nil
+	} else {
+		out = append(out, "null"...)
+	}
+	out = append(out, `,"finish_reason":`...)
 	if finish != "" {
 		out = appendJSONString(out, finish)
 	} else {
@@ -390,6 +436,14 @@ func appendJSONString(out []byte, v string) []byte {
 	return append(out, '"')
 }
 
+// appendLogprobs appends a choice's logprobs object around its content
+// array.
+func appendLogprobs(out, content []byte) []byte {
+	out = append(out, `{"content":`...)
+	out = append(out, content...)
+	return append(out, `,"refusal":null}`...)
+}
+
 func appendEvent(out []byte, v any) []byte {
 	b, err := marshalJSON(v)
 	if err != nil { // cannot happen: only strings and numbers
@@ -405,7 +459,7 @@ func (s *streamState) start(out []byte) []byte {
 	if s.started {
 		return out
 	}
-	s.started = true
+	s.started, s.begun = true, true
 	empty := ""
 	return s.chunk(out, streamDelta{Role: "assistant", Content: &empty}, "")
 }
@@ -424,6 +478,7 @@ func (s *streamState) content(out []byte, text string) []byte {
 func (s *streamState) toolCallStart(out []byte, id, name, args string) ([]byte, int) {
 	i := s.toolCalls
 	s.toolCalls++
+	s.calls++
 	s.text.WriteString(args)
 	out = s.chunk(s.start(out), streamDelta{ToolCalls: []streamToolCall{{
 		Index: i, ID: id, Type: "function", Function: streamFunction{Name: name, Arguments: args},
@@ -448,6 +503,7 @@ func (s *streamState) finish(out []byte, reason string) []byte {
 		return out
 	}
 	s.finished = true
+	s.ended++
 	return s.chunk(s.start(out), streamDelta{}, reason)
 }
 
@@ -517,7 +573,7 @@ type completion struct {
 type completionChoice struct {
 	Index        int               `json:"index"`
 	Message      completionMessage `json:"message"`
-	Logprobs     *struct{}         `json:"logprobs"`
+	Logprobs     json.RawMessage   `json:"logprobs"` // nil is null
 	FinishReason string            `json:"finish_reason"`
 }
 
@@ -539,11 +595,14 @@ type completionFunction struct {
 	Arguments string `json:"arguments"`
 }
 
-// reply is a whole answer, gathered from a provider's non-streamed body.
+// reply is a whole answer (one choice), gathered from a provider's
+// non-streamed body.
 type reply struct {
+	index     int
 	text      strings.Builder
 	toolCalls []completionToolCall
 	finish    string
+	logprobs  []byte // OpenAI's logprobs.content array, nil for none
 }
 
 func (r *reply) addToolCall(id, name, args string) {
@@ -552,21 +611,29 @@ func (r *reply) addToolCall(id, name, args string) {
 	})
 }
 
-// completion encodes the reply as a chat.completion, and records its text.
-// Content is null when the reply is only tool calls, as OpenAI does.
-func (s *streamState) completion(r *reply) ([]byte, error) {
-	text := r.text.String()
-	s.text.WriteString(text)
-	for _, c := range r.toolCalls {
-		s.text.WriteString(c.Function.Arguments)
-	}
-	msg := completionMessage{Role: "assistant", Content: &text, ToolCalls: r.toolCalls}
-	if text == "" && len(r.toolCalls) > 0 {
-		msg.Content = nil
-	}
+// completion encodes the replies (one per choice) as a chat.completion,
+// and records their text. Content is null when a reply is only tool calls,
+// as OpenAI does.
+func (s *streamState) completion(rs ...*reply) ([]byte, error) {
 	c := completion{
 		ID: s.id, Object: "chat.completion", Created: s.created, Model: s.model,
-		Choices: []completionChoice{{Message: msg, FinishReason: r.finish}},
+		Choices: make([]completionChoice, 0, len(rs)),
+	}
+	for _, r := range rs {
+		text := r.text.String()
+		s.text.WriteString(text)
+		for _, c := range r.toolCalls {
+			s.text.WriteString(c.Function.Arguments)
+		}
+		msg := completionMessage{Role: "assistant", Content: &text, ToolCalls: r.toolCalls}
+		if text == "" && len(r.toolCalls) > 0 {
+			msg.Content = nil
+		}
+		choice := completionChoice{Index: r.index, Message: msg, FinishReason: r.finish}
+		if r.logprobs != nil {
+			choice.Logprobs = appendLogprobs(nil, r.logprobs)
+		}
+		c.Choices = append(c.Choices, choice)
 	}
 	if s.usage.Reported {
 		c.Usage = s.openAIUsage()
