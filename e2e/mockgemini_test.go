@@ -35,16 +35,57 @@ func geminiCalls() []any {
 	return parts
 }
 
-func geminiAnswer(parts []any, finish string, usage map[string]any) map[string]any {
-	candidate := map[string]any{"content": map[string]any{"parts": parts, "role": "model"}, "index": 0}
-	if finish != "" {
-		candidate["finishReason"] = finish
+// geminiOptions are the generationConfig fields the mock honours:
+// candidateCount (that many identical candidates) and responseLogprobs
+// (a logprobsResult per candidate: each text part one token, with
+// logProbability -0.25, and a second-best "<alt>" at -2.5).
+type geminiOptions struct {
+	candidates int
+	logprobs   bool
+}
+
+func geminiOptionsOf(body map[string]any) geminiOptions {
+	gc, _ := body["generationConfig"].(map[string]any)
+	o := geminiOptions{candidates: 1}
+	if n, ok := gc["candidateCount"].(float64); ok && n > 1 {
+		o.candidates = int(n)
 	}
-	return map[string]any{"candidates": []any{candidate}, "usageMetadata": usage,
+	o.logprobs, _ = gc["responseLogprobs"].(bool)
+	return o
+}
+
+func geminiAnswer(parts []any, finish string, usage map[string]any, o ...geminiOptions) map[string]any {
+	opt := geminiOptions{candidates: 1}
+	if len(o) > 0 {
+		opt = o[0]
+	}
+	var candidates []any
+	for i := 0; i < opt.candidates; i++ {
+		candidate := map[string]any{"content": map[string]any{"parts": parts, "role": "model"}, "index": i}
+		if finish != "" {
+			candidate["finishReason"] = finish
+		}
+		if opt.logprobs {
+			var chosen, top []any
+			for _, p := range parts {
+				part := p.(map[string]any)
+				if text, _ := part["text"].(string); text != "" && part["thought"] != true {
+					tok := map[string]any{"token": text, "tokenId": 7, "logProbability": -0.25}
+					chosen = append(chosen, tok)
+					top = append(top, map[string]any{"candidates": []any{tok,
+						map[string]any{"token": "<alt>", "tokenId": 8, "logProbability": -2.5}}})
+				}
+			}
+			candidate["logprobsResult"] = map[string]any{"chosenCandidates": chosen, "topCandidates": top}
+		}
+		candidates = append(candidates, candidate)
+	}
+	return map[string]any{"candidates": candidates, "usageMetadata": usage,
 		"modelVersion": geminiModel, "responseId": "mockGeminiResponse"}
 }
 
-func (m *mockProvider) serveGemini(w http.ResponseWriter, stream, tools bool) {
+func (m *mockProvider) serveGemini(w http.ResponseWriter, body map[string]any, stream, tools bool) {
+	opt := geminiOptionsOf(body)
 	full := geminiUsage(12, 4)
 	if !stream {
 		parts := []any{
@@ -54,7 +95,7 @@ func (m *mockProvider) serveGemini(w http.ResponseWriter, stream, tools bool) {
 		if tools {
 			parts = geminiCalls()
 		}
-		writeJSON(w, geminiAnswer(parts, "STOP", full))
+		writeJSON(w, geminiAnswer(parts, "STOP", full, opt))
 		return
 	}
 	s := newSSE(w, "\r\n")
@@ -68,6 +109,6 @@ func (m *mockProvider) serveGemini(w http.ResponseWriter, stream, tools bool) {
 		if i == len(mockText)-1 {
 			finish, usage = "STOP", full
 		}
-		s.event("", geminiAnswer([]any{map[string]any{"text": piece}}, finish, usage))
+		s.event("", geminiAnswer([]any{map[string]any{"text": piece}}, finish, usage, opt))
 	}
 }

@@ -201,7 +201,7 @@ func (m *mockProvider) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		m.serveAnthropic(w, stream, tools, failMid)
 	case "gemini":
-		m.serveGemini(w, stream, tools)
+		m.serveGemini(w, body, stream, tools)
 	}
 }
 

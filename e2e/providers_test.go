@@ -336,7 +336,7 @@ func TestAParameterTheProviderCannotHonourIsRefusedByName(t *testing.T) {
 	for _, c := range []struct{ model, extra, param string }{
 		{"claude-sonnet", `"n":2`, "n"},
 		{"claude-sonnet", `"seed":7`, "seed"},
-		{"gemini-flash", `"logprobs":true`, "logprobs"},
+		{"gemini-flash", `"logit_bias":{"50256":-100}`, "logit_bias"},
 	} {
 		resp, body := tg.post(t, secret, `{"model":"`+c.model+`",`+c.extra+`,"messages":[{"role":"user","content":"hi"}]}`)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", body)
@@ -350,4 +350,56 @@ func TestAParameterTheProviderCannotHonourIsRefusedByName(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 	records := tg.waitRecords(t, keyID, 4)
 	assert.Equal(t, 400, records[0].Status)
+}
+
+// TestGeminiAnswersNChoicesWithLogprobs: n and logprobs reach Gemini as
+// candidateCount and responseLogprobs, and come back as OpenAI's choices
+// and logprobs — whole, and streamed through openai-go's accumulator.
+func TestGeminiAnswersNChoicesWithLogprobs(t *testing.T) {
+	tg, mocks := startWithEveryProvider(t)
+	secret := tg.newAccount(t, "choices@example.com", "10")
+	client := tg.client(secret)
+	p := paramsFor("gemini-flash")
+	p.N = openai.Int(2)
+	p.Logprobs = openai.Bool(true)
+	p.TopLogprobs = openai.Int(2)
+
+	resp, err := client.Chat.Completions.New(context.Background(), p)
+	require.NoError(t, err)
+	got := mocks["gemini"].received()
+	require.NotEmpty(t, got)
+	assert.Equal(t, map[string]any{"candidateCount": 2.0, "responseLogprobs": true, "logprobs": 2.0},
+		got[len(got)-1].Body["generationConfig"])
+	require.Len(t, resp.Choices, 2)
+	for i, c := range resp.Choices {
+		assert.EqualValues(t, i, c.Index)
+		assert.Equal(t, mockFullText(), c.Message.Content)
+		require.Len(t, c.Logprobs.Content, 1, "one token per text part")
+		lp := c.Logprobs.Content[0]
+		assert.Equal(t, mockFullText(), lp.Token)
+		assert.Equal(t, -0.25, lp.Logprob)
+		assert.Len(t, lp.Bytes, len(mockFullText()))
+		require.Len(t, lp.TopLogprobs, 2)
+		assert.Equal(t, "<alt>", lp.TopLogprobs[1].Token)
+	}
+
+	stream := client.Chat.Completions.NewStreaming(context.Background(), p)
+	var acc openai.ChatCompletionAccumulator
+	tokens := map[int64]string{}
+	for stream.Next() {
+		chunk := stream.Current()
+		require.True(t, acc.AddChunk(chunk), "%s", chunk.RawJSON())
+		for _, c := range chunk.Choices {
+			for _, lp := range c.Logprobs.Content {
+				tokens[c.Index] += lp.Token
+			}
+		}
+	}
+	require.NoError(t, stream.Err())
+	require.Len(t, acc.Choices, 2)
+	for i, c := range acc.Choices {
+		assert.Equal(t, mockFullText(), c.Message.Content, "choice %d", i)
+		assert.Equal(t, "stop", string(c.FinishReason))
+		assert.Equal(t, mockFullText(), tokens[int64(i)], "choice %d: a logprob per streamed token", i)
+	}
 }
