@@ -90,6 +90,9 @@ func TestAnthropicStreamTranslation(t *testing.T) {
 			completion: "The answer is"},
 		{fixture: "stream_cut.sse", usage: Usage{PromptTokens: 9, CompletionTokens: 1},
 			completion: "Half a sen"},
+		// Claude declined: finish_reason content_filter, what it wrote kept.
+		{fixture: "stream_refusal.sse", usage: Usage{PromptTokens: 20, CompletionTokens: 4, Reported: true},
+			completion: "I can't help with"},
 	})
 }
 
@@ -101,6 +104,8 @@ func TestAnthropicResponseTranslation(t *testing.T) {
 			completion: `I'll check the weather.{"city":"Paris","unit":"celsius"}{}`},
 		{fixture: "response_max_tokens.json", usage: Usage{PromptTokens: 12, CompletionTokens: 3, Reported: true},
 			completion: "Once upon a"},
+		{fixture: "response_refusal.json", usage: Usage{PromptTokens: 20, CompletionTokens: 4, Reported: true},
+			completion: "I can't help with"},
 	})
 }
 
