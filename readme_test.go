@@ -1,7 +1,9 @@
 package tollgate_test
 
 import (
+	"encoding/json"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -24,5 +26,48 @@ func TestTheREADMEParameterTableIsTheCodes(t *testing.T) {
 	}
 	if got, want := s[i+len(begin):j], provider.ParameterTable(); got != want {
 		t.Fatalf("README.md's parameter table is not the code's; put this between the markers:\n%s", want)
+	}
+}
+
+// TestTheREADMECompatibilityTableNamesThePinnedVersions: the client
+// versions the README says pass are the ones the tests run.
+func TestTheREADMECompatibilityTableNamesThePinnedVersions(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.ReadFile("e2e/js/package-lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkgs struct {
+		Packages map[string]struct{ Version string } `json:"packages"`
+	}
+	if err := json.Unmarshal(lock, &pkgs); err != nil {
+		t.Fatal(err)
+	}
+	goVersion := func(module string) string {
+		m := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(module) + ` (v\S+)`).FindSubmatch(gomod)
+		if m == nil {
+			t.Fatalf("go.mod does not require %s", module)
+		}
+		return string(m[1])
+	}
+	rows := map[string]string{ // a row's first cell → the version it must name
+		"openai-go (`github.com/openai/openai-go/v3`)":    goVersion("github.com/openai/openai-go/v3"),
+		"go-openai (`github.com/sashabaranov/go-openai`)": goVersion("github.com/sashabaranov/go-openai"),
+		"npm `openai`": pkgs.Packages["node_modules/openai"].Version,
+		"the AI SDK (`ai` with `@ai-sdk/openai`'s chat models, `openai.chat(…)`)": "`ai` " + pkgs.Packages["node_modules/ai"].Version +
+			", `@ai-sdk/openai` " + pkgs.Packages["node_modules/@ai-sdk/openai"].Version,
+	}
+	for first, version := range rows {
+		row := "| " + first + " | " + version + " |"
+		if !strings.Contains(string(readme), row) {
+			t.Errorf("README.md's compatibility table has no row starting %q", row)
+		}
 	}
 }
