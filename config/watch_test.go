@@ -186,14 +186,35 @@ func TestWatchDebouncesABurstOfWrites(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	write(t, path, watchedConfig(100))
 	r := startWatch(t, path)
+	// Five writes, each well within the debounce of the one before. The
+	// writes are paced by the wall clock, which a loaded machine may stall:
+	// the test measures the gaps it got and judges by them.
+	var longest time.Duration
+	last := time.Now()
 	for i := 1; i <= 5; i++ {
 		write(t, path, watchedConfig(100+i))
+		now := time.Now()
+		if i > 1 {
+			longest = max(longest, now.Sub(last))
+		}
+		last = now
 		time.Sleep(watchDebounce / 10)
 	}
-	if got := r.nextChange(t).Models[0].MaxTokens; got != 105 {
-		t.Fatalf("max_tokens = %d, want the last write (105)", got)
+	// Whatever the pacing, the last write is delivered, and it is the last.
+	reloads := 0
+	for {
+		reloads++
+		if r.nextChange(t).Models[0].MaxTokens == 105 {
+			break
+		}
 	}
 	r.quiet(t)
+	if longest < watchDebounce && reloads != 1 {
+		t.Fatalf("%d reloads for a burst whose writes were at most %v apart (debounce %v), want 1", reloads, longest, watchDebounce)
+	}
+	if longest >= watchDebounce {
+		t.Logf("the machine stalled the burst (a gap of %v, debounce %v): %d reloads, not judged", longest, watchDebounce, reloads)
+	}
 }
 
 func TestWatchIgnoresOtherFilesAndIdenticalRewrites(t *testing.T) {
