@@ -110,3 +110,17 @@ func TestStepTokensAreTheSameBytesAsBefore(t *testing.T) {
 		contract.MetaExpires, f[contract.MetaExpires].GetNumberValue())
 	require.Equal(t, base64.RawURLEncoding.EncodeToString(mac.Sum(nil)), stepToken(key, f))
 }
+
+func TestHeaderMapReadsRawAndPlainValues(t *testing.T) {
+	hm := &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
+		{Key: ":path", RawValue: []byte("/v1/chat/completions")},
+		{Key: "x-plain", Value: "from value"},
+		{Key: "x-empty"},
+		{Key: "x-request-id", RawValue: []byte("req-1")},
+		{Key: "x-both", Value: "ignored", RawValue: []byte("raw wins")},
+	}}
+	assert.Equal(t, map[string]string{
+		":path": "/v1/chat/completions", "x-plain": "from value", "x-empty": "",
+		"x-request-id": "req-1", "x-both": "raw wins",
+	}, headerMap(hm))
+}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -227,12 +228,25 @@ type processor interface {
 }
 
 // headerMap reads an ext_proc header map into lowercase name → value.
+// headerMap reads Envoy's header map; the raw values are copied into one
+// string, which the map's values share.
 func headerMap(hm *corev3.HeaderMap) map[string]string {
-	out := make(map[string]string, len(hm.GetHeaders()))
-	for _, h := range hm.GetHeaders() {
+	hs := hm.GetHeaders()
+	out := make(map[string]string, len(hs))
+	size := 0
+	for _, h := range hs {
+		size += len(h.GetRawValue())
+	}
+	var all strings.Builder
+	all.Grow(size)
+	for _, h := range hs {
+		all.Write(h.GetRawValue())
+	}
+	joined, at := all.String(), 0
+	for _, h := range hs {
 		v := h.GetValue()
-		if len(h.GetRawValue()) > 0 {
-			v = string(h.GetRawValue())
+		if n := len(h.GetRawValue()); n > 0 {
+			v, at = joined[at:at+n], at+n
 		}
 		out[h.GetKey()] = v
 	}
