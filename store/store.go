@@ -318,6 +318,29 @@ type Store interface {
 	// notifications (SQLite) it returns ErrNotifyUnsupported at once.
 	Subscribe(ctx context.Context, fn func(Change)) error
 
+	// CreateToken stores a management token under the hash of its secret
+	// and returns it with its ID and creation time. ErrNotFound if its
+	// account does not exist; ErrConflict if the hash is already stored.
+	CreateToken(ctx context.Context, t ManagementToken, hash apikey.Hash) (ManagementToken, error)
+	// TokenByHash returns the live token stored under hash: not revoked,
+	// not expired at now. ErrNotFound otherwise.
+	TokenByHash(ctx context.Context, hash apikey.Hash, now time.Time) (ManagementToken, error)
+	// TokenByID returns a token that is not revoked; ErrNotFound otherwise.
+	TokenByID(ctx context.Context, id string) (ManagementToken, error)
+	// ListTokens returns the account's tokens that are not revoked, newest
+	// first; accountID "" lists the admin tokens.
+	ListTokens(ctx context.Context, accountID string) ([]ManagementToken, error)
+	// RevokeToken ends a token at once; ErrNotFound if there is no such
+	// token or it is revoked already.
+	RevokeToken(ctx context.Context, id string) error
+	// AddAudit records one management action (a zero At means now).
+	AddAudit(ctx context.Context, e AuditEntry) error
+	// ListAudit returns the account's audit entries, newest first, after
+	// the entry before when it is given (a cursor: only its ID and At are
+	// read), at most limit (and MaxAuditEntries). accountID "" lists the
+	// entries about no account.
+	ListAudit(ctx context.Context, accountID string, before *AuditEntry, limit int) ([]AuditEntry, error)
+
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 	Close()

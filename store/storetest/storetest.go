@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests = append(tests, reservationTests...)
 	tests = append(tests, leaseTests...)
 	tests = append(tests, dashboardTests...)
+	tests = append(tests, managementTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

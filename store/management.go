@@ -1,0 +1,213 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/apikey"
+)
+
+// ID prefixes of the management API's objects.
+const (
+	tokenIDPrefix = "mt_"
+	auditIDPrefix = "aud_"
+)
+
+// ManagementToken authorises calls to the management API. Only the hash of
+// its secret is stored; the secret is shown once, when it is made.
+type ManagementToken struct {
+	ID string
+	// AccountID is the one account the token acts for; "" makes an admin
+	// token, which acts for every account.
+	AccountID string
+	Name      string
+	// Scopes are what the token may do (keys:read, keys:write,
+	// usage:read); an admin token may do everything whatever they say.
+	Scopes    []string
+	Hint      string
+	CreatedAt time.Time
+	// ExpiresAt is nil for never; the token stops working at this instant.
+	ExpiresAt *time.Time
+}
+
+// Admin reports whether the token acts for every account.
+func (t ManagementToken) Admin() bool { return t.AccountID == "" }
+
+// AuditEntry is one management action.
+type AuditEntry struct {
+	ID string
+	// AccountID is the account acted on, "" for none.
+	AccountID string
+	// Actor is who acted: "token:<id>", "user:<account id>" or "cli".
+	Actor string
+	// Action names what was done: "key.create", "token.revoke"…
+	Action string
+	// Target is the id of the object acted on.
+	Target string
+	// Address is the caller's address, "" when there is none (the CLI).
+	Address string
+	At      time.Time
+}
+
+// MaxAuditEntries bounds one ListAudit call.
+const MaxAuditEntries = 1000
+
+const tokenColumns = `id, account_id, name, scopes, hint, created_at, expires_at`
+
+func scanToken(row scanner) (ManagementToken, error) {
+	var (
+		t       ManagementToken
+		account *string
+		scopes  string
+	)
+	if err := row.Scan(&t.ID, &account, &t.Name, &scopes, &t.Hint, &t.CreatedAt, &t.ExpiresAt); err != nil {
+		return ManagementToken{}, err
+	}
+	if account != nil {
+		t.AccountID = *account
+	}
+	t.Scopes = strings.Fields(scopes)
+	return t, nil
+}
+
+// nullable is s, or SQL NULL when s is empty.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func (s *sqlStore) CreateToken(ctx context.Context, t ManagementToken, hash apikey.Hash) (ManagementToken, error) {
+	id, err := newID(s.random, tokenIDPrefix)
+	if err != nil {
+		return ManagementToken{}, fmt.Errorf("store: create token: %w", err)
+	}
+	out, err := scanToken(s.db.write().queryRow(ctx,
+		`INSERT INTO management_tokens (id, account_id, name, scopes, secret_hash, hint, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		RETURNING `+tokenColumns,
+		id, nullable(t.AccountID), t.Name, strings.Join(t.Scopes, " "), hash[:], t.Hint, dbTime(s.now()), dbTimePtr(t.ExpiresAt)))
+	if err != nil {
+		return ManagementToken{}, fmt.Errorf("store: create token: %w", err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) TokenByHash(ctx context.Context, hash apikey.Hash, now time.Time) (ManagementToken, error) {
+	t, err := scanToken(s.db.read().queryRow(ctx,
+		`SELECT `+tokenColumns+` FROM management_tokens
+		WHERE secret_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)`,
+		hash[:], dbTime(now)))
+	if err != nil {
+		return ManagementToken{}, fmt.Errorf("store: token by hash: %w", err)
+	}
+	return t, nil
+}
+
+func (s *sqlStore) TokenByID(ctx context.Context, id string) (ManagementToken, error) {
+	t, err := scanToken(s.db.read().queryRow(ctx,
+		`SELECT `+tokenColumns+` FROM management_tokens WHERE id = $1 AND revoked_at IS NULL`, id))
+	if err != nil {
+		return ManagementToken{}, fmt.Errorf("store: token by id: %w", err)
+	}
+	return t, nil
+}
+
+func (s *sqlStore) ListTokens(ctx context.Context, accountID string) ([]ManagementToken, error) {
+	where := `account_id = $1`
+	args := []any{accountID}
+	if accountID == "" {
+		where, args = `account_id IS NULL`, nil
+	}
+	tokens := []ManagementToken{}
+	err := s.db.read().queryEach(ctx,
+		`SELECT `+tokenColumns+` FROM management_tokens WHERE `+where+` AND revoked_at IS NULL
+		ORDER BY created_at DESC, id DESC`,
+		args,
+		func(row scanner) error {
+			t, err := scanToken(row)
+			tokens = append(tokens, t)
+			return err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("store: list tokens: %w", err)
+	}
+	return tokens, nil
+}
+
+func (s *sqlStore) RevokeToken(ctx context.Context, id string) error {
+	n, err := s.db.write().exec(ctx,
+		`UPDATE management_tokens SET revoked_at = $2, secret_hash = $3 WHERE id = $1 AND revoked_at IS NULL`,
+		id, dbTime(s.now()), revokedHash(id))
+	if err == nil && n == 0 {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("store: revoke token: %w", err)
+	}
+	return nil
+}
+
+// revokedHash replaces a revoked token's secret hash: the column stays
+// unique and non-null, and no secret hashes to it (it is not a SHA-256).
+func revokedHash(id string) []byte { return []byte("revoked:" + id) }
+
+func (s *sqlStore) AddAudit(ctx context.Context, e AuditEntry) error {
+	id, err := newID(s.random, auditIDPrefix)
+	if err != nil {
+		return fmt.Errorf("store: add audit: %w", err)
+	}
+	at := e.At
+	if at.IsZero() {
+		at = s.now()
+	}
+	_, err = s.db.write().exec(ctx,
+		`INSERT INTO audit_log (id, account_id, actor, action, target, address, at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		id, nullable(e.AccountID), e.Actor, e.Action, e.Target, e.Address, dbTime(at))
+	if err != nil {
+		return fmt.Errorf("store: add audit: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlStore) ListAudit(ctx context.Context, accountID string, before *AuditEntry, limit int) ([]AuditEntry, error) {
+	if limit <= 0 || limit > MaxAuditEntries {
+		limit = MaxAuditEntries
+	}
+	q := `SELECT id, account_id, actor, action, target, address, at FROM audit_log WHERE `
+	var args []any
+	if accountID == "" {
+		q += `account_id IS NULL`
+	} else {
+		q += `account_id = $1`
+		args = append(args, accountID)
+	}
+	if before != nil {
+		n := len(args)
+		q += fmt.Sprintf(` AND (at < $%d OR (at = $%d AND id < $%d))`, n+1, n+1, n+2)
+		args = append(args, dbTime(before.At), before.ID)
+	}
+	q += fmt.Sprintf(` ORDER BY at DESC, id DESC LIMIT %d`, limit)
+	entries := []AuditEntry{}
+	err := s.db.read().queryEach(ctx, q, args, func(row scanner) error {
+		var (
+			e       AuditEntry
+			account *string
+		)
+		if err := row.Scan(&e.ID, &account, &e.Actor, &e.Action, &e.Target, &e.Address, &e.At); err != nil {
+			return err
+		}
+		if account != nil {
+			e.AccountID = *account
+		}
+		entries = append(entries, e)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: list audit: %w", err)
+	}
+	return entries, nil
+}

@@ -1,0 +1,31 @@
+-- The management API: tokens that authorise its calls, and the audit log of
+-- every management action. A token is stored under the SHA-256 of its
+-- secret; the secret itself is never stored. account_id NULL is an admin
+-- token (every account); otherwise the token acts for its account only.
+
+CREATE TABLE management_tokens (
+    id          TEXT NOT NULL PRIMARY KEY,           -- mt_…
+    account_id  TEXT REFERENCES accounts (id) ON DELETE CASCADE,
+    name        TEXT NOT NULL,
+    scopes      TEXT NOT NULL,                       -- space-separated
+    secret_hash BYTEA NOT NULL UNIQUE,
+    hint        TEXT NOT NULL,
+    created_at  TIMESTAMPTZ NOT NULL,
+    expires_at  TIMESTAMPTZ,                              -- NULL: never
+    revoked_at  TIMESTAMPTZ                               -- NULL: live
+);
+
+CREATE INDEX management_tokens_account ON management_tokens (account_id, created_at);
+
+-- One row per management action, by the API, the dashboard or the CLI.
+CREATE TABLE audit_log (
+    id         TEXT NOT NULL PRIMARY KEY,            -- aud_…
+    account_id TEXT,                                 -- the account acted on; NULL: none
+    actor      TEXT NOT NULL,                        -- token:mt_…, user:acct_…, cli
+    action     TEXT NOT NULL,                        -- key.create, token.revoke…
+    target     TEXT NOT NULL,                        -- the object's id
+    address    TEXT NOT NULL,                        -- the caller's address, or ""
+    at         TIMESTAMPTZ NOT NULL
+);
+
+CREATE INDEX audit_log_account ON audit_log (account_id, at, id);

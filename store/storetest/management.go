@@ -1,0 +1,157 @@
+package storetest
+
+import (
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/store"
+)
+
+// managementTests are Run's subtests for management tokens and the audit
+// log.
+var managementTests = []struct {
+	name string
+	run  func(t *testing.T, s store.Store)
+}{
+	{"TokensAreFoundByHashUntilRevokedOrExpired", testTokenLifecycle},
+	{"TokensAreListedPerAccountAndAdminApart", testListTokens},
+	{"ATokenForAnUnknownAccountIsNotFound", testTokenUnknownAccount},
+	{"AuditEntriesAreListedNewestFirstPerAccountWithACursor", testAuditList},
+}
+
+func newTokenSecret(t *testing.T) (string, apikey.Hash) {
+	t.Helper()
+	secret, err := apikey.Generate("tgmt", rand.Reader)
+	require.NoError(t, err)
+	return secret, apikey.HashOf(secret)
+}
+
+func testTokenLifecycle(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 0)
+	secret, hash := newTokenSecret(t)
+	expires := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	tok, err := s.CreateToken(ctx, store.ManagementToken{AccountID: a.ID, Name: "ci", Scopes: []string{"keys:read", "usage:read"},
+		Hint: apikey.Hint(secret), ExpiresAt: &expires}, hash)
+	require.NoError(t, err)
+	assert.Regexp(t, `^mt_[0-9A-Za-z]{16}$`, tok.ID)
+	assert.Equal(t, a.ID, tok.AccountID)
+	assert.False(t, tok.Admin())
+	assert.Equal(t, []string{"keys:read", "usage:read"}, tok.Scopes)
+	assert.WithinDuration(t, time.Now(), tok.CreatedAt, time.Minute)
+	require.NotNil(t, tok.ExpiresAt)
+	assert.True(t, expires.Equal(*tok.ExpiresAt))
+
+	got, err := s.TokenByHash(ctx, hash, time.Now())
+	require.NoError(t, err)
+	assert.Equal(t, tok, got)
+	byID, err := s.TokenByID(ctx, tok.ID)
+	require.NoError(t, err)
+	assert.Equal(t, tok, byID)
+
+	_, err = s.TokenByHash(ctx, hash, expires)
+	assert.ErrorIs(t, err, store.ErrNotFound, "expired at its expiry")
+	_, err = s.TokenByHash(ctx, apikey.HashOf(secret+"x"), time.Now())
+	assert.ErrorIs(t, err, store.ErrNotFound)
+
+	_, err = s.CreateToken(ctx, store.ManagementToken{Name: "dup", Hint: "x"}, hash)
+	assert.ErrorIs(t, err, store.ErrConflict, "one secret, one token")
+
+	require.NoError(t, s.RevokeToken(ctx, tok.ID))
+	_, err = s.TokenByHash(ctx, hash, time.Now())
+	assert.ErrorIs(t, err, store.ErrNotFound, "revoked at once")
+	_, err = s.TokenByID(ctx, tok.ID)
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.ErrorIs(t, s.RevokeToken(ctx, tok.ID), store.ErrNotFound, "revoked once")
+	assert.ErrorIs(t, s.RevokeToken(ctx, "mt_nosuchtoken00000"), store.ErrNotFound)
+
+	// Two revoked tokens do not collide on their stored hash.
+	_, hash2 := newTokenSecret(t)
+	tok2, err := s.CreateToken(ctx, store.ManagementToken{AccountID: a.ID, Name: "second", Hint: "y"}, hash2)
+	require.NoError(t, err)
+	require.NoError(t, s.RevokeToken(ctx, tok2.ID))
+}
+
+func testListTokens(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 0)
+	b := newAccount(t, s, "bob@example.com", 0)
+	mk := func(account, name string) store.ManagementToken {
+		_, hash := newTokenSecret(t)
+		tok, err := s.CreateToken(ctx, store.ManagementToken{AccountID: account, Name: name, Hint: "h"}, hash)
+		require.NoError(t, err)
+		return tok
+	}
+	a1, a2, _, admin := mk(a.ID, "a1"), mk(a.ID, "a2"), mk(b.ID, "b1"), mk("", "root")
+	assert.True(t, admin.Admin())
+	list, err := s.ListTokens(ctx, a.ID)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	assert.ElementsMatch(t, []string{a1.ID, a2.ID}, []string{list[0].ID, list[1].ID})
+	admins, err := s.ListTokens(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, admins, 1)
+	assert.Equal(t, admin.ID, admins[0].ID)
+	require.NoError(t, s.RevokeToken(ctx, a1.ID))
+	list, err = s.ListTokens(ctx, a.ID)
+	require.NoError(t, err)
+	require.Len(t, list, 1, "revoked tokens are not listed")
+	assert.Equal(t, a2.ID, list[0].ID)
+}
+
+func testTokenUnknownAccount(t *testing.T, s store.Store) {
+	_, hash := newTokenSecret(t)
+	_, err := s.CreateToken(t.Context(), store.ManagementToken{AccountID: "acct_nosuchaccount00", Name: "x", Hint: "h"}, hash)
+	assert.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func testAuditList(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 0)
+	b := newAccount(t, s, "bob@example.com", 0)
+	base := time.Now().UTC().Truncate(time.Second)
+	for i, action := range []string{"key.create", "key.update", "key.delete"} {
+		require.NoError(t, s.AddAudit(ctx, store.AuditEntry{AccountID: a.ID, Actor: "cli", Action: action, Target: "key_1",
+			At: base.Add(time.Duration(i) * time.Second)}))
+	}
+	// Two entries at the same instant: the cursor still walks them apart.
+	require.NoError(t, s.AddAudit(ctx, store.AuditEntry{AccountID: a.ID, Actor: "token:mt_x", Action: "token.create", Target: "mt_y", Address: "192.0.2.1", At: base.Add(2 * time.Second)}))
+	require.NoError(t, s.AddAudit(ctx, store.AuditEntry{AccountID: b.ID, Actor: "cli", Action: "key.create", Target: "key_2", At: base}))
+	require.NoError(t, s.AddAudit(ctx, store.AuditEntry{Actor: "cli", Action: "token.create", Target: "mt_root"}))
+
+	all, err := s.ListAudit(ctx, a.ID, nil, 0)
+	require.NoError(t, err)
+	require.Len(t, all, 4, "only the account's entries")
+	for i := 1; i < len(all); i++ {
+		assert.False(t, all[i].At.After(all[i-1].At), "newest first")
+	}
+	assert.Equal(t, "key.create", all[3].Action)
+	var walked []string
+	var cursor *store.AuditEntry
+	for {
+		page, err := s.ListAudit(ctx, a.ID, cursor, 1)
+		require.NoError(t, err)
+		if len(page) == 0 {
+			break
+		}
+		require.Len(t, page, 1)
+		walked = append(walked, page[0].ID)
+		cursor = &page[0]
+	}
+	var ids []string
+	for _, e := range all {
+		ids = append(ids, e.ID)
+	}
+	assert.Equal(t, ids, walked, "pages of one, cursor by cursor, give the whole list once")
+
+	none, err := s.ListAudit(ctx, "", nil, 10)
+	require.NoError(t, err)
+	require.Len(t, none, 1)
+	assert.Equal(t, "mt_root", none[0].Target)
+	assert.Equal(t, "", none[0].AccountID)
+}
