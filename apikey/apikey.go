@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/big"
 	"regexp"
+	"strings"
 )
 
 // RandomLen is the length of the random part: 32 random bytes in base62.
@@ -91,4 +92,43 @@ func cut(s string) (prefix, random string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// TokenPrefix begins every management token (the management API's
+// credential). It has no "_sk_", so a token never has an API key's shape,
+// and no API key has a token's.
+const TokenPrefix = "tg_mt_"
+
+// GenerateToken returns a new management token secret: TokenPrefix and
+// RandomLen base62 characters from 32 bytes of r.
+func GenerateToken(r io.Reader) (string, error) {
+	s, err := Generate("t", r)
+	if err != nil {
+		return "", err
+	}
+	return TokenPrefix + s[len("t_sk_"):], nil
+}
+
+// CheckToken reports whether s has the shape of a management token.
+func CheckToken(s string) error {
+	random, ok := strings.CutPrefix(s, TokenPrefix)
+	if !ok || len(random) != RandomLen {
+		return ErrMalformed
+	}
+	for i := 0; i < len(random); i++ {
+		c := random[i]
+		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
+			return ErrMalformed
+		}
+	}
+	return nil
+}
+
+// TokenHint is what a token list shows of a token: its prefix and last
+// four characters.
+func TokenHint(secret string) string {
+	if len(secret) < 4 {
+		return TokenPrefix + "…"
+	}
+	return TokenPrefix + "…" + secret[len(secret)-4:]
 }

@@ -74,3 +74,28 @@ func FuzzCheck(f *testing.F) {
 		_ = Hint(s)
 	})
 }
+
+func TestTokensHaveTheirOwnShape(t *testing.T) {
+	tok, err := GenerateToken(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tok, TokenPrefix) || len(tok) != len(TokenPrefix)+RandomLen {
+		t.Fatalf("token %q", tok)
+	}
+	if err := CheckToken(tok); err != nil {
+		t.Fatalf("CheckToken(%q) = %v", tok, err)
+	}
+	if err := Check(DefaultPrefix, tok); err == nil {
+		t.Fatal("a token has an API key's shape")
+	}
+	key, _ := Generate(DefaultPrefix, rand.Reader)
+	for _, bad := range []string{key, TokenPrefix + "short", TokenPrefix + strings.Repeat("!", RandomLen), ""} {
+		if CheckToken(bad) == nil {
+			t.Fatalf("CheckToken(%q) accepted it", bad)
+		}
+	}
+	if h := TokenHint(tok); h != TokenPrefix+"…"+tok[len(tok)-4:] {
+		t.Fatalf("hint %q", h)
+	}
+}

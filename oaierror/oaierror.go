@@ -20,6 +20,10 @@ type Error struct {
 	Param   string // empty: null
 }
 
+// Error makes e a Go error (its code and message), so that a service can
+// return it and its HTTP face answer it as it is (errors.As).
+func (e Error) Error() string { return e.Code + ": " + e.Message }
+
 // Body is the JSON body of e.
 func (e Error) Body() []byte {
 	var param *string
