@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -11,7 +12,7 @@ import (
 )
 
 const keyColumns = `id, account_id, description, rate_limit_rpm, ip_restrictions, models,
-	expires_at, enabled, hint, created_at, last_used_at`
+	expires_at, enabled, hint, created_at, last_used_at, version`
 
 func scanKey(row scanner) (Key, error) {
 	var (
@@ -21,7 +22,7 @@ func scanKey(row scanner) (Key, error) {
 		models *string
 	)
 	err := row.Scan(&k.ID, &k.AccountID, &k.Description, &rpm, &ips, &models,
-		&k.ExpiresAt, &k.Enabled, &k.Hint, &k.CreatedAt, &k.LastUsedAt)
+		&k.ExpiresAt, &k.Enabled, &k.Hint, &k.CreatedAt, &k.LastUsedAt, &k.Version)
 	if err != nil {
 		return Key{}, err
 	}
@@ -138,6 +139,19 @@ func (s *sqlStore) ListKeys(ctx context.Context, accountID string) ([]Key, error
 
 // UpdateKey announces the change to other replicas' caches.
 func (s *sqlStore) UpdateKey(ctx context.Context, k Key) (Key, error) {
+	return s.updateKey(ctx, k, 0)
+}
+
+func (s *sqlStore) UpdateKeyIfVersion(ctx context.Context, k Key, version int64) (Key, error) {
+	if version < 1 {
+		return Key{}, fmt.Errorf("store: update key: version %d is not a version", version)
+	}
+	return s.updateKey(ctx, k, version)
+}
+
+// updateKey replaces the options and adds one to the version; with a
+// version other than 0, only if the key is still at that version.
+func (s *sqlStore) updateKey(ctx context.Context, k Key, version int64) (Key, error) {
 	opts, err := keyOptionArgs(k)
 	if err != nil {
 		return Key{}, fmt.Errorf("store: update key: %w", err)
@@ -147,10 +161,17 @@ func (s *sqlStore) UpdateKey(ctx context.Context, k Key) (Key, error) {
 		var err error
 		out, err = scanKey(q.queryRow(ctx,
 			`UPDATE keys SET description = $2, rate_limit_rpm = $3, ip_restrictions = $4,
-				models = $5, expires_at = $6, enabled = $7
-			WHERE id = $1 AND deleted_at IS NULL
+				models = $5, expires_at = $6, enabled = $7, version = version + 1
+			WHERE id = $1 AND deleted_at IS NULL AND ($8 = 0 OR version = $8)
 			RETURNING `+keyColumns,
-			append([]any{k.ID}, opts...)...))
+			append(append([]any{k.ID}, opts...), version)...))
+		if errors.Is(err, ErrNotFound) && version != 0 {
+			// Gone, or at another version: tell the two apart.
+			var n int64
+			if q.queryRow(ctx, `SELECT COUNT(*) FROM keys WHERE id = $1 AND deleted_at IS NULL`, k.ID).Scan(&n) == nil && n == 1 {
+				return ErrConflict
+			}
+		}
 		return err
 	})
 	if err != nil {

@@ -55,6 +55,8 @@ type Key struct {
 	Hint       string
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
+	// Version starts at 1 and grows by one with every update.
+	Version int64
 }
 
 // Key statuses, as shown on the wire.
@@ -224,6 +226,9 @@ type Store interface {
 	// UpdateKey replaces the editable options (Description, RateLimitRPM,
 	// IPRestrictions, Models, ExpiresAt, Enabled) of the key with k.ID.
 	UpdateKey(ctx context.Context, k Key) (Key, error)
+	// UpdateKeyIfVersion is UpdateKey only if the key is still at version:
+	// ErrConflict if it has changed since, ErrNotFound if it is gone.
+	UpdateKeyIfVersion(ctx context.Context, k Key, version int64) (Key, error)
 	// DeleteKey removes the key and its secret hash at once; its usage
 	// records stay.
 	DeleteKey(ctx context.Context, id string) error

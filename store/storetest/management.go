@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"crypto/rand"
+	"fmt"
 	"testing"
 	"time"
 
@@ -154,4 +155,51 @@ func testAuditList(t *testing.T, s store.Store) {
 	require.Len(t, none, 1)
 	assert.Equal(t, "mt_root", none[0].Target)
 	assert.Equal(t, "", none[0].AccountID)
+}
+
+func testUpdateKeyIfVersion(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 0)
+	k, _ := newKey(t, s, a.ID, store.Key{Description: "v1", Enabled: true})
+	require.EqualValues(t, 1, k.Version)
+
+	// Two editors read version 1; the first to write wins, the second is
+	// told of the conflict and changes nothing.
+	first, second := k, k
+	first.Description, second.Description = "first", "second"
+	got, err := s.UpdateKeyIfVersion(ctx, first, 1)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, got.Version)
+	_, err = s.UpdateKeyIfVersion(ctx, second, 1)
+	assert.ErrorIs(t, err, store.ErrConflict)
+	stored, err := s.KeyByID(ctx, k.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "first", stored.Description)
+	assert.EqualValues(t, 2, stored.Version)
+
+	// Concurrent editors of one version: exactly one succeeds.
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			edit := stored
+			edit.Description = fmt.Sprint("racer ", i)
+			_, err := s.UpdateKeyIfVersion(ctx, edit, stored.Version)
+			errs <- err
+		}()
+	}
+	won := 0
+	for range n {
+		err := <-errs
+		if err == nil {
+			won++
+		} else {
+			require.ErrorIs(t, err, store.ErrConflict)
+		}
+	}
+	assert.Equal(t, 1, won)
+
+	require.NoError(t, s.DeleteKey(ctx, k.ID))
+	_, err = s.UpdateKeyIfVersion(ctx, stored, stored.Version+1)
+	assert.ErrorIs(t, err, store.ErrNotFound, "a deleted key is gone, not in conflict")
 }

@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListKeysReturnsTheAccountsKeysNewestFirst", testListKeysNewestFirst},
 		{"UpdateKeyReplacesEachOption", testUpdateKeyReplacesEachOption},
 		{"UpdateKeyLeavesReadOnlyFactsAlone", testUpdateKeyLeavesReadOnlyFactsAlone},
+		{"UpdateKeyIfVersionAppliesToTheVersionReadOnly", testUpdateKeyIfVersion},
 		{"NilAndEmptyModelsStayDistinct", testNilAndEmptyModelsStayDistinct},
 		{"TimesComeBackInUTCWithMicrosecondPrecision", testTimesComeBackInUTC},
 		{"DeleteKeyRemovesKeyAndHashAtOnceButKeepsUsage", testDeleteKey},
@@ -278,6 +279,7 @@ func testCreateKeyStoresEveryOption(t *testing.T, s store.Store) {
 	want := in
 	want.ID = k.ID
 	want.CreatedAt = k.CreatedAt
+	want.Version = 1
 	require.Equal(t, want, k)
 
 	byID, err := s.KeyByID(t.Context(), k.ID)
@@ -390,6 +392,7 @@ func testUpdateKeyReplacesEachOption(t *testing.T, s store.Store) {
 
 			got, err := s.UpdateKey(t.Context(), want)
 			require.NoError(t, err)
+			want.Version = k.Version + 1
 			require.Equal(t, want, got)
 
 			stored, err := s.KeyByID(t.Context(), k.ID)
@@ -412,8 +415,10 @@ func testUpdateKeyLeavesReadOnlyFactsAlone(t *testing.T, s store.Store) {
 	edit.Hint = "tg_sk_…XXXX"
 	edit.CreatedAt = k.CreatedAt.Add(-time.Hour)
 	edit.LastUsedAt = nil
+	edit.Version = 99
 	got, err := s.UpdateKey(t.Context(), edit)
 	require.NoError(t, err)
+	k.Version++ // the one fact an update changes
 	require.Equal(t, k, got)
 
 	byHash, err := s.KeyByHash(t.Context(), hash)

@@ -29,3 +29,7 @@ CREATE TABLE audit_log (
 );
 
 CREATE INDEX audit_log_account ON audit_log (account_id, at, id);
+
+-- A key's version: every update adds one. The management API's ETag is the
+-- version, and an update with If-Match applies only to the version read.
+ALTER TABLE keys ADD COLUMN version BIGINT NOT NULL DEFAULT 1;
