@@ -88,6 +88,12 @@ var commands = []command{
 	{"key usage", "ID [--json]", "a key's requests, tokens, cost and error rate", runKeyUsage},
 	{"usage list", "--key ID [--limit N] [--json]",
 		"a key's usage records, newest first: one per request, whatever ended it", runUsageList},
+	{"token create", "--admin | --account EMAIL --scope SCOPE... [--name TEXT]\n" +
+		"[--expires YYYY-MM-DD|RFC3339|never] [--json]",
+		"create a management API token; prints it, shown only this once", runTokenCreate},
+	{"token list", "[--account EMAIL] [--json]",
+		"list the admin tokens, or an account's (never their secrets)", runTokenList},
+	{"token revoke", "ID", "revoke a management token at once", runTokenRevoke},
 }
 
 const usageHead = `Tollgate routes OpenAI-style API calls to LLM providers.
@@ -104,7 +110,7 @@ Usage:
 `
 
 const usageTail = `
-Every account, key and usage command also takes:
+Every account, key, usage and token command also takes:
   --db URL        database: sqlite:///abs/path.db, sqlite://rel/path.db or
                   postgres://…; default $TOLLGATE_DB, else ` + DefaultDB + `
   --config FILE   Tollgate configuration; default $TOLLGATE_CONFIG. It gives the
@@ -171,7 +177,7 @@ func (e *env) run(ctx context.Context, args []string) error {
 			return nil
 		}
 		return err
-	case "account", "key", "usage":
+	case "account", "key", "usage", "token":
 	default:
 		return usagef("unknown command %q", args[0])
 	}

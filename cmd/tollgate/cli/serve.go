@@ -33,6 +33,7 @@ import (
 	"github.com/tollgate/tollgate/envoy/xds"
 	"github.com/tollgate/tollgate/extproc"
 	"github.com/tollgate/tollgate/health"
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/ratelimit"
@@ -288,6 +289,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
+	mgmt, err := manage.New(manage.Options{Store: st, Config: cfgNow, KeyChanged: cache.InvalidateKey, Logger: log})
+	if err != nil {
+		return fmt.Errorf("management API: %w", err)
+	}
 	httpLis, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		grpcLis.Close()
@@ -350,10 +355,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		})
 	}
 	// One HTTP listener, routed as Envoy's bootstrap routes it: the API to
-	// the edge, every other path to the dashboard.
+	// the edge, the management API (/api/v1/, which checks its own tokens)
+	// and every other path to the dashboard's listener.
 	mux := http.NewServeMux()
 	inflight := &inflightRequests{}
 	mux.Handle("/v1/", inflight.track(e))
+	mux.Handle("/api/v1/", mgmt.Handler())
 	mux.Handle("/", dash)
 
 	// Reload the configuration when its file changes: the servers read it

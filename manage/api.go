@@ -1,0 +1,476 @@
+package manage
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
+)
+
+// The REST API, under /api/v1/. Every call needs a management token
+// (Authorization: Bearer tg_mt_…); answers are JSON, errors in OpenAI's
+// shape. openapi.json describes it all and is served at
+// /api/v1/openapi.json.
+
+// OpenAPI is the API's OpenAPI 3.1 document.
+//
+//go:embed openapi.json
+var OpenAPI []byte
+
+// maxRequestBody bounds a management call's body.
+const maxRequestBody = 64 << 10
+
+// Handler serves /api/v1/.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(OpenAPI)
+	})
+	mux.HandleFunc("GET /api/v1/keys", s.authed(s.listKeys))
+	mux.HandleFunc("POST /api/v1/keys", s.authed(s.createKey))
+	mux.HandleFunc("GET /api/v1/keys/{id}", s.authed(s.getKey))
+	mux.HandleFunc("PATCH /api/v1/keys/{id}", s.authed(s.patchKey))
+	mux.HandleFunc("DELETE /api/v1/keys/{id}", s.authed(s.deleteKey))
+	mux.HandleFunc("POST /api/v1/keys/{id}/enable", s.authed(s.enableKey(true)))
+	mux.HandleFunc("POST /api/v1/keys/{id}/disable", s.authed(s.enableKey(false)))
+	mux.HandleFunc("GET /api/v1/tokens", s.authed(s.listTokens))
+	mux.HandleFunc("POST /api/v1/tokens", s.authed(s.createToken))
+	mux.HandleFunc("DELETE /api/v1/tokens/{id}", s.authed(s.revokeToken))
+	mux.HandleFunc("GET /api/v1/audit", s.authed(s.listAudit))
+	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
+		// Authentication first: without a token nothing is told, not even
+		// which paths exist.
+		if _, err := s.actor(r); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeError(w, oaierror.NotFound.With("No such management API call: "+oaierror.Clip(r.Method+" "+r.URL.Path, 200)+" (see /api/v1/openapi.json).", ""))
+	})
+	return mux
+}
+
+// actor authenticates the request's bearer token.
+func (s *Service) actor(r *http.Request) (Actor, error) {
+	secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return Actor{}, ErrUnauthorized
+	}
+	addr, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		addr = r.RemoteAddr
+	}
+	return s.Authenticate(r.Context(), strings.TrimSpace(secret), addr)
+}
+
+type handler func(w http.ResponseWriter, r *http.Request, a Actor) error
+
+func (s *Service) authed(h handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		a, err := s.actor(r)
+		if err == nil {
+			err = h(w, r, a)
+		}
+		if err != nil {
+			writeError(w, err)
+		}
+	}
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	var e oaierror.Error
+	if !errors.As(err, &e) {
+		e = oaierror.Internal
+	}
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate-management"`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(e.Body())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, err = w.Write(b)
+	return err
+}
+
+// readBody decodes a JSON object body into fields, refusing unknown
+// fields, bodies too large, and anything that is not one JSON object.
+func readBody(r *http.Request, known ...string) (map[string]json.RawMessage, error) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
+	if err != nil {
+		return nil, oaierror.Invalid("invalid_request", "", "The request body could not be read.")
+	}
+	if len(b) > maxRequestBody {
+		return nil, oaierror.BodyTooLarge.With("The request body is larger than 64 KiB.", "")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil || fields == nil {
+		return nil, oaierror.Invalid("invalid_request", "", "The request body must be a JSON object.")
+	}
+	for name := range fields {
+		if !slices.Contains(known, name) {
+			return nil, oaierror.Invalid("invalid_request", name, "Unknown field "+strconv.Quote(oaierror.Clip(name, 60))+".")
+		}
+	}
+	return fields, nil
+}
+
+// field decodes one field of a body into v; absent fields are left alone.
+func field(fields map[string]json.RawMessage, name string, v any) (bool, error) {
+	raw, ok := fields[name]
+	if !ok {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return true, oaierror.Invalid("invalid_request", name, "The field "+strconv.Quote(name)+" has the wrong type (see /api/v1/openapi.json).")
+	}
+	return true, nil
+}
+
+// keyJSON is a key on the wire.
+type keyJSON struct {
+	ID             string     `json:"id"`
+	Object         string     `json:"object"`
+	AccountID      string     `json:"account_id"`
+	Description    string     `json:"description"`
+	Status         string     `json:"status"`
+	Enabled        bool       `json:"enabled"`
+	RateLimitRPM   *int       `json:"rate_limit_rpm"`
+	IPRestrictions []string   `json:"ip_restrictions"`
+	Models         []string   `json:"models"`
+	ExpiresAt      *time.Time `json:"expires_at"`
+	Hint           string     `json:"hint"`
+	CreatedAt      time.Time  `json:"created_at"`
+	LastUsedAt     *time.Time `json:"last_used_at"`
+	Version        int64      `json:"version"`
+	// Secret is set in the answer to a create only.
+	Secret string `json:"secret,omitempty"`
+}
+
+func (s *Service) keyView(k store.Key) keyJSON {
+	ips := k.IPRestrictions
+	if ips == nil {
+		ips = []string{}
+	}
+	return keyJSON{ID: k.ID, Object: "key", AccountID: k.AccountID, Description: k.Description, Status: k.Status(s.opt.Now()),
+		Enabled: k.Enabled, RateLimitRPM: k.RateLimitRPM, IPRestrictions: ips, Models: k.Models, ExpiresAt: k.ExpiresAt,
+		Hint: k.Hint, CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt, Version: k.Version}
+}
+
+type listJSON[T any] struct {
+	Object  string `json:"object"`
+	Data    []T    `json:"data"`
+	HasMore bool   `json:"has_more"`
+	// Next is the cursor to pass as after for the next page.
+	Next *string `json:"next"`
+}
+
+func list[T any](data []T, next string) listJSON[T] {
+	l := listJSON[T]{Object: "list", Data: data, HasMore: next != ""}
+	if next != "" {
+		l.Next = &next
+	}
+	return l
+}
+
+// accountOf is the account a call is about: the query's or body's
+// account_id, which an account token may leave out (its own account).
+func accountOf(a Actor, given string) (string, error) {
+	switch {
+	case given != "":
+		return given, nil
+	case !a.Admin():
+		return a.AccountID, nil
+	}
+	return "", oaierror.Invalid("invalid_request", "account_id", "An admin token must say which account: account_id.")
+}
+
+func limitOf(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > MaxPageSize {
+		return 0, oaierror.Invalid("invalid_request", "limit", "limit must be a whole number from 1 to "+strconv.Itoa(MaxPageSize)+".")
+	}
+	return n, nil
+}
+
+func (s *Service) listKeys(w http.ResponseWriter, r *http.Request, a Actor) error {
+	q := r.URL.Query()
+	account, err := accountOf(a, q.Get("account_id"))
+	if err != nil {
+		return err
+	}
+	limit, err := limitOf(r)
+	if err != nil {
+		return err
+	}
+	page, err := s.ListKeys(r.Context(), a, KeyFilter{AccountID: account, Status: q.Get("status"), Text: q.Get("q"), After: q.Get("after"), Limit: limit})
+	if err != nil {
+		return err
+	}
+	views := make([]keyJSON, len(page.Keys))
+	for i, k := range page.Keys {
+		views[i] = s.keyView(k)
+	}
+	return writeJSON(w, http.StatusOK, list(views, page.Next))
+}
+
+func (s *Service) getKey(w http.ResponseWriter, r *http.Request, a Actor) error {
+	k, err := s.GetKey(r.Context(), a, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", ETag(k))
+	return writeJSON(w, http.StatusOK, s.keyView(k))
+}
+
+// keyFields are the editable options of a key on the wire.
+var keyFields = []string{"description", "rate_limit_rpm", "ip_restrictions", "models", "expires_at", "enabled"}
+
+// patchOf reads a key's options from a body into a keyopts.Patch: absent
+// fields are nil; rate_limit_rpm null is Off, models null is All Models,
+// expires_at null is never (else a date, YYYY-MM-DD, through its last
+// second in UTC).
+func patchOf(fields map[string]json.RawMessage) (keyopts.Patch, error) {
+	var p keyopts.Patch
+	var desc string
+	if ok, err := field(fields, "description", &desc); err != nil {
+		return p, err
+	} else if ok {
+		p.Description = &desc
+	}
+	var rpm *int
+	if ok, err := field(fields, "rate_limit_rpm", &rpm); err != nil {
+		return p, err
+	} else if ok {
+		v := "off"
+		if rpm != nil {
+			v = strconv.Itoa(*rpm)
+		}
+		p.RateLimit = &v
+	}
+	var ips []string
+	if ok, err := field(fields, "ip_restrictions", &ips); err != nil {
+		return p, err
+	} else if ok {
+		if ips == nil {
+			ips = []string{}
+		}
+		p.IPRestrictions = &ips
+	}
+	var models []string
+	if ok, err := field(fields, "models", &models); err != nil {
+		return p, err
+	} else if ok {
+		p.Models = &models
+	}
+	var expiry *string
+	if ok, err := field(fields, "expires_at", &expiry); err != nil {
+		return p, err
+	} else if ok {
+		v := "never"
+		if expiry != nil {
+			v = *expiry
+		}
+		p.Expiry = &v
+	}
+	var enabled bool
+	if ok, err := field(fields, "enabled", &enabled); err != nil {
+		return p, err
+	} else if ok {
+		p.Enabled = &enabled
+	}
+	return p, nil
+}
+
+func (s *Service) createKey(w http.ResponseWriter, r *http.Request, a Actor) error {
+	fields, err := readBody(r, append([]string{"account_id"}, keyFields...)...)
+	if err != nil {
+		return err
+	}
+	var account string
+	if _, err := field(fields, "account_id", &account); err != nil {
+		return err
+	}
+	if account, err = accountOf(a, account); err != nil {
+		return err
+	}
+	p, err := patchOf(fields)
+	if err != nil {
+		return err
+	}
+	k, secret, err := s.CreateKey(r.Context(), a, account, p)
+	if err != nil {
+		return err
+	}
+	view := s.keyView(k)
+	view.Secret = secret
+	w.Header().Set("ETag", ETag(k))
+	w.Header().Set("Location", "/api/v1/keys/"+k.ID)
+	return writeJSON(w, http.StatusCreated, view)
+}
+
+func (s *Service) patchKey(w http.ResponseWriter, r *http.Request, a Actor) error {
+	fields, err := readBody(r, keyFields...)
+	if err != nil {
+		return err
+	}
+	p, err := patchOf(fields)
+	if err != nil {
+		return err
+	}
+	k, err := s.UpdateKey(r.Context(), a, r.PathValue("id"), r.Header.Get("If-Match"), p)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", ETag(k))
+	return writeJSON(w, http.StatusOK, s.keyView(k))
+}
+
+func (s *Service) enableKey(on bool) handler {
+	return func(w http.ResponseWriter, r *http.Request, a Actor) error {
+		k, err := s.UpdateKey(r.Context(), a, r.PathValue("id"), r.Header.Get("If-Match"), keyopts.Patch{Enabled: &on})
+		if err != nil {
+			return err
+		}
+		w.Header().Set("ETag", ETag(k))
+		return writeJSON(w, http.StatusOK, s.keyView(k))
+	}
+}
+
+func (s *Service) deleteKey(w http.ResponseWriter, r *http.Request, a Actor) error {
+	id := r.PathValue("id")
+	if err := s.DeleteKey(r.Context(), a, id); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "key", "deleted": true})
+}
+
+// TokenJSON is a management token on the wire (the API's, the CLI's --json).
+type TokenJSON struct {
+	ID        string     `json:"id"`
+	Object    string     `json:"object"`
+	AccountID *string    `json:"account_id"` // null: an admin token
+	Name      string     `json:"name"`
+	Scopes    []string   `json:"scopes"`
+	Hint      string     `json:"hint"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	// Token is the secret, in the answer to a create only.
+	Token string `json:"token,omitempty"`
+}
+
+// TokenView is t on the wire.
+func TokenView(t store.ManagementToken) TokenJSON {
+	v := TokenJSON{ID: t.ID, Object: "management_token", Name: t.Name, Scopes: t.Scopes, Hint: t.Hint, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
+	if v.Scopes == nil {
+		v.Scopes = []string{}
+	}
+	if t.AccountID != "" {
+		v.AccountID = &t.AccountID
+	}
+	return v
+}
+
+func (s *Service) listTokens(w http.ResponseWriter, r *http.Request, a Actor) error {
+	account := r.URL.Query().Get("account_id")
+	if account == "" && !a.Admin() {
+		account = a.AccountID
+	}
+	tokens, err := s.ListTokens(r.Context(), a, account)
+	if err != nil {
+		return err
+	}
+	views := make([]TokenJSON, len(tokens))
+	for i, t := range tokens {
+		views[i] = TokenView(t)
+	}
+	return writeJSON(w, http.StatusOK, list(views, ""))
+}
+
+func (s *Service) createToken(w http.ResponseWriter, r *http.Request, a Actor) error {
+	fields, err := readBody(r, "account_id", "name", "scopes", "expires_at")
+	if err != nil {
+		return err
+	}
+	var req TokenRequest
+	for name, v := range map[string]any{"account_id": &req.AccountID, "name": &req.Name, "scopes": &req.Scopes, "expires_at": &req.ExpiresAt} {
+		if _, err := field(fields, name, v); err != nil {
+			return err
+		}
+	}
+	t, secret, err := s.CreateToken(r.Context(), a, req)
+	if err != nil {
+		return err
+	}
+	view := TokenView(t)
+	view.Token = secret
+	return writeJSON(w, http.StatusCreated, view)
+}
+
+func (s *Service) revokeToken(w http.ResponseWriter, r *http.Request, a Actor) error {
+	id := r.PathValue("id")
+	if err := s.RevokeToken(r.Context(), a, id); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "management_token", "deleted": true})
+}
+
+// auditJSON is an audit entry on the wire.
+type auditJSON struct {
+	ID        string    `json:"id"`
+	Object    string    `json:"object"`
+	AccountID *string   `json:"account_id"`
+	Actor     string    `json:"actor"`
+	Action    string    `json:"action"`
+	Target    string    `json:"target"`
+	Address   string    `json:"address"`
+	At        time.Time `json:"at"`
+}
+
+func (s *Service) listAudit(w http.ResponseWriter, r *http.Request, a Actor) error {
+	q := r.URL.Query()
+	account := q.Get("account_id")
+	if account == "" && !a.Admin() {
+		account = a.AccountID
+	}
+	limit, err := limitOf(r)
+	if err != nil {
+		return err
+	}
+	page, err := s.ListAudit(r.Context(), a, account, q.Get("after"), limit)
+	if err != nil {
+		return err
+	}
+	views := make([]auditJSON, len(page.Entries))
+	for i, e := range page.Entries {
+		views[i] = auditJSON{ID: e.ID, Object: "audit_entry", Actor: e.Actor, Action: e.Action, Target: e.Target, Address: e.Address, At: e.At}
+		if e.AccountID != "" {
+			id := e.AccountID
+			views[i].AccountID = &id
+		}
+	}
+	return writeJSON(w, http.StatusOK, list(views, page.Next))
+}

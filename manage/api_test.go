@@ -1,0 +1,508 @@
+package manage
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+
+	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/testclock"
+	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/store"
+)
+
+const testConfig = `
+key_prefix: tt
+providers:
+  - {name: openai, type: openai, base_url: "https://api.openai.com/v1", api_key: sk-test}
+models:
+  - {id: gpt-4o-mini, max_tokens: 16384, deployments: [{provider: openai, model: gpt-4o-mini}]}
+  - {id: o3, max_tokens: 100000, deployments: [{provider: openai, model: o3}]}
+plans:
+  - {name: pro, models: ["*"]}
+  - {name: basic, models: [gpt-4o-mini]}
+`
+
+// apiEnv is the API over a fresh SQLite store, with a fake clock.
+type apiEnv struct {
+	t       *testing.T
+	st      store.Store
+	svc     *Service
+	clock   *testclock.Clock
+	srv     *httptest.Server
+	changed chan string
+	// admin is an admin token; a and b are accounts.
+	admin string
+	a, b  store.Account
+}
+
+func newAPIEnv(t *testing.T) *apiEnv {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "t.db"))
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	cfg, err := config.Parse([]byte(testConfig), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	e := &apiEnv{t: t, st: st, clock: testclock.New(time.Date(2026, 6, 15, 14, 30, 0, 0, time.UTC)), changed: make(chan string, 100)}
+	e.svc, err = New(Options{Store: st, Config: func() *config.Config { return cfg }, Now: e.clock.Now,
+		KeyChanged: func(id string) { e.changed <- id }})
+	require.NoError(t, err)
+	e.srv = httptest.NewServer(e.svc.Handler())
+	t.Cleanup(e.srv.Close)
+	e.a, err = st.CreateAccount(ctx, store.Account{Email: "a@example.com", Plan: "basic"})
+	require.NoError(t, err)
+	e.b, err = st.CreateAccount(ctx, store.Account{Email: "b@example.com", Plan: "pro"})
+	require.NoError(t, err)
+	_, e.admin, err = e.svc.CreateToken(ctx, Actor{Kind: ActorCLI}, TokenRequest{Name: "root"})
+	require.NoError(t, err)
+	return e
+}
+
+// token makes an account token with the scopes given, as the CLI would.
+func (e *apiEnv) token(account string, scopes ...string) string {
+	e.t.Helper()
+	_, secret, err := e.svc.CreateToken(context.Background(), Actor{Kind: ActorCLI}, TokenRequest{AccountID: account, Name: "t", Scopes: scopes})
+	require.NoError(e.t, err)
+	e.clock.Advance(time.Millisecond)
+	return secret
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (a answer) get(path string) gjson.Result { return gjson.GetBytes(a.body, path) }
+
+// call makes one API call and checks its answer against the OpenAPI
+// document: the schema of the operation's response for that status.
+func (e *apiEnv) call(method, path, token, body string, headers ...string) answer {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	require.NoError(e.t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	requireDocumented(e.t, method, path, resp.StatusCode, b)
+	e.clock.Advance(time.Millisecond) // each call at its own time, so the audit log's order is the calls'
+	return answer{resp.StatusCode, resp.Header, b}
+}
+
+var (
+	docOnce    sync.Once
+	doc        map[string]any
+	docSchemas *jsonschema.Compiler
+	docErr     error
+)
+
+// requireDocumented validates an answer against the OpenAPI document: the
+// path template and method must be documented with that status, and the
+// body must match its schema. Errors must be in the Error shape.
+func requireDocumented(t *testing.T, method, path string, status int, body []byte) {
+	t.Helper()
+	docOnce.Do(func() {
+		docErr = json.Unmarshal(OpenAPI, &doc)
+		if docErr != nil {
+			return
+		}
+		var res any
+		res, docErr = jsonschema.UnmarshalJSON(bytes.NewReader(OpenAPI))
+		docSchemas = jsonschema.NewCompiler()
+		if docErr == nil {
+			docErr = docSchemas.AddResource("openapi.json", res)
+		}
+	})
+	require.NoError(t, docErr)
+	path, _, _ = strings.Cut(path, "?")
+	ref := "#/components/schemas/Error"
+	if op := findOperation(method, path); op == nil {
+		// An undocumented call: told apart only by a token.
+		require.Contains(t, []int{http.StatusUnauthorized, http.StatusNotFound}, status, "%s %s: %s", method, path, body)
+	} else {
+		resp, ok := op["responses"].(map[string]any)[fmt.Sprint(status)].(map[string]any)
+		require.True(t, ok, "%s %s answered %d, which the document does not list: %s", method, path, status, body)
+		schema := resp["content"].(map[string]any)["application/json"].(map[string]any)["schema"].(map[string]any)
+		var ok2 bool
+		if ref, ok2 = schema["$ref"].(string); !ok2 {
+			require.True(t, json.Valid(body)) // the document itself
+			return
+		}
+	}
+	sch, err := docSchemas.Compile("openapi.json" + ref)
+	require.NoError(t, err)
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	require.NoError(t, err, "%s", body)
+	require.NoError(t, sch.Validate(v), "%s %s → %d does not match %s: %s", method, path, status, ref, body)
+}
+
+// findOperation is the documented operation of a call, nil for none.
+func findOperation(method, path string) map[string]any {
+	for template, item := range doc["paths"].(map[string]any) {
+		if matchTemplate(template, path) {
+			op, _ := item.(map[string]any)[strings.ToLower(method)].(map[string]any)
+			return op
+		}
+	}
+	return nil
+}
+
+func matchTemplate(template, path string) bool {
+	ts, ps := strings.Split(template, "/"), strings.Split(path, "/")
+	if len(ts) != len(ps) {
+		return false
+	}
+	for i := range ts {
+		if !strings.HasPrefix(ts[i], "{") && ts[i] != ps[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestWithoutAValidManagementTokenEveryCallIs401(t *testing.T) {
+	e := newAPIEnv(t)
+	ctx := context.Background()
+	k, apiKey, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("x"))
+	require.NoError(t, err)
+	revoked := e.token(e.a.ID, ScopeKeysRead)
+	tok, err := e.st.TokenByHash(ctx, apikey.HashOf(revoked), e.clock.Now())
+	require.NoError(t, err)
+	require.NoError(t, e.svc.RevokeToken(ctx, Actor{Kind: ActorCLI}, tok.ID))
+	exp := e.clock.Now().Add(time.Hour)
+	_, expiring, err := e.svc.CreateToken(ctx, Actor{Kind: ActorCLI}, TokenRequest{AccountID: e.a.ID, Name: "short", Scopes: []string{ScopeKeysRead}, ExpiresAt: &exp})
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, e.call("GET", "/api/v1/keys/"+k.ID, expiring, "").status, "live before its expiry")
+	e.clock.Advance(time.Hour)
+
+	for name, token := range map[string]string{
+		"none": "", "an API key": apiKey, "garbage": "tg_mt_nope", "revoked": revoked, "expired": expiring,
+		"a well-formed unknown token": apikey.TokenPrefix + strings.Repeat("A", apikey.RandomLen),
+	} {
+		for _, c := range [][2]string{{"GET", "/api/v1/keys"}, {"GET", "/api/v1/keys/" + k.ID}, {"POST", "/api/v1/keys"},
+			{"DELETE", "/api/v1/keys/" + k.ID}, {"GET", "/api/v1/tokens"}, {"GET", "/api/v1/audit"}, {"GET", "/api/v1/nothing-here"}} {
+			a := e.call(c[0], c[1], token, "")
+			assert.Equal(t, http.StatusUnauthorized, a.status, "%s: %s %s", name, c[0], c[1])
+			assert.Equal(t, "invalid_management_token", a.get("error.code").String())
+			assert.Equal(t, "authentication_error", a.get("error.type").String())
+			assert.NotEmpty(t, a.header.Get("WWW-Authenticate"))
+		}
+	}
+	_, err = e.st.KeyByID(ctx, k.ID)
+	assert.NoError(t, err, "nothing was deleted")
+	assert.Equal(t, http.StatusOK, e.call("GET", "/api/v1/openapi.json", "", "").status, "the document is public")
+}
+
+func descPatch(d string) keyopts.Patch { return keyopts.Patch{Description: &d} }
+
+func TestKeysAcrossTokenKindsScopesAndAccounts(t *testing.T) {
+	e := newAPIEnv(t)
+	read, write, other := e.token(e.a.ID, ScopeKeysRead), e.token(e.a.ID, ScopeKeysRead, ScopeKeysWrite), e.token(e.b.ID, ScopeKeysRead, ScopeKeysWrite)
+	usageOnly := e.token(e.a.ID, ScopeUsageRead)
+
+	// An admin creates a key for A, with every option.
+	created := e.call("POST", "/api/v1/keys", e.admin, `{"account_id":"`+e.a.ID+`","description":"CI","rate_limit_rpm":30,
+		"ip_restrictions":["10.0.0.0/8"],"models":["gpt-4o-mini"],"expires_at":"2027-01-31"}`)
+	require.Equal(t, http.StatusCreated, created.status, "%s", created.body)
+	id, secret := created.get("id").String(), created.get("secret").String()
+	assert.True(t, strings.HasPrefix(secret, "tt_sk_"), "the secret, in the create answer only")
+	assert.Equal(t, `"v1"`, created.header.Get("ETag"))
+	assert.Equal(t, "/api/v1/keys/"+id, created.header.Get("Location"))
+	assert.EqualValues(t, 30, created.get("rate_limit_rpm").Int())
+	assert.Equal(t, "2027-02-01T00:00:00Z", created.get("expires_at").String(), "it works through January 31, UTC")
+	assert.Equal(t, id, <-e.changed, "the replica's cache is told")
+	stored, err := e.st.KeyByHash(context.Background(), apikey.HashOf(secret))
+	require.NoError(t, err, "the secret works as an API key")
+	assert.Equal(t, id, stored.ID)
+
+	got := e.call("GET", "/api/v1/keys/"+id, read, "")
+	require.Equal(t, http.StatusOK, got.status)
+	assert.False(t, got.get("secret").Exists(), "never shown again")
+	assert.Equal(t, "enabled", got.get("status").String())
+
+	// Another account's token: not found, the same answer as for no key.
+	for _, c := range [][3]string{{"GET", "/api/v1/keys/" + id, ""}, {"PATCH", "/api/v1/keys/" + id, `{"description":"mine"}`},
+		{"DELETE", "/api/v1/keys/" + id, ""}, {"POST", "/api/v1/keys/" + id + "/disable", ""}} {
+		a := e.call(c[0], c[1], other, c[2])
+		assert.Equal(t, http.StatusNotFound, a.status, "%s %s", c[0], c[1])
+		none := e.call(c[0], strings.Replace(c[1], id, "key_doesnotexist0000", 1), other, c[2])
+		assert.Equal(t, none.body, a.body, "another account's key and no key look the same")
+	}
+	a := e.call("GET", "/api/v1/keys?account_id="+e.a.ID, other, "")
+	assert.Equal(t, http.StatusNotFound, a.status, "another account's list")
+	a = e.call("POST", "/api/v1/keys", other, `{"account_id":"`+e.a.ID+`","description":"into A"}`)
+	assert.Equal(t, http.StatusNotFound, a.status, "a key for another account")
+
+	// Scopes.
+	for _, c := range [][4]string{
+		{"POST", "/api/v1/keys", read, `{"description":"x"}`},
+		{"PATCH", "/api/v1/keys/" + id, read, `{"description":"x"}`},
+		{"DELETE", "/api/v1/keys/" + id, read, ""},
+		{"POST", "/api/v1/keys/" + id + "/disable", read, ""},
+		{"GET", "/api/v1/keys", usageOnly, ""},
+		{"GET", "/api/v1/keys/" + id, usageOnly, ""},
+	} {
+		a := e.call(c[0], c[1], c[2], c[3])
+		assert.Equal(t, http.StatusForbidden, a.status, "%s %s", c[0], c[1])
+		assert.Equal(t, "insufficient_scope", a.get("error.code").String())
+	}
+
+	// The account's write token works on its own account without naming it.
+	mine := e.call("POST", "/api/v1/keys", write, `{"description":"mine"}`)
+	require.Equal(t, http.StatusCreated, mine.status, "%s", mine.body)
+	assert.Equal(t, e.a.ID, mine.get("account_id").String())
+	assert.Equal(t, gjson.Null, mine.get("models").Type, "all models")
+
+	// The same rules as the dashboard: a model outside the plan, bad input.
+	for body, param := range map[string]string{
+		`{"description":"x","models":["o3"]}`:            "models",
+		`{"description":"x","models":["nope"]}`:          "models",
+		`{"description":""}`:                             "description",
+		`{"rate_limit_rpm":5}`:                           "description",
+		`{"description":"x","rate_limit_rpm":"fast"}`:    "rate_limit_rpm",
+		`{"description":"x","rate_limit_rpm":0}`:         "rate_limit_rpm",
+		`{"description":"x","ip_restrictions":["nope"]}`: "ip_restrictions",
+		`{"description":"x","expires_at":"2020-01-01"}`:  "expires_at",
+		`{"description":"x","colour":"blue"}`:            "colour",
+	} {
+		a := e.call("POST", "/api/v1/keys", write, body)
+		assert.Equal(t, http.StatusBadRequest, a.status, "%s: %s", body, a.body)
+		assert.Equal(t, param, a.get("error.param").String(), "%s", body)
+	}
+	a = e.call("POST", "/api/v1/keys", write, `[1,2]`)
+	assert.Equal(t, http.StatusBadRequest, a.status)
+	a = e.call("POST", "/api/v1/keys", e.admin, `{"description":"whose?"}`)
+	assert.Equal(t, "account_id", a.get("error.param").String(), "an admin must name the account")
+
+	keys, err := e.st.ListKeys(context.Background(), e.a.ID)
+	require.NoError(t, err)
+	assert.Len(t, keys, 2, "no refused call made a key")
+
+	del := e.call("DELETE", "/api/v1/keys/"+id, write, "")
+	require.Equal(t, http.StatusOK, del.status)
+	assert.True(t, del.get("deleted").Bool())
+	_, err = e.st.KeyByHash(context.Background(), apikey.HashOf(secret))
+	assert.ErrorIs(t, err, store.ErrNotFound, "its secret stops working at once")
+	assert.Equal(t, http.StatusNotFound, e.call("GET", "/api/v1/keys/"+id, write, "").status)
+}
+
+func TestKeysListPagesFiltersAndCursors(t *testing.T) {
+	e := newAPIEnv(t)
+	ctx := context.Background()
+	var ids []string
+	for i := range 7 {
+		k, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch(fmt.Sprintf("key %d", i)))
+		require.NoError(t, err)
+		ids = append([]string{k.ID}, ids...) // newest first
+		e.clock.Advance(time.Second)
+	}
+	off := false
+	_, err := e.svc.UpdateKey(ctx, Actor{Kind: ActorCLI}, ids[1], "", keyopts.Patch{Enabled: &off})
+	require.NoError(t, err)
+	tok := e.token(e.a.ID, ScopeKeysRead)
+
+	var walked []string
+	after := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 10)
+		a := e.call("GET", "/api/v1/keys?limit=3&after="+after, tok, "")
+		require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+		for _, k := range a.get("data").Array() {
+			walked = append(walked, k.Get("id").String())
+		}
+		if !a.get("has_more").Bool() {
+			assert.Equal(t, gjson.Null, a.get("next").Type)
+			break
+		}
+		after = a.get("next").String()
+	}
+	assert.Equal(t, ids, walked, "pages of 3, in order, each key once")
+
+	a := e.call("GET", "/api/v1/keys?status=disabled", tok, "")
+	require.Len(t, a.get("data").Array(), 1)
+	assert.Equal(t, ids[1], a.get("data.0.id").String())
+	a = e.call("GET", "/api/v1/keys?q=KEY%203", tok, "")
+	require.Len(t, a.get("data").Array(), 1, "text matches the description, any case")
+	assert.Equal(t, "key 3", a.get("data.0.description").String())
+	for _, bad := range []string{"?status=sleeping", "?limit=0", "?limit=101", "?limit=x", "?after=key_gone"} {
+		assert.Equal(t, http.StatusBadRequest, e.call("GET", "/api/v1/keys"+bad, tok, "").status, bad)
+	}
+}
+
+func TestIfMatchKeepsTwoEditorsFromOverwritingEachOther(t *testing.T) {
+	e := newAPIEnv(t)
+	tok := e.token(e.a.ID, ScopeKeysRead, ScopeKeysWrite)
+	k, _, err := e.svc.CreateKey(context.Background(), Actor{Kind: ActorCLI}, e.a.ID, descPatch("v1"))
+	require.NoError(t, err)
+	path := "/api/v1/keys/" + k.ID
+	etag := e.call("GET", path, tok, "").header.Get("ETag")
+	require.Equal(t, `"v1"`, etag)
+
+	first := e.call("PATCH", path, tok, `{"description":"first"}`, "If-Match", etag)
+	require.Equal(t, http.StatusOK, first.status, "%s", first.body)
+	assert.Equal(t, `"v2"`, first.header.Get("ETag"))
+	stale := e.call("PATCH", path, tok, `{"description":"second"}`, "If-Match", etag)
+	assert.Equal(t, http.StatusPreconditionFailed, stale.status)
+	assert.Equal(t, "etag_mismatch", stale.get("error.code").String())
+	assert.Equal(t, "first", e.call("GET", path, tok, "").get("description").String())
+
+	// Concurrent editors holding one ETag: exactly one wins.
+	etag = first.header.Get("ETag")
+	const n = 6
+	statuses := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses <- e.call("PATCH", path, tok, fmt.Sprintf(`{"description":"racer %d"}`, i), "If-Match", etag).status
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	won := 0
+	for st := range statuses {
+		if st == http.StatusOK {
+			won++
+		} else {
+			assert.Equal(t, http.StatusPreconditionFailed, st)
+		}
+	}
+	assert.Equal(t, 1, won)
+
+	// Without If-Match, a patch applies to the latest version and changes
+	// only what it names.
+	a := e.call("PATCH", path, tok, `{"rate_limit_rpm":12}`)
+	require.Equal(t, http.StatusOK, a.status)
+	assert.True(t, strings.HasPrefix(a.get("description").String(), "racer "), "the description stays")
+	assert.EqualValues(t, 12, a.get("rate_limit_rpm").Int())
+	a = e.call("PATCH", path, tok, `{"rate_limit_rpm":null,"models":null,"expires_at":null}`)
+	require.Equal(t, http.StatusOK, a.status)
+	assert.Equal(t, gjson.Null, a.get("rate_limit_rpm").Type, "null is Off")
+
+	dis := e.call("POST", path+"/disable", tok, "")
+	require.Equal(t, http.StatusOK, dis.status)
+	assert.Equal(t, "disabled", dis.get("status").String())
+	assert.Equal(t, http.StatusPreconditionFailed, e.call("POST", path+"/enable", tok, "", "If-Match", `"v1"`).status)
+	assert.Equal(t, "enabled", e.call("POST", path+"/enable", tok, "").get("status").String())
+}
+
+func TestTokensAreMadeByAdminsOnlyAndAuditedWithEveryAction(t *testing.T) {
+	e := newAPIEnv(t)
+	acctTok := e.token(e.a.ID, ScopeKeysRead, ScopeKeysWrite)
+
+	a := e.call("POST", "/api/v1/tokens", acctTok, `{"account_id":"`+e.a.ID+`","name":"more","scopes":["keys:write"]}`)
+	assert.Equal(t, http.StatusForbidden, a.status, "a leaked account token cannot mint more")
+
+	made := e.call("POST", "/api/v1/tokens", e.admin, `{"account_id":"`+e.a.ID+`","name":"deploy bot","scopes":["keys:write","keys:read","keys:read"]}`)
+	require.Equal(t, http.StatusCreated, made.status, "%s", made.body)
+	secret := made.get("token").String()
+	require.NoError(t, apikey.CheckToken(secret))
+	assert.Equal(t, `["keys:read","keys:write"]`, made.get("scopes").Raw)
+	for body, param := range map[string]string{
+		`{"account_id":"` + e.a.ID + `","name":"x","scopes":["root"]}`:     "scopes",
+		`{"account_id":"` + e.a.ID + `","name":"x","scopes":[]}`:           "scopes",
+		`{"account_id":"` + e.a.ID + `","name":"","scopes":["keys:read"]}`: "name",
+		`{"name":"late","expires_at":"2020-01-01T00:00:00Z"}`:              "expires_at",
+	} {
+		a := e.call("POST", "/api/v1/tokens", e.admin, body)
+		assert.Equal(t, http.StatusBadRequest, a.status, "%s", body)
+		assert.Equal(t, param, a.get("error.param").String(), "%s", body)
+	}
+	assert.Equal(t, http.StatusNotFound, e.call("POST", "/api/v1/tokens", e.admin, `{"account_id":"acct_nosuchaccount00","name":"x","scopes":["keys:read"]}`).status)
+
+	list := e.call("GET", "/api/v1/tokens", acctTok, "")
+	require.Equal(t, http.StatusOK, list.status)
+	assert.Len(t, list.get("data").Array(), 2, "the account's two tokens")
+	assert.False(t, list.get("data.#.token").Exists() && len(list.get("data.#.token").Array()) > 0, "secrets are never listed")
+	admins := e.call("GET", "/api/v1/tokens", e.admin, "")
+	assert.Len(t, admins.get("data").Array(), 1, "the admin token")
+	assert.Equal(t, gjson.Null, admins.get("data.0.account_id").Type)
+
+	// The new token works, then is revoked by the admin and stops at once.
+	k := e.call("POST", "/api/v1/keys", secret, `{"description":"from the bot"}`)
+	require.Equal(t, http.StatusCreated, k.status)
+	assert.Equal(t, http.StatusNotFound, e.call("DELETE", "/api/v1/tokens/"+made.get("id").String(), e.token(e.b.ID, ScopeKeysWrite), "").status)
+	assert.Equal(t, http.StatusForbidden, e.call("DELETE", "/api/v1/tokens/"+made.get("id").String(), acctTok, "").status)
+	require.Equal(t, http.StatusOK, e.call("DELETE", "/api/v1/tokens/"+made.get("id").String(), e.admin, "").status)
+	assert.Equal(t, http.StatusUnauthorized, e.call("GET", "/api/v1/keys", secret, "").status)
+	assert.Equal(t, http.StatusNotFound, e.call("DELETE", "/api/v1/tokens/"+made.get("id").String(), e.admin, "").status)
+	keyID := k.get("id").String()
+	require.Equal(t, http.StatusOK, e.call("POST", "/api/v1/keys/"+keyID+"/disable", acctTok, "").status)
+	require.Equal(t, http.StatusOK, e.call("PATCH", "/api/v1/keys/"+keyID, acctTok, `{"description":"renamed"}`).status)
+	require.Equal(t, http.StatusOK, e.call("DELETE", "/api/v1/keys/"+keyID, acctTok, "").status)
+
+	// The audit log tells who did what, newest first, page by page.
+	var actions, actors []string
+	after := ""
+	for {
+		a := e.call("GET", "/api/v1/audit?limit=2&after="+after, acctTok, "")
+		require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+		for _, en := range a.get("data").Array() {
+			actions = append(actions, en.Get("action").String())
+			actors = append(actors, strings.SplitN(en.Get("actor").String(), ":", 2)[0])
+			assert.Equal(t, e.a.ID, en.Get("account_id").String())
+		}
+		if !a.get("has_more").Bool() {
+			break
+		}
+		after = a.get("next").String()
+	}
+	assert.Equal(t, []string{"key.delete", "key.update", "key.disable", "token.revoke", "key.create", "token.create", "token.create"}, actions)
+	assert.Equal(t, []string{"token", "token", "token", "token", "token", "token", "cli"}, actors)
+	assert.Equal(t, http.StatusNotFound, e.call("GET", "/api/v1/audit?account_id="+e.a.ID, e.token(e.b.ID, ScopeKeysRead), "").status)
+	assert.Equal(t, http.StatusBadRequest, e.call("GET", "/api/v1/audit?after=bogus", acctTok, "").status)
+}
+
+func TestTheOpenAPIDocumentIsServedAndDescribesEveryRoute(t *testing.T) {
+	e := newAPIEnv(t)
+	a := e.call("GET", "/api/v1/openapi.json", "", "")
+	require.Equal(t, http.StatusOK, a.status)
+	assert.Equal(t, "3.1.0", a.get("openapi").String())
+	assert.JSONEq(t, string(OpenAPI), string(a.body))
+	// Every route the handler serves is in the document, and back.
+	routes := []string{"GET /api/v1/keys", "POST /api/v1/keys", "GET /api/v1/keys/{id}", "PATCH /api/v1/keys/{id}", "DELETE /api/v1/keys/{id}",
+		"POST /api/v1/keys/{id}/enable", "POST /api/v1/keys/{id}/disable", "GET /api/v1/tokens", "POST /api/v1/tokens",
+		"DELETE /api/v1/tokens/{id}", "GET /api/v1/audit", "GET /api/v1/openapi.json"}
+	var documented []string
+	a.get("paths").ForEach(func(path, item gjson.Result) bool {
+		item.ForEach(func(method, _ gjson.Result) bool {
+			if method.String() != "parameters" {
+				documented = append(documented, strings.ToUpper(method.String())+" "+path.String())
+			}
+			return true
+		})
+		return true
+	})
+	assert.ElementsMatch(t, routes, documented)
+	unknown := e.call("GET", "/api/v1/nothing-here", e.admin, "")
+	assert.Equal(t, http.StatusNotFound, unknown.status)
+}

@@ -1,0 +1,249 @@
+package manage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
+)
+
+// Key pages.
+const (
+	DefaultPageSize = 20
+	MaxPageSize     = 100
+)
+
+// KeyFilter selects keys of one account for ListKeys.
+type KeyFilter struct {
+	AccountID string
+	// Status is "", "enabled", "disabled" or "expired".
+	Status string
+	// Text matches the id, the description or the hint, ignoring case.
+	Text string
+	// After is the id of the last key of the previous page ("" for the
+	// first page); Limit is the page size (0 → DefaultPageSize).
+	After string
+	Limit int
+}
+
+// KeyPage is one page of keys; Next is the cursor of the next page, "" on
+// the last.
+type KeyPage struct {
+	Keys []store.Key
+	Next string
+}
+
+// ETag is a key's version as an HTTP entity tag: it changes with every
+// update, by any means (API, dashboard, CLI).
+func ETag(k store.Key) string { return `"v` + strconv.FormatInt(k.Version, 10) + `"` }
+
+func (s *Service) rules(cfg *config.Config) keyopts.Rules {
+	return keyopts.Rules{Now: s.opt.Now, KnownModel: func(id string) bool {
+		_, ok := cfg.Model(id)
+		return ok
+	}}
+}
+
+// ListKeys lists an account's keys, newest first.
+func (s *Service) ListKeys(ctx context.Context, a Actor, f KeyFilter) (KeyPage, error) {
+	if _, err := s.account(ctx, a, f.AccountID, ScopeKeysRead); err != nil {
+		return KeyPage{}, err
+	}
+	switch f.Status {
+	case "", store.StatusEnabled, store.StatusDisabled, store.StatusExpired:
+	default:
+		return KeyPage{}, oaierror.Invalid("invalid_request", "status", "status must be enabled, disabled or expired.")
+	}
+	limit := f.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultPageSize
+	case limit < 1 || limit > MaxPageSize:
+		return KeyPage{}, oaierror.Invalid("invalid_request", "limit", fmt.Sprintf("limit must be from 1 to %d.", MaxPageSize))
+	}
+	keys, err := s.opt.Store.ListKeys(ctx, f.AccountID)
+	if err != nil {
+		return KeyPage{}, s.fail(ctx, "list keys", err)
+	}
+	now, text := s.opt.Now(), strings.ToLower(f.Text)
+	var page KeyPage
+	started := f.After == ""
+	for _, k := range keys {
+		if !started {
+			started = k.ID == f.After
+			continue
+		}
+		if f.Status != "" && k.Status(now) != f.Status {
+			continue
+		}
+		if text != "" && !strings.Contains(strings.ToLower(k.ID+"\n"+k.Description+"\n"+k.Hint), text) {
+			continue
+		}
+		if len(page.Keys) == limit {
+			page.Next = page.Keys[limit-1].ID
+			break
+		}
+		page.Keys = append(page.Keys, k)
+	}
+	if !started {
+		return KeyPage{}, oaierror.Invalid("invalid_request", "after", "after names no key of this account (it may have been deleted): start from the first page.")
+	}
+	if page.Keys == nil {
+		page.Keys = []store.Key{}
+	}
+	return page, nil
+}
+
+// key returns a key the actor may act on with scope; another account's key
+// is not found.
+func (s *Service) key(ctx context.Context, a Actor, id, scope string) (store.Key, error) {
+	if !a.can(scope) {
+		return store.Key{}, ErrScope
+	}
+	k, err := s.opt.Store.KeyByID(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Key{}, ErrNotFound
+	case err != nil:
+		return store.Key{}, s.fail(ctx, "key lookup", err)
+	}
+	if !a.Admin() && k.AccountID != a.AccountID {
+		return store.Key{}, ErrNotFound
+	}
+	return k, nil
+}
+
+// GetKey returns one key.
+func (s *Service) GetKey(ctx context.Context, a Actor, id string) (store.Key, error) {
+	return s.key(ctx, a, id, ScopeKeysRead)
+}
+
+// CreateKey creates a key for the account with the options of p (the same
+// rules as the dashboard's form and `tollgate key create`) and returns it
+// with its secret, which is never shown again.
+func (s *Service) CreateKey(ctx context.Context, a Actor, accountID string, p keyopts.Patch) (store.Key, string, error) {
+	acct, err := s.account(ctx, a, accountID, ScopeKeysWrite)
+	if err != nil {
+		return store.Key{}, "", err
+	}
+	cfg := s.opt.Config()
+	k, err := keyopts.Create(p, s.rules(cfg))
+	if err != nil {
+		return store.Key{}, "", invalid(err)
+	}
+	if err := inPlan(cfg, acct, p); err != nil {
+		return store.Key{}, "", err
+	}
+	secret, err := apikey.Generate(cfg.KeyPrefix, s.opt.Random)
+	if err != nil {
+		return store.Key{}, "", s.fail(ctx, "key secret", err)
+	}
+	k.AccountID, k.Hint = acct.ID, apikey.Hint(secret)
+	k, err = s.opt.Store.CreateKey(ctx, k, apikey.HashOf(secret))
+	if err != nil {
+		return store.Key{}, "", s.fail(ctx, "create key", err)
+	}
+	s.opt.KeyChanged(k.ID)
+	s.audit(ctx, a, acct.ID, "key.create", k.ID)
+	return k, secret, nil
+}
+
+// inPlan refuses an allow-list naming a model outside the account's plan.
+func inPlan(cfg *config.Config, acct store.Account, p keyopts.Patch) error {
+	if p.Models == nil {
+		return nil
+	}
+	plan, _ := cfg.Plan(acct.Plan)
+	for _, m := range *p.Models {
+		if m = strings.TrimSpace(m); plan == nil || !plan.AllowsModel(m) {
+			return oaierror.Invalid("invalid_request", keyopts.FieldModels, fmt.Sprintf("models: %q is not in the account's plan (%s).", oaierror.Clip(m, 100), acct.Plan))
+		}
+	}
+	return nil
+}
+
+// UpdateKey changes the options p sets and leaves the others as they are.
+// ifMatch, when given, must be the key's current ETag (ErrPrecondition
+// otherwise), so that two editors cannot overwrite each other unknowingly.
+// Without it, a change made by someone else between the read and the write
+// is read again and p applied on top of it: a patch never undoes another.
+func (s *Service) UpdateKey(ctx context.Context, a Actor, id, ifMatch string, p keyopts.Patch) (store.Key, error) {
+	for attempt := 0; ; attempt++ {
+		updated, err := s.updateKey(ctx, a, id, ifMatch, p)
+		if errors.Is(err, store.ErrConflict) {
+			if ifMatch == "" && attempt < 5 {
+				continue
+			}
+			return store.Key{}, ErrPrecondition
+		}
+		if err != nil {
+			return store.Key{}, err
+		}
+		s.opt.KeyChanged(updated.ID)
+		action := "key.update"
+		if p.Enabled != nil && p.Description == nil && p.RateLimit == nil && p.IPRestrictions == nil && p.Models == nil && p.Expiry == nil {
+			action = map[bool]string{true: "key.enable", false: "key.disable"}[*p.Enabled]
+		}
+		s.audit(ctx, a, updated.AccountID, action, updated.ID)
+		return updated, nil
+	}
+}
+
+// updateKey reads the key, applies p and writes it if the key is still at
+// the version read; store.ErrConflict if it is not.
+func (s *Service) updateKey(ctx context.Context, a Actor, id, ifMatch string, p keyopts.Patch) (store.Key, error) {
+	k, err := s.key(ctx, a, id, ScopeKeysWrite)
+	if err != nil {
+		return store.Key{}, err
+	}
+	if ifMatch != "" && ifMatch != "*" && ifMatch != ETag(k) {
+		return store.Key{}, ErrPrecondition
+	}
+	cfg := s.opt.Config()
+	updated, err := keyopts.Update(k, p, s.rules(cfg))
+	if err != nil {
+		return store.Key{}, invalid(err)
+	}
+	acct, err := s.account(ctx, a, k.AccountID, ScopeKeysWrite)
+	if err != nil {
+		return store.Key{}, err
+	}
+	if err := inPlan(cfg, acct, p); err != nil {
+		return store.Key{}, err
+	}
+	updated, err = s.opt.Store.UpdateKeyIfVersion(ctx, updated, k.Version)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return store.Key{}, store.ErrConflict
+	case errors.Is(err, store.ErrNotFound):
+		return store.Key{}, ErrNotFound
+	case err != nil:
+		return store.Key{}, s.fail(ctx, "update key", err)
+	}
+	return updated, nil
+}
+
+// DeleteKey deletes a key: its secret stops working at once; its usage
+// stays.
+func (s *Service) DeleteKey(ctx context.Context, a Actor, id string) error {
+	k, err := s.key(ctx, a, id, ScopeKeysWrite)
+	if err != nil {
+		return err
+	}
+	switch err := s.opt.Store.DeleteKey(ctx, id); {
+	case errors.Is(err, store.ErrNotFound):
+		return ErrNotFound
+	case err != nil:
+		return s.fail(ctx, "delete key", err)
+	}
+	s.opt.KeyChanged(id)
+	s.audit(ctx, a, k.AccountID, "key.delete", id)
+	return nil
+}

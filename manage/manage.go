@@ -1,0 +1,193 @@
+// Package manage is the management service: the rules for managing keys and
+// management tokens, who may do what, and the audit log of every action.
+// The REST API (/api/v1/, api.go) is its HTTP face; a rule lives here once.
+package manage
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
+)
+
+// Scopes an account token may hold. An admin token may do everything.
+const (
+	ScopeKeysRead  = "keys:read"
+	ScopeKeysWrite = "keys:write"
+	ScopeUsageRead = "usage:read"
+)
+
+// AllScopes are the scopes, in order.
+var AllScopes = []string{ScopeKeysRead, ScopeKeysWrite, ScopeUsageRead}
+
+// Actor kinds.
+const (
+	ActorToken = "token"
+	ActorUser  = "user"
+	ActorCLI   = "cli"
+)
+
+// Actor is who makes a management call.
+type Actor struct {
+	// Kind is ActorToken, ActorUser (a dashboard session) or ActorCLI.
+	Kind string
+	// ID is the token's id, or the signed-in account's; "" for the CLI.
+	ID string
+	// AccountID is the one account the actor may act for; "" means every
+	// account (an admin token, the CLI).
+	AccountID string
+	// Scopes limit an account token; other actors have every scope.
+	Scopes []string
+	// Address is the caller's address, "" for the CLI.
+	Address string
+}
+
+// Admin reports whether the actor acts for every account.
+func (a Actor) Admin() bool { return a.AccountID == "" }
+
+func (a Actor) can(scope string) bool {
+	return a.Kind != ActorToken || a.Admin() || slices.Contains(a.Scopes, scope)
+}
+
+// String names the actor in the audit log.
+func (a Actor) String() string {
+	if a.Kind == ActorCLI {
+		return ActorCLI
+	}
+	return a.Kind + ":" + a.ID
+}
+
+// Errors every call may return, in OpenAI's error shape.
+var (
+	ErrUnauthorized = oaierror.Error{Status: http.StatusUnauthorized, Code: "invalid_management_token", Type: oaierror.TypeAuthentication,
+		Message: "This call needs a valid management token: send it as \"Authorization: Bearer tg_mt_…\". API keys are not management tokens."}
+	ErrScope = oaierror.Error{Status: http.StatusForbidden, Code: "insufficient_scope", Type: oaierror.TypePermission,
+		Message: "This management token does not have the scope this call needs."}
+	ErrAdminOnly = oaierror.Error{Status: http.StatusForbidden, Code: "admin_only", Type: oaierror.TypePermission,
+		Message: "Only an admin token may do this."}
+	ErrNotFound = oaierror.Error{Status: http.StatusNotFound, Code: "not_found", Type: oaierror.TypeInvalidRequest,
+		Message: "No such object."}
+	ErrPrecondition = oaierror.Error{Status: http.StatusPreconditionFailed, Code: "etag_mismatch", Type: oaierror.TypeInvalidRequest,
+		Message: "The object changed since you read it (If-Match does not match its ETag): read it again and retry."}
+)
+
+// Options configure a Service.
+type Options struct {
+	Store store.Store
+	// Config is the configuration in force (key prefix, models, plans).
+	Config func() *config.Config
+	// KeyChanged is told a key's id after it changes, so that this
+	// replica's cache drops it at once; nil → nothing.
+	KeyChanged func(keyID string)
+	// Now is the clock; nil → time.Now.
+	Now func() time.Time
+	// Random is the source of secrets; nil → crypto/rand.Reader.
+	Random io.Reader
+	// Logger receives failures (never secrets); nil → slog.Default().
+	Logger *slog.Logger
+}
+
+// Service applies the management rules.
+type Service struct{ opt Options }
+
+// New returns a Service.
+func New(opt Options) (*Service, error) {
+	if opt.Store == nil || opt.Config == nil {
+		return nil, errors.New("manage: Options.Store and Options.Config are required")
+	}
+	if opt.KeyChanged == nil {
+		opt.KeyChanged = func(string) {}
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Random == nil {
+		opt.Random = rand.Reader
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	return &Service{opt: opt}, nil
+}
+
+// fail is a failure the caller did not cause: logged, answered 500.
+func (s *Service) fail(ctx context.Context, what string, err error) error {
+	s.opt.Logger.ErrorContext(ctx, "manage: "+what, "err", err)
+	return oaierror.Internal
+}
+
+// Authenticate returns the actor a management token stands for;
+// ErrUnauthorized for anything else (an API key, an expired or revoked
+// token, garbage).
+func (s *Service) Authenticate(ctx context.Context, secret, address string) (Actor, error) {
+	if apikey.CheckToken(secret) != nil {
+		return Actor{}, ErrUnauthorized
+	}
+	t, err := s.opt.Store.TokenByHash(ctx, apikey.HashOf(secret), s.opt.Now())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Actor{}, ErrUnauthorized
+	case err != nil:
+		return Actor{}, s.fail(ctx, "token lookup", err)
+	}
+	return Actor{Kind: ActorToken, ID: t.ID, AccountID: t.AccountID, Scopes: t.Scopes, Address: address}, nil
+}
+
+// account checks that the actor may act on accountID with scope, and that
+// the account exists. An account the actor may not see is not found, so
+// that nothing tells whether it exists.
+func (s *Service) account(ctx context.Context, a Actor, accountID, scope string) (store.Account, error) {
+	if !a.can(scope) {
+		return store.Account{}, ErrScope
+	}
+	if !a.Admin() && accountID != a.AccountID {
+		return store.Account{}, ErrNotFound
+	}
+	acct, err := s.opt.Store.AccountByID(ctx, accountID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Account{}, ErrNotFound
+	case err != nil:
+		return store.Account{}, s.fail(ctx, "account lookup", err)
+	}
+	return acct, nil
+}
+
+// audit records an action; a failure to record is logged, not returned
+// (the action is done).
+func (s *Service) audit(ctx context.Context, a Actor, accountID, action, target string) {
+	err := s.opt.Store.AddAudit(ctx, store.AuditEntry{AccountID: accountID, Actor: a.String(), Action: action, Target: target,
+		Address: a.Address, At: s.opt.Now()})
+	if err != nil {
+		s.opt.Logger.ErrorContext(ctx, "manage: audit entry not recorded", "action", action, "target", target, "err", err)
+	}
+}
+
+// invalid turns keyopts' field errors into a 400 naming the first field.
+func invalid(err error) error {
+	var es keyopts.Errors
+	if errors.As(err, &es) && len(es) > 0 {
+		msgs := make([]string, len(es))
+		for i, e := range es {
+			msgs[i] = e.Error()
+		}
+		return oaierror.Invalid("invalid_request", es[0].Field, strings.Join(msgs, "; ")+".")
+	}
+	var fe *keyopts.FieldError
+	if errors.As(err, &fe) {
+		return oaierror.Invalid("invalid_request", fe.Field, fe.Error()+".")
+	}
+	return oaierror.Invalid("invalid_request", "", fmt.Sprint(err))
+}

@@ -1,0 +1,196 @@
+package manage
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
+)
+
+// TokenRequest is a new management token's options.
+type TokenRequest struct {
+	// AccountID is the account the token acts for; "" makes an admin token.
+	AccountID string
+	// Name says what the token is for (1–100 characters).
+	Name string
+	// Scopes of an account token: at least one of AllScopes. An admin token
+	// has every scope, whatever is asked.
+	Scopes []string
+	// ExpiresAt is nil for never; it must be in the future.
+	ExpiresAt *time.Time
+}
+
+// canManageTokens: tokens are managed by an admin token, the CLI, or the
+// account's signed-in user (the dashboard); an account token cannot make
+// or revoke tokens, so a leaked one cannot mint more.
+func (a Actor) canManageTokens(accountID string) error {
+	switch {
+	case a.Admin():
+		return nil
+	case a.Kind == ActorUser && a.AccountID == accountID:
+		return nil
+	case a.Kind == ActorUser:
+		return ErrNotFound
+	}
+	return ErrAdminOnly.With("Management tokens are made and revoked by an admin token, the CLI, or the account's user in the dashboard.", "")
+}
+
+// CreateToken makes a management token and returns it with its secret,
+// shown this once.
+func (s *Service) CreateToken(ctx context.Context, a Actor, r TokenRequest) (store.ManagementToken, string, error) {
+	if err := a.canManageTokens(r.AccountID); err != nil {
+		return store.ManagementToken{}, "", err
+	}
+	r.Name = strings.TrimSpace(r.Name)
+	if n := len([]rune(r.Name)); n < 1 || n > 100 {
+		return store.ManagementToken{}, "", oaierror.Invalid("invalid_request", "name", "name must be 1 to 100 characters.")
+	}
+	scopes := slices.Clone(AllScopes)
+	if r.AccountID != "" {
+		if _, err := s.account(ctx, a, r.AccountID, ""); err != nil {
+			return store.ManagementToken{}, "", err
+		}
+		if len(r.Scopes) == 0 {
+			return store.ManagementToken{}, "", oaierror.Invalid("invalid_request", "scopes", "scopes must name at least one of "+strings.Join(AllScopes, ", ")+".")
+		}
+		scopes = nil
+		for _, sc := range r.Scopes {
+			if !slices.Contains(AllScopes, sc) {
+				return store.ManagementToken{}, "", oaierror.Invalid("invalid_request", "scopes", fmt.Sprintf("%q is not a scope: use %s.", oaierror.Clip(sc, 40), strings.Join(AllScopes, ", ")))
+			}
+			if !slices.Contains(scopes, sc) {
+				scopes = append(scopes, sc)
+			}
+		}
+		slices.Sort(scopes)
+	}
+	if r.ExpiresAt != nil && !r.ExpiresAt.After(s.opt.Now()) {
+		return store.ManagementToken{}, "", oaierror.Invalid("invalid_request", "expires_at", "expires_at must be in the future.")
+	}
+	secret, err := apikey.GenerateToken(s.opt.Random)
+	if err != nil {
+		return store.ManagementToken{}, "", s.fail(ctx, "token secret", err)
+	}
+	t, err := s.opt.Store.CreateToken(ctx, store.ManagementToken{AccountID: r.AccountID, Name: r.Name, Scopes: scopes,
+		Hint: apikey.TokenHint(secret), ExpiresAt: r.ExpiresAt}, apikey.HashOf(secret))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.ManagementToken{}, "", ErrNotFound
+	case err != nil:
+		return store.ManagementToken{}, "", s.fail(ctx, "create token", err)
+	}
+	s.audit(ctx, a, r.AccountID, "token.create", t.ID)
+	return t, secret, nil
+}
+
+// ListTokens lists an account's live tokens ("" for the admin tokens, which
+// only an admin sees).
+func (s *Service) ListTokens(ctx context.Context, a Actor, accountID string) ([]store.ManagementToken, error) {
+	if accountID == "" && !a.Admin() {
+		return nil, ErrAdminOnly
+	}
+	if accountID != "" {
+		if _, err := s.account(ctx, a, accountID, ScopeKeysRead); err != nil {
+			return nil, err
+		}
+	}
+	tokens, err := s.opt.Store.ListTokens(ctx, accountID)
+	if err != nil {
+		return nil, s.fail(ctx, "list tokens", err)
+	}
+	return tokens, nil
+}
+
+// RevokeToken ends a token at once.
+func (s *Service) RevokeToken(ctx context.Context, a Actor, id string) error {
+	t, err := s.opt.Store.TokenByID(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return ErrNotFound
+	case err != nil:
+		return s.fail(ctx, "token lookup", err)
+	}
+	if !a.Admin() && t.AccountID != a.AccountID {
+		return ErrNotFound
+	}
+	if err := a.canManageTokens(t.AccountID); err != nil {
+		return err
+	}
+	switch err := s.opt.Store.RevokeToken(ctx, id); {
+	case errors.Is(err, store.ErrNotFound):
+		return ErrNotFound
+	case err != nil:
+		return s.fail(ctx, "revoke token", err)
+	}
+	s.audit(ctx, a, t.AccountID, "token.revoke", id)
+	return nil
+}
+
+// AuditPage is one page of an account's audit log, newest first; Next is
+// the cursor of the next page, "" on the last.
+type AuditPage struct {
+	Entries []store.AuditEntry
+	Next    string
+}
+
+// ListAudit lists an account's audit log ("" for the entries about no
+// account, admin only). after is the cursor of the previous page.
+func (s *Service) ListAudit(ctx context.Context, a Actor, accountID, after string, limit int) (AuditPage, error) {
+	if accountID == "" && !a.Admin() {
+		return AuditPage{}, ErrAdminOnly
+	}
+	if accountID != "" {
+		if _, err := s.account(ctx, a, accountID, ScopeKeysRead); err != nil {
+			return AuditPage{}, err
+		}
+	}
+	switch {
+	case limit == 0:
+		limit = DefaultPageSize
+	case limit < 1 || limit > MaxPageSize:
+		return AuditPage{}, oaierror.Invalid("invalid_request", "limit", fmt.Sprintf("limit must be from 1 to %d.", MaxPageSize))
+	}
+	var before *store.AuditEntry
+	if after != "" {
+		e, ok := decodeAuditCursor(after)
+		if !ok {
+			return AuditPage{}, oaierror.Invalid("invalid_request", "after", "after is not a cursor this API gave.")
+		}
+		before = &e
+	}
+	entries, err := s.opt.Store.ListAudit(ctx, accountID, before, limit+1)
+	if err != nil {
+		return AuditPage{}, s.fail(ctx, "list audit", err)
+	}
+	var page AuditPage
+	if len(entries) > limit {
+		entries = entries[:limit]
+		page.Next = encodeAuditCursor(entries[limit-1])
+	}
+	page.Entries = entries
+	return page, nil
+}
+
+func encodeAuditCursor(e store.AuditEntry) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(e.At.UTC().Format(time.RFC3339Nano) + " " + e.ID))
+}
+
+func decodeAuditCursor(c string) (store.AuditEntry, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return store.AuditEntry{}, false
+	}
+	at, id, ok := strings.Cut(string(b), " ")
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if !ok || err != nil || !strings.HasPrefix(id, "aud_") {
+		return store.AuditEntry{}, false
+	}
+	return store.AuditEntry{ID: id, At: t}, true
+}
