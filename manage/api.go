@@ -80,7 +80,7 @@ func (s *Service) authed(h handler) http.HandlerFunc {
 		w.Header().Set("Cache-Control", "no-store")
 		a, err := s.actor(r)
 		if err == nil {
-			err = h(w, r, a)
+			err = s.idempotent(w, r, a, h)
 		}
 		if err != nil {
 			writeError(w, err)

@@ -506,3 +506,80 @@ func TestTheOpenAPIDocumentIsServedAndDescribesEveryRoute(t *testing.T) {
 	unknown := e.call("GET", "/api/v1/nothing-here", e.admin, "")
 	assert.Equal(t, http.StatusNotFound, unknown.status)
 }
+
+func TestARetriedCreateWithAnIdempotencyKeyGetsTheFirstAnswer(t *testing.T) {
+	e := newAPIEnv(t)
+	tok := e.token(e.a.ID, ScopeKeysRead, ScopeKeysWrite)
+	body := `{"description":"retried"}`
+	first := e.call("POST", "/api/v1/keys", tok, body, "Idempotency-Key", "create-1")
+	require.Equal(t, http.StatusCreated, first.status, "%s", first.body)
+	again := e.call("POST", "/api/v1/keys", tok, body, "Idempotency-Key", "create-1")
+	require.Equal(t, http.StatusCreated, again.status)
+	assert.Equal(t, string(first.body), string(again.body), "the same key, with the same secret")
+	assert.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+	assert.Equal(t, first.header.Get("Location"), again.header.Get("Location"))
+	keys, err := e.st.ListKeys(context.Background(), e.a.ID)
+	require.NoError(t, err)
+	assert.Len(t, keys, 1, "one key, not two")
+
+	reused := e.call("POST", "/api/v1/keys", tok, `{"description":"another"}`, "Idempotency-Key", "create-1")
+	assert.Equal(t, http.StatusUnprocessableEntity, reused.status)
+	assert.Equal(t, "idempotency_key_reused", reused.get("error.code").String())
+
+	// Keys are per token: another token's same key is a new request.
+	other := e.call("POST", "/api/v1/keys", e.token(e.a.ID, ScopeKeysWrite), body, "Idempotency-Key", "create-1")
+	require.Equal(t, http.StatusCreated, other.status)
+	assert.NotEqual(t, first.get("id").String(), other.get("id").String())
+
+	// A refused first call is not kept: its retry runs again.
+	bad := e.call("POST", "/api/v1/keys", tok, `{"description":""}`, "Idempotency-Key", "create-2")
+	assert.Equal(t, http.StatusBadRequest, bad.status)
+	good := e.call("POST", "/api/v1/keys", tok, `{"description":""}`, "Idempotency-Key", "create-2")
+	assert.Equal(t, http.StatusBadRequest, good.status, "the same refusal, run again")
+
+	// Concurrent retries of one new request: one key, every answer the same
+	// key or "still running".
+	var wg sync.WaitGroup
+	results := make(chan answer, 5)
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results <- e.call("POST", "/api/v1/keys", tok, `{"description":"racing"}`, "Idempotency-Key", "create-3")
+		}()
+	}
+	wg.Wait()
+	close(results)
+	ids := map[string]bool{}
+	for a := range results {
+		switch a.status {
+		case http.StatusCreated:
+			ids[a.get("id").String()] = true
+		case http.StatusConflict:
+			assert.Equal(t, "idempotency_in_progress", a.get("error.code").String())
+		default:
+			t.Fatalf("status %d: %s", a.status, a.body)
+		}
+	}
+	assert.Len(t, ids, 1, "one key made")
+
+	// The stored answer cannot be read without the token: no plaintext
+	// secret in the database.
+	var sealed []byte
+	stored, _, err := e.st.BeginIdempotent(context.Background(), "token:"+tokenID(t, e, tok), "create-1", []byte("peek"), time.Time{})
+	require.NoError(t, err)
+	sealed = stored.Sealed
+	require.NotEmpty(t, sealed)
+	assert.NotContains(t, string(sealed), first.get("secret").String())
+	assert.NotContains(t, string(sealed), "tt_sk_")
+
+	long := strings.Repeat("k", MaxIdempotencyKey+1)
+	assert.Equal(t, http.StatusBadRequest, e.call("POST", "/api/v1/keys", tok, body, "Idempotency-Key", long).status)
+}
+
+func tokenID(t *testing.T, e *apiEnv, secret string) string {
+	t.Helper()
+	tok, err := e.st.TokenByHash(context.Background(), apikey.HashOf(secret), e.clock.Now())
+	require.NoError(t, err)
+	return tok.ID
+}

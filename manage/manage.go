@@ -52,6 +52,9 @@ type Actor struct {
 	Scopes []string
 	// Address is the caller's address, "" for the CLI.
 	Address string
+	// secret is the token's secret, kept for the call only (never stored,
+	// never logged): the key that seals its idempotent answers.
+	secret string
 }
 
 // Admin reports whether the actor acts for every account.
@@ -142,7 +145,7 @@ func (s *Service) Authenticate(ctx context.Context, secret, address string) (Act
 	case err != nil:
 		return Actor{}, s.fail(ctx, "token lookup", err)
 	}
-	return Actor{Kind: ActorToken, ID: t.ID, AccountID: t.AccountID, Scopes: t.Scopes, Address: address}, nil
+	return Actor{Kind: ActorToken, ID: t.ID, AccountID: t.AccountID, Scopes: t.Scopes, Address: address, secret: secret}, nil
 }
 
 // account checks that the actor may act on accountID with scope, and that

@@ -211,3 +211,66 @@ func (s *sqlStore) ListAudit(ctx context.Context, accountID string, before *Audi
 	}
 	return entries, nil
 }
+
+// Idempotent is what is stored of a call made with an Idempotency-Key.
+type Idempotent struct {
+	RequestHash []byte
+	// Sealed is the first answer, sealed by the caller; nil while the
+	// first call runs.
+	Sealed    []byte
+	CreatedAt time.Time
+}
+
+// IdempotencyTTL is how long a first answer is kept for retries.
+const IdempotencyTTL = 24 * time.Hour
+
+func (s *sqlStore) BeginIdempotent(ctx context.Context, actor, key string, requestHash []byte, takeOverBefore time.Time) (Idempotent, bool, error) {
+	now := dbTime(s.now())
+	var (
+		out     Idempotent
+		created bool
+	)
+	err := s.db.inTx(ctx, func(q querier) error {
+		// Forget answers past their time, and take over a first call that
+		// has been running too long (its process died).
+		if _, err := q.exec(ctx, `DELETE FROM idempotency WHERE created_at < $1`, now.Add(-IdempotencyTTL)); err != nil {
+			return err
+		}
+		if _, err := q.exec(ctx, `DELETE FROM idempotency WHERE actor = $1 AND key = $2 AND sealed IS NULL AND created_at < $3`,
+			actor, key, dbTime(takeOverBefore)); err != nil {
+			return err
+		}
+		n, err := q.exec(ctx, `INSERT INTO idempotency (actor, key, request_hash, created_at) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (actor, key) DO NOTHING`, actor, key, requestHash, now)
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			created, out = true, Idempotent{RequestHash: requestHash, CreatedAt: now}
+			return nil
+		}
+		return q.queryRow(ctx, `SELECT request_hash, sealed, created_at FROM idempotency WHERE actor = $1 AND key = $2`, actor, key).
+			Scan(&out.RequestHash, &out.Sealed, &out.CreatedAt)
+	})
+	if err != nil {
+		return Idempotent{}, false, fmt.Errorf("store: begin idempotent: %w", err)
+	}
+	return out, created, nil
+}
+
+func (s *sqlStore) FinishIdempotent(ctx context.Context, actor, key string, sealed []byte) error {
+	if sealed == nil {
+		sealed = []byte{}
+	}
+	if _, err := s.db.write().exec(ctx, `UPDATE idempotency SET sealed = $3 WHERE actor = $1 AND key = $2`, actor, key, sealed); err != nil {
+		return fmt.Errorf("store: finish idempotent: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlStore) AbandonIdempotent(ctx context.Context, actor, key string) error {
+	if _, err := s.db.write().exec(ctx, `DELETE FROM idempotency WHERE actor = $1 AND key = $2 AND sealed IS NULL`, actor, key); err != nil {
+		return fmt.Errorf("store: abandon idempotent: %w", err)
+	}
+	return nil
+}

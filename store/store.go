@@ -346,6 +346,19 @@ type Store interface {
 	// entries about no account.
 	ListAudit(ctx context.Context, accountID string, before *AuditEntry, limit int) ([]AuditEntry, error)
 
+	// BeginIdempotent starts a call made with an Idempotency-Key: it
+	// records (actor, key) as running and reports created true, or, when
+	// the pair is known, returns what is stored (Sealed nil: the first call
+	// still runs). A first call still running since before takeOverBefore
+	// is presumed dead and replaced. Entries older than IdempotencyTTL are
+	// forgotten.
+	BeginIdempotent(ctx context.Context, actor, key string, requestHash []byte, takeOverBefore time.Time) (Idempotent, bool, error)
+	// FinishIdempotent stores the first call's sealed answer.
+	FinishIdempotent(ctx context.Context, actor, key string, sealed []byte) error
+	// AbandonIdempotent forgets a first call that did nothing (it failed),
+	// so that a retry runs again.
+	AbandonIdempotent(ctx context.Context, actor, key string) error
+
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 	Close()

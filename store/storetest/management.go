@@ -23,6 +23,7 @@ var managementTests = []struct {
 	{"TokensAreListedPerAccountAndAdminApart", testListTokens},
 	{"ATokenForAnUnknownAccountIsNotFound", testTokenUnknownAccount},
 	{"AuditEntriesAreListedNewestFirstPerAccountWithACursor", testAuditList},
+	{"IdempotentCallsRunOnceAndKeepTheirFirstAnswer", testIdempotency},
 }
 
 func newTokenSecret(t *testing.T) (string, apikey.Hash) {
@@ -202,4 +203,46 @@ func testUpdateKeyIfVersion(t *testing.T, s store.Store) {
 	require.NoError(t, s.DeleteKey(ctx, k.ID))
 	_, err = s.UpdateKeyIfVersion(ctx, stored, stored.Version+1)
 	assert.ErrorIs(t, err, store.ErrNotFound, "a deleted key is gone, not in conflict")
+}
+
+func testIdempotency(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	hash := []byte("0123456789abcdef0123456789abcdef")
+	long := time.Now().Add(-time.Minute)
+
+	first, created, err := s.BeginIdempotent(ctx, "token:mt_a", "k1", hash, long)
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Nil(t, first.Sealed)
+
+	again, created, err := s.BeginIdempotent(ctx, "token:mt_a", "k1", []byte("other"), long)
+	require.NoError(t, err)
+	assert.False(t, created, "one first call per actor and key")
+	assert.Equal(t, hash, again.RequestHash, "the first request's hash")
+	assert.Nil(t, again.Sealed, "still running")
+
+	_, created, err = s.BeginIdempotent(ctx, "token:mt_b", "k1", hash, long)
+	require.NoError(t, err)
+	assert.True(t, created, "keys are per actor")
+
+	require.NoError(t, s.FinishIdempotent(ctx, "token:mt_a", "k1", []byte("sealed answer")))
+	done, created, err := s.BeginIdempotent(ctx, "token:mt_a", "k1", hash, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	assert.False(t, created, "a finished call is never taken over")
+	assert.Equal(t, []byte("sealed answer"), done.Sealed)
+
+	// A first call that failed is forgotten; one running too long is
+	// taken over.
+	require.NoError(t, s.AbandonIdempotent(ctx, "token:mt_b", "k1"))
+	_, created, err = s.BeginIdempotent(ctx, "token:mt_b", "k1", hash, long)
+	require.NoError(t, err)
+	assert.True(t, created)
+	_, created, err = s.BeginIdempotent(ctx, "token:mt_b", "k1", hash, time.Now().Add(time.Second))
+	require.NoError(t, err)
+	assert.True(t, created, "running since before the take-over time")
+	require.NoError(t, s.AbandonIdempotent(ctx, "token:mt_a", "k1"))
+	kept, created, err := s.BeginIdempotent(ctx, "token:mt_a", "k1", hash, long)
+	require.NoError(t, err)
+	assert.False(t, created, "abandoning never removes a finished answer")
+	assert.Equal(t, []byte("sealed answer"), kept.Sealed)
 }

@@ -33,3 +33,18 @@ CREATE INDEX audit_log_account ON audit_log (account_id, at, id);
 -- A key's version: every update adds one. The management API's ETag is the
 -- version, and an update with If-Match applies only to the version read.
 ALTER TABLE keys ADD COLUMN version BIGINT NOT NULL DEFAULT 1;
+
+-- Idempotency-Key: the first answer to a management POST, kept for 24
+-- hours so that a retry gets it again instead of acting twice. The answer
+-- is sealed (AES-GCM) under a key derived from the caller's token secret,
+-- which is never stored: the database alone cannot read a key secret in it.
+CREATE TABLE idempotency (
+    actor        TEXT NOT NULL,                      -- token:mt_…
+    key          TEXT NOT NULL,                      -- the client's Idempotency-Key
+    request_hash BYTEA NOT NULL,                     -- SHA-256 of the method, path and body
+    sealed       BYTEA,                              -- NULL while the first call runs
+    created_at   TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (actor, key)
+);
+
+CREATE INDEX idempotency_created ON idempotency (created_at);

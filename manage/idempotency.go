@@ -1,0 +1,187 @@
+package manage
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/tollgate/tollgate/oaierror"
+)
+
+// Idempotency-Key on every POST: a retried call gets the first call's
+// answer (the same key, with the same secret; the same credit) instead of
+// acting twice.
+//
+// The first answer is kept for store.IdempotencyTTL, sealed with AES-GCM
+// under a key derived from the caller's token secret and the
+// Idempotency-Key: the database holds it, but without the token — which is
+// never stored — nobody can read the key secret it may contain.
+
+// MaxIdempotencyKey bounds an Idempotency-Key.
+const MaxIdempotencyKey = 255
+
+// idempotencyTakeOver is how long a first call may run before a retry
+// presumes it died and runs instead.
+const idempotencyTakeOver = time.Minute
+
+var (
+	errIdempotencyReused = oaierror.Error{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused", Type: oaierror.TypeInvalidRequest,
+		Message: "This Idempotency-Key was used with another request; use a new key for a new request.", Param: "Idempotency-Key"}
+	errIdempotencyRunning = oaierror.Error{Status: http.StatusConflict, Code: "idempotency_in_progress", Type: oaierror.TypeInvalidRequest,
+		Message: "The first request with this Idempotency-Key is still running; retry in a moment.", Param: "Idempotency-Key"}
+)
+
+// sealedAnswer is what is kept of a first answer.
+type sealedAnswer struct {
+	Status   int               `json:"status"`
+	Headers  map[string]string `json:"headers"`
+	Body     []byte            `json:"body"`
+	Original time.Time         `json:"at"`
+}
+
+// recorder keeps what a handler writes, for sealing.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.body.Write(b)
+}
+
+func sealKey(tokenSecret, idemKey string) []byte {
+	mac := hmac.New(sha256.New, []byte(tokenSecret))
+	mac.Write([]byte("tollgate idempotency\x00" + idemKey))
+	return mac.Sum(nil)
+}
+
+func seal(key []byte, plain []byte, random io.Reader) ([]byte, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, gcm.NonceSize())
+	if _, err := io.ReadFull(random, nonce); err != nil {
+		return nil, err
+	}
+	return gcm.Seal(nonce, nonce, plain, nil), nil
+}
+
+func unseal(key, sealed []byte) ([]byte, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	if len(sealed) < gcm.NonceSize() {
+		return nil, errors.New("sealed answer too short")
+	}
+	return gcm.Open(nil, sealed[:gcm.NonceSize()], sealed[gcm.NonceSize():], nil)
+}
+
+// idempotent runs a POST handler at most once per (token, Idempotency-Key).
+func (s *Service) idempotent(w http.ResponseWriter, r *http.Request, a Actor, h handler) error {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" || r.Method != http.MethodPost {
+		return h(w, r, a)
+	}
+	if len(key) > MaxIdempotencyKey {
+		return oaierror.Invalid("invalid_request", "Idempotency-Key", "Idempotency-Key is longer than 255 characters.")
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
+	if err != nil {
+		return oaierror.Invalid("invalid_request", "", "The request body could not be read.")
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	sum := sha256.New()
+	sum.Write([]byte(r.Method + " " + r.URL.Path + "\n"))
+	sum.Write(body)
+	hash := sum.Sum(nil)
+
+	ctx := r.Context()
+	actor := a.String()
+	stored, created, err := s.opt.Store.BeginIdempotent(ctx, actor, key, hash, s.opt.Now().Add(-idempotencyTakeOver))
+	if err != nil {
+		return s.fail(ctx, "idempotency", err)
+	}
+	sk := sealKey(a.secret, key)
+	if !created {
+		switch {
+		case !hmac.Equal(stored.RequestHash, hash):
+			return errIdempotencyReused
+		case stored.Sealed == nil:
+			return errIdempotencyRunning
+		}
+		plain, err := unseal(sk, stored.Sealed)
+		if err != nil {
+			return s.fail(ctx, "idempotency: unseal the first answer", err)
+		}
+		var first sealedAnswer
+		if err := json.Unmarshal(plain, &first); err != nil {
+			return s.fail(ctx, "idempotency: decode the first answer", err)
+		}
+		for k, v := range first.Headers {
+			w.Header().Set(k, v)
+		}
+		w.Header().Set("Idempotent-Replayed", "true")
+		w.WriteHeader(first.Status)
+		_, _ = w.Write(first.Body)
+		return nil
+	}
+
+	rec := &recorder{header: w.Header()}
+	herr := h(rec, r, a)
+	if herr != nil || rec.status < 200 || rec.status >= 300 {
+		// Nothing was done: a retry may run again.
+		if err := s.opt.Store.AbandonIdempotent(ctx, actor, key); err != nil {
+			s.opt.Logger.ErrorContext(ctx, "manage: idempotency entry not abandoned", "err", err)
+		}
+		if herr != nil {
+			return herr
+		}
+	} else {
+		answer := sealedAnswer{Status: rec.status, Headers: map[string]string{}, Body: rec.body.Bytes(), Original: s.opt.Now()}
+		for _, h := range []string{"Content-Type", "ETag", "Location"} {
+			if v := rec.header.Get(h); v != "" {
+				answer.Headers[h] = v
+			}
+		}
+		plain, err := json.Marshal(answer)
+		if err == nil {
+			var sealed []byte
+			if sealed, err = seal(sk, plain, s.opt.Random); err == nil {
+				err = s.opt.Store.FinishIdempotent(ctx, actor, key, sealed)
+			}
+		}
+		if err != nil {
+			// The action is done; only its replay is lost. A retry would
+			// find the entry running until it is taken over.
+			s.opt.Logger.ErrorContext(ctx, "manage: idempotent answer not kept", "err", err)
+		}
+	}
+	w.WriteHeader(rec.status)
+	_, err = w.Write(rec.body.Bytes())
+	return err
+}
