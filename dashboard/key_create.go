@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/manage"
 )
 
 // keyCreatedPage shows a new key's secret, this once.
@@ -38,6 +39,7 @@ func (d *Dashboard) createKey(w http.ResponseWriter, r *http.Request, s *session
 		return fmt.Errorf("create key: %w", err)
 	}
 	d.keyChanged(k.ID)
+	d.audit(r, s, manage.ActionKeyCreate, k.ID)
 	d.log.InfoContext(r.Context(), "dashboard: key created", "key", k.ID, "account", s.account.ID)
 	// The secret is in this page only: no cache may keep a copy.
 	w.Header().Set("Cache-Control", "no-store")

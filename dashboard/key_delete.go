@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -23,6 +24,7 @@ func (d *Dashboard) deleteKey(w http.ResponseWriter, r *http.Request, s *session
 		return fmt.Errorf("delete key: %w", err)
 	}
 	d.keyChanged(k.ID)
+	d.audit(r, s, manage.ActionKeyDelete, k.ID)
 	d.log.InfoContext(r.Context(), "dashboard: key deleted", "key", k.ID, "account", s.account.ID)
 	http.Redirect(w, r, "/keys?deleted=1", http.StatusSeeOther)
 	return nil

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/manage"
 )
 
 // switchKey returns the action of the list's Enable or Disable button: an
@@ -23,6 +24,7 @@ func (d *Dashboard) switchKey(enabled bool) handler {
 			return fmt.Errorf("switch key: %w", err)
 		}
 		d.keyChanged(k.ID)
+		d.audit(r, s, manage.KeyUpdateAction(keyopts.Patch{Enabled: &enabled}), k.ID)
 		redirectSaved(w, r, k.ID)
 		return nil
 	}

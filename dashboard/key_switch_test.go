@@ -24,3 +24,26 @@ func TestDisableAndEnableAKeyFromTheList(t *testing.T) {
 	assert.Equal(t, []string{k.ID, k.ID}, e.keysChanged())
 	assert.Equal(t, "ci", e.key(k.ID).Description, "nothing else changes")
 }
+
+func TestTheDashboardsKeyActionsAreInTheAuditLog(t *testing.T) {
+	e := newEnv(t)
+	a := e.account("me@example.com", "pro", 0)
+	k := e.createKey(a, "ci")
+	b := e.signedIn(a)
+	requireRedirect(t, b.post("/keys/"+k.ID+"/disable", nil), "/keys?saved="+k.ID)
+	requireRedirect(t, b.post("/keys/"+k.ID+"/enable", nil), "/keys?saved="+k.ID)
+	b.post("/keys/"+k.ID+"/delete", nil)
+
+	entries, err := e.st.ListAudit(t.Context(), a.ID, nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, en := range entries {
+		assert.Equal(t, "user:"+a.ID, en.Actor)
+		assert.Equal(t, k.ID, en.Target)
+		assert.NotEmpty(t, en.Address, "the caller's address")
+		got = append(got, en.Action)
+	}
+	assert.ElementsMatch(t, []string{"key.disable", "key.enable", "key.delete"}, got)
+}

@@ -3,6 +3,8 @@ package dashboard
 import (
 	"fmt"
 	"net/http"
+
+	"github.com/tollgate/tollgate/manage"
 )
 
 // updateKey applies the edit form with keyopts.Update: the fields changed
@@ -28,6 +30,7 @@ func (d *Dashboard) updateKey(w http.ResponseWriter, r *http.Request, s *session
 		return fmt.Errorf("update key: %w", err)
 	}
 	d.keyChanged(k.ID)
+	d.audit(r, s, manage.ActionKeyUpdate, k.ID)
 	redirectSaved(w, r, k.ID)
 	return nil
 }

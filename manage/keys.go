@@ -151,7 +151,7 @@ func (s *Service) CreateKey(ctx context.Context, a Actor, accountID string, p ke
 		return store.Key{}, "", s.fail(ctx, "create key", err)
 	}
 	s.opt.KeyChanged(k.ID)
-	s.audit(ctx, a, acct.ID, "key.create", k.ID)
+	s.audit(ctx, a, acct.ID, ActionKeyCreate, k.ID)
 	return k, secret, nil
 }
 
@@ -187,11 +187,7 @@ func (s *Service) UpdateKey(ctx context.Context, a Actor, id, ifMatch string, p 
 			return store.Key{}, err
 		}
 		s.opt.KeyChanged(updated.ID)
-		action := "key.update"
-		if p.Enabled != nil && p.Description == nil && p.RateLimit == nil && p.IPRestrictions == nil && p.Models == nil && p.Expiry == nil {
-			action = map[bool]string{true: "key.enable", false: "key.disable"}[*p.Enabled]
-		}
-		s.audit(ctx, a, updated.AccountID, action, updated.ID)
+		s.audit(ctx, a, updated.AccountID, KeyUpdateAction(p), updated.ID)
 		return updated, nil
 	}
 }
@@ -244,6 +240,6 @@ func (s *Service) DeleteKey(ctx context.Context, a Actor, id string) error {
 		return s.fail(ctx, "delete key", err)
 	}
 	s.opt.KeyChanged(id)
-	s.audit(ctx, a, k.AccountID, "key.delete", id)
+	s.audit(ctx, a, k.AccountID, ActionKeyDelete, id)
 	return nil
 }

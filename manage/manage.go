@@ -32,6 +32,36 @@ const (
 // AllScopes are the scopes, in order.
 var AllScopes = []string{ScopeKeysRead, ScopeKeysWrite, ScopeUsageRead}
 
+// Audit log actions.
+const (
+	ActionKeyCreate   = "key.create"
+	ActionKeyUpdate   = "key.update"
+	ActionKeyEnable   = "key.enable"
+	ActionKeyDisable  = "key.disable"
+	ActionKeyDelete   = "key.delete"
+	ActionTokenCreate = "token.create"
+	ActionTokenRevoke = "token.revoke"
+)
+
+// KeyUpdateAction names an update in the audit log: enable or disable
+// when it only switched the key, else update.
+func KeyUpdateAction(p keyopts.Patch) string {
+	if p.Enabled != nil && p.Description == nil && p.RateLimit == nil && p.IPRestrictions == nil && p.Models == nil && p.Expiry == nil {
+		if *p.Enabled {
+			return ActionKeyEnable
+		}
+		return ActionKeyDisable
+	}
+	return ActionKeyUpdate
+}
+
+// Audit records an action done outside the Service (the dashboard's forms,
+// the CLI's key commands) in the same log; a failure is logged by the
+// caller, as the action is done.
+func Audit(ctx context.Context, st store.Store, a Actor, accountID, action, target string, at time.Time) error {
+	return st.AddAudit(ctx, store.AuditEntry{AccountID: accountID, Actor: a.String(), Action: action, Target: target, Address: a.Address, At: at})
+}
+
 // Actor kinds.
 const (
 	ActorToken = "token"
@@ -171,9 +201,7 @@ func (s *Service) account(ctx context.Context, a Actor, accountID, scope string)
 // audit records an action; a failure to record is logged, not returned
 // (the action is done).
 func (s *Service) audit(ctx context.Context, a Actor, accountID, action, target string) {
-	err := s.opt.Store.AddAudit(ctx, store.AuditEntry{AccountID: accountID, Actor: a.String(), Action: action, Target: target,
-		Address: a.Address, At: s.opt.Now()})
-	if err != nil {
+	if err := Audit(ctx, s.opt.Store, a, accountID, action, target, s.opt.Now()); err != nil {
 		s.opt.Logger.ErrorContext(ctx, "manage: audit entry not recorded", "action", action, "target", target, "err", err)
 	}
 }

@@ -86,7 +86,7 @@ func (s *Service) CreateToken(ctx context.Context, a Actor, r TokenRequest) (sto
 	case err != nil:
 		return store.ManagementToken{}, "", s.fail(ctx, "create token", err)
 	}
-	s.audit(ctx, a, r.AccountID, "token.create", t.ID)
+	s.audit(ctx, a, r.AccountID, ActionTokenCreate, t.ID)
 	return t, secret, nil
 }
 
@@ -129,7 +129,7 @@ func (s *Service) RevokeToken(ctx context.Context, a Actor, id string) error {
 	case err != nil:
 		return s.fail(ctx, "revoke token", err)
 	}
-	s.audit(ctx, a, t.AccountID, "token.revoke", id)
+	s.audit(ctx, a, t.AccountID, ActionTokenRevoke, id)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/manage"
 )
 
 func runKeyCreate(ctx context.Context, e *env, f *flags, args []string) error {
@@ -60,6 +61,7 @@ func runKeyCreate(ctx context.Context, e *env, f *flags, args []string) error {
 	if err != nil {
 		return err
 	}
+	auditCLI(ctx, e, s, a.ID, manage.ActionKeyCreate, k.ID)
 	fmt.Fprintf(e.stderr, "tollgate: created key %s for %s; its secret is shown only this once\n", k.ID, a.Email)
 	if *asJSON {
 		return writeJSON(e.stdout, createdKeyJSON{keyJSON: keyView(k, e.now()), Secret: secret})

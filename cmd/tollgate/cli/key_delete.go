@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -19,6 +20,10 @@ func runKeyDelete(ctx context.Context, e *env, f *flags, args []string) error {
 		return err
 	}
 	defer s.Close()
+	k, err := keyByID(ctx, s, id)
+	if err != nil {
+		return err
+	}
 	err = s.DeleteKey(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("no key with id %q", id)
@@ -26,6 +31,7 @@ func runKeyDelete(ctx context.Context, e *env, f *flags, args []string) error {
 	if err != nil {
 		return err
 	}
+	auditCLI(ctx, e, s, k.AccountID, manage.ActionKeyDelete, id)
 	_, err = fmt.Fprintf(e.stdout, "deleted key %s\n", id)
 	return err
 }

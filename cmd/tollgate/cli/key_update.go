@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/manage"
 )
 
 func runKeyUpdate(ctx context.Context, e *env, f *flags, args []string) error {
@@ -81,6 +82,7 @@ func runKeyUpdate(ctx context.Context, e *env, f *flags, args []string) error {
 	if err != nil {
 		return err
 	}
+	auditCLI(ctx, e, s, k.AccountID, manage.KeyUpdateAction(p), k.ID)
 	if *asJSON {
 		return writeJSON(e.stdout, keyView(k, e.now()))
 	}

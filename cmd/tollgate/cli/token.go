@@ -23,6 +23,15 @@ func tokenService(e *env, s store.Store, cfg *config.Config) (*manage.Service, e
 
 var cliActor = manage.Actor{Kind: manage.ActorCLI}
 
+// auditCLI records a key command's action in the audit log, as the
+// management API records its own; a failure to record is reported, the
+// action being done.
+func auditCLI(ctx context.Context, e *env, s store.Store, accountID, action, target string) {
+	if err := manage.Audit(ctx, s, cliActor, accountID, action, target, e.now()); err != nil {
+		fmt.Fprintf(e.stderr, "tollgate: warning: the audit log did not record %s %s: %v\n", action, target, err)
+	}
+}
+
 // serviceError turns the service's OpenAI-shaped errors into plain CLI
 // errors.
 func serviceError(err error) error {
