@@ -346,6 +346,17 @@ type Store interface {
 	// entries about no account.
 	ListAudit(ctx context.Context, accountID string, before *AuditEntry, limit int) ([]AuditEntry, error)
 
+	// UsageSummaryOf totals the records q selects, per model (sorted by
+	// model id).
+	UsageSummaryOf(ctx context.Context, q UsageQuery) (UsageSummary, error)
+	// UsageTimelineOf is KeyTimeline for any query (q.From and q.To are
+	// required).
+	UsageTimelineOf(ctx context.Context, q UsageQuery, step time.Duration) ([]UsageBucket, error)
+	// UsageRecordsOf reads the records q selects, newest first, after the
+	// record before when it is given (a cursor: only its CreatedAt and ID
+	// are read), at most limit (1–MaxUsageRecords).
+	UsageRecordsOf(ctx context.Context, q UsageQuery, before *UsageRecord, limit int) ([]UsageRecord, error)
+
 	// BeginIdempotent starts a call made with an Idempotency-Key: it
 	// records (actor, key) as running and reports created true, or, when
 	// the pair is known, returns what is stored (Sealed nil: the first call

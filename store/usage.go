@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/tollgate/tollgate/money"
@@ -85,21 +86,63 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 	return nil
 }
 
+// UsageQuery selects usage records: one key's, or (KeyID empty) one
+// account's; in [From, To) when To is set.
+type UsageQuery struct {
+	KeyID, AccountID string
+	From, To         time.Time
+}
+
+// where is the query's WHERE clause, its arguments numbered from $1.
+func (q UsageQuery) where() (string, []any, error) {
+	var clause string
+	var args []any
+	switch {
+	case q.KeyID != "":
+		clause, args = `key_id = $1`, []any{q.KeyID}
+	case q.AccountID != "":
+		clause, args = `account_id = $1`, []any{q.AccountID}
+	default:
+		return "", nil, errors.New("a usage query needs a key or an account")
+	}
+	if !q.To.IsZero() {
+		if !q.From.Before(q.To) {
+			return "", nil, fmt.Errorf("from %v is not before to %v", q.From, q.To)
+		}
+		clause += ` AND created_at >= $2 AND created_at < $3`
+		args = append(args, dbTime(q.From), dbTime(q.To))
+	}
+	return clause, args, nil
+}
+
 // UsageRecords reads a key's newest records.
 func (s *sqlStore) UsageRecords(ctx context.Context, keyID string, limit int) ([]UsageRecord, error) {
+	return s.UsageRecordsOf(ctx, UsageQuery{KeyID: keyID}, nil, limit)
+}
+
+func (s *sqlStore) UsageRecordsOf(ctx context.Context, q UsageQuery, before *UsageRecord, limit int) ([]UsageRecord, error) {
 	if limit < 1 || limit > MaxUsageRecords {
 		return nil, fmt.Errorf("store: usage records: limit %d is not between 1 and %d", limit, MaxUsageRecords)
 	}
+	where, args, err := q.where()
+	if err != nil {
+		return nil, fmt.Errorf("store: usage records: %w", err)
+	}
+	if before != nil {
+		n := len(args)
+		where += fmt.Sprintf(` AND (created_at < $%d OR (created_at = $%d AND id < $%d))`, n+1, n+1, n+2)
+		args = append(args, dbTime(before.CreatedAt), before.ID)
+	}
 	out := []UsageRecord{}
-	err := s.db.read().queryEach(ctx,
+	err = s.db.read().queryEach(ctx,
 		`SELECT id, key_id, account_id, model, provider, prompt_tokens, completion_tokens, cost_nanos,
 			status, error_code, latency_us, created_at, estimated, request_id, deployment, attempts, ttft_us,
 			cached_tokens, cache_write_tokens, reasoning_tokens
 		FROM usage_records
-		WHERE key_id = $1
+		WHERE `+where+`
 		ORDER BY created_at DESC, id DESC
-		LIMIT $2`,
-		[]any{keyID, limit},
+		LIMIT `+strconv.Itoa(limit),
+		args,
 		func(row scanner) error {
 			var r UsageRecord
 			var cost, status, attempts, latency, ttft int64
@@ -123,8 +166,16 @@ func (s *sqlStore) UsageRecords(ctx context.Context, keyID string, limit int) ([
 // KeyUsage sums a key's records per model in SQL; the totals add those sums.
 // A key with no records (or no such key) has a zero summary.
 func (s *sqlStore) KeyUsage(ctx context.Context, keyID string) (UsageSummary, error) {
+	return s.UsageSummaryOf(ctx, UsageQuery{KeyID: keyID})
+}
+
+func (s *sqlStore) UsageSummaryOf(ctx context.Context, q UsageQuery) (UsageSummary, error) {
+	where, args, err := q.where()
+	if err != nil {
+		return UsageSummary{}, fmt.Errorf("store: usage summary: %w", err)
+	}
 	sum := UsageSummary{ByModel: []ModelUsage{}}
-	err := s.db.read().queryEach(ctx,
+	err = s.db.read().queryEach(ctx,
 		`SELECT model,
 			COUNT(*),
 			CAST(SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS BIGINT),
@@ -132,10 +183,10 @@ func (s *sqlStore) KeyUsage(ctx context.Context, keyID string) (UsageSummary, er
 			CAST(SUM(completion_tokens) AS BIGINT),
 			CAST(SUM(cost_nanos) AS BIGINT)
 		FROM usage_records
-		WHERE key_id = $1
+		WHERE `+where+`
 		GROUP BY model
 		ORDER BY model`,
-		[]any{keyID},
+		args,
 		func(row scanner) error {
 			var (
 				m      ModelUsage
@@ -155,7 +206,7 @@ func (s *sqlStore) KeyUsage(ctx context.Context, keyID string) (UsageSummary, er
 			return nil
 		})
 	if err != nil {
-		return UsageSummary{}, fmt.Errorf("store: key usage: %w", err)
+		return UsageSummary{}, fmt.Errorf("store: usage summary: %w", err)
 	}
 	return sum, nil
 }
@@ -167,7 +218,12 @@ const minTimelineStep = time.Minute
 // from in microseconds (both non-negative, so integer division floors), and
 // sums each bucket with GROUP BY; the buckets no record fell in stay zero.
 func (s *sqlStore) KeyTimeline(ctx context.Context, keyID string, from, to time.Time, step time.Duration) ([]UsageBucket, error) {
-	from, to, step = dbTime(from), dbTime(to), step.Truncate(time.Microsecond)
+	return s.UsageTimelineOf(ctx, UsageQuery{KeyID: keyID, From: from, To: to}, step)
+}
+
+func (s *sqlStore) UsageTimelineOf(ctx context.Context, q UsageQuery, step time.Duration) ([]UsageBucket, error) {
+	from, to, step := dbTime(q.From), dbTime(q.To), step.Truncate(time.Microsecond)
+	q.From, q.To = from, to
 	if step < minTimelineStep {
 		return nil, fmt.Errorf("store: key timeline: step %v is below %v", step, minTimelineStep)
 	}
@@ -190,8 +246,13 @@ func (s *sqlStore) KeyTimeline(ctx context.Context, keyID string, from, to time.
 		buckets[i].Start = from.Add(time.Duration(i) * step)
 	}
 
+	where, args, err := q.where()
+	if err != nil {
+		return nil, fmt.Errorf("store: key timeline: %w", err)
+	}
+	n0 := len(args)
 	at := s.db.unixMicros("created_at")
-	err := s.db.read().queryEach(ctx,
+	err = s.db.read().queryEach(ctx,
 		`SELECT bucket,
 			COUNT(*),
 			CAST(SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS BIGINT),
@@ -199,13 +260,13 @@ func (s *sqlStore) KeyTimeline(ctx context.Context, keyID string, from, to time.
 			CAST(SUM(completion_tokens) AS BIGINT),
 			CAST(SUM(cost_nanos) AS BIGINT)
 		FROM (
-			SELECT (`+at+` - CAST($4 AS BIGINT)) / CAST($5 AS BIGINT) AS bucket,
+			SELECT (`+at+` - CAST($`+strconv.Itoa(n0+1)+` AS BIGINT)) / CAST($`+strconv.Itoa(n0+2)+` AS BIGINT) AS bucket,
 				status, prompt_tokens, completion_tokens, cost_nanos
 			FROM usage_records
-			WHERE key_id = $1 AND created_at >= $2 AND created_at < $3
+			WHERE `+where+`
 		) AS r
 		GROUP BY bucket`,
-		[]any{keyID, from, to, from.UnixMicro(), step.Microseconds()},
+		append(args, from.UnixMicro(), step.Microseconds()),
 		func(row scanner) error {
 			var i, cost int64
 			var b UsageBucket

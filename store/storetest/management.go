@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -24,6 +25,7 @@ var managementTests = []struct {
 	{"ATokenForAnUnknownAccountIsNotFound", testTokenUnknownAccount},
 	{"AuditEntriesAreListedNewestFirstPerAccountWithACursor", testAuditList},
 	{"IdempotentCallsRunOnceAndKeepTheirFirstAnswer", testIdempotency},
+	{"UsageIsSummedListedAndBucketedPerAccountOverARange", testUsageByAccountAndRange},
 }
 
 func newTokenSecret(t *testing.T) (string, apikey.Hash) {
@@ -245,4 +247,63 @@ func testIdempotency(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	assert.False(t, created, "abandoning never removes a finished answer")
 	assert.Equal(t, []byte("sealed answer"), kept.Sealed)
+}
+
+func testUsageByAccountAndRange(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", money.PerDollar)
+	b := newAccount(t, s, "bob@example.com", money.PerDollar)
+	k1, _ := newKey(t, s, a.ID, store.Key{})
+	k2, _ := newKey(t, s, a.ID, store.Key{})
+	kb, _ := newKey(t, s, b.ID, store.Key{})
+	day := time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC)
+	recs := []store.UsageRecord{
+		timelineRecord("u1", k1, day.Add(1*time.Hour), 200, 10, 5, 100),
+		timelineRecord("u2", k2, day.Add(2*time.Hour), 200, 20, 5, 200),
+		timelineRecord("u3", k2, day.Add(2*time.Hour), 500, 1, 0, 1), // same instant as u2
+		timelineRecord("u4", k1, day.Add(30*time.Hour), 200, 40, 5, 400),
+		timelineRecord("u5", kb, day.Add(1*time.Hour), 200, 99, 9, 999),
+	}
+	require.NoError(t, s.RecordUsage(ctx, recs))
+
+	q := store.UsageQuery{AccountID: a.ID, From: day, To: day.Add(24 * time.Hour)}
+	sum, err := s.UsageSummaryOf(ctx, q)
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, sum.TotalRequests, "both keys of the account, that day only")
+	assert.EqualValues(t, 1, sum.ErrorRequests)
+	assert.EqualValues(t, 31, sum.PromptTokens)
+	assert.Equal(t, money.Nanos(301), sum.Cost)
+	all, err := s.UsageSummaryOf(ctx, store.UsageQuery{AccountID: a.ID})
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, all.TotalRequests, "no range: every record")
+	one, err := s.UsageSummaryOf(ctx, store.UsageQuery{KeyID: k1.ID, From: day, To: day.Add(48 * time.Hour)})
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, one.TotalRequests)
+
+	buckets, err := s.UsageTimelineOf(ctx, store.UsageQuery{AccountID: a.ID, From: day, To: day.Add(48 * time.Hour)}, 24*time.Hour)
+	require.NoError(t, err)
+	require.Len(t, buckets, 2)
+	assert.EqualValues(t, 3, buckets[0].Requests)
+	assert.EqualValues(t, 1, buckets[1].Requests)
+
+	var walked []string
+	var cursor *store.UsageRecord
+	for {
+		page, err := s.UsageRecordsOf(ctx, store.UsageQuery{AccountID: a.ID}, cursor, 1)
+		require.NoError(t, err)
+		if len(page) == 0 {
+			break
+		}
+		walked = append(walked, page[0].ID)
+		cursor = &page[0]
+	}
+	require.Len(t, walked, 4, "page by page, each record once, ties at one instant included")
+	assert.Equal(t, "u4", walked[0], "newest first")
+	assert.ElementsMatch(t, []string{"u2", "u3"}, walked[1:3])
+	assert.Equal(t, "u1", walked[3])
+
+	_, err = s.UsageSummaryOf(ctx, store.UsageQuery{})
+	assert.Error(t, err, "a key or an account")
+	_, err = s.UsageSummaryOf(ctx, store.UsageQuery{AccountID: a.ID, From: day, To: day})
+	assert.Error(t, err, "an empty range")
 }

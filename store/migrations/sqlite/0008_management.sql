@@ -48,3 +48,6 @@ CREATE TABLE idempotency (
 ) STRICT;
 
 CREATE INDEX idempotency_created ON idempotency (created_at);
+
+-- The management API's usage per account, for a time range.
+CREATE INDEX usage_records_account_created ON usage_records (account_id, created_at);
