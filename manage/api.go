@@ -30,24 +30,45 @@ var OpenAPI []byte
 // maxRequestBody bounds a management call's body.
 const maxRequestBody = 64 << 10
 
+// route is one call of the API: its ServeMux pattern and handler.
+type route struct {
+	pattern string
+	handle  handler
+}
+
+// routes are every authenticated call; the OpenAPI document describes each
+// (a test holds the two equal).
+func (s *Service) routes() []route {
+	return []route{
+		{"GET /api/v1/keys", s.listKeys},
+		{"POST /api/v1/keys", s.createKey},
+		{"GET /api/v1/keys/{id}", s.getKey},
+		{"PATCH /api/v1/keys/{id}", s.patchKey},
+		{"DELETE /api/v1/keys/{id}", s.deleteKey},
+		{"POST /api/v1/keys/{id}/enable", s.enableKey(true)},
+		{"POST /api/v1/keys/{id}/disable", s.enableKey(false)},
+		{"GET /api/v1/tokens", s.listTokens},
+		{"POST /api/v1/tokens", s.createToken},
+		{"DELETE /api/v1/tokens/{id}", s.revokeToken},
+		{"GET /api/v1/audit", s.listAudit},
+		{"GET /api/v1/usage", s.usage},
+		{"GET /api/v1/usage/records", s.usageRecords},
+	}
+}
+
+// openAPIPattern serves the document itself, without a token.
+const openAPIPattern = "GET /api/v1/openapi.json"
+
 // Handler serves /api/v1/.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc(openAPIPattern, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(OpenAPI)
 	})
-	mux.HandleFunc("GET /api/v1/keys", s.authed(s.listKeys))
-	mux.HandleFunc("POST /api/v1/keys", s.authed(s.createKey))
-	mux.HandleFunc("GET /api/v1/keys/{id}", s.authed(s.getKey))
-	mux.HandleFunc("PATCH /api/v1/keys/{id}", s.authed(s.patchKey))
-	mux.HandleFunc("DELETE /api/v1/keys/{id}", s.authed(s.deleteKey))
-	mux.HandleFunc("POST /api/v1/keys/{id}/enable", s.authed(s.enableKey(true)))
-	mux.HandleFunc("POST /api/v1/keys/{id}/disable", s.authed(s.enableKey(false)))
-	mux.HandleFunc("GET /api/v1/tokens", s.authed(s.listTokens))
-	mux.HandleFunc("POST /api/v1/tokens", s.authed(s.createToken))
-	mux.HandleFunc("DELETE /api/v1/tokens/{id}", s.authed(s.revokeToken))
-	mux.HandleFunc("GET /api/v1/audit", s.authed(s.listAudit))
+	for _, rt := range s.routes() {
+		mux.HandleFunc(rt.pattern, s.authed(rt.handle))
+	}
 	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		// Authentication first: without a token nothing is told, not even
 		// which paths exist.

@@ -3,6 +3,7 @@ package manage
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -489,9 +490,10 @@ func TestTheOpenAPIDocumentIsServedAndDescribesEveryRoute(t *testing.T) {
 	assert.Equal(t, "3.1.0", a.get("openapi").String())
 	assert.JSONEq(t, string(OpenAPI), string(a.body))
 	// Every route the handler serves is in the document, and back.
-	routes := []string{"GET /api/v1/keys", "POST /api/v1/keys", "GET /api/v1/keys/{id}", "PATCH /api/v1/keys/{id}", "DELETE /api/v1/keys/{id}",
-		"POST /api/v1/keys/{id}/enable", "POST /api/v1/keys/{id}/disable", "GET /api/v1/tokens", "POST /api/v1/tokens",
-		"DELETE /api/v1/tokens/{id}", "GET /api/v1/audit", "GET /api/v1/openapi.json"}
+	routes := []string{openAPIPattern}
+	for _, rt := range e.svc.routes() {
+		routes = append(routes, rt.pattern)
+	}
 	var documented []string
 	a.get("paths").ForEach(func(path, item gjson.Result) bool {
 		item.ForEach(func(method, _ gjson.Result) bool {
@@ -582,4 +584,86 @@ func tokenID(t *testing.T, e *apiEnv, secret string) string {
 	tok, err := e.st.TokenByHash(context.Background(), apikey.HashOf(secret), e.clock.Now())
 	require.NoError(t, err)
 	return tok.ID
+}
+
+func TestUsageOfAKeyOrAnAccountOverARangeAndAsCSV(t *testing.T) {
+	e := newAPIEnv(t)
+	ctx := context.Background()
+	k1, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("one"))
+	require.NoError(t, err)
+	k2, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("two"))
+	require.NoError(t, err)
+	kb, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.b.ID, descPatch("b's"))
+	require.NoError(t, err)
+	march := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var recs []store.UsageRecord
+	for i := range 25 {
+		k := []store.Key{k1, k2}[i%2]
+		recs = append(recs, store.UsageRecord{ID: fmt.Sprintf("use_%02d", i), KeyID: k.ID, AccountID: k.AccountID, Model: []string{"gpt-4o-mini", "o3"}[i%2],
+			Provider: "openai", PromptTokens: 10, CompletionTokens: 5, Cost: 1000, Status: 200, CreatedAt: march.Add(time.Duration(i) * 12 * time.Hour)})
+	}
+	recs = append(recs, store.UsageRecord{ID: "use_b", KeyID: kb.ID, AccountID: kb.AccountID, Model: "o3", Provider: "openai", Cost: 7, Status: 200, CreatedAt: march})
+	require.NoError(t, e.st.RecordUsage(ctx, recs))
+	usage := e.token(e.a.ID, ScopeUsageRead)
+	keysOnly := e.token(e.a.ID, ScopeKeysRead)
+
+	a := e.call("GET", "/api/v1/usage?from=2026-03-01&to=2026-03-08", usage, "")
+	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	assert.EqualValues(t, 14, a.get("totals.requests").Int(), "two a day for a week, both keys")
+	assert.Equal(t, 0.000014, a.get("totals.cost_usd").Float())
+	assert.Len(t, a.get("buckets").Array(), 7)
+	assert.EqualValues(t, 2, a.get("buckets.0.requests").Int())
+	assert.Equal(t, `["gpt-4o-mini","o3"]`, a.get("by_model.#.model").Raw)
+	assert.Equal(t, gjson.Null, a.get("key_id").Type)
+
+	a = e.call("GET", "/api/v1/usage?key_id="+k1.ID+"&from=2026-03-01T00:00:00Z&to=2026-03-02T00:00:00Z&group=hour", usage, "")
+	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	assert.EqualValues(t, 1, a.get("totals.requests").Int())
+	assert.Len(t, a.get("buckets").Array(), 24)
+
+	// Records in pages, and the whole range as CSV.
+	var ids []string
+	after := ""
+	for {
+		a := e.call("GET", "/api/v1/usage/records?from=2026-03-01&to=2026-04-01&limit=10&after="+after, usage, "")
+		require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+		for _, r := range a.get("data").Array() {
+			ids = append(ids, r.Get("id").String())
+		}
+		if !a.get("has_more").Bool() {
+			break
+		}
+		after = a.get("next").String()
+	}
+	assert.Len(t, ids, 25)
+	assert.Equal(t, "use_24", ids[0], "newest first")
+
+	req, _ := http.NewRequest("GET", e.srv.URL+"/api/v1/usage/records?format=csv&from=2026-03-01&to=2026-04-01", nil)
+	req.Header.Set("Authorization", "Bearer "+usage)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "text/csv; charset=utf-8", resp.Header.Get("Content-Type"))
+	assert.Contains(t, resp.Header.Get("Content-Disposition"), "usage-20260301-20260401.csv")
+	rows, err := csv.NewReader(resp.Body).ReadAll()
+	require.NoError(t, err)
+	require.Len(t, rows, 26, "a header and every record")
+	assert.Equal(t, csvHeader, rows[0])
+	assert.Equal(t, "use_24", rows[1][0])
+	assert.Equal(t, "0.000001", rows[1][13], "cost in dollars, exact")
+
+	// Who may read what.
+	assert.Equal(t, http.StatusForbidden, e.call("GET", "/api/v1/usage", keysOnly, "").status, "usage:read is needed")
+	assert.Equal(t, http.StatusNotFound, e.call("GET", "/api/v1/usage?key_id="+kb.ID, usage, "").status, "another account's key")
+	assert.Equal(t, http.StatusNotFound, e.call("GET", "/api/v1/usage?account_id="+e.b.ID, usage, "").status)
+	a = e.call("GET", "/api/v1/usage?account_id="+e.b.ID+"&from=2026-03-01&to=2026-03-02", e.admin, "")
+	require.Equal(t, http.StatusOK, a.status)
+	assert.EqualValues(t, 1, a.get("totals.requests").Int())
+	assert.Equal(t, "account_id", e.call("GET", "/api/v1/usage", e.admin, "").get("error.param").String())
+	for _, bad := range []string{"?from=yesterday", "?from=2026-03-02&to=2026-03-01", "?from=2020-01-01&to=2026-01-01", "?group=week"} {
+		assert.Equal(t, http.StatusBadRequest, e.call("GET", "/api/v1/usage"+bad, usage, "").status, bad)
+	}
+	assert.Equal(t, http.StatusBadRequest, e.call("GET", "/api/v1/usage/records?after=nope", usage, "").status)
+	assert.Equal(t, http.StatusBadRequest, e.call("GET", "/api/v1/usage/records?limit=500", usage, "").status)
 }

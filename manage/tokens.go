@@ -159,11 +159,11 @@ func (s *Service) ListAudit(ctx context.Context, a Actor, accountID, after strin
 	}
 	var before *store.AuditEntry
 	if after != "" {
-		e, ok := decodeAuditCursor(after)
+		at, id, ok := decodeCursor(after, "aud_")
 		if !ok {
 			return AuditPage{}, oaierror.Invalid("invalid_request", "after", "after is not a cursor this API gave.")
 		}
-		before = &e
+		before = &store.AuditEntry{ID: id, At: at}
 	}
 	entries, err := s.opt.Store.ListAudit(ctx, accountID, before, limit+1)
 	if err != nil {
@@ -172,25 +172,28 @@ func (s *Service) ListAudit(ctx context.Context, a Actor, accountID, after strin
 	var page AuditPage
 	if len(entries) > limit {
 		entries = entries[:limit]
-		page.Next = encodeAuditCursor(entries[limit-1])
+		page.Next = encodeCursor(entries[limit-1].At, entries[limit-1].ID)
 	}
 	page.Entries = entries
 	return page, nil
 }
 
-func encodeAuditCursor(e store.AuditEntry) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(e.At.UTC().Format(time.RFC3339Nano) + " " + e.ID))
+// encodeCursor makes a page cursor of the last object's time and id.
+func encodeCursor(at time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + " " + id))
 }
 
-func decodeAuditCursor(c string) (store.AuditEntry, bool) {
+// decodeCursor reads a cursor encodeCursor made for an object whose id
+// starts with idPrefix.
+func decodeCursor(c, idPrefix string) (time.Time, string, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return store.AuditEntry{}, false
+		return time.Time{}, "", false
 	}
 	at, id, ok := strings.Cut(string(b), " ")
 	t, err := time.Parse(time.RFC3339Nano, at)
-	if !ok || err != nil || !strings.HasPrefix(id, "aud_") {
-		return store.AuditEntry{}, false
+	if !ok || err != nil || !strings.HasPrefix(id, idPrefix) {
+		return time.Time{}, "", false
 	}
-	return store.AuditEntry{ID: id, At: t}, true
+	return t, id, true
 }

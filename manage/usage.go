@@ -1,0 +1,333 @@
+package manage
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
+)
+
+// Usage over the API: totals, by model and by hour or day, for one key or
+// one account over a time range; the records themselves in pages; and all
+// of a range's records as CSV.
+
+// Usage ranges.
+const (
+	// DefaultUsageSpan is the range when from is not given: 30 days to to.
+	DefaultUsageSpan = 30 * 24 * time.Hour
+	// MaxUsageSpan bounds one range.
+	MaxUsageSpan = 366 * 24 * time.Hour
+	// MaxCSVRecords bounds one CSV export.
+	MaxCSVRecords = 1_000_000
+)
+
+// UsageRequest selects usage: a key's (KeyID) or an account's.
+type UsageRequest struct {
+	AccountID, KeyID string
+	From, To         time.Time
+	// Group is "hour" or "day" (the default).
+	Group string
+}
+
+// UsageReport answers a UsageRequest.
+type UsageReport struct {
+	Query   store.UsageQuery
+	Group   string
+	Summary store.UsageSummary
+	Buckets []store.UsageBucket
+}
+
+// usageQuery checks the actor may read the usage asked for and returns the
+// store's query for it.
+func (s *Service) usageQuery(ctx context.Context, a Actor, r UsageRequest) (store.UsageQuery, error) {
+	q := store.UsageQuery{From: r.From.UTC(), To: r.To.UTC()}
+	switch {
+	case r.KeyID != "":
+		k, err := s.key(ctx, a, r.KeyID, ScopeUsageRead)
+		if err != nil {
+			return store.UsageQuery{}, err
+		}
+		if r.AccountID != "" && r.AccountID != k.AccountID {
+			return store.UsageQuery{}, ErrNotFound
+		}
+		q.KeyID, q.AccountID = k.ID, k.AccountID
+	default:
+		acct, err := s.account(ctx, a, r.AccountID, ScopeUsageRead)
+		if err != nil {
+			return store.UsageQuery{}, err
+		}
+		q.AccountID = acct.ID
+	}
+	if q.To.IsZero() {
+		q.To = s.opt.Now().UTC()
+	}
+	if q.From.IsZero() {
+		q.From = q.To.Add(-DefaultUsageSpan)
+	}
+	switch {
+	case !q.From.Before(q.To):
+		return store.UsageQuery{}, oaierror.Invalid("invalid_request", "from", "from must be before to.")
+	case q.To.Sub(q.From) > MaxUsageSpan:
+		return store.UsageQuery{}, oaierror.Invalid("invalid_request", "from", "A usage range spans at most 366 days.")
+	}
+	return q, nil
+}
+
+// Usage totals a key's or an account's usage over a range, by model and by
+// hour or day (buckets start at from).
+func (s *Service) Usage(ctx context.Context, a Actor, r UsageRequest) (UsageReport, error) {
+	step := 24 * time.Hour
+	switch r.Group {
+	case "", "day":
+		r.Group = "day"
+	case "hour":
+		step = time.Hour
+	default:
+		return UsageReport{}, oaierror.Invalid("invalid_request", "group", "group must be hour or day.")
+	}
+	q, err := s.usageQuery(ctx, a, r)
+	if err != nil {
+		return UsageReport{}, err
+	}
+	sum, err := s.opt.Store.UsageSummaryOf(ctx, q)
+	if err != nil {
+		return UsageReport{}, s.fail(ctx, "usage summary", err)
+	}
+	buckets, err := s.opt.Store.UsageTimelineOf(ctx, q, step)
+	if err != nil {
+		return UsageReport{}, s.fail(ctx, "usage timeline", err)
+	}
+	return UsageReport{Query: q, Group: r.Group, Summary: sum, Buckets: buckets}, nil
+}
+
+// UsageRecords lists the records of a range, newest first, in pages; after
+// is the previous page's cursor.
+func (s *Service) UsageRecords(ctx context.Context, a Actor, r UsageRequest, after string, limit int) ([]store.UsageRecord, string, error) {
+	switch {
+	case limit == 0:
+		limit = DefaultPageSize
+	case limit < 1 || limit > MaxPageSize:
+		return nil, "", oaierror.Invalid("invalid_request", "limit", fmt.Sprintf("limit must be from 1 to %d.", MaxPageSize))
+	}
+	q, err := s.usageQuery(ctx, a, r)
+	if err != nil {
+		return nil, "", err
+	}
+	var before *store.UsageRecord
+	if after != "" {
+		at, id, ok := decodeCursor(after, "use_")
+		if !ok {
+			return nil, "", oaierror.Invalid("invalid_request", "after", "after is not a cursor this API gave.")
+		}
+		before = &store.UsageRecord{ID: id, CreatedAt: at}
+	}
+	recs, err := s.opt.Store.UsageRecordsOf(ctx, q, before, limit+1)
+	if err != nil {
+		return nil, "", s.fail(ctx, "usage records", err)
+	}
+	next := ""
+	if len(recs) > limit {
+		recs = recs[:limit]
+		last := recs[limit-1]
+		next = encodeCursor(last.CreatedAt, last.ID)
+	}
+	return recs, next, nil
+}
+
+// usageRequestOf reads a usage call's query: key_id or account_id, from
+// and to (RFC 3339, or a date: its start, UTC), group.
+func usageRequestOf(r *http.Request, a Actor) (UsageRequest, error) {
+	q := r.URL.Query()
+	req := UsageRequest{AccountID: q.Get("account_id"), KeyID: q.Get("key_id"), Group: q.Get("group")}
+	if req.KeyID == "" {
+		account, err := accountOf(a, req.AccountID)
+		if err != nil {
+			return UsageRequest{}, oaierror.Invalid("invalid_request", "account_id", "An admin token must say whose usage: key_id or account_id.")
+		}
+		req.AccountID = account
+	}
+	for _, f := range []struct {
+		name string
+		into *time.Time
+	}{{"from", &req.From}, {"to", &req.To}} {
+		v := q.Get(f.name)
+		if v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			if t, err = time.Parse("2006-01-02", v); err != nil {
+				return UsageRequest{}, oaierror.Invalid("invalid_request", f.name, f.name+" must be an RFC 3339 time or a date (YYYY-MM-DD).")
+			}
+		}
+		*f.into = t
+	}
+	return req, nil
+}
+
+type usageCounts struct {
+	Requests         int64       `json:"requests"`
+	ErrorRequests    int64       `json:"error_requests"`
+	PromptTokens     int64       `json:"prompt_tokens"`
+	CompletionTokens int64       `json:"completion_tokens"`
+	CostUSD          money.Nanos `json:"cost_usd"`
+}
+
+type modelUsageJSON struct {
+	Model string `json:"model"`
+	usageCounts
+}
+
+type bucketJSON struct {
+	Start time.Time `json:"start"`
+	usageCounts
+}
+
+type usageJSON struct {
+	Object    string           `json:"object"`
+	AccountID string           `json:"account_id"`
+	KeyID     *string          `json:"key_id"`
+	From      time.Time        `json:"from"`
+	To        time.Time        `json:"to"`
+	Group     string           `json:"group"`
+	Totals    usageCounts      `json:"totals"`
+	ByModel   []modelUsageJSON `json:"by_model"`
+	Buckets   []bucketJSON     `json:"buckets"`
+}
+
+func (s *Service) usage(w http.ResponseWriter, r *http.Request, a Actor) error {
+	req, err := usageRequestOf(r, a)
+	if err != nil {
+		return err
+	}
+	rep, err := s.Usage(r.Context(), a, req)
+	if err != nil {
+		return err
+	}
+	out := usageJSON{Object: "usage", AccountID: rep.Query.AccountID, From: rep.Query.From, To: rep.Query.To, Group: rep.Group,
+		Totals: usageCounts{Requests: rep.Summary.TotalRequests, ErrorRequests: rep.Summary.ErrorRequests,
+			PromptTokens: rep.Summary.PromptTokens, CompletionTokens: rep.Summary.CompletionTokens, CostUSD: rep.Summary.Cost},
+		ByModel: []modelUsageJSON{}, Buckets: make([]bucketJSON, len(rep.Buckets))}
+	if rep.Query.KeyID != "" {
+		out.KeyID = &rep.Query.KeyID
+	}
+	for _, m := range rep.Summary.ByModel {
+		out.ByModel = append(out.ByModel, modelUsageJSON{Model: m.Model, usageCounts: usageCounts{Requests: m.Requests,
+			PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens, CostUSD: m.Cost}})
+	}
+	for i, b := range rep.Buckets {
+		out.Buckets[i] = bucketJSON{Start: b.Start, usageCounts: usageCounts{Requests: b.Requests, ErrorRequests: b.ErrorRequests,
+			PromptTokens: b.PromptTokens, CompletionTokens: b.CompletionTokens, CostUSD: b.Cost}}
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// recordJSON is a usage record on the wire.
+type recordJSON struct {
+	ID               string      `json:"id"`
+	Object           string      `json:"object"`
+	KeyID            string      `json:"key_id"`
+	AccountID        string      `json:"account_id"`
+	CreatedAt        time.Time   `json:"created_at"`
+	Model            string      `json:"model"`
+	Provider         string      `json:"provider"`
+	Deployment       string      `json:"deployment"`
+	Status           int         `json:"status"`
+	ErrorCode        string      `json:"error_code"`
+	PromptTokens     int64       `json:"prompt_tokens"`
+	CompletionTokens int64       `json:"completion_tokens"`
+	CachedTokens     int64       `json:"cached_tokens"`
+	ReasoningTokens  int64       `json:"reasoning_tokens"`
+	CostUSD          money.Nanos `json:"cost_usd"`
+	Estimated        bool        `json:"estimated"`
+	LatencyMS        int64       `json:"latency_ms"`
+	Attempts         int         `json:"attempts"`
+	RequestID        string      `json:"request_id"`
+}
+
+func recordView(u store.UsageRecord) recordJSON {
+	return recordJSON{ID: u.ID, Object: "usage_record", KeyID: u.KeyID, AccountID: u.AccountID, CreatedAt: u.CreatedAt,
+		Model: u.Model, Provider: u.Provider, Deployment: u.Deployment, Status: u.Status, ErrorCode: u.ErrorCode,
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens,
+		ReasoningTokens: u.ReasoningTokens, CostUSD: u.Cost, Estimated: u.Estimated, LatencyMS: u.Latency.Milliseconds(),
+		Attempts: u.Attempts, RequestID: u.RequestID}
+}
+
+func (s *Service) usageRecords(w http.ResponseWriter, r *http.Request, a Actor) error {
+	req, err := usageRequestOf(r, a)
+	if err != nil {
+		return err
+	}
+	if r.URL.Query().Get("format") == "csv" {
+		return s.usageCSV(w, r, a, req)
+	}
+	limit, err := limitOf(r)
+	if err != nil {
+		return err
+	}
+	recs, next, err := s.UsageRecords(r.Context(), a, req, r.URL.Query().Get("after"), limit)
+	if err != nil {
+		return err
+	}
+	views := make([]recordJSON, len(recs))
+	for i, u := range recs {
+		views[i] = recordView(u)
+	}
+	return writeJSON(w, http.StatusOK, list(views, next))
+}
+
+// csvHeader names the CSV export's columns.
+var csvHeader = []string{"id", "created_at", "key_id", "account_id", "model", "provider", "deployment", "status", "error_code",
+	"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "cost_usd", "estimated", "latency_ms", "attempts", "request_id"}
+
+// usageCSV writes every record of the range, newest first, as CSV, read
+// from the store a page at a time.
+func (s *Service) usageCSV(w http.ResponseWriter, r *http.Request, a Actor, req UsageRequest) error {
+	ctx := r.Context()
+	q, err := s.usageQuery(ctx, a, req)
+	if err != nil {
+		return err
+	}
+	// The first page before any byte: an error can still be answered.
+	const page = 1000
+	recs, err := s.opt.Store.UsageRecordsOf(ctx, q, nil, page)
+	if err != nil {
+		return s.fail(ctx, "usage records", err)
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="usage-%s-%s.csv"`, q.From.Format("20060102"), q.To.Format("20060102")))
+	cw := csv.NewWriter(w)
+	_ = cw.Write(csvHeader)
+	written := 0
+	for len(recs) > 0 && written < MaxCSVRecords {
+		for _, u := range recs {
+			_ = cw.Write([]string{u.ID, u.CreatedAt.UTC().Format(time.RFC3339Nano), u.KeyID, u.AccountID, u.Model, u.Provider,
+				u.Deployment, strconv.Itoa(u.Status), u.ErrorCode, strconv.FormatInt(u.PromptTokens, 10),
+				strconv.FormatInt(u.CompletionTokens, 10), strconv.FormatInt(u.CachedTokens, 10), strconv.FormatInt(u.ReasoningTokens, 10),
+				u.Cost.String(), strconv.FormatBool(u.Estimated), strconv.FormatInt(u.Latency.Milliseconds(), 10),
+				strconv.Itoa(u.Attempts), u.RequestID})
+		}
+		written += len(recs)
+		cw.Flush()
+		if err := cw.Error(); err != nil {
+			return nil // the client left; nothing more to say
+		}
+		if len(recs) < page {
+			break
+		}
+		last := recs[len(recs)-1]
+		if recs, err = s.opt.Store.UsageRecordsOf(ctx, q, &last, page); err != nil {
+			// The header is sent: the CSV ends short, and the cause is logged.
+			s.opt.Logger.ErrorContext(ctx, "manage: usage CSV cut short", "err", err)
+			return nil
+		}
+	}
+	cw.Flush()
+	return nil
+}
