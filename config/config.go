@@ -116,6 +116,23 @@ type Provider struct {
 // IsEnabled reports the administrator's switch (true unless set to false).
 func (p *Provider) IsEnabled() bool { return p.Enabled == nil || *p.Enabled }
 
+// PlanModels are the models the plan allows, in the configuration's order;
+// none for an unknown plan. The dashboard's and the management API's model
+// lists are this list.
+func (c *Config) PlanModels(plan string) []*Model {
+	p, ok := c.Plan(plan)
+	if !ok {
+		return nil
+	}
+	var out []*Model
+	for i := range c.Models {
+		if p.AllowsModel(c.Models[i].ID) {
+			out = append(out, &c.Models[i])
+		}
+	}
+	return out
+}
+
 // ModelAvailable reports whether a request for m can be served now: some
 // deployment of m belongs to an enabled provider and, when available is not
 // nil, available(deployment ID) says it is up (the passive health of

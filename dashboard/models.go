@@ -26,20 +26,14 @@ type modelRow struct {
 func (d *Dashboard) listModels(w http.ResponseWriter, r *http.Request, s *session) error {
 	cfg := d.config()
 	page := modelsPage{Plan: s.account.Plan, Models: []modelRow{}}
-	if plan, ok := cfg.Plan(s.account.Plan); ok {
-		for i := range cfg.Models {
-			m := &cfg.Models[i]
-			if !plan.AllowsModel(m.ID) {
-				continue
-			}
-			page.Models = append(page.Models, modelRow{
-				ID:          m.ID,
-				Available:   cfg.ModelAvailable(m, d.available),
-				MaxTokens:   count(int64(m.MaxTokens)),
-				InputPrice:  usd(m.InputPricePerMillion),
-				OutputPrice: usd(m.OutputPricePerMillion),
-			})
-		}
+	for _, m := range cfg.PlanModels(s.account.Plan) {
+		page.Models = append(page.Models, modelRow{
+			ID:          m.ID,
+			Available:   cfg.ModelAvailable(m, d.available),
+			MaxTokens:   count(int64(m.MaxTokens)),
+			InputPrice:  usd(m.InputPricePerMillion),
+			OutputPrice: usd(m.OutputPricePerMillion),
+		})
 	}
 	d.render(w, r, http.StatusOK, "models", s, "Models ("+strconv.Itoa(len(page.Models))+")", page)
 	return nil

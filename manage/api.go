@@ -53,6 +53,11 @@ func (s *Service) routes() []route {
 		{"GET /api/v1/audit", s.listAudit},
 		{"GET /api/v1/usage", s.usage},
 		{"GET /api/v1/usage/records", s.usageRecords},
+		{"POST /api/v1/accounts", s.createAccount},
+		{"GET /api/v1/accounts/{id}", s.getAccount},
+		{"PATCH /api/v1/accounts/{id}", s.patchAccount},
+		{"POST /api/v1/accounts/{id}/credit", s.creditAccount},
+		{"GET /api/v1/models", s.listModels},
 	}
 }
 

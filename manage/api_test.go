@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/testclock"
 	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -666,4 +667,76 @@ func TestUsageOfAKeyOrAnAccountOverARangeAndAsCSV(t *testing.T) {
 	}
 	assert.Equal(t, http.StatusBadRequest, e.call("GET", "/api/v1/usage/records?after=nope", usage, "").status)
 	assert.Equal(t, http.StatusBadRequest, e.call("GET", "/api/v1/usage/records?limit=500", usage, "").status)
+}
+
+func TestAccountsAreAdminsAndARetriedCreditIsNeverASecondCredit(t *testing.T) {
+	e := newAPIEnv(t)
+	acctTok := e.token(e.a.ID, ScopeKeysRead, ScopeKeysWrite, ScopeUsageRead)
+
+	made := e.call("POST", "/api/v1/accounts", e.admin, `{"email":"new@example.com","plan":"basic","balance_usd":2.5}`)
+	require.Equal(t, http.StatusCreated, made.status, "%s", made.body)
+	id := made.get("id").String()
+	assert.Equal(t, 2.5, made.get("balance_usd").Float())
+	assert.Equal(t, 2.5, made.get("available_usd").Float())
+	assert.Equal(t, http.StatusConflict, e.call("POST", "/api/v1/accounts", e.admin, `{"email":"new@example.com","plan":"basic"}`).status)
+	for body, param := range map[string]string{
+		`{"email":"nope","plan":"basic"}`:                           "email",
+		`{"email":"x@example.com","plan":"gold"}`:                   "plan",
+		`{"email":"x@example.com","plan":"basic","balance_usd":-1}`: "balance_usd",
+	} {
+		a := e.call("POST", "/api/v1/accounts", e.admin, body)
+		assert.Equal(t, http.StatusBadRequest, a.status, body)
+		assert.Equal(t, param, a.get("error.param").String(), body)
+	}
+
+	// A credit retried with its Idempotency-Key credits once.
+	for range 3 {
+		a := e.call("POST", "/api/v1/accounts/"+id+"/credit", e.admin, `{"amount_usd":10}`, "Idempotency-Key", "credit-42")
+		require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+		assert.Equal(t, 12.5, a.get("balance_usd").Float())
+	}
+	stored, err := e.st.AccountByID(context.Background(), id)
+	require.NoError(t, err)
+	assert.Equal(t, money.Nanos(12_500_000_000), stored.Balance, "one credit of $10, not three")
+	assert.Equal(t, http.StatusBadRequest, e.call("POST", "/api/v1/accounts/"+id+"/credit", e.admin, `{"amount_usd":0}`).status)
+	assert.Equal(t, http.StatusNotFound, e.call("POST", "/api/v1/accounts/acct_nosuchaccount00/credit", e.admin, `{"amount_usd":1}`).status)
+
+	a := e.call("PATCH", "/api/v1/accounts/"+id, e.admin, `{"plan":"pro"}`)
+	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	assert.Equal(t, "pro", a.get("plan").String())
+	assert.Equal(t, "plan", e.call("PATCH", "/api/v1/accounts/"+id, e.admin, `{"plan":"gold"}`).get("error.param").String())
+
+	// An account token reads its own account, and nothing else of accounts.
+	own := e.call("GET", "/api/v1/accounts/"+e.a.ID, acctTok, "")
+	require.Equal(t, http.StatusOK, own.status)
+	assert.Equal(t, "a@example.com", own.get("email").String())
+	assert.Equal(t, http.StatusNotFound, e.call("GET", "/api/v1/accounts/"+id, acctTok, "").status)
+	for _, c := range [][3]string{{"POST", "/api/v1/accounts", `{"email":"y@example.com","plan":"basic"}`},
+		{"POST", "/api/v1/accounts/" + e.a.ID + "/credit", `{"amount_usd":100}`}, {"PATCH", "/api/v1/accounts/" + e.a.ID, `{"plan":"pro"}`}} {
+		a := e.call(c[0], c[1], acctTok, c[2])
+		assert.Equal(t, http.StatusForbidden, a.status, "%s %s", c[0], c[1])
+		assert.Equal(t, "admin_only", a.get("error.code").String())
+	}
+	stored, err = e.st.AccountByID(context.Background(), e.a.ID)
+	require.NoError(t, err)
+	assert.Zero(t, stored.Balance, "an account cannot credit itself")
+	entries, err := e.st.ListAudit(context.Background(), id, nil, 10)
+	require.NoError(t, err)
+	var actions []string
+	for _, en := range entries {
+		actions = append(actions, en.Action)
+	}
+	assert.Equal(t, []string{"account.plan", "account.credit", "account.create"}, actions)
+}
+
+func TestModelsAreThePlansWithPricesAndAvailability(t *testing.T) {
+	e := newAPIEnv(t)
+	a := e.call("GET", "/api/v1/models", e.token(e.a.ID, ScopeKeysRead), "")
+	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	assert.Equal(t, `["gpt-4o-mini"]`, a.get("data.#.id").Raw, "plan basic allows one model")
+	assert.True(t, a.get("data.0.available").Bool())
+	b := e.call("GET", "/api/v1/models?account_id="+e.b.ID, e.admin, "")
+	require.Equal(t, http.StatusOK, b.status)
+	assert.Equal(t, `["gpt-4o-mini","o3"]`, b.get("data.#.id").Raw)
+	assert.Equal(t, http.StatusNotFound, e.call("GET", "/api/v1/models?account_id="+e.b.ID, e.token(e.a.ID, ScopeKeysRead), "").status)
 }

@@ -130,6 +130,9 @@ type Options struct {
 	Random io.Reader
 	// Logger receives failures (never secrets); nil → slog.Default().
 	Logger *slog.Logger
+	// Available reports whether a deployment (by id) is up, for the model
+	// list; nil → every deployment of an enabled provider.
+	Available func(deploymentID string) bool
 }
 
 // Service applies the management rules.

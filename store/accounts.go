@@ -65,3 +65,20 @@ func (s *sqlStore) CreditAccount(ctx context.Context, accountID string, amount m
 	}
 	return a, nil
 }
+
+// SetPlan announces the change: the key check caches accounts.
+func (s *sqlStore) SetPlan(ctx context.Context, accountID, plan string) (Account, error) {
+	if plan == "" {
+		return Account{}, fmt.Errorf("store: set plan: empty plan")
+	}
+	var a Account
+	err := s.changeTx(ctx, Change{Kind: ChangeAccount, ID: accountID}, func(q querier) error {
+		var err error
+		a, err = scanAccount(q.queryRow(ctx, `UPDATE accounts SET plan = $2 WHERE id = $1 RETURNING `+accountColumns, accountID, plan))
+		return err
+	})
+	if err != nil {
+		return Account{}, fmt.Errorf("store: set plan: %w", err)
+	}
+	return a, nil
+}

@@ -214,6 +214,9 @@ type Store interface {
 	// CreditAccount adds amount (which may be negative) to the balance and
 	// returns the account as it is afterwards.
 	CreditAccount(ctx context.Context, accountID string, amount money.Nanos) (Account, error)
+	// SetPlan moves the account to another plan; ErrNotFound if there is
+	// no such account.
+	SetPlan(ctx context.Context, accountID, plan string) (Account, error)
 
 	// CreateKey stores a new key with the hash of its secret; ID and
 	// CreatedAt are assigned. The account must exist (ErrNotFound).

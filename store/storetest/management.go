@@ -26,6 +26,7 @@ var managementTests = []struct {
 	{"AuditEntriesAreListedNewestFirstPerAccountWithACursor", testAuditList},
 	{"IdempotentCallsRunOnceAndKeepTheirFirstAnswer", testIdempotency},
 	{"UsageIsSummedListedAndBucketedPerAccountOverARange", testUsageByAccountAndRange},
+	{"SetPlanMovesTheAccountAndAnnouncesIt", testSetPlan},
 }
 
 func newTokenSecret(t *testing.T) (string, apikey.Hash) {
@@ -306,4 +307,20 @@ func testUsageByAccountAndRange(t *testing.T, s store.Store) {
 	assert.Error(t, err, "a key or an account")
 	_, err = s.UsageSummaryOf(ctx, store.UsageQuery{AccountID: a.ID, From: day, To: day})
 	assert.Error(t, err, "an empty range")
+}
+
+func testSetPlan(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 5)
+	got, err := s.SetPlan(ctx, a.ID, "enterprise")
+	require.NoError(t, err)
+	assert.Equal(t, "enterprise", got.Plan)
+	assert.Equal(t, a.Balance, got.Balance, "nothing else changes")
+	again, err := s.AccountByID(ctx, a.ID)
+	require.NoError(t, err)
+	assert.Equal(t, got, again)
+	_, err = s.SetPlan(ctx, "acct_nosuchaccount00", "pro")
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	_, err = s.SetPlan(ctx, a.ID, "")
+	assert.Error(t, err)
 }

@@ -289,7 +289,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
-	mgmt, err := manage.New(manage.Options{Store: st, Config: cfgNow, KeyChanged: cache.InvalidateKey, Logger: log})
+	mgmt, err := manage.New(manage.Options{Store: st, Config: cfgNow, KeyChanged: cache.InvalidateKey, Logger: log, Available: deployments.Available})
 	if err != nil {
 		return fmt.Errorf("management API: %w", err)
 	}

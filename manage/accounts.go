@@ -1,0 +1,234 @@
+package manage
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
+)
+
+// Accounts (admin tokens only) and the models an account may use.
+
+// More audit log actions.
+const (
+	ActionAccountCreate = "account.create"
+	ActionAccountCredit = "account.credit"
+	ActionAccountPlan   = "account.plan"
+)
+
+// maxCredit bounds one credit (a typo of a few zeros should not pass).
+const maxCredit = 1_000_000 * money.PerDollar
+
+func (s *Service) adminOnly(a Actor) error {
+	if !a.Admin() {
+		return ErrAdminOnly
+	}
+	return nil
+}
+
+func (s *Service) checkPlan(plan string) error {
+	if cfg := s.opt.Config(); cfg != nil {
+		if _, ok := cfg.Plan(plan); !ok {
+			return oaierror.Invalid("invalid_request", "plan", "plan must be one of the configuration's plans.")
+		}
+	}
+	return nil
+}
+
+// CreateAccount makes an account (admin only).
+func (s *Service) CreateAccount(ctx context.Context, a Actor, email, plan string, balance money.Nanos) (store.Account, error) {
+	if err := s.adminOnly(a); err != nil {
+		return store.Account{}, err
+	}
+	email = strings.TrimSpace(email)
+	if at := strings.IndexByte(email, '@'); at < 1 || at == len(email)-1 || len(email) > 254 || strings.ContainsAny(email, " \t\r\n") {
+		return store.Account{}, oaierror.Invalid("invalid_request", "email", "email must be an email address.")
+	}
+	if err := s.checkPlan(plan); err != nil {
+		return store.Account{}, err
+	}
+	if balance < 0 || balance > maxCredit {
+		return store.Account{}, oaierror.Invalid("invalid_request", "balance_usd", "balance_usd must be from 0 to 1000000.")
+	}
+	acct, err := s.opt.Store.CreateAccount(ctx, store.Account{Email: email, Plan: plan, Balance: balance})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return store.Account{}, oaierror.Error{Status: http.StatusConflict, Code: "account_exists", Type: oaierror.TypeInvalidRequest,
+			Message: "An account with this email exists.", Param: "email"}
+	case err != nil:
+		return store.Account{}, s.fail(ctx, "create account", err)
+	}
+	s.audit(ctx, a, acct.ID, ActionAccountCreate, acct.ID)
+	return acct, nil
+}
+
+// GetAccount reads an account and its balance (admin, or the account's
+// own token).
+func (s *Service) GetAccount(ctx context.Context, a Actor, id string) (store.Account, error) {
+	return s.account(ctx, a, id, ScopeUsageRead)
+}
+
+// CreditAccount adds a positive amount to the balance (admin only). With
+// an Idempotency-Key, a retried credit is never a second credit.
+func (s *Service) CreditAccount(ctx context.Context, a Actor, id string, amount money.Nanos) (store.Account, error) {
+	if err := s.adminOnly(a); err != nil {
+		return store.Account{}, err
+	}
+	if amount <= 0 || amount > maxCredit {
+		return store.Account{}, oaierror.Invalid("invalid_request", "amount_usd", "amount_usd must be more than 0 and at most 1000000.")
+	}
+	if _, err := s.account(ctx, a, id, ""); err != nil {
+		return store.Account{}, err
+	}
+	acct, err := s.opt.Store.CreditAccount(ctx, id, amount)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Account{}, ErrNotFound
+	case err != nil:
+		return store.Account{}, s.fail(ctx, "credit account", err)
+	}
+	s.audit(ctx, a, id, ActionAccountCredit, id)
+	return acct, nil
+}
+
+// SetPlan moves an account to another plan (admin only).
+func (s *Service) SetPlan(ctx context.Context, a Actor, id, plan string) (store.Account, error) {
+	if err := s.adminOnly(a); err != nil {
+		return store.Account{}, err
+	}
+	if err := s.checkPlan(plan); err != nil {
+		return store.Account{}, err
+	}
+	acct, err := s.opt.Store.SetPlan(ctx, id, plan)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Account{}, ErrNotFound
+	case err != nil:
+		return store.Account{}, s.fail(ctx, "set plan", err)
+	}
+	s.audit(ctx, a, id, ActionAccountPlan, id)
+	return acct, nil
+}
+
+// accountJSON is an account on the wire.
+type accountJSON struct {
+	ID         string      `json:"id"`
+	Object     string      `json:"object"`
+	Email      string      `json:"email"`
+	Plan       string      `json:"plan"`
+	BalanceUSD money.Nanos `json:"balance_usd"`
+	// ReservedUSD is held by requests in flight; available is the rest.
+	ReservedUSD  money.Nanos `json:"reserved_usd"`
+	AvailableUSD money.Nanos `json:"available_usd"`
+	CreatedAt    time.Time   `json:"created_at"`
+}
+
+func accountView(a store.Account) accountJSON {
+	return accountJSON{ID: a.ID, Object: "account", Email: a.Email, Plan: a.Plan, BalanceUSD: a.Balance,
+		ReservedUSD: a.Reserved, AvailableUSD: a.Balance - a.Reserved, CreatedAt: a.CreatedAt}
+}
+
+func (s *Service) createAccount(w http.ResponseWriter, r *http.Request, a Actor) error {
+	fields, err := readBody(r, "email", "plan", "balance_usd")
+	if err != nil {
+		return err
+	}
+	var email, plan string
+	var balance money.Nanos
+	for name, v := range map[string]any{"email": &email, "plan": &plan, "balance_usd": &balance} {
+		if _, err := field(fields, name, v); err != nil {
+			return err
+		}
+	}
+	acct, err := s.CreateAccount(r.Context(), a, email, plan, balance)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/api/v1/accounts/"+acct.ID)
+	return writeJSON(w, http.StatusCreated, accountView(acct))
+}
+
+func (s *Service) getAccount(w http.ResponseWriter, r *http.Request, a Actor) error {
+	acct, err := s.GetAccount(r.Context(), a, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, accountView(acct))
+}
+
+func (s *Service) creditAccount(w http.ResponseWriter, r *http.Request, a Actor) error {
+	fields, err := readBody(r, "amount_usd")
+	if err != nil {
+		return err
+	}
+	var amount money.Nanos
+	if _, err := field(fields, "amount_usd", &amount); err != nil {
+		return err
+	}
+	acct, err := s.CreditAccount(r.Context(), a, r.PathValue("id"), amount)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, accountView(acct))
+}
+
+func (s *Service) patchAccount(w http.ResponseWriter, r *http.Request, a Actor) error {
+	fields, err := readBody(r, "plan")
+	if err != nil {
+		return err
+	}
+	var plan string
+	if ok, err := field(fields, "plan", &plan); err != nil {
+		return err
+	} else if !ok {
+		return oaierror.Invalid("invalid_request", "plan", "Give the plan to change to.")
+	}
+	acct, err := s.SetPlan(r.Context(), a, r.PathValue("id"), plan)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, accountView(acct))
+}
+
+// modelJSON is a model an account may use, on the wire.
+type modelJSON struct {
+	ID        string `json:"id"`
+	Object    string `json:"object"`
+	MaxTokens int    `json:"max_tokens"`
+	// Available says whether a provider can serve it now (the key check's
+	// and GET /v1/models' answer).
+	Available bool `json:"available"`
+	Pricing   struct {
+		InputPerMillion       money.Nanos `json:"input_usd_per_million"`
+		OutputPerMillion      money.Nanos `json:"output_usd_per_million"`
+		CachedInputPerMillion money.Nanos `json:"cached_input_usd_per_million"`
+		CacheWritePerMillion  money.Nanos `json:"cache_write_usd_per_million"`
+	} `json:"pricing"`
+}
+
+// listModels lists the models the account's plan allows, with prices and
+// whether each can be served now.
+func (s *Service) listModels(w http.ResponseWriter, r *http.Request, a Actor) error {
+	id, err := accountOf(a, r.URL.Query().Get("account_id"))
+	if err != nil {
+		return err
+	}
+	acct, err := s.account(r.Context(), a, id, ScopeKeysRead)
+	if err != nil {
+		return err
+	}
+	cfg := s.opt.Config()
+	models := []modelJSON{}
+	for _, m := range cfg.PlanModels(acct.Plan) {
+		v := modelJSON{ID: m.ID, Object: "model", MaxTokens: m.MaxTokens, Available: cfg.ModelAvailable(m, s.opt.Available)}
+		v.Pricing.InputPerMillion, v.Pricing.OutputPerMillion = m.InputPricePerMillion, m.OutputPricePerMillion
+		v.Pricing.CachedInputPerMillion, v.Pricing.CacheWritePerMillion = m.CachedInputPricePerMillion, m.CacheWritePricePerMillion
+		models = append(models, v)
+	}
+	return writeJSON(w, http.StatusOK, list(models, ""))
+}
