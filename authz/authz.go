@@ -137,6 +137,10 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	if key.Expired(now) {
 		return deny(oaierror.KeyExpired, nil), nil
 	}
+	if key.GraceUntil != nil && !now.Before(*key.GraceUntil) {
+		// The secret a rotation replaced, past its grace period.
+		return deny(oaierror.InvalidAPIKey, nil), nil
+	}
 	if len(key.IPRestrictions) > 0 {
 		addr := sourceAddr(req)
 		if !s.allowedIP(key.IPRestrictions, addr) {

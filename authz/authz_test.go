@@ -125,3 +125,45 @@ func TestDenialsAreOpenAIShapedAndNeverEchoTheSecret(t *testing.T) {
 		})
 	}
 }
+
+func TestARotatedSecretWorksOnlyThroughItsGracePeriod(t *testing.T) {
+	client, st, _ := startAuthz(t)
+	ctx := context.Background()
+	old, k := newKey(t, st, money.PerDollar)
+	allowed := func(secret string) bool {
+		t.Helper()
+		resp, err := client.Check(ctx, check(map[string]string{"authorization": "Bearer " + secret}, "127.0.0.1"))
+		require.NoError(t, err)
+		return resp.GetOkResponse() != nil
+	}
+	require.True(t, allowed(old))
+
+	next, err := apikey.Generate("tg", rand.Reader)
+	require.NoError(t, err)
+	until := time.Now().Add(time.Hour)
+	_, err = st.RotateKey(ctx, k.ID, apikey.HashOf(next), apikey.Hint(next), &until)
+	require.NoError(t, err)
+	time.Sleep(2 * time.Millisecond) // the cache's TTL (1 ms)
+	assert.True(t, allowed(next), "the new secret works at once")
+	assert.True(t, allowed(old), "the old one, during its grace period")
+
+	// A grace period already over: the old secret is found, and refused.
+	third, err := apikey.Generate("tg", rand.Reader)
+	require.NoError(t, err)
+	over := time.Now().Add(-time.Second)
+	_, err = st.RotateKey(ctx, k.ID, apikey.HashOf(third), apikey.Hint(third), &over)
+	require.NoError(t, err)
+	time.Sleep(2 * time.Millisecond)
+	assert.True(t, allowed(third))
+	assert.False(t, allowed(next), "past its grace period")
+	assert.False(t, allowed(old), "two rotations ago")
+
+	// Without grace, the replaced secret stops at once.
+	fourth, err := apikey.Generate("tg", rand.Reader)
+	require.NoError(t, err)
+	_, err = st.RotateKey(ctx, k.ID, apikey.HashOf(fourth), apikey.Hint(fourth), nil)
+	require.NoError(t, err)
+	time.Sleep(2 * time.Millisecond)
+	assert.True(t, allowed(fourth))
+	assert.False(t, allowed(third))
+}

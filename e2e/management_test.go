@@ -98,3 +98,31 @@ func TestAKeyMadeThroughTheManagementAPICallsModelsAndItsRulesHold(t *testing.T)
 	assert.Equal(t, http.StatusOK, st)
 	assert.Equal(t, "3.1.0", gjson.GetBytes(b, "openapi").String())
 }
+
+// TestARotatedKeyWorksWithItsNewSecretAndTheOldOneOnlyThroughItsGrace:
+// rotation through the API reaches the key check at once.
+func TestARotatedKeyWorksWithItsNewSecretAndTheOldOneOnlyThroughItsGrace(t *testing.T) {
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "")
+	old := tg.newAccount(t, "rot@example.com", "10")
+	keyID := tg.onlyKeyID(t, "rot@example.com")
+	admin := strings.TrimSpace(tg.run(t, "token", "create", "--admin"))
+
+	st, b := tg.mgmt(t, "POST", "/api/v1/keys/"+keyID+"/rotate", admin, `{"grace_seconds":3600}`)
+	require.Equal(t, http.StatusOK, st, "%s", b)
+	next := gjson.GetBytes(b, "secret").String()
+	for _, secret := range []string{next, old} {
+		resp, body := tg.post(t, secret, helloBody)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	}
+
+	st, b = tg.mgmt(t, "POST", "/api/v1/keys/"+keyID+"/rotate", admin, "")
+	require.Equal(t, http.StatusOK, st, "%s", b)
+	third := gjson.GetBytes(b, "secret").String()
+	resp, _ := tg.post(t, third, helloBody)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, secret := range []string{next, old} {
+		resp, _ := tg.post(t, secret, helloBody)
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "replaced without grace: refused at once")
+	}
+}

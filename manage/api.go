@@ -47,6 +47,7 @@ func (s *Service) routes() []route {
 		{"DELETE /api/v1/keys/{id}", s.deleteKey},
 		{"POST /api/v1/keys/{id}/enable", s.enableKey(true)},
 		{"POST /api/v1/keys/{id}/disable", s.enableKey(false)},
+		{"POST /api/v1/keys/{id}/rotate", s.rotateKey},
 		{"GET /api/v1/tokens", s.listTokens},
 		{"POST /api/v1/tokens", s.createToken},
 		{"DELETE /api/v1/tokens/{id}", s.revokeToken},
@@ -149,6 +150,9 @@ func readBody(r *http.Request, known ...string) (map[string]json.RawMessage, err
 		return nil, oaierror.BodyTooLarge.With("The request body is larger than 64 KiB.", "")
 	}
 	var fields map[string]json.RawMessage
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return map[string]json.RawMessage{}, nil // no body: no fields
+	}
 	if err := json.Unmarshal(b, &fields); err != nil || fields == nil {
 		return nil, oaierror.Invalid("invalid_request", "", "The request body must be a JSON object.")
 	}
@@ -188,8 +192,11 @@ type keyJSON struct {
 	CreatedAt      time.Time  `json:"created_at"`
 	LastUsedAt     *time.Time `json:"last_used_at"`
 	Version        int64      `json:"version"`
-	// Secret is set in the answer to a create only.
+	// Secret is set in the answer to a create or a rotation only.
 	Secret string `json:"secret,omitempty"`
+	// PreviousSecretUntil is set by a rotation with a grace period: the
+	// replaced secret works until then.
+	PreviousSecretUntil *time.Time `json:"previous_secret_valid_until,omitempty"`
 }
 
 func (s *Service) keyView(k store.Key) keyJSON {
@@ -384,6 +391,29 @@ func (s *Service) enableKey(on bool) handler {
 		w.Header().Set("ETag", ETag(k))
 		return writeJSON(w, http.StatusOK, s.keyView(k))
 	}
+}
+
+func (s *Service) rotateKey(w http.ResponseWriter, r *http.Request, a Actor) error {
+	fields, err := readBody(r, "grace_seconds")
+	if err != nil {
+		return err
+	}
+	var grace int64
+	if _, err := field(fields, "grace_seconds", &grace); err != nil {
+		return err
+	}
+	if grace < 0 || grace > int64(MaxRotationGrace/time.Second) {
+		return oaierror.Invalid("invalid_request", "grace_seconds", "grace_seconds must be from 0 to 604800 (7 days).")
+	}
+	k, secret, until, err := s.RotateKey(r.Context(), a, r.PathValue("id"), time.Duration(grace)*time.Second)
+	if err != nil {
+		return err
+	}
+	view := s.keyView(k)
+	view.Secret = secret
+	view.PreviousSecretUntil = until
+	w.Header().Set("ETag", ETag(k))
+	return writeJSON(w, http.StatusOK, view)
 }
 
 func (s *Service) deleteKey(w http.ResponseWriter, r *http.Request, a Actor) error {

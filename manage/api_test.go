@@ -740,3 +740,46 @@ func TestModelsAreThePlansWithPricesAndAvailability(t *testing.T) {
 	assert.Equal(t, `["gpt-4o-mini","o3"]`, b.get("data.#.id").Raw)
 	assert.Equal(t, http.StatusNotFound, e.call("GET", "/api/v1/models?account_id="+e.b.ID, e.token(e.a.ID, ScopeKeysRead), "").status)
 }
+
+func TestRotationGivesANewSecretAndKeepsTheOldOneOnlyThroughItsGrace(t *testing.T) {
+	e := newAPIEnv(t)
+	ctx := context.Background()
+	tok := e.token(e.a.ID, ScopeKeysRead, ScopeKeysWrite)
+	k, old, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("rotating"))
+	require.NoError(t, err)
+	<-e.changed
+
+	a := e.call("POST", "/api/v1/keys/"+k.ID+"/rotate", tok, `{"grace_seconds":3600}`)
+	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	next := a.get("secret").String()
+	require.NotEqual(t, old, next)
+	assert.Equal(t, e.clock.Now().Add(time.Hour).Add(-time.Millisecond).UTC().Format(time.RFC3339Nano), a.get("previous_secret_valid_until").String())
+	assert.Equal(t, k.ID, <-e.changed, "caches drop both secrets")
+	byOld, err := e.st.KeyByHash(ctx, apikey.HashOf(old))
+	require.NoError(t, err)
+	require.NotNil(t, byOld.GraceUntil, "the old secret, in its grace period")
+	byNew, err := e.st.KeyByHash(ctx, apikey.HashOf(next))
+	require.NoError(t, err)
+	assert.Nil(t, byNew.GraceUntil)
+	assert.Equal(t, apikey.Hint(next), e.call("GET", "/api/v1/keys/"+k.ID, tok, "").get("hint").String())
+
+	a = e.call("POST", "/api/v1/keys/"+k.ID+"/rotate", tok, "")
+	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	assert.False(t, a.get("previous_secret_valid_until").Exists(), "no grace: the old secret stops at once")
+	_, err = e.st.KeyByHash(ctx, apikey.HashOf(next))
+	assert.ErrorIs(t, err, store.ErrNotFound)
+
+	assert.Equal(t, http.StatusBadRequest, e.call("POST", "/api/v1/keys/"+k.ID+"/rotate", tok, `{"grace_seconds":604801}`).status)
+	assert.Equal(t, http.StatusForbidden, e.call("POST", "/api/v1/keys/"+k.ID+"/rotate", e.token(e.a.ID, ScopeKeysRead), "").status)
+	assert.Equal(t, http.StatusNotFound, e.call("POST", "/api/v1/keys/"+k.ID+"/rotate", e.token(e.b.ID, ScopeKeysWrite), "").status)
+	entries, err := e.st.ListAudit(ctx, e.a.ID, nil, 0)
+	require.NoError(t, err)
+	rotations := 0
+	for _, en := range entries {
+		if en.Action == "key.rotate" {
+			rotations++
+			assert.Equal(t, k.ID, en.Target)
+		}
+	}
+	assert.Equal(t, 2, rotations, "both rotations, not the refused ones")
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/config"
@@ -141,7 +142,7 @@ func (s *Service) CreateKey(ctx context.Context, a Actor, accountID string, p ke
 	if err := inPlan(cfg, acct, p); err != nil {
 		return store.Key{}, "", err
 	}
-	secret, err := apikey.Generate(cfg.KeyPrefix, s.opt.Random)
+	secret, err := apikey.Generate(s.keyPrefix(), s.opt.Random)
 	if err != nil {
 		return store.Key{}, "", s.fail(ctx, "key secret", err)
 	}
@@ -242,4 +243,47 @@ func (s *Service) DeleteKey(ctx context.Context, a Actor, id string) error {
 	s.opt.KeyChanged(id)
 	s.audit(ctx, a, k.AccountID, ActionKeyDelete, id)
 	return nil
+}
+
+// MaxRotationGrace bounds how long a replaced secret may keep working.
+const MaxRotationGrace = 7 * 24 * time.Hour
+
+// RotateKey gives a key a new secret, returned this once. With a grace
+// period, the old secret keeps working that long (so that deployments can
+// move to the new one); without, it stops at once.
+func (s *Service) RotateKey(ctx context.Context, a Actor, id string, grace time.Duration) (store.Key, string, *time.Time, error) {
+	if grace < 0 || grace > MaxRotationGrace {
+		return store.Key{}, "", nil, oaierror.Invalid("invalid_request", "grace_seconds", "grace_seconds must be from 0 to 604800 (7 days).")
+	}
+	k, err := s.key(ctx, a, id, ScopeKeysWrite)
+	if err != nil {
+		return store.Key{}, "", nil, err
+	}
+	secret, err := apikey.Generate(s.keyPrefix(), s.opt.Random)
+	if err != nil {
+		return store.Key{}, "", nil, s.fail(ctx, "key secret", err)
+	}
+	var until *time.Time
+	if grace > 0 {
+		t := s.opt.Now().Add(grace).UTC()
+		until = &t
+	}
+	k, err = s.opt.Store.RotateKey(ctx, k.ID, apikey.HashOf(secret), apikey.Hint(secret), until)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Key{}, "", nil, ErrNotFound
+	case err != nil:
+		return store.Key{}, "", nil, s.fail(ctx, "rotate key", err)
+	}
+	s.opt.KeyChanged(k.ID)
+	s.audit(ctx, a, k.AccountID, ActionKeyRotate, k.ID)
+	return k, secret, until, nil
+}
+
+// keyPrefix is the configuration's key prefix.
+func (s *Service) keyPrefix() string {
+	if cfg := s.opt.Config(); cfg != nil && cfg.KeyPrefix != "" {
+		return cfg.KeyPrefix
+	}
+	return apikey.DefaultPrefix
 }

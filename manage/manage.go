@@ -39,6 +39,7 @@ const (
 	ActionKeyEnable   = "key.enable"
 	ActionKeyDisable  = "key.disable"
 	ActionKeyDelete   = "key.delete"
+	ActionKeyRotate   = "key.rotate"
 	ActionTokenCreate = "token.create"
 	ActionTokenRevoke = "token.revoke"
 )

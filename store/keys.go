@@ -102,13 +102,53 @@ func (s *sqlStore) CreateKey(ctx context.Context, k Key, hash apikey.Hash) (Key,
 	return out, nil
 }
 
+// KeyByHash finds a key by its secret, or by the secret a rotation
+// replaced (GraceUntil then says until when it works).
 func (s *sqlStore) KeyByHash(ctx context.Context, hash apikey.Hash) (Key, error) {
-	k, err := scanKey(s.db.read().queryRow(ctx,
-		`SELECT `+keyColumns+` FROM keys WHERE secret_hash = $1 AND deleted_at IS NULL`, hash[:]))
+	var grace *time.Time
+	k, err := scanKey(graceScanner{s.db.read().queryRow(ctx,
+		`SELECT `+keyColumns+`, CASE WHEN secret_hash = $1 THEN NULL ELSE previous_until END
+		FROM keys WHERE (secret_hash = $1 OR previous_secret_hash = $1) AND deleted_at IS NULL`, hash[:]), &grace})
 	if err != nil {
 		return Key{}, fmt.Errorf("store: key by hash: %w", err)
 	}
+	if grace != nil {
+		g := grace.UTC()
+		k.GraceUntil = &g
+	}
 	return k, nil
+}
+
+// graceScanner scans a key's columns and one more: the grace period's end.
+type graceScanner struct {
+	row   scanner
+	grace **time.Time
+}
+
+func (g graceScanner) Scan(dest ...any) error { return g.row.Scan(append(dest, g.grace)...) }
+
+// RotateKey announces the change, so that every cache drops both secrets.
+func (s *sqlStore) RotateKey(ctx context.Context, id string, hash apikey.Hash, hint string, graceUntil *time.Time) (Key, error) {
+	set := `previous_secret_hash = NULL, previous_until = NULL`
+	args := []any{id, hash[:], hint}
+	if graceUntil != nil {
+		set = `previous_secret_hash = secret_hash, previous_until = $4`
+		args = append(args, dbTime(*graceUntil))
+	}
+	var out Key
+	err := s.changeTx(ctx, Change{Kind: ChangeKey, ID: id}, func(q querier) error {
+		var err error
+		out, err = scanKey(q.queryRow(ctx,
+			`UPDATE keys SET `+set+`, secret_hash = $2, hint = $3, version = version + 1
+			WHERE id = $1 AND deleted_at IS NULL
+			RETURNING `+keyColumns,
+			args...))
+		return err
+	})
+	if err != nil {
+		return Key{}, fmt.Errorf("store: rotate key: %w", err)
+	}
+	return out, nil
 }
 
 func (s *sqlStore) KeyByID(ctx context.Context, id string) (Key, error) {
@@ -184,7 +224,7 @@ func (s *sqlStore) updateKey(ctx context.Context, k Key, version int64) (Key, er
 func (s *sqlStore) DeleteKey(ctx context.Context, id string) error {
 	err := s.changeTx(ctx, Change{Kind: ChangeKey, ID: id}, func(q querier) error {
 		n, err := q.exec(ctx,
-			`UPDATE keys SET secret_hash = NULL, deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL`,
+			`UPDATE keys SET secret_hash = NULL, previous_secret_hash = NULL, deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL`,
 			id, dbTime(s.now()))
 		if err == nil && n == 0 {
 			err = ErrNotFound

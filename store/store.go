@@ -57,6 +57,9 @@ type Key struct {
 	LastUsedAt *time.Time
 	// Version starts at 1 and grows by one with every update.
 	Version int64
+	// GraceUntil is set only by KeyByHash, when the secret given is the
+	// one a rotation replaced: it works until this instant, not after.
+	GraceUntil *time.Time
 }
 
 // Key statuses, as shown on the wire.
@@ -229,6 +232,11 @@ type Store interface {
 	// UpdateKey replaces the editable options (Description, RateLimitRPM,
 	// IPRestrictions, Models, ExpiresAt, Enabled) of the key with k.ID.
 	UpdateKey(ctx context.Context, k Key) (Key, error)
+	// RotateKey gives the key a new secret (its hash and hint). With
+	// graceUntil, the old secret keeps working until then (KeyByHash finds
+	// the key by it, with GraceUntil set); without, it stops at once.
+	// ErrNotFound if there is no such key.
+	RotateKey(ctx context.Context, id string, hash apikey.Hash, hint string, graceUntil *time.Time) (Key, error)
 	// UpdateKeyIfVersion is UpdateKey only if the key is still at version:
 	// ErrConflict if it has changed since, ErrNotFound if it is gone.
 	UpdateKeyIfVersion(ctx context.Context, k Key, version int64) (Key, error)

@@ -27,6 +27,7 @@ var managementTests = []struct {
 	{"IdempotentCallsRunOnceAndKeepTheirFirstAnswer", testIdempotency},
 	{"UsageIsSummedListedAndBucketedPerAccountOverARange", testUsageByAccountAndRange},
 	{"SetPlanMovesTheAccountAndAnnouncesIt", testSetPlan},
+	{"RotateKeyKeepsTheOldSecretThroughItsGraceOnly", testRotateKey},
 }
 
 func newTokenSecret(t *testing.T) (string, apikey.Hash) {
@@ -323,4 +324,49 @@ func testSetPlan(t *testing.T, s store.Store) {
 	assert.ErrorIs(t, err, store.ErrNotFound)
 	_, err = s.SetPlan(ctx, a.ID, "")
 	assert.Error(t, err)
+}
+
+func testRotateKey(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 0)
+	k, oldHash := newKey(t, s, a.ID, store.Key{Enabled: true})
+	newHash, newHint := newSecret(t)
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	rotated, err := s.RotateKey(ctx, k.ID, newHash, newHint, &until)
+	require.NoError(t, err)
+	assert.Equal(t, newHint, rotated.Hint)
+	assert.Equal(t, k.Version+1, rotated.Version)
+	assert.Nil(t, rotated.GraceUntil)
+
+	byNew, err := s.KeyByHash(ctx, newHash)
+	require.NoError(t, err)
+	assert.Nil(t, byNew.GraceUntil, "the current secret has no end")
+	byOld, err := s.KeyByHash(ctx, oldHash)
+	require.NoError(t, err)
+	assert.Equal(t, k.ID, byOld.ID)
+	require.NotNil(t, byOld.GraceUntil)
+	assert.True(t, until.Equal(*byOld.GraceUntil))
+
+	// A second rotation without grace: only the newest secret is found.
+	third, thirdHint := newSecret(t)
+	_, err = s.RotateKey(ctx, k.ID, third, thirdHint, nil)
+	require.NoError(t, err)
+	for _, h := range []apikey.Hash{oldHash, newHash} {
+		_, err = s.KeyByHash(ctx, h)
+		assert.ErrorIs(t, err, store.ErrNotFound)
+	}
+	_, err = s.KeyByHash(ctx, third)
+	require.NoError(t, err)
+
+	// Deleting a key in its grace period ends both secrets.
+	fourth, fourthHint := newSecret(t)
+	_, err = s.RotateKey(ctx, k.ID, fourth, fourthHint, &until)
+	require.NoError(t, err)
+	require.NoError(t, s.DeleteKey(ctx, k.ID))
+	for _, h := range []apikey.Hash{third, fourth} {
+		_, err = s.KeyByHash(ctx, h)
+		assert.ErrorIs(t, err, store.ErrNotFound)
+	}
+	_, err = s.RotateKey(ctx, k.ID, fourth, fourthHint, nil)
+	assert.ErrorIs(t, err, store.ErrNotFound)
 }

@@ -51,3 +51,9 @@ CREATE INDEX idempotency_created ON idempotency (created_at);
 
 -- The management API's usage per account, for a time range.
 CREATE INDEX usage_records_account_created ON usage_records (account_id, created_at);
+
+-- Key rotation: the secret a rotation replaced keeps working until
+-- previous_until (a grace period), then never again.
+ALTER TABLE keys ADD COLUMN previous_secret_hash BLOB;
+ALTER TABLE keys ADD COLUMN previous_until TEXT;
+CREATE INDEX keys_previous_secret ON keys (previous_secret_hash);
