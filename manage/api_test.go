@@ -6,10 +6,15 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +31,7 @@ import (
 	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/store/storetest"
 )
 
 const testConfig = `
@@ -53,10 +59,17 @@ type apiEnv struct {
 	a, b  store.Account
 }
 
+// onPostgres names the test whose subtests run on PostgreSQL.
+const onPostgres = "TestTheAPIOnPostgreSQL/"
+
 func newAPIEnv(t *testing.T) *apiEnv {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "t.db"))
+	url := "sqlite://" + filepath.Join(t.TempDir(), "t.db")
+	if strings.HasPrefix(t.Name(), onPostgres) {
+		url = storetest.PostgresURL(t)
+	}
+	st, err := store.Open(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	cfg, err := config.Parse([]byte(testConfig), func(string) (string, bool) { return "", false })
@@ -782,4 +795,35 @@ func TestRotationGivesANewSecretAndKeepsTheOldOneOnlyThroughItsGrace(t *testing.
 		}
 	}
 	assert.Equal(t, 2, rotations, "both rotations, not the refused ones")
+}
+
+// TestTheAPIOnPostgreSQL runs the API's tests again on PostgreSQL (each on
+// a fresh schema); the tests above run on SQLite.
+func TestTheAPIOnPostgreSQL(t *testing.T) {
+	ran := map[string]bool{}
+	for name, test := range map[string]func(*testing.T){
+		"Unauthorized": TestWithoutAValidManagementTokenEveryCallIs401,
+		"Keys":         TestKeysAcrossTokenKindsScopesAndAccounts,
+		"KeysPages":    TestKeysListPagesFiltersAndCursors,
+		"IfMatch":      TestIfMatchKeepsTwoEditorsFromOverwritingEachOther,
+		"Tokens":       TestTokensAreMadeByAdminsOnlyAndAuditedWithEveryAction,
+		"Idempotency":  TestARetriedCreateWithAnIdempotencyKeyGetsTheFirstAnswer,
+		"Usage":        TestUsageOfAKeyOrAnAccountOverARangeAndAsCSV,
+		"Accounts":     TestAccountsAreAdminsAndARetriedCreditIsNeverASecondCredit,
+		"Models":       TestModelsAreThePlansWithPricesAndAvailability,
+		"Rotation":     TestRotationGivesANewSecretAndKeepsTheOldOneOnlyThroughItsGrace,
+	} {
+		t.Run(name, test)
+		ran[runtime.FuncForPC(reflect.ValueOf(test).Pointer()).Name()] = true
+	}
+	// Every test of the API above runs here too: none is forgotten.
+	f, err := parser.ParseFile(token.NewFileSet(), "api_test.go", nil, 0)
+	require.NoError(t, err)
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestTheAPIOnPostgreSQL" || fn.Name.Name == "TestTheOpenAPIDocumentIsServedAndDescribesEveryRoute" {
+			continue
+		}
+		assert.True(t, ran["github.com/tollgate/tollgate/manage."+fn.Name.Name], "%s does not run on PostgreSQL", fn.Name.Name)
+	}
 }
