@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"
 )
@@ -73,6 +74,8 @@ type Dashboard struct {
 	random     io.Reader
 	lifetime   time.Duration
 	available  func(string) bool
+	// manage applies the management rules to the account's tokens.
+	manage *manage.Service
 
 	// hashSlots bounds concurrent password hashes, so a spray of sign-ins
 	// cannot exhaust memory.
@@ -133,6 +136,11 @@ func New(opt Options) (*Dashboard, error) {
 		return nil, err
 	}
 	d.pages = p
+	d.manage, err = manage.New(manage.Options{Store: d.store, Config: d.config, KeyChanged: d.keyChanged, Now: d.now,
+		Random: d.random, Logger: d.log, Available: d.available})
+	if err != nil {
+		return nil, err
+	}
 	d.routes()
 	return d, nil
 }
@@ -157,6 +165,9 @@ func (d *Dashboard) routes() {
 	m.Handle("POST /keys/{id}/disable", d.signedIn(d.switchKey(false)))
 	m.Handle("GET /keys/{id}/delete", d.signedIn(d.confirmDeleteKey))
 	m.Handle("POST /keys/{id}/delete", d.signedIn(d.deleteKey))
+	m.Handle("GET /tokens", d.signedIn(d.listTokens))
+	m.Handle("POST /tokens", d.signedIn(d.createToken))
+	m.Handle("POST /tokens/{id}/revoke", d.signedIn(d.revokeToken))
 
 	m.HandleFunc("/", d.notFound)
 	d.mux = m
