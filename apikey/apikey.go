@@ -73,16 +73,24 @@ func Hint(secret string) string {
 // without touching storage: a cheap first filter for garbage.
 func Check(prefix, s string) error {
 	p, random, ok := cut(s)
-	if !ok || p != prefix || len(random) != RandomLen {
+	if !ok || p != prefix || !wellFormed(random) {
 		return ErrMalformed
+	}
+	return nil
+}
+
+// wellFormed reports whether random is RandomLen base62 characters.
+func wellFormed(random string) bool {
+	if len(random) != RandomLen {
+		return false
 	}
 	for i := 0; i < len(random); i++ {
 		c := random[i]
 		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
-			return ErrMalformed
+			return false
 		}
 	}
-	return nil
+	return true
 }
 
 func cut(s string) (prefix, random string, ok bool) {
@@ -112,14 +120,8 @@ func GenerateToken(r io.Reader) (string, error) {
 // CheckToken reports whether s has the shape of a management token.
 func CheckToken(s string) error {
 	random, ok := strings.CutPrefix(s, TokenPrefix)
-	if !ok || len(random) != RandomLen {
+	if !ok || !wellFormed(random) {
 		return ErrMalformed
-	}
-	for i := 0; i < len(random); i++ {
-		c := random[i]
-		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
-			return ErrMalformed
-		}
 	}
 	return nil
 }

@@ -17,8 +17,23 @@ import (
 // revoked through the same service as the API, as the CLI actor: every
 // action lands in the audit log with actor "cli".
 
-func tokenService(e *env, s store.Store, cfg *config.Config) (*manage.Service, error) {
-	return manage.New(manage.Options{Store: s, Config: func() *config.Config { return cfg }, Now: e.now, Random: e.random})
+// tokenService opens --config and --db and the management service over
+// them; the caller closes the store.
+func tokenService(ctx context.Context, e *env, f *flags) (*manage.Service, store.Store, error) {
+	cfg, err := f.loadConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := f.openStore(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	svc, err := manage.New(manage.Options{Store: s, Config: func() *config.Config { return cfg }, Now: e.now, Random: e.random})
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	return svc, s, nil
 }
 
 var cliActor = manage.Actor{Kind: manage.ActorCLI}
@@ -83,11 +98,7 @@ func runTokenCreate(ctx context.Context, e *env, f *flags, args []string) error 
 	if err != nil {
 		return err
 	}
-	cfg, err := f.loadConfig()
-	if err != nil {
-		return err
-	}
-	s, err := f.openStore(ctx)
+	svc, s, err := tokenService(ctx, e, f)
 	if err != nil {
 		return err
 	}
@@ -105,10 +116,6 @@ func runTokenCreate(ctx context.Context, e *env, f *flags, args []string) error 
 		if *name == "" {
 			req.Name = a.Email
 		}
-	}
-	svc, err := tokenService(e, s, cfg)
-	if err != nil {
-		return err
 	}
 	t, secret, err := svc.CreateToken(ctx, cliActor, req)
 	if err != nil {
@@ -130,11 +137,7 @@ func runTokenList(ctx context.Context, e *env, f *flags, args []string) error {
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
-	cfg, err := f.loadConfig()
-	if err != nil {
-		return err
-	}
-	s, err := f.openStore(ctx)
+	svc, s, err := tokenService(ctx, e, f)
 	if err != nil {
 		return err
 	}
@@ -146,10 +149,6 @@ func runTokenList(ctx context.Context, e *env, f *flags, args []string) error {
 			return err
 		}
 		accountID = a.ID
-	}
-	svc, err := tokenService(e, s, cfg)
-	if err != nil {
-		return err
 	}
 	tokens, err := svc.ListTokens(ctx, cliActor, accountID)
 	if err != nil {
@@ -180,19 +179,11 @@ func runTokenRevoke(ctx context.Context, e *env, f *flags, args []string) error 
 	if len(rest) != 1 {
 		return usagef("token revoke needs exactly one token id")
 	}
-	cfg, err := f.loadConfig()
-	if err != nil {
-		return err
-	}
-	s, err := f.openStore(ctx)
+	svc, s, err := tokenService(ctx, e, f)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	svc, err := tokenService(e, s, cfg)
-	if err != nil {
-		return err
-	}
 	if err := svc.RevokeToken(ctx, cliActor, rest[0]); err != nil {
 		if errors.Is(err, manage.ErrNotFound) {
 			return fmt.Errorf("no live token with id %q", rest[0])
