@@ -6,16 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -62,13 +58,13 @@ func TestJavaScriptClientMatrix(t *testing.T) {
 	for _, k := range providerKinds {
 		models = append(models, k.model)
 	}
-	rec := newRecordingProxy(t, tg.BaseURL)
+	recordPath := filepath.Join(t.TempDir(), "answers.jsonl")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "matrix.mjs")
 	cmd.Dir = jsDir
 	cmd.Env = append(os.Environ(),
-		"TOLLGATE_BASE_URL="+rec.baseURL, "TOLLGATE_KEY="+secret,
+		"TOLLGATE_BASE_URL="+tg.BaseURL, "TOLLGATE_KEY="+secret, "TOLLGATE_RECORD="+recordPath,
 		"TOLLGATE_MODELS="+strings.Join(models, ","),
 		"TOLLGATE_STRUCTURED_MODELS=claude-sonnet",
 		"TOLLGATE_WANT_TEXT="+mockFullText())
@@ -97,8 +93,20 @@ func TestJavaScriptClientMatrix(t *testing.T) {
 	}
 	require.Equal(t, len(models)*8, n, "every scenario reported: %s", stderr.String())
 
-	// What the clients got, byte for byte, is OpenAI's schema.
-	answers := rec.answers()
+	// Every answer the clients got, as they got it, is OpenAI's schema.
+	raw, err := os.ReadFile(recordPath)
+	require.NoError(t, err, "the matrix records the answers it gets")
+	var answers []recordedAnswer
+	for _, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		var a struct {
+			URL, ContentType, Body string
+			Status                 int
+		}
+		require.NoError(t, json.Unmarshal(line, &a), "%s", line)
+		u, err := url.Parse(a.URL)
+		require.NoError(t, err)
+		answers = append(answers, recordedAnswer{path: u.Path, contentType: a.ContentType, status: a.Status, body: []byte(a.Body)})
+	}
 	kinds := map[string]int{}
 	for _, a := range answers {
 		kinds[strings.Split(a.contentType, ";")[0]]++
@@ -119,67 +127,9 @@ func TestJavaScriptClientMatrix(t *testing.T) {
 	}
 }
 
-// recordedAnswer is one answer a client got through a recordingProxy.
+// recordedAnswer is one answer a JavaScript client got.
 type recordedAnswer struct {
 	path, contentType string
 	status            int
 	body              []byte
-}
-
-// recordingProxy stands between the JavaScript clients and Tollgate and
-// keeps a copy of every answer (up to 1 MiB each), streamed as it came.
-type recordingProxy struct {
-	baseURL string
-	mu      sync.Mutex
-	got     []recordedAnswer
-}
-
-func newRecordingProxy(t *testing.T, target string) *recordingProxy {
-	t.Helper()
-	u, err := url.Parse(target)
-	require.NoError(t, err)
-	rp := &recordingProxy{}
-	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
-	proxy.FlushInterval = -1
-	proxy.ModifyResponse = func(resp *http.Response) error {
-		resp.Body = &recordingBody{ReadCloser: resp.Body, proxy: rp,
-			answer: recordedAnswer{resp.Request.URL.Path, resp.Header.Get("Content-Type"), resp.StatusCode, nil}}
-		return nil
-	}
-	srv := httptest.NewServer(proxy)
-	t.Cleanup(srv.Close)
-	rp.baseURL = srv.URL + u.Path
-	return rp
-}
-
-// recordingBody copies an answer's bytes as the client reads them (the
-// stream passes on as it comes) and files the answer when it is closed.
-type recordingBody struct {
-	io.ReadCloser
-	proxy  *recordingProxy
-	answer recordedAnswer
-	once   sync.Once
-}
-
-func (b *recordingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if room := 1<<20 - len(b.answer.body); room > 0 {
-		b.answer.body = append(b.answer.body, p[:min(n, room)]...)
-	}
-	return n, err
-}
-
-func (b *recordingBody) Close() error {
-	b.once.Do(func() {
-		b.proxy.mu.Lock()
-		b.proxy.got = append(b.proxy.got, b.answer)
-		b.proxy.mu.Unlock()
-	})
-	return b.ReadCloser.Close()
-}
-
-func (rp *recordingProxy) answers() []recordedAnswer {
-	rp.mu.Lock()
-	defer rp.mu.Unlock()
-	return append([]recordedAnswer(nil), rp.got...)
 }

@@ -8,6 +8,7 @@ import OpenAI from "openai";
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, streamText, tool } from "ai";
 import { z } from "zod";
+import { appendFileSync } from "node:fs";
 
 const baseURL = process.env.TOLLGATE_BASE_URL;
 const apiKey = process.env.TOLLGATE_KEY;
@@ -15,8 +16,26 @@ const models = (process.env.TOLLGATE_MODELS || "").split(",").filter(Boolean);
 const structured = new Set((process.env.TOLLGATE_STRUCTURED_MODELS || "").split(",").filter(Boolean));
 const wantText = process.env.TOLLGATE_WANT_TEXT;
 
-const openai = new OpenAI({ baseURL, apiKey, maxRetries: 0 });
-const aisdk = createOpenAI({ baseURL, apiKey });
+// TOLLGATE_RECORD names a file to which every answer the clients get is
+// appended, one JSON line each ({url, status, contentType, body}), for the
+// Go side to hold to OpenAI's schema. The clients read their own copy of
+// each body (Response.clone), streamed as it comes.
+const recordPath = process.env.TOLLGATE_RECORD;
+const recording = [];
+async function recordingFetch(input, init) {
+  const res = await fetch(input, init);
+  if (recordPath) {
+    const url = typeof input === "string" ? input : (input.url ?? String(input));
+    const copy = res.clone();
+    recording.push(copy.text().then((body) => {
+      appendFileSync(recordPath, JSON.stringify({ url, status: res.status, contentType: res.headers.get("content-type") || "", body }) + "\n");
+    }));
+  }
+  return res;
+}
+
+const openai = new OpenAI({ baseURL, apiKey, maxRetries: 0, fetch: recordingFetch });
+const aisdk = createOpenAI({ baseURL, apiKey, fetch: recordingFetch });
 
 const weatherTool = {
   type: "function",
@@ -126,3 +145,4 @@ for (const model of models) {
     console.log(JSON.stringify({ client, model, scenario, ok, detail }));
   }
 }
+await Promise.all(recording);
