@@ -564,25 +564,58 @@ func (c *geminiCodec) event(s *streamState, out []byte, ev sse.Event) ([]byte, e
 // candidate translates one candidate of a stream event: its choice's text,
 // tool calls, logprobs and finish reason.
 func (c *geminiCodec) candidate(s *streamState, out []byte, cand gjson.Result) ([]byte, error) {
-	if err := s.choose(int(cand.Get("index").Int())); err != nil {
+	// One pass over the candidate's fields (each Get would be another).
+	var index int64
+	var content, logprobs gjson.Result
+	reason := ""
+	cand.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "index":
+			index = v.Int()
+		case "content":
+			content = v
+		case "logprobsResult":
+			logprobs = v
+		case "finishReason":
+			reason = v.Str
+		}
+		return true
+	})
+	if err := s.choose(int(index)); err != nil {
 		return out, fmt.Errorf("gemini: stream event: %w", err)
 	}
 	out = s.start(out)
-	if lr := cand.Get("logprobsResult"); lr.IsObject() {
-		s.lp = appendGeminiLogprobs(s.lp[:0], lr)
+	if logprobs.IsObject() {
+		s.lp = appendGeminiLogprobs(s.lp[:0], logprobs)
 		s.logprobs = s.lp
 	}
-	for _, p := range cand.Get("content.parts").Array() {
-		switch fc := p.Get("functionCall"); {
+	content.Get("parts").ForEach(func(_, p gjson.Result) bool {
+		var text, fc gjson.Result
+		signature, thought := "", false
+		p.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "text":
+				text = v
+			case "functionCall":
+				fc = v
+			case "thoughtSignature":
+				signature = v.Str
+			case "thought":
+				thought = v.Type == gjson.True
+			}
+			return true
+		})
+		switch {
 		case fc.IsObject():
-			id := geminiToolCallID(s.id, s.calls, p.Get("thoughtSignature").String())
+			id := geminiToolCallID(s.id, s.calls, signature)
 			out, _ = s.toolCallStart(out, id, fc.Get("name").String(), compactArguments(json.RawMessage(fc.Get("args").Raw)))
-		case !p.Get("thought").Bool():
-			out = s.content(out, p.Get("text").String())
+		case !thought:
+			out = s.content(out, text.String())
 		}
-	}
+		return true
+	})
 	s.logprobs = nil // a candidate's logprobs go with its own text only
-	if reason := cand.Get("finishReason").String(); reason != "" {
+	if reason != "" {
 		out = s.finish(out, geminiFinish(reason, s.toolCalls > 0))
 	}
 	return out, nil
