@@ -172,12 +172,9 @@ func runTokenList(ctx context.Context, e *env, f *flags, args []string) error {
 }
 
 func runTokenRevoke(ctx context.Context, e *env, f *flags, args []string) error {
-	rest, err := f.parse(args)
+	rest, err := f.parse(args, "ID")
 	if err != nil {
 		return err
-	}
-	if len(rest) != 1 {
-		return usagef("token revoke needs exactly one token id")
 	}
 	svc, s, err := tokenService(ctx, e, f)
 	if err != nil {
