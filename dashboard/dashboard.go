@@ -165,6 +165,7 @@ func (d *Dashboard) routes() {
 	m.Handle("POST /keys/{id}/disable", d.signedIn(d.switchKey(false)))
 	m.Handle("GET /keys/{id}/delete", d.signedIn(d.confirmDeleteKey))
 	m.Handle("POST /keys/{id}/delete", d.signedIn(d.deleteKey))
+	m.Handle("GET /activity", d.signedIn(d.listActivity))
 	m.Handle("GET /tokens", d.signedIn(d.listTokens))
 	m.Handle("POST /tokens", d.signedIn(d.createToken))
 	m.Handle("POST /tokens/{id}/revoke", d.signedIn(d.revokeToken))

@@ -3,9 +3,6 @@ package dashboard
 import (
 	"fmt"
 	"net/http"
-
-	"github.com/tollgate/tollgate/apikey"
-	"github.com/tollgate/tollgate/manage"
 )
 
 // keyCreatedPage shows a new key's secret, this once.
@@ -20,7 +17,7 @@ type keyCreatedPage struct {
 func (d *Dashboard) createKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	f := parseKeyForm(r.PostForm)
 	cfg := d.config()
-	k, errs, err := d.checkKey(cfg, s.account, nil, f, nil)
+	_, errs, err := d.checkKey(cfg, s.account, nil, f, nil)
 	if err != nil {
 		return err
 	}
@@ -28,18 +25,16 @@ func (d *Dashboard) createKey(w http.ResponseWriter, r *http.Request, s *session
 		d.renderKeyForm(w, r, s, http.StatusUnprocessableEntity, nil, f, errs)
 		return nil
 	}
-	secret, err := apikey.Generate(cfg.KeyPrefix, d.random)
-	if err != nil {
-		return fmt.Errorf("generate key secret: %w", err)
+	// The form's own checks passed; the management service checks again
+	// (the same rules), creates the key and audits it.
+	k, secret, err := d.manage.CreateKey(r.Context(), d.actor(r, s), s.account.ID, f.patch(nil))
+	if errs := serviceFieldErrors(err); errs != nil {
+		d.renderKeyForm(w, r, s, http.StatusUnprocessableEntity, nil, f, errs)
+		return nil
 	}
-	k.AccountID = s.account.ID
-	k.Hint = apikey.Hint(secret)
-	k, err = d.store.CreateKey(r.Context(), k, apikey.HashOf(secret))
 	if err != nil {
 		return fmt.Errorf("create key: %w", err)
 	}
-	d.keyChanged(k.ID)
-	d.audit(r, s, manage.ActionKeyCreate, k.ID)
 	d.log.InfoContext(r.Context(), "dashboard: key created", "key", k.ID, "account", s.account.ID)
 	// The secret is in this page only: no cache may keep a copy.
 	w.Header().Set("Cache-Control", "no-store")

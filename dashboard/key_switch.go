@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -16,15 +17,13 @@ func (d *Dashboard) switchKey(enabled bool) handler {
 		if err != nil {
 			return err
 		}
-		k, err = keyopts.Update(k, keyopts.Patch{Enabled: &enabled}, keyopts.Rules{Now: d.now})
+		_, err = d.manage.UpdateKey(r.Context(), d.actor(r, s), k.ID, "", keyopts.Patch{Enabled: &enabled})
+		if errors.Is(err, manage.ErrNotFound) {
+			return errNotFound // deleted meanwhile
+		}
 		if err != nil {
 			return fmt.Errorf("switch key: %w", err)
 		}
-		if _, err := d.store.UpdateKey(r.Context(), k); err != nil {
-			return fmt.Errorf("switch key: %w", err)
-		}
-		d.keyChanged(k.ID)
-		d.audit(r, s, manage.KeyUpdateAction(keyopts.Patch{Enabled: &enabled}), k.ID)
 		redirectSaved(w, r, k.ID)
 		return nil
 	}

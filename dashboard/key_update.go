@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -17,20 +18,27 @@ func (d *Dashboard) updateKey(w http.ResponseWriter, r *http.Request, s *session
 	}
 	f := parseKeyForm(r.PostForm)
 	was := keyFormOf(k)
-	updated, errs, err := d.checkKey(d.config(), s.account, &k, f, &was)
+	_, errs, err := d.checkKey(d.config(), s.account, &k, f, &was)
 	if err != nil {
 		return err
+	}
+	if errs == nil {
+		// Only the fields changed on the form are sent: an edit made
+		// meanwhile elsewhere to another field is kept.
+		_, err = d.manage.UpdateKey(r.Context(), d.actor(r, s), k.ID, "", f.patch(&was))
+		if errors.Is(err, manage.ErrNotFound) {
+			return errNotFound // deleted meanwhile
+		}
+		errs = serviceFieldErrors(err)
+		if errs == nil && err != nil {
+			return fmt.Errorf("update key: %w", err)
+		}
 	}
 	if errs != nil {
 		row := keyView(k, d.now())
 		d.renderKeyForm(w, r, s, http.StatusUnprocessableEntity, &row, f, errs)
 		return nil
 	}
-	if _, err := d.store.UpdateKey(r.Context(), updated); err != nil {
-		return fmt.Errorf("update key: %w", err)
-	}
-	d.keyChanged(k.ID)
-	d.audit(r, s, manage.ActionKeyUpdate, k.ID)
 	redirectSaved(w, r, k.ID)
 	return nil
 }

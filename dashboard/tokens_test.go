@@ -5,12 +5,15 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/manage"
 )
 
@@ -66,3 +69,42 @@ func TestASignedInUserMakesListsAndRevokesTheAccountsManagementTokens(t *testing
 	}
 	assert.ElementsMatch(t, []string{"token.create by user:" + a.ID, "token.revoke by user:" + a.ID}, actions)
 }
+
+func TestTheActivityPageListsTheAccountsAuditLogNewestFirstInPages(t *testing.T) {
+	e := newEnv(t)
+	a := e.account("me@example.com", "pro", 0)
+	other := e.account("other@example.com", "pro", 0)
+	b := e.signedIn(a)
+	assert.Contains(t, b.get("/activity").Body.String(), `id="no-activity"`)
+	assert.Contains(t, b.get("/keys").Body.String(), `href="/activity"`, "in the navigation")
+
+	made := b.post("/keys", url.Values{"description": {"ci"}, "enabled": {"on"}})
+	require.Equal(t, http.StatusOK, made.Code, made.Body.String())
+	svc, err := manage.New(manage.Options{Store: e.st, Config: func() *config.Config { return e.cfg }, Now: e.clock.Now})
+	require.NoError(t, err)
+	for range 60 { // more than a page, by the CLI
+		e.clock.Advance(time.Second)
+		_, _, err := svc.CreateKey(context.Background(), manage.Actor{Kind: manage.ActorCLI}, a.ID, keyopts.Patch{Description: ptrTo("batch")})
+		require.NoError(t, err)
+	}
+	theirs, _, err := svc.CreateKey(context.Background(), manage.Actor{Kind: manage.ActorCLI}, other.ID, keyopts.Patch{Description: ptrTo("theirs")})
+	require.NoError(t, err)
+
+	first := b.get("/activity")
+	require.Equal(t, http.StatusOK, first.Code)
+	rows := regexp.MustCompile(`<td data-field="actor">([^<]+)</td>`).FindAllStringSubmatch(first.Body.String(), -1)
+	require.Len(t, rows, 50, "a page")
+	assert.Equal(t, "Administrator (CLI)", rows[0][1], "newest first")
+	older := regexp.MustCompile(`href="(/activity\?after=[^"]+)" id="older"`).FindStringSubmatch(first.Body.String())
+	require.NotNil(t, older)
+	second := b.get(strings.ReplaceAll(older[1], "&amp;", "&"))
+	require.Equal(t, http.StatusOK, second.Code)
+	rows = regexp.MustCompile(`<td data-field="actor">([^<]+)</td>`).FindAllStringSubmatch(second.Body.String(), -1)
+	require.Len(t, rows, 11, "the rest: 60 by the CLI and 1 here")
+	assert.Equal(t, "You (dashboard)", rows[10][1], "the oldest: the key made in the dashboard")
+	assert.NotContains(t, second.Body.String(), `id="older"`)
+	assert.NotContains(t, first.Body.String()+second.Body.String(), theirs.ID, "another account's entries")
+	assert.Equal(t, http.StatusNotFound, b.get("/activity?after=nope").Code)
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -92,7 +92,7 @@ func TestAKeyMadeThroughTheManagementAPICallsModelsAndItsRulesHold(t *testing.T)
 	for _, e := range gjson.GetBytes(b, "data").Array() {
 		actions = append(actions, e.Get("action").String()+" by "+strings.SplitN(e.Get("actor").String(), ":", 2)[0])
 	}
-	assert.Equal(t, []string{"key.update by cli", "key.disable by token", "key.create by token", "token.create by token"}, actions,
+	assert.Equal(t, []string{"key.update by cli", "key.disable by token", "key.create by token", "token.create by token", "account.create by cli"}, actions,
 		"the API's actions and the CLI's, in one log")
 	st, b = tg.mgmt(t, "GET", "/api/v1/openapi.json", "", "")
 	assert.Equal(t, http.StatusOK, st)

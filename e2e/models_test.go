@@ -41,20 +41,25 @@ func TestModelListIsPlanAndKeyAllowListAndAvailability(t *testing.T) {
 		newMockProvider(t, "gemini").URL, newMockProvider(t, "azure").URL), "")
 	tg.run(t, "account", "create", "--email", "basic@example.com", "--plan", "basic", "--balance", "10")
 	tg.run(t, "account", "create", "--email", "pro@example.com", "--plan", "pro", "--balance", "10")
+	// A key whose allow-list names a model of a bigger plan: made while its
+	// account was on that plan (a key cannot be made so today).
+	tg.run(t, "account", "create", "--email", "was-pro@example.com", "--plan", "pro", "--balance", "10")
+	wasPro := tg.newKey(t, "was-pro@example.com", "--model", "gpt-4o-mini", "--model", "claude-sonnet", "--model", "azure-gpt-4o", "--model", "gpt-4o")
+	tg.run(t, "account", "plan", "--email", "was-pro@example.com", "--plan", "basic")
 
 	tests := []struct {
 		name    string
 		email   string
 		keyArgs []string
+		secret  string   // a key made before, instead of a new one
 		want    []string // in the configuration's order
 	}{
 		{
-			name:  "plan, allow-list and availability together",
-			email: "basic@example.com",
+			name: "plan, allow-list and availability together",
 			// gemini-flash is in the plan, not the list; gpt-4o in the list,
 			// not the plan; azure-gpt-4o in both but its provider is off.
-			keyArgs: []string{"--model", "gpt-4o-mini", "--model", "claude-sonnet", "--model", "azure-gpt-4o", "--model", "gpt-4o"},
-			want:    []string{"gpt-4o-mini", "claude-sonnet"},
+			secret: wasPro,
+			want:   []string{"gpt-4o-mini", "claude-sonnet"},
 		},
 		{
 			name:  "a key for all models gets the plan's available ones",
@@ -75,7 +80,10 @@ func TestModelListIsPlanAndKeyAllowListAndAvailability(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			secret := tg.newKey(t, tt.email, tt.keyArgs...)
+			secret := tt.secret
+			if secret == "" {
+				secret = tg.newKey(t, tt.email, tt.keyArgs...)
+			}
 
 			// The SDK lists them.
 			page, err := tg.client(secret).Models.List(context.Background())
@@ -125,8 +133,9 @@ func TestOneModelIsServedForExactlyTheListedModels(t *testing.T) {
 		newMockProvider(t, "gemini").URL, newMockProvider(t, "azure").URL)
 	cfg = strings.Replace(cfg, "{id: claude-sonnet, max_tokens: 100,", "{id: claude-sonnet, created: 2025-02-24, max_tokens: 100,", 1)
 	tg := startTollgate(t, cfg, "")
-	tg.run(t, "account", "create", "--email", "basic@example.com", "--plan", "basic", "--balance", "10")
+	tg.run(t, "account", "create", "--email", "basic@example.com", "--plan", "pro", "--balance", "10")
 	secret := tg.newKey(t, "basic@example.com", "--model", "gpt-4o-mini", "--model", "claude-sonnet", "--model", "gpt-4o")
+	tg.run(t, "account", "plan", "--email", "basic@example.com", "--plan", "basic") // gpt-4o leaves the plan
 	client := tg.client(secret)
 
 	m, err := client.Models.Get(context.Background(), "claude-sonnet")

@@ -58,6 +58,7 @@ func (s *Service) routes() []route {
 		{"GET /api/v1/accounts/{id}", s.getAccount},
 		{"PATCH /api/v1/accounts/{id}", s.patchAccount},
 		{"POST /api/v1/accounts/{id}/credit", s.creditAccount},
+		{"GET /api/v1/accounts/{id}/balance", s.balanceHistory},
 		{"GET /api/v1/models", s.listModels},
 	}
 }

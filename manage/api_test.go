@@ -69,12 +69,13 @@ func newAPIEnv(t *testing.T) *apiEnv {
 	if strings.HasPrefix(t.Name(), onPostgres) {
 		url = storetest.PostgresURL(t)
 	}
-	st, err := store.Open(ctx, url)
+	clock := testclock.New(time.Date(2026, 6, 15, 14, 30, 0, 0, time.UTC))
+	st, err := store.OpenWith(ctx, url, store.Options{Now: clock.Now})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	cfg, err := config.Parse([]byte(testConfig), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	e := &apiEnv{t: t, st: st, clock: testclock.New(time.Date(2026, 6, 15, 14, 30, 0, 0, time.UTC)), changed: make(chan string, 100)}
+	e := &apiEnv{t: t, st: st, clock: clock, changed: make(chan string, 100)}
 	e.svc, err = New(Options{Store: st, Config: func() *config.Config { return cfg }, Now: e.clock.Now,
 		KeyChanged: func(id string) { e.changed <- id }})
 	require.NoError(t, err)
@@ -742,6 +743,62 @@ func TestAccountsAreAdminsAndARetriedCreditIsNeverASecondCredit(t *testing.T) {
 	assert.Equal(t, []string{"account.plan", "account.credit", "account.create"}, actions)
 }
 
+func TestBalanceHistoryWorksBackFromTheBalanceNow(t *testing.T) {
+	e := newAPIEnv(t)
+	ctx := context.Background()
+	own := e.token(e.a.ID, ScopeUsageRead)
+	keysOnly := e.token(e.a.ID, ScopeKeysRead)
+	k, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("one"))
+	require.NoError(t, err)
+	day := time.Date(2026, 6, 15, 0, 0, 0, 0, time.UTC) // the clock starts at 14:30 that day
+	spend := func(id string, at time.Time, cost money.Nanos) {
+		require.NoError(t, e.st.RecordUsage(ctx, []store.UsageRecord{{ID: id, KeyID: k.ID, AccountID: e.a.ID, Model: "gpt-4o-mini",
+			Provider: "openai", Cost: cost, Status: 200, CreatedAt: at}}))
+	}
+	credit := func(usd string) {
+		a := e.call("POST", "/api/v1/accounts/"+e.a.ID+"/credit", e.admin, `{"amount_usd":`+usd+`}`)
+		require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	}
+	credit("10") // 14:30
+	spend("use_1", day.Add(15*time.Hour), money.PerDollar)
+	e.clock.Advance(2 * time.Hour)
+	credit("5") // 16:30
+	spend("use_2", day.Add(17*time.Hour), 2*money.PerDollar)
+	e.clock.Advance(24 * time.Hour) // the next day, 16:30
+	spend("use_3", day.Add(30*time.Hour), 3*money.PerDollar)
+	credit("1")
+
+	a := e.call("GET", "/api/v1/accounts/"+e.a.ID+"/balance?from=2026-06-15T14:00:00Z&to=2026-06-15T18:00:00Z&group=hour", own, "")
+	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	assert.Equal(t, 10.0, a.get("balance_usd").Float(), "10 + 5 + 1 − 1 − 2 − 3")
+	assert.Equal(t, `[10,9,14,12]`, a.get("buckets.#.balance_usd").Raw, "each hour's closing balance, worked back from now")
+	assert.Equal(t, `[10,0,5,0]`, a.get("buckets.#.credited_usd").Raw)
+	assert.Equal(t, `[0,1,0,2]`, a.get("buckets.#.spent_usd").Raw)
+	assert.Equal(t, `[10,5]`, a.get("changes.#.amount_usd").Raw, "the range's credits only")
+	assert.Equal(t, `[10,14]`, a.get("changes.#.balance_usd").Raw, "each with the balance it left (use_1 was spent between)")
+	assert.Equal(t, `["credit","credit"]`, a.get("changes.#.kind").Raw)
+
+	a = e.call("GET", "/api/v1/accounts/"+e.a.ID+"/balance?from=2026-06-15&to=2026-06-17", e.admin, "")
+	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	assert.Equal(t, "day", a.get("group").String())
+	assert.Equal(t, `[12,10]`, a.get("buckets.#.balance_usd").Raw, "the last bucket ends at the balance now")
+
+	made := e.call("POST", "/api/v1/accounts", e.admin, `{"email":"new@example.com","plan":"basic","balance_usd":2.5}`)
+	require.Equal(t, http.StatusCreated, made.status)
+	a = e.call("GET", "/api/v1/accounts/"+made.get("id").String()+"/balance", e.admin, "")
+	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	assert.Equal(t, `["opening"]`, a.get("changes.#.kind").Raw, "the opening balance is the first change")
+	assert.Len(t, a.get("buckets").Array(), 30, "30 days by default")
+	assert.Equal(t, 2.5, a.get("buckets.29.balance_usd").Float())
+
+	assert.Equal(t, http.StatusForbidden, e.call("GET", "/api/v1/accounts/"+e.a.ID+"/balance", keysOnly, "").status, "usage:read is needed")
+	assert.Equal(t, http.StatusNotFound, e.call("GET", "/api/v1/accounts/"+e.b.ID+"/balance", own, "").status, "another account's")
+	assert.Equal(t, http.StatusNotFound, e.call("GET", "/api/v1/accounts/acct_nosuchaccount00/balance", e.admin, "").status)
+	for _, bad := range []string{"?group=week", "?from=soon", "?from=2026-06-16&to=2026-06-15"} {
+		assert.Equal(t, http.StatusBadRequest, e.call("GET", "/api/v1/accounts/"+e.a.ID+"/balance"+bad, own, "").status, bad)
+	}
+}
+
 func TestModelsAreThePlansWithPricesAndAvailability(t *testing.T) {
 	e := newAPIEnv(t)
 	a := e.call("GET", "/api/v1/models", e.token(e.a.ID, ScopeKeysRead), "")
@@ -812,6 +869,8 @@ func TestTheAPIOnPostgreSQL(t *testing.T) {
 		"Accounts":     TestAccountsAreAdminsAndARetriedCreditIsNeverASecondCredit,
 		"Models":       TestModelsAreThePlansWithPricesAndAvailability,
 		"Rotation":     TestRotationGivesANewSecretAndKeepsTheOldOneOnlyThroughItsGrace,
+		"Balance":      TestBalanceHistoryWorksBackFromTheBalanceNow,
+		"Client":       TestTheGeneratedClientDrivesEveryEndpoint,
 	} {
 		t.Run(name, test)
 		ran[runtime.FuncForPC(reflect.ValueOf(test).Pointer()).Name()] = true
@@ -821,7 +880,8 @@ func TestTheAPIOnPostgreSQL(t *testing.T) {
 	require.NoError(t, err)
 	for _, d := range f.Decls {
 		fn, ok := d.(*ast.FuncDecl)
-		if !ok || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestTheAPIOnPostgreSQL" || fn.Name.Name == "TestTheOpenAPIDocumentIsServedAndDescribesEveryRoute" {
+		if !ok || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestTheAPIOnPostgreSQL" || fn.Name.Name == "TestTheOpenAPIDocumentIsServedAndDescribesEveryRoute" ||
+			fn.Name.Name == "TestTheGeneratedClientIsUpToDate" {
 			continue
 		}
 		assert.True(t, ran["github.com/tollgate/tollgate/manage."+fn.Name.Name], "%s does not run on PostgreSQL", fn.Name.Name)

@@ -45,11 +45,18 @@ type KeyPage struct {
 // update, by any means (API, dashboard, CLI).
 func ETag(k store.Key) string { return `"v` + strconv.FormatInt(k.Version, 10) + `"` }
 
+// rules are keyopts' checks for cfg: model ids must exist in it. Without a
+// configuration (the CLI run without --config) any well-formed id is
+// accepted.
 func (s *Service) rules(cfg *config.Config) keyopts.Rules {
-	return keyopts.Rules{Now: s.opt.Now, KnownModel: func(id string) bool {
-		_, ok := cfg.Model(id)
-		return ok
-	}}
+	r := keyopts.Rules{Now: s.opt.Now}
+	if cfg != nil {
+		r.KnownModel = func(id string) bool {
+			_, ok := cfg.Model(id)
+			return ok
+		}
+	}
+	return r
 }
 
 // ListKeys lists an account's keys, newest first.
@@ -158,7 +165,7 @@ func (s *Service) CreateKey(ctx context.Context, a Actor, accountID string, p ke
 
 // inPlan refuses an allow-list naming a model outside the account's plan.
 func inPlan(cfg *config.Config, acct store.Account, p keyopts.Patch) error {
-	if p.Models == nil {
+	if p.Models == nil || cfg == nil {
 		return nil
 	}
 	plan, _ := cfg.Plan(acct.Plan)

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -82,15 +83,11 @@ func (s *Service) usageQuery(ctx context.Context, a Actor, r UsageRequest) (stor
 // Usage totals a key's or an account's usage over a range, by model and by
 // hour or day (buckets start at from).
 func (s *Service) Usage(ctx context.Context, a Actor, r UsageRequest) (UsageReport, error) {
-	step := 24 * time.Hour
-	switch r.Group {
-	case "", "day":
-		r.Group = "day"
-	case "hour":
-		step = time.Hour
-	default:
-		return UsageReport{}, oaierror.Invalid("invalid_request", "group", "group must be hour or day.")
+	step, group, err := stepOf(r.Group)
+	if err != nil {
+		return UsageReport{}, err
 	}
+	r.Group = group
 	q, err := s.usageQuery(ctx, a, r)
 	if err != nil {
 		return UsageReport{}, err
@@ -152,10 +149,17 @@ func usageRequestOf(r *http.Request, a Actor) (UsageRequest, error) {
 		}
 		req.AccountID = account
 	}
+	var err error
+	req.From, req.To, err = rangeOf(q)
+	return req, err
+}
+
+// rangeOf reads from and to (RFC 3339, or a date: its start, UTC).
+func rangeOf(q url.Values) (from, to time.Time, err error) {
 	for _, f := range []struct {
 		name string
 		into *time.Time
-	}{{"from", &req.From}, {"to", &req.To}} {
+	}{{"from", &from}, {"to", &to}} {
 		v := q.Get(f.name)
 		if v == "" {
 			continue
@@ -163,12 +167,12 @@ func usageRequestOf(r *http.Request, a Actor) (UsageRequest, error) {
 		t, err := time.Parse(time.RFC3339, v)
 		if err != nil {
 			if t, err = time.Parse("2006-01-02", v); err != nil {
-				return UsageRequest{}, oaierror.Invalid("invalid_request", f.name, f.name+" must be an RFC 3339 time or a date (YYYY-MM-DD).")
+				return time.Time{}, time.Time{}, oaierror.Invalid("invalid_request", f.name, f.name+" must be an RFC 3339 time or a date (YYYY-MM-DD).")
 			}
 		}
 		*f.into = t
 	}
-	return req, nil
+	return from, to, nil
 }
 
 type usageCounts struct {

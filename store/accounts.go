@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/tollgate/tollgate/money"
 )
@@ -20,11 +21,19 @@ func (s *sqlStore) CreateAccount(ctx context.Context, a Account) (Account, error
 	if err != nil {
 		return Account{}, fmt.Errorf("store: create account: %w", err)
 	}
-	out, err := scanAccount(s.db.write().queryRow(ctx,
-		`INSERT INTO accounts (id, email, plan, balance_nanos, created_at)
-		VALUES ($1, $2, $3, $4, $5)
-		RETURNING `+accountColumns,
-		id, a.Email, a.Plan, int64(a.Balance), dbTime(s.now())))
+	var out Account
+	err = s.db.inTx(ctx, func(q querier) error {
+		var err error
+		out, err = scanAccount(q.queryRow(ctx,
+			`INSERT INTO accounts (id, email, plan, balance_nanos, created_at)
+			VALUES ($1, $2, $3, $4, $5)
+			RETURNING `+accountColumns,
+			id, a.Email, a.Plan, int64(a.Balance), dbTime(s.now())))
+		if err != nil || out.Balance == 0 {
+			return err
+		}
+		return s.addBalanceChange(ctx, q, out, BalanceOpening, out.Balance, out.CreatedAt)
+	})
 	if err != nil {
 		return Account{}, fmt.Errorf("store: create account: %w", err)
 	}
@@ -58,7 +67,10 @@ func (s *sqlStore) CreditAccount(ctx context.Context, accountID string, amount m
 			`UPDATE accounts SET balance_nanos = balance_nanos + $2 WHERE id = $1
 			RETURNING `+accountColumns,
 			accountID, int64(amount)))
-		return err
+		if err != nil {
+			return err
+		}
+		return s.addBalanceChange(ctx, q, a, BalanceCredit, amount, s.now())
 	})
 	if err != nil {
 		return Account{}, fmt.Errorf("store: credit account: %w", err)
@@ -81,4 +93,47 @@ func (s *sqlStore) SetPlan(ctx context.Context, accountID, plan string) (Account
 		return Account{}, fmt.Errorf("store: set plan: %w", err)
 	}
 	return a, nil
+}
+
+// Balance change kinds.
+const (
+	BalanceOpening = "opening" // the balance an account was created with
+	BalanceCredit  = "credit"  // CreditAccount (negative: a correction)
+)
+
+const balanceChangeIDPrefix = "bal_"
+
+// addBalanceChange records, in the transaction that made it, a change of
+// amount that left the account at a.Balance.
+func (s *sqlStore) addBalanceChange(ctx context.Context, q querier, a Account, kind string, amount money.Nanos, at time.Time) error {
+	id, err := newID(s.random, balanceChangeIDPrefix)
+	if err != nil {
+		return err
+	}
+	_, err = q.exec(ctx,
+		`INSERT INTO balance_changes (id, account_id, kind, amount_nanos, balance_nanos, at) VALUES ($1, $2, $3, $4, $5, $6)`,
+		id, a.ID, kind, int64(amount), int64(a.Balance), dbTime(at))
+	return err
+}
+
+func (s *sqlStore) BalanceChanges(ctx context.Context, accountID string, from time.Time, limit int) ([]BalanceChange, error) {
+	if limit <= 0 || limit > MaxBalanceChanges {
+		limit = MaxBalanceChanges
+	}
+	out := []BalanceChange{}
+	err := s.db.read().queryEach(ctx,
+		fmt.Sprintf(`SELECT id, account_id, kind, amount_nanos, balance_nanos, at FROM balance_changes
+		WHERE account_id = $1 AND at >= $2 ORDER BY at, id LIMIT %d`, limit),
+		[]any{accountID, dbTime(from)}, func(row scanner) error {
+			var c BalanceChange
+			if err := row.Scan(&c.ID, &c.AccountID, &c.Kind, &c.Amount, &c.Balance, &c.At); err != nil {
+				return err
+			}
+			out = append(out, c)
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("store: balance changes: %w", err)
+	}
+	return out, nil
 }

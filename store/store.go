@@ -37,6 +37,19 @@ type Account struct {
 	CreatedAt time.Time
 }
 
+// BalanceChange is a change of an account's balance other than usage.
+type BalanceChange struct {
+	ID        string
+	AccountID string
+	Kind      string      // BalanceOpening or BalanceCredit
+	Amount    money.Nanos // negative for a correction
+	Balance   money.Nanos // the balance right after
+	At        time.Time
+}
+
+// MaxBalanceChanges bounds one BalanceChanges call.
+const MaxBalanceChanges = 10000
+
 // Key is an API key's options and read-only facts. The secret itself is never
 // here: only its hash is stored, and only the hint is shown.
 type Key struct {
@@ -217,6 +230,11 @@ type Store interface {
 	// CreditAccount adds amount (which may be negative) to the balance and
 	// returns the account as it is afterwards.
 	CreditAccount(ctx context.Context, accountID string, amount money.Nanos) (Account, error)
+	// BalanceChanges lists the account's balance changes other than usage
+	// (its opening balance, credits) made at or after from, oldest first,
+	// at most limit (1–MaxBalanceChanges). CreateAccount and CreditAccount
+	// record them in the transaction that changes the balance.
+	BalanceChanges(ctx context.Context, accountID string, from time.Time, limit int) ([]BalanceChange, error)
 	// SetPlan moves the account to another plan; ErrNotFound if there is
 	// no such account.
 	SetPlan(ctx context.Context, accountID, plan string) (Account, error)
@@ -317,6 +335,19 @@ type Store interface {
 	DeleteSession(ctx context.Context, hash apikey.Hash) error
 	// DeleteExpiredSessions removes sessions expired at now and says how many.
 	DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error)
+
+	// SaveResponse keeps a response of the Responses API until its
+	// ExpiresAt; ErrConflict if its id is taken.
+	SaveResponse(ctx context.Context, r StoredResponse) error
+	// ResponseByID reads a response of the account that has not expired at
+	// now; ErrNotFound otherwise (another account's included).
+	ResponseByID(ctx context.Context, accountID, id string, now time.Time) (StoredResponse, error)
+	// DeleteResponse removes a response of the account; ErrNotFound if it
+	// has none by that id.
+	DeleteResponse(ctx context.Context, accountID, id string) error
+	// DeleteExpiredResponses removes responses expired at now and says how
+	// many.
+	DeleteExpiredResponses(ctx context.Context, now time.Time) (int64, error)
 
 	// Subscribe calls fn for every key and account change made through any
 	// Store on the same database, by any process, until ctx ends; then it

@@ -28,6 +28,89 @@ var managementTests = []struct {
 	{"UsageIsSummedListedAndBucketedPerAccountOverARange", testUsageByAccountAndRange},
 	{"SetPlanMovesTheAccountAndAnnouncesIt", testSetPlan},
 	{"RotateKeyKeepsTheOldSecretThroughItsGraceOnly", testRotateKey},
+	{"OpeningBalancesAndCreditsAreRecordedWithTheBalanceTheyLeft", testBalanceChanges},
+	{"ResponsesAreKeptPerAccountUntilTheyExpire", testStoredResponses},
+}
+
+func testStoredResponses(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 0)
+	b := newAccount(t, s, "bob@example.com", 0)
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	r := store.StoredResponse{ID: "resp_one", AccountID: a.ID, Body: []byte(`{"id":"resp_one"}`), Conversation: []byte(`[{"role":"user","content":"hi"}]`),
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	require.NoError(t, s.SaveResponse(ctx, r))
+	assert.ErrorIs(t, s.SaveResponse(ctx, r), store.ErrConflict, "an id is kept once")
+
+	got, err := s.ResponseByID(ctx, a.ID, "resp_one", now)
+	require.NoError(t, err)
+	assert.JSONEq(t, string(r.Body), string(got.Body))
+	assert.JSONEq(t, string(r.Conversation), string(got.Conversation))
+	assert.True(t, got.ExpiresAt.Equal(r.ExpiresAt))
+	_, err = s.ResponseByID(ctx, b.ID, "resp_one", now)
+	assert.ErrorIs(t, err, store.ErrNotFound, "another account's")
+	_, err = s.ResponseByID(ctx, a.ID, "resp_one", now.Add(time.Hour))
+	assert.ErrorIs(t, err, store.ErrNotFound, "expired")
+	assert.ErrorIs(t, s.DeleteResponse(ctx, b.ID, "resp_one"), store.ErrNotFound, "another account cannot delete it")
+
+	r2 := r
+	r2.ID, r2.ExpiresAt = "resp_two", now.Add(2*time.Hour)
+	require.NoError(t, s.SaveResponse(ctx, r2))
+	n, err := s.DeleteExpiredResponses(ctx, now.Add(time.Hour))
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "the expired one only")
+	require.NoError(t, s.DeleteResponse(ctx, a.ID, "resp_two"))
+	_, err = s.ResponseByID(ctx, a.ID, "resp_two", now)
+	assert.ErrorIs(t, err, store.ErrNotFound, "deleted")
+	assert.ErrorIs(t, s.DeleteResponse(ctx, a.ID, "resp_two"), store.ErrNotFound)
+}
+
+func testBalanceChanges(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	before := time.Now().Add(-time.Minute)
+	a := newAccount(t, s, "ada@example.com", 5*money.PerDollar)
+	b := newAccount(t, s, "bob@example.com", 0)
+	_, err := s.CreditAccount(ctx, a.ID, 2*money.PerDollar)
+	require.NoError(t, err)
+	_, err = s.CreditAccount(ctx, a.ID, -money.PerDollar)
+	require.NoError(t, err)
+	_, err = s.CreditAccount(ctx, b.ID, 3)
+	require.NoError(t, err)
+
+	got, err := s.BalanceChanges(ctx, a.ID, before, 0)
+	require.NoError(t, err)
+	require.Len(t, got, 3, "the opening balance and both credits, not bob's")
+	var kinds []string
+	var amounts, balances []money.Nanos
+	for _, c := range got {
+		assert.Equal(t, a.ID, c.AccountID)
+		assert.NotEmpty(t, c.ID)
+		kinds = append(kinds, c.Kind)
+		amounts = append(amounts, c.Amount)
+		balances = append(balances, c.Balance)
+	}
+	assert.Equal(t, []string{store.BalanceOpening, store.BalanceCredit, store.BalanceCredit}, kinds, "oldest first")
+	assert.Equal(t, []money.Nanos{5 * money.PerDollar, 2 * money.PerDollar, -money.PerDollar}, amounts)
+	assert.Equal(t, []money.Nanos{5 * money.PerDollar, 7 * money.PerDollar, 6 * money.PerDollar}, balances)
+
+	onlyB, err := s.BalanceChanges(ctx, b.ID, before, 0)
+	require.NoError(t, err)
+	require.Len(t, onlyB, 1, "no opening change for an account opened at zero")
+	assert.Equal(t, money.Nanos(3), onlyB[0].Balance)
+
+	later, err := s.BalanceChanges(ctx, a.ID, time.Now().Add(time.Minute), 0)
+	require.NoError(t, err)
+	assert.Empty(t, later, "from bounds the list")
+	first, err := s.BalanceChanges(ctx, a.ID, before, 1)
+	require.NoError(t, err)
+	require.Len(t, first, 1, "limit bounds it")
+	assert.Equal(t, store.BalanceOpening, first[0].Kind)
+
+	_, err = s.CreditAccount(ctx, "acct_nosuchaccount00", 1)
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	none, err := s.BalanceChanges(ctx, "acct_nosuchaccount00", before, 0)
+	require.NoError(t, err)
+	assert.Empty(t, none, "a failed credit records nothing")
 }
 
 func newTokenSecret(t *testing.T) (string, apikey.Hash) {

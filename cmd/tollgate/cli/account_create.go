@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/tollgate/tollgate/money"
-	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/oaierror"
 )
 
 func runAccountCreate(ctx context.Context, e *env, f *flags, args []string) error {
@@ -51,17 +52,17 @@ func runAccountCreate(ctx context.Context, e *env, f *flags, args []string) erro
 		return fmt.Errorf("balance: must not be negative, got %s", amount)
 	}
 
-	s, err := f.openStore(ctx)
+	svc, s, err := manageService(ctx, e, f, cfg)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	a, err := s.CreateAccount(ctx, store.Account{Email: addr, Plan: planName, Balance: amount})
-	if errors.Is(err, store.ErrConflict) {
+	a, err := svc.CreateAccount(ctx, cliActor, addr, planName, amount)
+	if oe := (oaierror.Error{}); errors.As(err, &oe) && oe.Status == http.StatusConflict {
 		return fmt.Errorf("an account with email %q already exists", addr)
 	}
 	if err != nil {
-		return err
+		return serviceError(err)
 	}
 	if *asJSON {
 		return writeJSON(e.stdout, accountView(a))

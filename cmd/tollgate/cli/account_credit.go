@@ -30,7 +30,11 @@ func runAccountCredit(ctx context.Context, e *env, f *flags, args []string) erro
 		return fmt.Errorf("amount: must be positive, got %s", amount)
 	}
 
-	s, err := f.openStore(ctx)
+	cfg, err := f.loadConfig()
+	if err != nil {
+		return err
+	}
+	svc, s, err := manageService(ctx, e, f, cfg)
 	if err != nil {
 		return err
 	}
@@ -42,9 +46,9 @@ func runAccountCredit(ctx context.Context, e *env, f *flags, args []string) erro
 	if a.Balance > math.MaxInt64-amount {
 		return fmt.Errorf("amount: the balance of %s would overflow", a.Email)
 	}
-	a, err = s.CreditAccount(ctx, a.ID, amount)
+	a, err = svc.CreditAccount(ctx, cliActor, a.ID, amount)
 	if err != nil {
-		return err
+		return serviceError(err)
 	}
 	if *asJSON {
 		return writeJSON(e.stdout, accountView(a))

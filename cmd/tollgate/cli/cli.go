@@ -73,6 +73,8 @@ var commands = []command{
 		"show an account and its balance", runAccountShow},
 	{"account credit", "--email EMAIL --amount USD [--json]",
 		"add a positive amount to an account's balance", runAccountCredit},
+	{"account plan", "--email EMAIL --plan PLAN [--json]",
+		"move an account to another plan", runAccountPlan},
 	{"account password", "--email EMAIL",
 		"set the password the account holder signs in to the dashboard with (read from stdin)", runAccountPassword},
 	{"key create", "--account EMAIL --description TEXT [--rpm N] [--ip ADDR|CIDR]... [--model ID]...\n" +

@@ -459,8 +459,12 @@ func TestConfigGivesPrefixPlansAndModels(t *testing.T) {
 
 	h.fails(`models: unknown model "gpt-5"`, "key", "create", "--account", "a@example.com",
 		"--description", "x", "--model", "gpt-5", "--config", cfg)
+	// The same rule as the API's and the dashboard's: an allow-list stays
+	// within the account's plan.
+	h.fails(`models: "gpt-4o" is not in the account's plan (free)`, "key", "create", "--account", "a@example.com",
+		"--description", "x", "--model", "gpt-4o", "--config", cfg)
 	secret := strings.TrimSpace(h.ok("key", "create", "--account", "a@example.com", "--description", "x",
-		"--model", "gpt-4o", "--config", cfg))
+		"--model", "gpt-4o-mini", "--config", cfg))
 	if !regexp.MustCompile(`^acme_sk_[0-9A-Za-z]{43}$`).MatchString(secret) {
 		t.Errorf("secret %q does not use the config's prefix", secret)
 	}

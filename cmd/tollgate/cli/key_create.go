@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/keyopts"
-	"github.com/tollgate/tollgate/manage"
 )
 
 func runKeyCreate(ctx context.Context, e *env, f *flags, args []string) error {
@@ -37,12 +35,11 @@ func runKeyCreate(ctx context.Context, e *env, f *flags, args []string) error {
 	if models.set {
 		p.Models = &models.values
 	}
-	k, err := keyopts.Create(p, keyRules(e, cfg))
-	if err != nil {
-		return err
+	if _, err := keyopts.Create(p, keyRules(e, cfg)); err != nil {
+		return err // before opening the database, in keyopts' own words
 	}
 
-	s, err := f.openStore(ctx)
+	svc, s, err := manageService(ctx, e, f, cfg)
 	if err != nil {
 		return err
 	}
@@ -51,17 +48,10 @@ func runKeyCreate(ctx context.Context, e *env, f *flags, args []string) error {
 	if err != nil {
 		return err
 	}
-	secret, err := apikey.Generate(keyPrefix(cfg), e.random)
+	k, secret, err := svc.CreateKey(ctx, cliActor, a.ID, p)
 	if err != nil {
-		return err
+		return serviceError(err)
 	}
-	k.AccountID = a.ID
-	k.Hint = apikey.Hint(secret)
-	k, err = s.CreateKey(ctx, k, apikey.HashOf(secret))
-	if err != nil {
-		return err
-	}
-	auditCLI(ctx, e, s, a.ID, manage.ActionKeyCreate, k.ID)
 	fmt.Fprintf(e.stderr, "tollgate: created key %s for %s; its secret is shown only this once\n", k.ID, a.Email)
 	if *asJSON {
 		return writeJSON(e.stdout, createdKeyJSON{keyJSON: keyView(k, e.now()), Secret: secret})

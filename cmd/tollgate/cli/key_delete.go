@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/tollgate/tollgate/manage"
-	"github.com/tollgate/tollgate/store"
 )
 
 func runKeyDelete(ctx context.Context, e *env, f *flags, args []string) error {
@@ -15,23 +14,22 @@ func runKeyDelete(ctx context.Context, e *env, f *flags, args []string) error {
 		return err
 	}
 	id := pos[0]
-	s, err := f.openStore(ctx)
+	cfg, err := f.loadConfig()
+	if err != nil {
+		return err
+	}
+	svc, s, err := manageService(ctx, e, f, cfg)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	k, err := keyByID(ctx, s, id)
-	if err != nil {
-		return err
-	}
-	err = s.DeleteKey(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	err = svc.DeleteKey(ctx, cliActor, id)
+	if errors.Is(err, manage.ErrNotFound) {
 		return fmt.Errorf("no key with id %q", id)
 	}
 	if err != nil {
-		return err
+		return serviceError(err)
 	}
-	auditCLI(ctx, e, s, k.AccountID, manage.ActionKeyDelete, id)
 	_, err = fmt.Fprintf(e.stdout, "deleted key %s\n", id)
 	return err
 }

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/manage"
@@ -65,24 +67,18 @@ func runKeyUpdate(ctx context.Context, e *env, f *flags, args []string) error {
 		return err
 	}
 
-	s, err := f.openStore(ctx)
+	svc, s, err := manageService(ctx, e, f, cfg)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	k, err := keyByID(ctx, s, id)
-	if err != nil {
-		return err
+	k, err := svc.UpdateKey(ctx, cliActor, id, "", p)
+	if errors.Is(err, manage.ErrNotFound) {
+		return fmt.Errorf("no key with id %q", id)
 	}
-	k, err = keyopts.Update(k, p, keyRules(e, cfg))
 	if err != nil {
-		return err
+		return serviceError(err)
 	}
-	k, err = s.UpdateKey(ctx, k)
-	if err != nil {
-		return err
-	}
-	auditCLI(ctx, e, s, k.AccountID, manage.KeyUpdateAction(p), k.ID)
 	if *asJSON {
 		return writeJSON(e.stdout, keyView(k, e.now()))
 	}

@@ -24,6 +24,15 @@ func tokenService(ctx context.Context, e *env, f *flags) (*manage.Service, store
 	if err != nil {
 		return nil, nil, err
 	}
+	return manageService(ctx, e, f, cfg)
+}
+
+// manageService opens --db and the management service over it and cfg
+// (nil without --config): the CLI's key, account and token commands act
+// through the same service as the API and the dashboard, so a rule lives
+// in one place and every action is audited with actor "cli". The caller
+// closes the store.
+func manageService(ctx context.Context, e *env, f *flags, cfg *config.Config) (*manage.Service, store.Store, error) {
 	s, err := f.openStore(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -38,21 +47,12 @@ func tokenService(ctx context.Context, e *env, f *flags) (*manage.Service, store
 
 var cliActor = manage.Actor{Kind: manage.ActorCLI}
 
-// auditCLI records a key command's action in the audit log, as the
-// management API records its own; a failure to record is reported, the
-// action being done.
-func auditCLI(ctx context.Context, e *env, s store.Store, accountID, action, target string) {
-	if err := manage.Audit(ctx, s, cliActor, accountID, action, target, e.now()); err != nil {
-		fmt.Fprintf(e.stderr, "tollgate: warning: the audit log did not record %s %s: %v\n", action, target, err)
-	}
-}
-
 // serviceError turns the service's OpenAI-shaped errors into plain CLI
 // errors.
 func serviceError(err error) error {
 	var oe oaierror.Error
 	if errors.As(err, &oe) {
-		if oe.Param != "" {
+		if oe.Param != "" && !strings.HasPrefix(oe.Message, oe.Param) {
 			return fmt.Errorf("%s (%s)", oe.Message, oe.Param)
 		}
 		return errors.New(oe.Message)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestTokenCommandsMakeListAndRevokeManagementTokensAndAuditThem(t *testing.T
 	h.fails("not a scope", "token", "create", "--account", "a@example.com", "--scope", "root")
 	h.fails("--expires", "token", "create", "--admin", "--expires", "soon")
 
-	// Key commands land in the same audit log (actor cli).
+	// Key and account commands land in the same audit log (actor cli).
 	h.ok("key", "create", "--account", "a@example.com", "--description", "ci")
 	acct, err := h.store().AccountByEmail(ctx, "a@example.com")
 	if err != nil {
@@ -74,7 +75,33 @@ func TestTokenCommandsMakeListAndRevokeManagementTokensAndAuditThem(t *testing.T
 		}
 		got = append(got, e.Action)
 	}
-	if strings.Join(got, ",") != "key.create,token.revoke,token.create" {
+	if strings.Join(got, ",") != "key.create,token.revoke,token.create,account.create" {
 		t.Fatalf("audit: %v", got)
+	}
+}
+
+func TestAccountPlanMovesTheAccountThroughTheServiceAndAuditsIt(t *testing.T) {
+	h := newHarness(t)
+	cfg := filepath.Join("testdata", "config.yaml")
+	h.ok("account", "create", "--email", "a@example.com", "--plan", "free", "--config", cfg)
+	out := h.ok("account", "plan", "--email", "a@example.com", "--plan", "pro", "--config", cfg, "--json")
+	if !strings.Contains(out, `"plan": "pro"`) {
+		t.Errorf("account plan --json: %s", out)
+	}
+	h.fails(`plan must be one of the configuration's plans`, "account", "plan", "--email", "a@example.com", "--plan", "gold", "--config", cfg)
+	h.fails("no account with email", "account", "plan", "--email", "b@example.com", "--plan", "pro")
+	acct, err := h.store().AccountByEmail(t.Context(), "a@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acct.Plan != "pro" {
+		t.Errorf("plan %q after a refused move, want pro", acct.Plan)
+	}
+	entries, err := h.store().ListAudit(t.Context(), acct.ID, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 || entries[0].Action != "account.plan" || entries[0].Actor != "cli" {
+		t.Errorf("audit: %+v", entries)
 	}
 }

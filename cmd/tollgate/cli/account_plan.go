@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"context"
+	"strings"
+)
+
+// runAccountPlan moves an account to another plan, through the management
+// service (audited as account.plan by cli). Its keys keep their
+// allow-lists; a model outside the new plan is simply not served.
+func runAccountPlan(ctx context.Context, e *env, f *flags, args []string) error {
+	email := f.fs.String("email", "", "the account's email address")
+	plan := f.fs.String("plan", "", "the plan to move to; one of the config's plans when --config is given")
+	asJSON := f.fs.Bool("json", false, "print the account as JSON")
+	if _, err := f.parse(args); err != nil {
+		return err
+	}
+	if err := f.require("email", "plan"); err != nil {
+		return err
+	}
+	planName := strings.TrimSpace(*plan)
+	if err := checkPlanName(planName); err != nil {
+		return err
+	}
+	cfg, err := f.loadConfig()
+	if err != nil {
+		return err
+	}
+	svc, s, err := manageService(ctx, e, f, cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	a, err := accountByEmail(ctx, s, *email)
+	if err != nil {
+		return err
+	}
+	a, err = svc.SetPlan(ctx, cliActor, a.ID, planName)
+	if err != nil {
+		return serviceError(err)
+	}
+	if *asJSON {
+		return writeJSON(e.stdout, accountView(a))
+	}
+	return writeAccount(e.stdout, a)
+}

@@ -1,0 +1,161 @@
+package manage
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
+)
+
+// An account's balance and its history: over a range, per hour or day, what
+// was credited, what was spent and the balance each bucket ended with; and
+// each credit (with the balance it left).
+//
+// The balance at an instant T is worked back from the balance now: the
+// credits made after T are taken off and the usage recorded after T added
+// back. Usage counts from its record's time (when the request ended); a
+// request still in flight, or whose record still waits in the writer's
+// batch (about a second), shows once its record is written.
+
+// BalanceBucket is one hour or day of an account's balance history.
+type BalanceBucket struct {
+	Start    time.Time
+	Credited money.Nanos // opening balance and credits in the bucket
+	Spent    money.Nanos // the cost of the usage recorded in it
+	Closing  money.Nanos // the balance at its end (or at the range's end)
+}
+
+// BalanceHistory answers BalanceHistoryOf.
+type BalanceHistory struct {
+	Account  store.Account
+	From, To time.Time
+	Group    string
+	Buckets  []BalanceBucket
+	// Changes are the range's credits, oldest first.
+	Changes []store.BalanceChange
+}
+
+// BalanceHistoryOf reads an account's balance and its history over
+// r.From–r.To, grouped by r.Group (hour or day). The admin, or the
+// account's own token with usage:read.
+func (s *Service) BalanceHistoryOf(ctx context.Context, a Actor, r UsageRequest) (BalanceHistory, error) {
+	step, group, err := stepOf(r.Group)
+	if err != nil {
+		return BalanceHistory{}, err
+	}
+	r.KeyID = ""
+	q, err := s.usageQuery(ctx, a, r)
+	if err != nil {
+		return BalanceHistory{}, err
+	}
+	acct, err := s.opt.Store.AccountByID(ctx, q.AccountID)
+	if err != nil {
+		return BalanceHistory{}, s.fail(ctx, "balance history", err)
+	}
+	changes, err := s.opt.Store.BalanceChanges(ctx, acct.ID, q.From, store.MaxBalanceChanges)
+	if err != nil {
+		return BalanceHistory{}, s.fail(ctx, "balance history", err)
+	}
+	if len(changes) == store.MaxBalanceChanges {
+		return BalanceHistory{}, oaierror.Invalid("invalid_request", "from",
+			"This range has too many credits to show at once; ask for a shorter one.")
+	}
+	spentBuckets, err := s.opt.Store.UsageTimelineOf(ctx, q, step)
+	if err != nil {
+		return BalanceHistory{}, s.fail(ctx, "balance history", err)
+	}
+	// What happened after the range, to work back from the balance now.
+	var after money.Nanos // credits after the range, less usage after it
+	if now := s.opt.Now().UTC(); q.To.Before(now) {
+		spent, err := s.opt.Store.UsageSummaryOf(ctx, store.UsageQuery{AccountID: acct.ID, From: q.To, To: now.Add(time.Hour)})
+		if err != nil {
+			return BalanceHistory{}, s.fail(ctx, "balance history", err)
+		}
+		after -= spent.Cost
+	}
+	h := BalanceHistory{Account: acct, From: q.From, To: q.To, Group: group, Buckets: make([]BalanceBucket, len(spentBuckets))}
+	for i, b := range spentBuckets {
+		h.Buckets[i] = BalanceBucket{Start: b.Start, Spent: b.Cost}
+	}
+	for _, c := range changes {
+		if !c.At.Before(q.To) {
+			after += c.Amount
+			continue
+		}
+		h.Changes = append(h.Changes, c)
+		if i := int(c.At.Sub(q.From) / step); i >= 0 && i < len(h.Buckets) {
+			h.Buckets[i].Credited += c.Amount
+		}
+	}
+	closing := acct.Balance - after
+	for i := len(h.Buckets) - 1; i >= 0; i-- {
+		h.Buckets[i].Closing = closing
+		closing += h.Buckets[i].Spent - h.Buckets[i].Credited
+	}
+	return h, nil
+}
+
+// stepOf reads a usage grouping: hour or day (the default).
+func stepOf(group string) (time.Duration, string, error) {
+	switch group {
+	case "", "day":
+		return 24 * time.Hour, "day", nil
+	case "hour":
+		return time.Hour, "hour", nil
+	}
+	return 0, "", oaierror.Invalid("invalid_request", "group", "group must be hour or day.")
+}
+
+type balanceBucketJSON struct {
+	Start       time.Time   `json:"start"`
+	CreditedUSD money.Nanos `json:"credited_usd"`
+	SpentUSD    money.Nanos `json:"spent_usd"`
+	BalanceUSD  money.Nanos `json:"balance_usd"`
+}
+
+type balanceChangeJSON struct {
+	ID         string      `json:"id"`
+	Kind       string      `json:"kind"`
+	AmountUSD  money.Nanos `json:"amount_usd"`
+	BalanceUSD money.Nanos `json:"balance_usd"`
+	CreatedAt  time.Time   `json:"created_at"`
+}
+
+type balanceHistoryJSON struct {
+	Object       string              `json:"object"`
+	AccountID    string              `json:"account_id"`
+	BalanceUSD   money.Nanos         `json:"balance_usd"`
+	ReservedUSD  money.Nanos         `json:"reserved_usd"`
+	AvailableUSD money.Nanos         `json:"available_usd"`
+	From         time.Time           `json:"from"`
+	To           time.Time           `json:"to"`
+	Group        string              `json:"group"`
+	Buckets      []balanceBucketJSON `json:"buckets"`
+	Changes      []balanceChangeJSON `json:"changes"`
+}
+
+func (s *Service) balanceHistory(w http.ResponseWriter, r *http.Request, a Actor) error {
+	q := r.URL.Query()
+	req := UsageRequest{AccountID: r.PathValue("id"), Group: q.Get("group")}
+	var err error
+	if req.From, req.To, err = rangeOf(q); err != nil {
+		return err
+	}
+	h, err := s.BalanceHistoryOf(r.Context(), a, req)
+	if err != nil {
+		return err
+	}
+	out := balanceHistoryJSON{Object: "balance_history", AccountID: h.Account.ID, BalanceUSD: h.Account.Balance,
+		ReservedUSD: h.Account.Reserved, AvailableUSD: h.Account.Balance - h.Account.Reserved,
+		From: h.From, To: h.To, Group: h.Group, Buckets: []balanceBucketJSON{}, Changes: []balanceChangeJSON{}}
+	for _, b := range h.Buckets {
+		out.Buckets = append(out.Buckets, balanceBucketJSON{Start: b.Start, CreditedUSD: b.Credited, SpentUSD: b.Spent, BalanceUSD: b.Closing})
+	}
+	for _, c := range h.Changes {
+		out.Changes = append(out.Changes, balanceChangeJSON{ID: c.ID, Kind: c.Kind, AmountUSD: c.Amount, BalanceUSD: c.Balance, CreatedAt: c.At.UTC()})
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
