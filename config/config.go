@@ -31,6 +31,9 @@ const (
 // Defaults applied where the file is silent.
 const (
 	DefaultMaxBodyBytes = 4 << 20 // 4 MiB request body limit
+	// DefaultResponseRetention keeps a stored response of the Responses API
+	// 30 days, as OpenAI does.
+	DefaultResponseRetention = 30 * 24 * time.Hour
 	DefaultAzureVersion = "2024-10-21"
 
 	// Per-attempt timeouts of a provider, and a model's whole-request
@@ -70,6 +73,10 @@ type Config struct {
 	Plans     []Plan     `yaml:"plans"`
 	// MaxBodyBytes caps a request body; default 4 MiB.
 	MaxBodyBytes int `yaml:"max_body_bytes"`
+	// ResponseRetention is how long a stored response of the Responses API
+	// (store: true) is kept for GET /v1/responses/{id} and
+	// previous_response_id; default 30 days (720h).
+	ResponseRetention Duration `yaml:"response_retention"`
 	// LoadedAt is when the configuration was parsed: the created time of
 	// the models that give none.
 	LoadedAt time.Time `yaml:"-"`
@@ -372,6 +379,12 @@ func (c *Config) validate() error {
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	switch {
+	case c.ResponseRetention == 0:
+		c.ResponseRetention = Duration(DefaultResponseRetention)
+	case c.ResponseRetention < Duration(time.Minute):
+		return fieldErr("response_retention", "must be at least 1m, got %s", c.ResponseRetention.D())
 	}
 	if c.MaxBodyBytes < 1024 {
 		return fieldErr("max_body_bytes", "must be at least 1024, got %d", c.MaxBodyBytes)

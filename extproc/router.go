@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/extproc/provider"
+	"github.com/tollgate/tollgate/extproc/responses"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
@@ -44,6 +45,7 @@ type routerStep struct {
 	leaseID          string      // the lease it came from; "" for a reservation of its own
 	recorded         bool        // a usage record was written by this step
 	answered         bool        // the response headers were seen
+	responses        bool        // a request of the Responses API (POST /v1/responses)
 }
 
 func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
@@ -88,7 +90,15 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 		if method != http.MethodPost {
 			return immediate(oaierror.MethodNotAllowed, nil), nil
 		}
+	case contract.PathResponses:
+		if method != http.MethodPost {
+			return immediate(oaierror.MethodNotAllowed, nil), nil
+		}
+		r.responses = true
 	default:
+		if id, ok := strings.CutPrefix(path, contract.PathResponses+"/"); ok && id != "" {
+			return r.storedResponse(ctx, method, id)
+		}
 		if id, ok := strings.CutPrefix(path, contract.PathModels+"/"); ok && id != "" {
 			if method != http.MethodGet {
 				return immediate(oaierror.MethodNotAllowed, nil), nil
@@ -110,8 +120,18 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 	// whole (Envoy's buffer filter, the built-in edge), from the same
 	// max_body_bytes.
 	body := b.GetBody()
+	var meta string // a Responses request's (contract.MetaResponse)
+	if r.responses {
+		var e *oaierror.Error
+		if body, meta, e = r.responsesChat(ctx, body); e != nil {
+			return r.reject(*e), nil
+		}
+	}
 	cr, verr := validate(body, r.cfg)
 	if verr != nil {
+		if r.responses {
+			verr.Param = responses.ChatParam(verr.Param)
+		}
 		return r.reject(*verr), nil
 	}
 	r.model, r.stream = cr.Model.ID, cr.Stream
@@ -124,14 +144,20 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 		return r.reject(*e), nil
 	}
 	set := []*corev3.HeaderValueOption{setHeader(contract.HeaderCluster, contract.ClusterName(cr.Model.ID))}
+	common := &extprocv3.CommonResponse{
+		HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set},
+		ClearRouteCache: true,
+	}
+	if r.responses {
+		// The chat request goes on in place of the client's.
+		common.HeaderMutation.SetHeaders = append(set, setHeader("content-length", strconv.Itoa(len(body))))
+		common.BodyMutation = &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: body}}
+	}
 	return &extprocv3.ProcessingResponse{
 		Response: &extprocv3.ProcessingResponse_RequestBody{
-			RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
-				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set},
-				ClearRouteCache: true,
-			}},
+			RequestBody: &extprocv3.BodyResponse{Response: common},
 		},
-		DynamicMetadata: requestMetadata(r.s.opt.StepKey, r.keyID, r.accountID, r.requestID, r.leaseID, r.held, cr, r.started),
+		DynamicMetadata: requestMetadata(r.s.opt.StepKey, r.keyID, r.accountID, r.requestID, r.leaseID, r.held, cr, r.started, meta),
 	}, nil
 }
 
@@ -167,7 +193,7 @@ func (r *routerStep) hold(ctx context.Context, cr chatRequest, bodyLen int) *oai
 
 // requestMetadata is what every upstream attempt needs to know of the
 // request, handed over as dynamic metadata (see contract.RequestMetadataNamespace).
-func requestMetadata(stepKey []byte, keyID, accountID, requestID, leaseID string, held money.Nanos, cr chatRequest, started time.Time) *structpb.Struct {
+func requestMetadata(stepKey []byte, keyID, accountID, requestID, leaseID string, held money.Nanos, cr chatRequest, started time.Time, response string) *structpb.Struct {
 	fields := map[string]*structpb.Value{
 		contract.MetaKeyID:       structpb.NewStringValue(keyID),
 		contract.MetaAccountID:   structpb.NewStringValue(accountID),
@@ -178,6 +204,9 @@ func requestMetadata(stepKey []byte, keyID, accountID, requestID, leaseID string
 		contract.MetaStarted:     structpb.NewNumberValue(float64(started.UnixMicro())),
 		contract.MetaLease:       structpb.NewStringValue(leaseID),
 		contract.MetaHeld:        structpb.NewNumberValue(float64(held)),
+	}
+	if response != "" {
+		fields[contract.MetaResponse] = structpb.NewStringValue(response)
 	}
 	if len(stepKey) > 0 {
 		// Attempts may run until the request timeout, and a little after.
@@ -196,11 +225,19 @@ func stepToken(key []byte, f map[string]*structpb.Value) string {
 	// The same bytes as "%s=%d:%s;" per string field and "%s=%.0f;" or
 	// "%s=%t;" per number or flag, appended without fmt.
 	b := make([]byte, 0, 384)
-	for _, name := range []string{contract.MetaKeyID, contract.MetaAccountID, contract.MetaRequestID, contract.MetaModel, contract.MetaLease} {
+	str := func(name string) {
 		v := f[name].GetStringValue()
 		b = append(append(b, name...), '=')
 		b = append(append(strconv.AppendInt(b, int64(len(v)), 10), ':'), v...)
 		b = append(b, ';')
+	}
+	for _, name := range []string{contract.MetaKeyID, contract.MetaAccountID, contract.MetaRequestID, contract.MetaModel, contract.MetaLease} {
+		str(name)
+	}
+	if f[contract.MetaResponse].GetStringValue() != "" {
+		// Only a Responses request has it: a chat request's token stays
+		// the bytes it was, across a rolling upgrade.
+		str(contract.MetaResponse)
 	}
 	number := func(name string) {
 		b = append(append(b, name...), '=')

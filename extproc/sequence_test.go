@@ -109,6 +109,13 @@ func TestStepTokensAreTheSameBytesAsBefore(t *testing.T) {
 		contract.MetaStarted, f[contract.MetaStarted].GetNumberValue(),
 		contract.MetaExpires, f[contract.MetaExpires].GetNumberValue())
 	require.Equal(t, base64.RawURLEncoding.EncodeToString(mac.Sum(nil)), stepToken(key, f))
+
+	// A Responses request's metadata is signed too: after the strings.
+	f[contract.MetaResponse] = structpb.NewStringValue(`{"id":"resp_1","store":true}`)
+	withResponse := stepToken(key, f)
+	assert.NotEqual(t, base64.RawURLEncoding.EncodeToString(mac.Sum(nil)), withResponse)
+	f[contract.MetaResponse] = structpb.NewStringValue(`{"id":"resp_1","store":false}`)
+	assert.NotEqual(t, withResponse, stepToken(key, f), "altering it breaks the token")
 }
 
 func TestHeaderMapReadsRawAndPlainValues(t *testing.T) {

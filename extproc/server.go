@@ -89,6 +89,10 @@ type Options struct {
 	// a request and when listing models. Nil means every deployment of an
 	// enabled provider is available.
 	Health Health
+	// Responses keeps the Responses API's stored responses (store: true,
+	// previous_response_id, GET and DELETE /v1/responses/{id}); nil keeps
+	// none: responses are answered and not stored.
+	Responses Responses
 	// StepKey signs what the router step hands to the upstream step, so
 	// that an upstream step (a credential-bearing attempt) runs only for a
 	// request the router step admitted, even for a caller that can reach

@@ -2,10 +2,12 @@ package extproc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -13,9 +15,12 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/extproc/provider"
+	"github.com/tollgate/tollgate/extproc/responses"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
@@ -48,6 +53,10 @@ type upstreamStep struct {
 	status                  int  // the status the client gets
 	ended                   bool // the response body reached its end
 	recorded                bool
+	// response is set for a request of the Responses API: its answer is
+	// wrapped, and kept once complete when the request asked to store it.
+	response *responseMeta
+	answer   *responses.Answer
 }
 
 func (u *upstreamStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
@@ -107,6 +116,13 @@ func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.Proces
 	u.held = money.Nanos(meta[contract.MetaHeld].GetNumberValue())
 	u.preq.Stream = meta[contract.MetaStream].GetBoolValue()
 	u.preq.ClientUsage = meta[contract.MetaClientUsage].GetBoolValue()
+	if v := meta[contract.MetaResponse].GetStringValue(); v != "" {
+		u.response = new(responseMeta)
+		if err := json.Unmarshal([]byte(v), u.response); err != nil {
+			u.s.opt.Logger.ErrorContext(ctx, "upstream step: unreadable response metadata", "err", err)
+			return u.failure(), nil
+		}
+	}
 	u.started = u.s.opt.Now()
 	if us := meta[contract.MetaStarted].GetNumberValue(); us > 0 {
 		u.started = time.UnixMicro(int64(us))
@@ -162,7 +178,12 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 		// message is written for the client.
 		e := oaierror.Invalid("invalid_request", "", err.Error())
 		if pe := (*provider.UnsupportedParameterError)(nil); errors.As(err, &pe) {
-			e = oaierror.Invalid("unsupported_parameter", pe.Param, pe.Error())
+			param := pe.Param
+			if u.response != nil {
+				param = responses.ChatParam(param)
+			}
+			e = oaierror.Invalid("unsupported_parameter", param,
+				strings.Replace(pe.Error(), strconv.Quote(pe.Param), strconv.Quote(param), 1))
 		}
 		return immediate(e, []*corev3.HeaderValueOption{setHeader(contract.HeaderTranslated, "1")}), nil
 	}
@@ -172,6 +193,11 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 		return u.failure(), nil
 	}
 	u.resp = resp
+	if r := u.response; r != nil {
+		u.answer = responses.Wrap(resp, responses.Options{ID: r.ID, Model: u.model, Created: time.Unix(r.Created, 0),
+			Stream: u.preq.Stream, Echo: r.Echo})
+		u.resp = u.answer
+	}
 	set := make([]*corev3.HeaderValueOption, 0, len(up.Headers)+3)
 	set = append(set,
 		setHeader(":path", up.Path),
@@ -276,7 +302,12 @@ func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 		}
 		// Keep what was translated before the failure, then end with one
 		// error event.
-		out = append(append([]byte(nil), out...), provider.StreamErrorEvent("The provider sent a response Tollgate could not translate.")...)
+		const msg = "The provider sent a response Tollgate could not translate."
+		if u.answer != nil {
+			out = append(append([]byte(nil), out...), u.answer.ErrorEvent(msg)...)
+		} else {
+			out = append(append([]byte(nil), out...), provider.StreamErrorEvent(msg)...)
+		}
 		end = true
 	}
 	if len(out) > 0 && u.firstByte.IsZero() {
@@ -294,6 +325,7 @@ func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 		if rec, ok := u.record(u.status, ""); ok {
 			resp.DynamicMetadata = usageMetadata(rec)
 		}
+		u.keep(ctx)
 	}
 	return resp, nil
 }
@@ -308,6 +340,7 @@ func (u *upstreamStep) finish(context.Context, error) {
 	}
 	if u.resp.Completed() {
 		u.record(u.status, "")
+		u.keep(context.Background())
 		return
 	}
 	u.record(StatusClientClosed, "client_closed")
@@ -379,4 +412,43 @@ func usageMetadata(rec store.UsageRecord) *structpb.Struct {
 
 func sameBytes(a, b []byte) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// storeTimeout bounds the write of a stored response.
+const storeTimeout = 5 * time.Second
+
+// keep stores a completed response of the Responses API that asked to be
+// stored: its object, and its conversation (the chat request's messages
+// without the instructions, then the answer) for previous_response_id. A
+// failure to store is logged; the answer has been given.
+func (u *upstreamStep) keep(ctx context.Context) {
+	r := u.response
+	if r == nil || !r.Store || u.answer == nil || u.s.opt.Responses == nil {
+		return
+	}
+	body, reply := u.answer.Final()
+	if body == nil {
+		return
+	}
+	u.response = nil // once
+	var msgs []json.RawMessage
+	if err := json.Unmarshal([]byte(gjson.GetBytes(u.preq.Body, "messages").Raw), &msgs); err != nil {
+		u.s.opt.Logger.ErrorContext(ctx, "upstream step: the chat request has no messages to store", "err", err)
+		return
+	}
+	if r.Instructions && len(msgs) > 0 {
+		msgs = msgs[1:]
+	}
+	conversation, err := json.Marshal(append(msgs, reply))
+	if err != nil {
+		return
+	}
+	now := u.s.opt.Now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	err = u.s.opt.Responses.SaveResponse(ctx, store.StoredResponse{ID: r.ID, AccountID: u.accountID, Body: body,
+		Conversation: conversation, CreatedAt: now, ExpiresAt: now.Add(u.cfg.ResponseRetention.D())})
+	if err != nil {
+		u.s.opt.Logger.ErrorContext(ctx, "upstream step: storing a response failed", "response", r.ID, "err", err)
+	}
 }

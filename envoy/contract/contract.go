@@ -125,6 +125,7 @@ var (
 const (
 	PathChatCompletions = "/v1/chat/completions"
 	PathModels          = "/v1/models"
+	PathResponses       = "/v1/responses"
 )
 
 // The proxy's side of the gRPC servers. Envoy reaches Tollgate's ext_authz,
@@ -171,8 +172,12 @@ const (
 	// MetaExpires and MetaToken let the upstream step accept only attempts
 	// the router step admitted: the token is an HMAC of the fields above
 	// and the expiry (Unix seconds), under a key every replica shares.
-	MetaExpires = "expires_s"
-	MetaToken   = "token"
+	// MetaResponse marks a request of the Responses API, translated to
+	// chat by the router step: what its answer needs (the response's id,
+	// whether to store it, the parameters it repeats), as JSON.
+	MetaResponse = "response"
+	MetaExpires  = "expires_s"
+	MetaToken    = "token"
 )
 
 // CredentialHeaders are the headers providers take credentials in. The

@@ -204,6 +204,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	xdsUpdate := func(context.Context, *config.Config) error { return nil }
 	go sweepEveryMinute(feedCtx, log, "expired balance holds", st.ReleaseExpired)
 	go sweepEveryMinute(feedCtx, log, "expired dashboard sessions", st.DeleteExpiredSessions)
+	go sweepEveryMinute(feedCtx, log, "expired stored responses", st.DeleteExpiredResponses)
 
 	// Messages carry whole bodies (the router and upstream steps buffer the
 	// request; a non-streamed answer comes whole): allow well above the
@@ -256,6 +257,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// request's access-log line, then written.
 		Usage:  metrics.Usage{Next: extproc.AccessLog{Usage: recorder, Logger: log}, Metrics: m},
 		Health: deployments, StepKey: stepKey, Observer: metrics.ExtProc{Metrics: m},
+		Responses: st,
 	})
 	grpcHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	if grpcServer != nil {

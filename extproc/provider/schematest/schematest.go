@@ -22,6 +22,9 @@ const (
 	Chunk      = "CreateChatCompletionStreamResponse"
 	Error      = "ErrorResponse"
 	ModelList  = "ListModelsResponse"
+	// The Responses API: a response object, and any event of its stream.
+	Response      = "Response"
+	ResponseEvent = "ResponseStreamEvent"
 )
 
 // specEnv overrides where the spec is read from.
@@ -61,7 +64,7 @@ var Schemas = sync.OnceValues(func() (map[string]*openapi3.Schema, error) {
 		return nil, err
 	}
 	out := map[string]*openapi3.Schema{}
-	for _, name := range []string{Completion, Chunk, Error, ModelList} {
+	for _, name := range []string{Completion, Chunk, Error, ModelList, Response, ResponseEvent} {
 		ref, ok := doc.Components.Schemas[name]
 		if !ok || ref.Value == nil {
 			return nil, errors.New("schematest: OpenAI's spec has no component " + name)

@@ -1,0 +1,461 @@
+// Package responses serves OpenAI's Responses API (POST /v1/responses) on
+// every provider through one intermediate form: the chat-completion request
+// every adapter already translates. A Responses request becomes a chat
+// request (ToChat); the provider's answer, once its adapter has made it a
+// chat completion or chat chunks, becomes a response object or the
+// Responses stream's events (Wrap). Nothing here knows a provider.
+package responses
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tollgate/tollgate/oaierror"
+)
+
+// Request is what the router learns of a Responses request besides the
+// chat body it becomes.
+type Request struct {
+	Model string
+	// Stream is the client's stream flag.
+	Stream bool
+	// Store is whether to keep the response (default true, as OpenAI's).
+	Store bool
+	// Previous is previous_response_id, "" for none.
+	Previous string
+	// Echo is the request's own parameters, as a response object repeats
+	// them (instructions, tools, tool_choice, text, temperature…): a JSON
+	// object.
+	Echo json.RawMessage
+}
+
+// ignored are parameters taken and not acted on: they change nothing a
+// chat provider could do (include asks for extra output items Tollgate
+// does not make; truncation "disabled" is the behaviour).
+var ignored = map[string]bool{
+	"include": true, "truncation": true, "service_tier": true, "prompt_cache_key": true, "safety_identifier": true,
+	"stream_options": true,
+}
+
+// known are the parameters ToChat translates.
+var known = map[string]bool{
+	"model": true, "input": true, "instructions": true, "tools": true, "tool_choice": true, "text": true,
+	"max_output_tokens": true, "temperature": true, "top_p": true, "reasoning": true, "metadata": true,
+	"stream": true, "store": true, "previous_response_id": true, "parallel_tool_calls": true, "user": true,
+	"background": true,
+}
+
+// chatMessage is a chat-completion message as ToChat writes it.
+type chatMessage struct {
+	Role       string          `json:"role"`
+	Content    any             `json:"content"`
+	ToolCalls  []chatToolCall  `json:"tool_calls,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	raw        json.RawMessage // a stored message, written as it is
+}
+
+func (m chatMessage) MarshalJSON() ([]byte, error) {
+	if m.raw != nil {
+		return m.raw, nil
+	}
+	type plain chatMessage
+	return json.Marshal(plain(m))
+}
+
+type chatToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+func invalid(param, format string, args ...any) *oaierror.Error {
+	e := oaierror.Invalid("invalid_request", param, fmt.Sprintf(format, args...))
+	return &e
+}
+
+func unsupported(param, why string) *oaierror.Error {
+	e := oaierror.Invalid("unsupported_parameter", param, fmt.Sprintf("The parameter %q is not supported on /v1/responses by Tollgate: %s", param, why))
+	return &e
+}
+
+// ToChat reads a Responses request and writes the chat-completion request
+// it stands for: history (the stored conversation of previous_response_id,
+// chat messages as JSON, nil for none) comes after the instructions and
+// before the new input. The chat body asks for the usage of a stream, so
+// the answer can always report it. Its own messages (without the
+// instructions) are returned too: with the answer's, they are what a
+// stored response keeps for the next turn.
+func ToChat(body []byte, history []json.RawMessage) (Request, []byte, []json.RawMessage, *oaierror.Error) {
+	if !gjson.ValidBytes(body) {
+		return Request{}, nil, nil, invalid("", "The request body is not valid JSON.")
+	}
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return Request{}, nil, nil, invalid("", "The request body must be a JSON object.")
+	}
+	var bad *oaierror.Error
+	root.ForEach(func(k, _ gjson.Result) bool {
+		if !known[k.String()] && !ignored[k.String()] {
+			bad = unsupported(k.String(), "remove it.")
+		}
+		return bad == nil
+	})
+	if bad != nil {
+		return Request{}, nil, nil, bad
+	}
+	r := Request{Store: true}
+	chat := map[string]any{}
+	model := root.Get("model")
+	if model.Type != gjson.String || model.String() == "" {
+		return Request{}, nil, nil, invalid("model", "model is required: the id of a model, as GET /v1/models lists.")
+	}
+	r.Model = model.String()
+	chat["model"] = r.Model
+	for _, flag := range []struct {
+		name string
+		into *bool
+	}{{"stream", &r.Stream}, {"store", &r.Store}} {
+		if v := root.Get(flag.name); v.Exists() && v.Type != gjson.Null {
+			if v.Type != gjson.True && v.Type != gjson.False {
+				return Request{}, nil, nil, invalid(flag.name, "%s must be true or false.", flag.name)
+			}
+			*flag.into = v.Bool()
+		}
+	}
+	if v := root.Get("background"); v.Exists() && v.Type != gjson.False && v.Type != gjson.Null {
+		return Request{}, nil, nil, unsupported("background", "responses are answered while the request waits.")
+	}
+	if r.Stream {
+		chat["stream"] = true
+		chat["stream_options"] = map[string]any{"include_usage": true}
+	}
+	if v := root.Get("previous_response_id"); v.Exists() && v.Type != gjson.Null {
+		if v.Type != gjson.String || !strings.HasPrefix(v.String(), IDPrefix) {
+			return Request{}, nil, nil, invalid("previous_response_id", "previous_response_id must be the id of a stored response (resp_…).")
+		}
+		r.Previous = v.String()
+	}
+
+	var msgs []chatMessage
+	if v := root.Get("instructions"); v.Exists() && v.Type != gjson.Null {
+		if v.Type != gjson.String {
+			return Request{}, nil, nil, invalid("instructions", "instructions must be a string.")
+		}
+		msgs = append(msgs, chatMessage{Role: "system", Content: v.String()})
+	}
+	for _, h := range history {
+		msgs = append(msgs, chatMessage{raw: h})
+	}
+	own, e := inputMessages(root.Get("input"))
+	if e != nil {
+		return Request{}, nil, nil, e
+	}
+	msgs = append(msgs, own...)
+	chat["messages"] = msgs
+
+	if e := tools(root, chat); e != nil {
+		return Request{}, nil, nil, e
+	}
+	if e := textFormat(root.Get("text"), chat); e != nil {
+		return Request{}, nil, nil, e
+	}
+	for from, to := range map[string]string{"max_output_tokens": "max_completion_tokens", "temperature": "temperature", "top_p": "top_p",
+		"parallel_tool_calls": "parallel_tool_calls", "user": "user"} {
+		if v := root.Get(from); v.Exists() && v.Type != gjson.Null {
+			chat[to] = json.RawMessage(v.Raw)
+		}
+	}
+	if v := root.Get("reasoning"); v.Exists() && v.Type != gjson.Null {
+		if !v.IsObject() {
+			return Request{}, nil, nil, invalid("reasoning", "reasoning must be an object such as {\"effort\":\"low\"}.")
+		}
+		if eff := v.Get("effort"); eff.Exists() && eff.Type != gjson.Null {
+			chat["reasoning_effort"] = json.RawMessage(eff.Raw)
+		}
+	}
+	if v := root.Get("metadata"); v.Exists() && v.Type != gjson.Null && !v.IsObject() {
+		return Request{}, nil, nil, invalid("metadata", "metadata must be an object of strings.")
+	}
+
+	out, err := json.Marshal(chat)
+	if err != nil {
+		return Request{}, nil, nil, invalid("", "The request could not be translated: %v", err)
+	}
+	r.Echo = echoOf(root)
+	ownRaw := make([]json.RawMessage, 0, len(own))
+	for _, m := range own {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return Request{}, nil, nil, invalid("input", "The input could not be translated: %v", err)
+		}
+		ownRaw = append(ownRaw, b)
+	}
+	return r, out, ownRaw, nil
+}
+
+// echoOf keeps the parameters a response object repeats.
+func echoOf(root gjson.Result) json.RawMessage {
+	echo := map[string]json.RawMessage{}
+	for _, name := range []string{"instructions", "tools", "tool_choice", "text", "temperature", "top_p", "max_output_tokens",
+		"reasoning", "metadata", "parallel_tool_calls", "previous_response_id", "user", "store"} {
+		if v := root.Get(name); v.Exists() {
+			echo[name] = json.RawMessage(v.Raw)
+		}
+	}
+	b, _ := json.Marshal(echo)
+	return b
+}
+
+// inputMessages turns input (a string, or a list of items) into chat
+// messages.
+func inputMessages(input gjson.Result) ([]chatMessage, *oaierror.Error) {
+	switch {
+	case !input.Exists() || input.Type == gjson.Null:
+		return nil, invalid("input", "input is required: a string, or a list of input items.")
+	case input.Type == gjson.String:
+		return []chatMessage{{Role: "user", Content: input.String()}}, nil
+	case !input.IsArray():
+		return nil, invalid("input", "input must be a string or a list of input items.")
+	}
+	var msgs []chatMessage
+	var bad *oaierror.Error
+	input.ForEach(func(i, item gjson.Result) bool {
+		param := fmt.Sprintf("input[%d]", i.Int())
+		if !item.IsObject() {
+			bad = invalid(param, "Each input item must be an object.")
+			return false
+		}
+		switch typ := item.Get("type").String(); typ {
+		case "", "message":
+			var m chatMessage
+			m, bad = message(item, param)
+			if bad == nil {
+				msgs = append(msgs, m)
+			}
+		case "function_call":
+			callID, name := item.Get("call_id").String(), item.Get("name").String()
+			if callID == "" || name == "" {
+				bad = invalid(param, "A function_call item needs call_id and name.")
+				return false
+			}
+			var tc chatToolCall
+			tc.ID, tc.Type = callID, "function"
+			tc.Function.Name, tc.Function.Arguments = name, item.Get("arguments").String()
+			// Calls one after another are one assistant turn.
+			if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" && msgs[n-1].raw == nil {
+				msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, tc)
+			} else {
+				msgs = append(msgs, chatMessage{Role: "assistant", Content: nil, ToolCalls: []chatToolCall{tc}})
+			}
+		case "function_call_output":
+			callID := item.Get("call_id").String()
+			if callID == "" {
+				bad = invalid(param, "A function_call_output item needs the call_id of its function_call.")
+				return false
+			}
+			out := item.Get("output")
+			text := out.String()
+			if out.IsArray() {
+				var parts []string
+				out.ForEach(func(_, p gjson.Result) bool {
+					parts = append(parts, p.Get("text").String())
+					return true
+				})
+				text = strings.Join(parts, "")
+			}
+			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: callID, Content: text})
+		case "reasoning":
+			// A reasoning item of an earlier answer: chat providers take
+			// no reasoning back, so it is left out.
+		default:
+			bad = unsupported(param+".type", fmt.Sprintf("input items of type %q are not served; use messages, function_call and function_call_output.", oaierror.Clip(typ, 60)))
+		}
+		return bad == nil
+	})
+	if bad != nil {
+		return nil, bad
+	}
+	if len(msgs) == 0 {
+		return nil, invalid("input", "input must hold at least one item.")
+	}
+	return msgs, nil
+}
+
+var roles = map[string]bool{"user": true, "assistant": true, "system": true, "developer": true}
+
+// message turns a message item into a chat message.
+func message(item gjson.Result, param string) (chatMessage, *oaierror.Error) {
+	role := item.Get("role").String()
+	if !roles[role] {
+		return chatMessage{}, invalid(param+".role", "role must be user, assistant, system or developer.")
+	}
+	content := item.Get("content")
+	if content.Type == gjson.String {
+		return chatMessage{Role: role, Content: content.String()}, nil
+	}
+	if !content.IsArray() {
+		return chatMessage{}, invalid(param+".content", "content must be a string or a list of content parts.")
+	}
+	var parts []map[string]any
+	var texts []string // an assistant's or system's parts are text only
+	var bad *oaierror.Error
+	content.ForEach(func(j, p gjson.Result) bool {
+		pp := fmt.Sprintf("%s.content[%d]", param, j.Int())
+		switch typ := p.Get("type").String(); typ {
+		case "input_text", "output_text", "text":
+			parts = append(parts, map[string]any{"type": "text", "text": p.Get("text").String()})
+			texts = append(texts, p.Get("text").String())
+		case "refusal":
+			texts = append(texts, p.Get("refusal").String())
+			parts = append(parts, map[string]any{"type": "text", "text": p.Get("refusal").String()})
+		case "input_image":
+			url := p.Get("image_url").String()
+			if url == "" {
+				bad = unsupported(pp+".file_id", "images are taken by image_url (a URL or a data: URL), not by file id.")
+				return false
+			}
+			img := map[string]any{"url": url}
+			if d := p.Get("detail").String(); d != "" {
+				img["detail"] = d
+			}
+			parts = append(parts, map[string]any{"type": "image_url", "image_url": img})
+		default:
+			bad = unsupported(pp+".type", fmt.Sprintf("content parts of type %q are not served; use input_text and input_image.", oaierror.Clip(typ, 60)))
+		}
+		return bad == nil
+	})
+	if bad != nil {
+		return chatMessage{}, bad
+	}
+	if role != "user" {
+		if len(texts) != len(parts) {
+			return chatMessage{}, invalid(param+".content", "Only a user message may hold images.")
+		}
+		return chatMessage{Role: role, Content: strings.Join(texts, "")}, nil
+	}
+	return chatMessage{Role: role, Content: parts}, nil
+}
+
+// tools translates function tools and tool_choice.
+func tools(root gjson.Result, chat map[string]any) *oaierror.Error {
+	if v := root.Get("tools"); v.Exists() && v.Type != gjson.Null {
+		if !v.IsArray() {
+			return invalid("tools", "tools must be a list of function tools.")
+		}
+		var out []map[string]any
+		var bad *oaierror.Error
+		v.ForEach(func(i, t gjson.Result) bool {
+			param := fmt.Sprintf("tools[%d]", i.Int())
+			if typ := t.Get("type").String(); typ != "function" {
+				bad = unsupported(param+".type", fmt.Sprintf("only function tools are served, not %q.", oaierror.Clip(typ, 60)))
+				return false
+			}
+			if t.Get("name").String() == "" {
+				bad = invalid(param+".name", "A function tool needs a name.")
+				return false
+			}
+			fn := map[string]any{"name": t.Get("name").String()}
+			if d := t.Get("description"); d.Exists() && d.Type != gjson.Null {
+				fn["description"] = d.String()
+			}
+			if p := t.Get("parameters"); p.Exists() && p.Type != gjson.Null {
+				fn["parameters"] = json.RawMessage(p.Raw)
+			}
+			if s := t.Get("strict"); s.Type == gjson.True || s.Type == gjson.False {
+				fn["strict"] = s.Bool()
+			}
+			out = append(out, map[string]any{"type": "function", "function": fn})
+			return true
+		})
+		if bad != nil {
+			return bad
+		}
+		if len(out) > 0 {
+			chat["tools"] = out
+		}
+	}
+	if v := root.Get("tool_choice"); v.Exists() && v.Type != gjson.Null {
+		switch {
+		case v.Type == gjson.String && (v.String() == "auto" || v.String() == "none" || v.String() == "required"):
+			chat["tool_choice"] = v.String()
+		case v.IsObject() && v.Get("type").String() == "function" && v.Get("name").String() != "":
+			chat["tool_choice"] = map[string]any{"type": "function", "function": map[string]any{"name": v.Get("name").String()}}
+		default:
+			return unsupported("tool_choice", "tool_choice must be auto, none, required or {\"type\":\"function\",\"name\":…}.")
+		}
+	}
+	return nil
+}
+
+// textFormat translates text.format into response_format.
+func textFormat(text gjson.Result, chat map[string]any) *oaierror.Error {
+	if !text.Exists() || text.Type == gjson.Null {
+		return nil
+	}
+	if !text.IsObject() {
+		return invalid("text", "text must be an object such as {\"format\":{\"type\":\"text\"}}.")
+	}
+	f := text.Get("format")
+	if !f.Exists() || f.Type == gjson.Null {
+		return nil
+	}
+	switch f.Get("type").String() {
+	case "text":
+	case "json_object":
+		chat["response_format"] = map[string]any{"type": "json_object"}
+	case "json_schema":
+		if f.Get("name").String() == "" || !f.Get("schema").IsObject() {
+			return invalid("text.format", "A json_schema format needs a name and a schema.")
+		}
+		js := map[string]any{"name": f.Get("name").String(), "schema": json.RawMessage(f.Get("schema").Raw)}
+		if d := f.Get("description"); d.Exists() && d.Type != gjson.Null {
+			js["description"] = d.String()
+		}
+		if s := f.Get("strict"); s.Type == gjson.True || s.Type == gjson.False {
+			js["strict"] = s.Bool()
+		}
+		chat["response_format"] = map[string]any{"type": "json_schema", "json_schema": js}
+	default:
+		return invalid("text.format.type", "text.format.type must be text, json_object or json_schema.")
+	}
+	return nil
+}
+
+// ChatParam names a chat parameter the way a Responses client knows it
+// (for errors about a translated request).
+func ChatParam(p string) string {
+	switch {
+	case p == "max_completion_tokens" || p == "max_tokens":
+		return "max_output_tokens"
+	case p == "reasoning_effort":
+		return "reasoning.effort"
+	case p == "response_format":
+		return "text.format"
+	case strings.HasPrefix(p, "messages"):
+		return "input"
+	}
+	return p
+}
+
+// PreviousID is the body's previous_response_id, "" for none (or one that
+// is not a string: ToChat refuses it).
+func PreviousID(body []byte) string {
+	v := gjson.GetBytes(body, "previous_response_id")
+	if v.Type != gjson.String {
+		return ""
+	}
+	return v.String()
+}
+
+// HasInstructions reports whether the body sets instructions (ToChat then
+// makes them the chat body's first message).
+func HasInstructions(body []byte) bool {
+	v := gjson.GetBytes(body, "instructions")
+	return v.Exists() && v.Type != gjson.Null
+}
