@@ -34,7 +34,7 @@ const (
 	// DefaultResponseRetention keeps a stored response of the Responses API
 	// 30 days, as OpenAI does.
 	DefaultResponseRetention = 30 * 24 * time.Hour
-	DefaultAzureVersion = "2024-10-21"
+	DefaultAzureVersion      = "2024-10-21"
 
 	// Per-attempt timeouts of a provider, and a model's whole-request
 	// timeout (every attempt included).
