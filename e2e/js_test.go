@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/extproc/provider/schematest"
 )
 
 // jsDir holds the JavaScript clients, pinned by its package-lock.json.
@@ -91,7 +93,7 @@ func TestJavaScriptClientMatrix(t *testing.T) {
 			}
 		})
 	}
-	require.Equal(t, len(models)*8, n, "every scenario reported: %s", stderr.String())
+	require.Equal(t, len(models)*12, n, "every scenario reported: %s", stderr.String())
 
 	// Every answer the clients got, as they got it, is OpenAI's schema.
 	raw, err := os.ReadFile(recordPath)
@@ -116,7 +118,16 @@ func TestJavaScriptClientMatrix(t *testing.T) {
 	for i, a := range answers {
 		t.Run(fmt.Sprintf("schema/%d %s", i, a.path), func(t *testing.T) {
 			require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+			responses := strings.HasSuffix(a.path, "/responses")
 			switch {
+			case responses && strings.HasPrefix(a.contentType, "text/event-stream"):
+				events := responseEvents(t, a.body)
+				require.NotEmpty(t, events)
+				for _, ev := range events {
+					requireSchema(t, schematest.ResponseEvent, []byte(ev.Raw))
+				}
+			case responses:
+				requireSchema(t, schematest.Response, a.body)
 			case !strings.HasSuffix(a.path, "/chat/completions"):
 			case strings.HasPrefix(a.contentType, "text/event-stream"):
 				readWireStream(t, bytes.NewReader(a.body))

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/extproc/responses"
@@ -72,7 +74,7 @@ func (r *routerStep) responsesChat(ctx context.Context, body []byte) ([]byte, st
 			return nil, "", &e
 		}
 	}
-	req, chat, _, e := responses.ToChat(body, history)
+	req, chat, _, e := responses.ToChat(body, history, r.itemResolver(ctx))
 	if e != nil {
 		return nil, "", e
 	}
@@ -126,4 +128,38 @@ func (r *routerStep) storedResponse(ctx context.Context, method, id string) (*ex
 // isResponsesPath reports a path of the Responses API.
 func isResponsesPath(path string) bool {
 	return path == contract.PathResponses || strings.HasPrefix(path, contract.PathResponses+"/")
+}
+
+// itemResolver reads the output items item_references name from the
+// account's stored responses (each response read once per request).
+func (r *routerStep) itemResolver(ctx context.Context) responses.Resolver {
+	if r.s.opt.Responses == nil {
+		return nil
+	}
+	read := map[string][]byte{}
+	return func(itemID string) (json.RawMessage, *oaierror.Error) {
+		notFound := oaierror.Invalid("invalid_request", "", "No stored response holds the item '"+truncate(itemID)+"' (it may have expired, been deleted, or not been stored).")
+		respID, index, ok := responses.ItemOf(itemID)
+		if !ok {
+			return nil, &notFound
+		}
+		body, ok := read[respID]
+		if !ok {
+			stored, err := r.s.opt.Responses.ResponseByID(ctx, r.accountID, respID, r.s.opt.Now())
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				return nil, &notFound
+			case err != nil:
+				r.s.opt.Logger.ErrorContext(ctx, "router step: reading a stored response failed", "err", err)
+				e := oaierror.Internal
+				return nil, &e
+			}
+			body, read[respID] = stored.Body, stored.Body
+		}
+		item := gjson.GetBytes(body, "output."+strconv.Itoa(index))
+		if !item.Exists() || item.Get("id").String() != itemID {
+			return nil, &notFound
+		}
+		return json.RawMessage(item.Raw), nil
+	}
 }

@@ -1,12 +1,13 @@
 // The JavaScript half of the client matrix: the npm `openai` SDK and the AI
-// SDK (its OpenAI provider's chat models), as their users call them, against
+// SDK (its OpenAI provider's chat models, and its default models, which
+// call the Responses API), as their users call them, against
 // `tollgate serve` and the mock providers. e2e/js_test.go runs it with
 // TOLLGATE_BASE_URL, TOLLGATE_KEY and TOLLGATE_MODELS (comma-separated
 // public models), and reads one JSON line per scenario from stdout:
 // {"client","model","scenario","ok","detail"}.
 import OpenAI from "openai";
 import { createOpenAI } from "@ai-sdk/openai";
-import { generateText, streamText, tool } from "ai";
+import { generateText, streamText, tool, stepCountIs, Output } from "ai";
 import { z } from "zod";
 import { appendFileSync } from "node:fs";
 
@@ -128,6 +129,43 @@ const scenarios = {
     for await (const _ of r.fullStream) { /* drain */ }
     const calls = (await r.toolCalls).map((c) => [c.toolName, c.input]);
     expectCalls(calls);
+  },
+  // The AI SDK's default provider, as a new user calls it: aisdk(model)
+  // calls /v1/responses, with every option left as it is.
+  "ai-sdk-default/generateText": async (model) => {
+    const r = await generateText({ model: aisdk(model), prompt: "Say hello.", maxRetries: 0 });
+    check(r.text === wantText, `text ${JSON.stringify(r.text)}`);
+    check(r.usage.inputTokens > 0 && r.usage.outputTokens > 0, `usage ${JSON.stringify(r.usage)}`);
+  },
+  "ai-sdk-default/streamText": async (model) => {
+    const r = streamText({ model: aisdk(model), system: "Be brief.", prompt: "Say hello.", maxRetries: 0 });
+    let text = "";
+    for await (const t of r.textStream) text += t;
+    check(text === wantText, `text ${JSON.stringify(text)}`);
+    const usage = await r.usage;
+    check(usage.outputTokens > 0, `usage ${JSON.stringify(usage)}`);
+  },
+  "ai-sdk-default/tools-roundtrip": async (model) => {
+    // Two steps: the calls, then the tools' results sent back (with the
+    // earlier output items by reference, as the SDK does with store on).
+    const seen = [];
+    const tools = {
+      get_weather: tool({ description: "Current weather of a city.", inputSchema: z.object({ city: z.string() }),
+        execute: async ({ city }) => { seen.push(["get_weather", city]); return { city, temperature: 21 }; } }),
+      get_time: tool({ inputSchema: z.object({}), execute: async () => { seen.push(["get_time"]); return { time: "12:00" }; } }),
+    };
+    const r = await generateText({ model: aisdk(model), tools, prompt: "Weather and time in Paris?", stopWhen: stepCountIs(2), maxRetries: 0 });
+    check(r.steps.length === 2, `2 steps, got ${r.steps.length}`);
+    expectCalls(r.steps[0].toolCalls.map((c) => [c.toolName, c.input]));
+    check(seen.length >= 2 && seen[0][1] === "Paris", `tools ran: ${JSON.stringify(seen)}`);
+  },
+  "ai-sdk-default/structured": async (model) => {
+    if (!structured.has(model)) return "skipped: the mock of this provider answers no structured output";
+    const r = await generateText({
+      model: aisdk(model), prompt: "Weather in Paris as JSON.", maxRetries: 0,
+      output: Output.object({ schema: z.object({ city: z.string(), temperature: z.number() }) }),
+    });
+    check(r.output.city === "Paris" && r.output.temperature === 21, `structured ${JSON.stringify(r.output)}`);
   },
 };
 

@@ -9,6 +9,7 @@ package responses
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -91,7 +92,10 @@ func unsupported(param, why string) *oaierror.Error {
 // the answer can always report it. Its own messages (without the
 // instructions) are returned too: with the answer's, they are what a
 // stored response keeps for the next turn.
-func ToChat(body []byte, history []json.RawMessage) (Request, []byte, []json.RawMessage, *oaierror.Error) {
+//
+// resolve finds the output item an item_reference names (an item of a
+// stored response); nil refuses every reference.
+func ToChat(body []byte, history []json.RawMessage, resolve Resolver) (Request, []byte, []json.RawMessage, *oaierror.Error) {
 	if !gjson.ValidBytes(body) {
 		return Request{}, nil, nil, invalid("", "The request body is not valid JSON.")
 	}
@@ -152,7 +156,7 @@ func ToChat(body []byte, history []json.RawMessage) (Request, []byte, []json.Raw
 	for _, h := range history {
 		msgs = append(msgs, chatMessage{raw: h})
 	}
-	own, e := inputMessages(root.Get("input"))
+	own, e := inputMessages(root.Get("input"), resolve)
 	if e != nil {
 		return Request{}, nil, nil, e
 	}
@@ -202,10 +206,30 @@ func ToChat(body []byte, history []json.RawMessage) (Request, []byte, []json.Raw
 // echoOf keeps the parameters a response object repeats.
 func echoOf(root gjson.Result) json.RawMessage {
 	echo := map[string]json.RawMessage{}
-	for _, name := range []string{"instructions", "tools", "tool_choice", "text", "temperature", "top_p", "max_output_tokens",
+	for _, name := range []string{"instructions", "tool_choice", "text", "temperature", "top_p", "max_output_tokens",
 		"reasoning", "metadata", "parallel_tool_calls", "previous_response_id", "user", "store"} {
 		if v := root.Get(name); v.Exists() {
 			echo[name] = json.RawMessage(v.Raw)
+		}
+	}
+	// Tools as a response shows them: every field of a function tool,
+	// strict as it was applied (false unless asked: chat's default).
+	if t := root.Get("tools"); t.IsArray() {
+		var tools []map[string]any
+		t.ForEach(func(_, tool gjson.Result) bool {
+			fn := map[string]any{"type": "function", "name": tool.Get("name").String(), "strict": tool.Get("strict").Bool(),
+				"description": nil, "parameters": nil}
+			if d := tool.Get("description"); d.Type == gjson.String {
+				fn["description"] = d.String()
+			}
+			if p := tool.Get("parameters"); p.IsObject() {
+				fn["parameters"] = json.RawMessage(p.Raw)
+			}
+			tools = append(tools, fn)
+			return true
+		})
+		if b, err := json.Marshal(tools); err == nil && tools != nil {
+			echo["tools"] = b
 		}
 	}
 	b, _ := json.Marshal(echo)
@@ -214,7 +238,7 @@ func echoOf(root gjson.Result) json.RawMessage {
 
 // inputMessages turns input (a string, or a list of items) into chat
 // messages.
-func inputMessages(input gjson.Result) ([]chatMessage, *oaierror.Error) {
+func inputMessages(input gjson.Result, resolve Resolver) ([]chatMessage, *oaierror.Error) {
 	switch {
 	case !input.Exists() || input.Type == gjson.Null:
 		return nil, invalid("input", "input is required: a string, or a list of input items.")
@@ -230,6 +254,21 @@ func inputMessages(input gjson.Result) ([]chatMessage, *oaierror.Error) {
 		if !item.IsObject() {
 			bad = invalid(param, "Each input item must be an object.")
 			return false
+		}
+		if item.Get("type").String() == "item_reference" {
+			// An output item of a stored response, sent back by id (as the
+			// AI SDK does with store on): read it, and take it as if sent.
+			var raw json.RawMessage
+			if resolve != nil {
+				raw, bad = resolve(item.Get("id").String())
+			} else {
+				bad = invalid(param+".id", "No stored response holds the item %q.", oaierror.Clip(item.Get("id").String(), 60))
+			}
+			if bad != nil {
+				bad.Param = param + ".id"
+				return false
+			}
+			item = gjson.ParseBytes(raw)
 		}
 		switch typ := item.Get("type").String(); typ {
 		case "", "message":
@@ -458,4 +497,26 @@ func PreviousID(body []byte) string {
 func HasInstructions(body []byte) bool {
 	v := gjson.GetBytes(body, "instructions")
 	return v.Exists() && v.Type != gjson.Null
+}
+
+// Resolver reads the output item an item_reference names.
+type Resolver func(itemID string) (json.RawMessage, *oaierror.Error)
+
+// ItemOf splits an output item's id into its response's id and its index
+// in that response's output: item ids are made that way (see Answer), so a
+// reference needs no index of its own.
+func ItemOf(itemID string) (responseID string, index int, ok bool) {
+	_, rest, found := strings.Cut(itemID, "_")
+	if !found || !(strings.HasPrefix(itemID, "msg_") || strings.HasPrefix(itemID, "fc_")) {
+		return "", 0, false
+	}
+	i := strings.LastIndexByte(rest, '_')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(rest[i+1:])
+	if err != nil || n < 0 {
+		return "", 0, false
+	}
+	return IDPrefix + rest[:i], n, true
 }
