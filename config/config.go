@@ -118,6 +118,12 @@ type Provider struct {
 	// own credential and version headers are Tollgate's). Lowercased by
 	// Parse.
 	ForwardHeaders []string `yaml:"forward_headers"`
+	// ResponsesAPI says this OpenAI-type server speaks the Responses API
+	// (POST {base_url}/responses), as OpenAI does: /v1/responses requests
+	// then reach it as Responses requests (model and credential rewritten)
+	// instead of being translated to chat completions. Default false, as
+	// most OpenAI-compatible servers speak chat only.
+	ResponsesAPI bool `yaml:"responses_api"`
 }
 
 // IsEnabled reports the administrator's switch (true unless set to false).
@@ -410,6 +416,9 @@ func (c *Config) validate() error {
 		}
 		if p.BaseURL == "" {
 			return fieldErr(f+".base_url", "is required")
+		}
+		if p.ResponsesAPI && p.Type != TypeOpenAI {
+			return fieldErr(f+".responses_api", "is for openai-type providers only; %s providers are served by translation", p.Type)
 		}
 		u, err := url.Parse(p.BaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {

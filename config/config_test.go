@@ -286,3 +286,29 @@ plans: [{name: pro, models: ["*"]}]
 	over := Tokens{Prompt: 10, CachedPrompt: 25, CacheWrite: 5}
 	assert.Equal(t, money.Cost(10, cheap.CachedInputPricePerMillion), cheap.Cost(over), "counts beyond the prompt are capped")
 }
+
+func TestResponsesAPIIsForOpenAIProvidersAndRetentionHasADefault(t *testing.T) {
+	c, err := Parse([]byte(`
+providers: [{name: p, type: openai, base_url: "http://x/v1", responses_api: true}]
+models: [{id: m, max_tokens: 10, deployments: [{provider: p, model: m}]}]
+plans: [{name: free, models: ["*"]}]
+`), env(nil))
+	require.NoError(t, err)
+	p, _ := c.Provider("p")
+	assert.True(t, p.ResponsesAPI)
+	assert.Equal(t, DefaultResponseRetention, c.ResponseRetention.D(), "30 days unless set")
+
+	_, err = Parse([]byte(`
+providers: [{name: a, type: anthropic, base_url: "http://x", responses_api: true}]
+models: [{id: m, max_tokens: 10, deployments: [{provider: a, model: m}]}]
+plans: [{name: free, models: ["*"]}]
+`), env(nil))
+	assert.ErrorContains(t, err, "responses_api")
+	_, err = Parse([]byte(`
+response_retention: 10s
+providers: [{name: p, type: openai, base_url: "http://x/v1"}]
+models: [{id: m, max_tokens: 10, deployments: [{provider: p, model: m}]}]
+plans: [{name: free, models: ["*"]}]
+`), env(nil))
+	assert.ErrorContains(t, err, "response_retention")
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/envoy/contract"
 )
@@ -166,7 +167,7 @@ func (m *mockProvider) serve(w http.ResponseWriter, r *http.Request) {
 	switch m.kind {
 	case "openai":
 		stream, _ = body["stream"].(bool)
-		pathOK = req.Path == "/v1/chat/completions"
+		pathOK = req.Path == "/v1/chat/completions" || req.Path == "/v1/responses"
 	case "azure":
 		stream, _ = body["stream"].(bool)
 		pathOK = req.Path == azurePath && req.Query.Get("api-version") == azureVersion
@@ -191,6 +192,10 @@ func (m *mockProvider) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, tools := body["tools"]
+	if req.Path == "/v1/responses" {
+		m.serveResponses(w, body, stream, tools)
+		return
+	}
 	switch m.kind {
 	case "openai", "azure":
 		m.serveChat(w, body, stream, tools)
@@ -393,4 +398,82 @@ var mockToolIDs = map[string][]string{
 	"azure":     {"call_az1", "call_az2"},
 	"anthropic": {"toolu_01W", "toolu_02T"},
 	"gemini":    {"call_mockGeminiResponse_0", "call_mockGeminiResponse_1"},
+}
+
+// serveResponses is OpenAI's Responses API: the text, or the tool calls
+// when the request has tools, as a response object or its stream's events,
+// with item ids of the server's own. It asks of the request what Tollgate
+// must send: store false and a list of input items.
+func (m *mockProvider) serveResponses(w http.ResponseWriter, body map[string]any, stream, tools bool) {
+	if body["store"] != false {
+		m.problem("responses: store is %v, not false", body["store"])
+	}
+	if _, ok := body["input"].([]any); !ok {
+		m.problem("responses: input is not a list of items")
+	}
+	if _, ok := body["previous_response_id"]; ok {
+		m.problem("responses: previous_response_id reached the server")
+	}
+	usage := map[string]any{"input_tokens": mockUsage["openai"][0], "input_tokens_details": map[string]any{"cached_tokens": 0, "cache_write_tokens": 0},
+		"output_tokens": mockUsage["openai"][1], "output_tokens_details": map[string]any{"reasoning_tokens": 0},
+		"total_tokens": mockUsage["openai"][0] + mockUsage["openai"][1]}
+	var output []any
+	if tools {
+		for i, c := range mockToolCalls {
+			output = append(output, map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_upstream%d", i), "call_id": mockToolIDs["openai"][i],
+				"name": c.name, "arguments": c.arguments(), "status": "completed"})
+		}
+	} else {
+		output = []any{map[string]any{"type": "message", "id": "msg_upstream0", "role": "assistant", "status": "completed",
+			"content": []any{map[string]any{"type": "output_text", "text": mockFullText(), "annotations": []any{}, "logprobs": []any{}}}}}
+	}
+	response := func(status string, out []any, u any) map[string]any {
+		return map[string]any{"id": "resp_upstream", "object": "response", "created_at": time.Now().Unix(), "status": status,
+			"model": body["model"], "output": out, "usage": u, "error": nil, "incomplete_details": nil, "instructions": nil,
+			"metadata": map[string]any{}, "parallel_tool_calls": true, "temperature": 1.0, "top_p": 1.0, "tool_choice": "auto",
+			"tools": []any{}, "store": false, "text": map[string]any{"format": map[string]any{"type": "text"}}}
+	}
+	if !stream {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(response("completed", output, usage))
+		return
+	}
+	s := newSSE(w, "\n")
+	seq := 0
+	ev := func(typ string, fields map[string]any) {
+		fields["type"], fields["sequence_number"] = typ, seq
+		seq++
+		s.event(typ, fields)
+	}
+	ev("response.created", map[string]any{"response": response("in_progress", []any{}, nil)})
+	ev("response.in_progress", map[string]any{"response": response("in_progress", []any{}, nil)})
+	for i, it := range output {
+		item := it.(map[string]any)
+		id := item["id"].(string)
+		switch item["type"] {
+		case "message":
+			ev("response.output_item.added", map[string]any{"output_index": i, "item": map[string]any{"type": "message", "id": id, "role": "assistant", "status": "in_progress", "content": []any{}}})
+			ev("response.content_part.added", map[string]any{"item_id": id, "output_index": i, "content_index": 0,
+				"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}, "logprobs": []any{}}})
+			for _, word := range mockText {
+				ev("response.output_text.delta", map[string]any{"item_id": id, "output_index": i, "content_index": 0, "delta": word, "logprobs": []any{}})
+			}
+			ev("response.output_text.done", map[string]any{"item_id": id, "output_index": i, "content_index": 0, "text": mockFullText(), "logprobs": []any{}})
+			ev("response.content_part.done", map[string]any{"item_id": id, "output_index": i, "content_index": 0,
+				"part": map[string]any{"type": "output_text", "text": mockFullText(), "annotations": []any{}, "logprobs": []any{}}})
+		case "function_call":
+			added := map[string]any{}
+			for k, v := range item {
+				added[k] = v
+			}
+			added["arguments"], added["status"] = "", "in_progress"
+			ev("response.output_item.added", map[string]any{"output_index": i, "item": added})
+			for _, frag := range mockToolCalls[i].args {
+				ev("response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": i, "delta": frag})
+			}
+			ev("response.function_call_arguments.done", map[string]any{"item_id": id, "output_index": i, "name": item["name"], "arguments": item["arguments"]})
+		}
+		ev("response.output_item.done", map[string]any{"output_index": i, "item": item})
+	}
+	ev("response.completed", map[string]any{"response": response("completed", output, usage)})
 }

@@ -121,129 +121,165 @@ func responseTools() []responses.ToolUnionParam {
 	}
 }
 
-// TestTheResponsesAPIOnEveryProvider drives /v1/responses with openai-go's
-// Responses client on every provider type: text, streamed text, a function
-// call round trip through previous_response_id, stored responses read and
-// deleted; every answer and event conforms to OpenAI's schema and every
-// request is metered exactly as the provider reported it.
+// TestTheResponsesAPIOnEveryProvider drives /v1/responses on every provider
+// type, translated to each provider's own API (see exerciseResponses).
 func TestTheResponsesAPIOnEveryProvider(t *testing.T) {
 	tg, mocks := startWithEveryProvider(t)
 	for _, k := range providerKinds {
 		t.Run(k.kind, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
-			email := k.kind + "-responses@example.com"
-			secret := tg.newAccount(t, email, "10")
-			keyID := tg.onlyKeyID(t, email)
-			rec := &wireRecorder{}
-			client := responsesClient(tg, secret, rec)
-			prompt, completion := mockUsage[k.kind][0], mockUsage[k.kind][1]
-			cost := costOf(prompt, completion)
-			want := usageRecord{Model: k.model, Provider: k.kind, PromptTokens: prompt, Completion: completion, Cost: cost, Status: 200}
-
-			// Text.
-			r, err := client.Responses.New(ctx, responses.ResponseNewParams{
-				Model: k.model, Instructions: openai.String("Be brief."),
-				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hello.")},
-			})
-			require.NoError(t, err)
-			assert.Equal(t, mockFullText(), r.OutputText())
-			assert.Equal(t, responses.ResponseStatusCompleted, r.Status)
-			assert.Equal(t, k.model, string(r.Model))
-			assert.Equal(t, "Be brief.", r.Instructions.OfString)
-			assert.Equal(t, prompt, r.Usage.InputTokens, "the provider's own counts")
-			assert.Equal(t, completion, r.Usage.OutputTokens)
-			assert.Equal(t, []usageRecord{want}, tg.waitRecords(t, keyID, 1))
-			assert.Equal(t, 10*money.PerDollar-cost, tg.balance(t, email), "the balance fell by exactly the cost")
-
-			// Streamed text.
-			stream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
-				Model: k.model, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hello.")},
-			})
-			var text string
-			var completed responses.Response
-			for stream.Next() {
-				ev := stream.Current()
-				switch ev.Type {
-				case "response.output_text.delta":
-					text += ev.Delta
-				case "response.completed":
-					completed = ev.Response
-				}
+			exerciseResponses(t, tg, mocks[k.kind], k.kind, k.model)
+			for _, r := range mocks[k.kind].received() {
+				assert.NotEqual(t, "/v1/responses", r.Path, "translated: the provider is asked in its own API")
 			}
-			require.NoError(t, stream.Err())
-			assert.Equal(t, mockFullText(), text)
-			assert.Equal(t, mockFullText(), completed.OutputText())
-			assert.Equal(t, prompt, completed.Usage.InputTokens)
-			assert.Equal(t, completion, completed.Usage.OutputTokens)
-			assert.Equal(t, []usageRecord{want, want}, tg.waitRecords(t, keyID, 2))
-
-			// A function call round trip: the calls, then their outputs
-			// after previous_response_id.
-			calls, err := client.Responses.New(ctx, responses.ResponseNewParams{
-				Model: k.model, Tools: responseTools(),
-				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather and time in Paris?")},
-			})
-			require.NoError(t, err)
-			var outputs responses.ResponseInputParam
-			var names, args []string
-			for _, item := range calls.Output {
-				if item.Type != "function_call" {
-					continue
-				}
-				fc := item.AsFunctionCall()
-				names, args = append(names, fc.Name), append(args, fc.Arguments)
-				require.NotEmpty(t, fc.CallID)
-				out := responses.ResponseInputItemParamOfFunctionCallOutput(`{"ok":true}`)
-				out.OfFunctionCallOutput.CallID = openai.String(fc.CallID)
-				outputs = append(outputs, out)
-			}
-			assert.Equal(t, []string{"get_weather", "get_time"}, names)
-			require.Len(t, args, 2)
-			assert.JSONEq(t, mockToolCalls[0].arguments(), args[0])
-			answer, err := client.Responses.New(ctx, responses.ResponseNewParams{
-				Model: k.model, PreviousResponseID: openai.String(calls.ID),
-				Input: responses.ResponseNewParamsInputUnion{OfInputItemList: outputs},
-			})
-			require.NoError(t, err)
-			assert.Equal(t, mockFullText(), answer.OutputText())
-			assert.Equal(t, calls.ID, answer.PreviousResponseID)
-			reqs := mocks[k.kind].received()
-			require.Len(t, reqs, 4)
-			last, _ := json.Marshal(reqs[3].Body)
-			for _, part := range []string{"Weather and time in Paris?", "get_weather", "Paris", "ok"} {
-				assert.Contains(t, string(last), part, "the provider got the earlier turn and the tool outputs, in its own shape")
-			}
-			assert.Empty(t, mocks[k.kind].issues())
-
-			// Stored: read, deleted, then gone; not stored: never found.
-			got, err := client.Responses.Get(ctx, answer.ID, responses.ResponseGetParams{})
-			require.NoError(t, err)
-			assert.Equal(t, answer.ID, got.ID)
-			assert.Equal(t, mockFullText(), got.OutputText())
-			require.NoError(t, client.Responses.Delete(ctx, answer.ID))
-			_, err = client.Responses.Get(ctx, answer.ID, responses.ResponseGetParams{})
-			requireAPIError(t, err, http.StatusNotFound)
-			unstored, err := client.Responses.New(ctx, responses.ResponseNewParams{
-				Model: k.model, Store: openai.Bool(false), Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")},
-			})
-			require.NoError(t, err)
-			_, err = client.Responses.Get(ctx, unstored.ID, responses.ResponseGetParams{})
-			requireAPIError(t, err, http.StatusNotFound)
-			_, err = client.Responses.New(ctx, responses.ResponseNewParams{
-				Model: k.model, PreviousResponseID: openai.String(unstored.ID), Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("and?")},
-			})
-			requireAPIError(t, err, http.StatusBadRequest)
-
-			recs := tg.waitRecords(t, keyID, 6) // the refused one included
-			var total money.Nanos
-			for _, r := range recs {
-				total += r.Cost
-			}
-			assert.Equal(t, 10*money.PerDollar-total, tg.balance(t, email), "every request metered, and the balance fell by their sum")
-			rec.requireConforms(t)
 		})
 	}
+}
+
+// TestTheResponsesAPIIsRelayedToAServerThatSpeaksIt: an OpenAI provider
+// with responses_api gets Responses requests (the whole conversation, store
+// false, its model and credential), and its answers reach the client with
+// Tollgate's ids, exactly as a translated answer would.
+func TestTheResponsesAPIIsRelayedToAServerThatSpeaksIt(t *testing.T) {
+	mocks := map[string]*mockProvider{}
+	for _, k := range providerKinds {
+		mocks[k.kind] = newMockProvider(t, k.kind)
+	}
+	cfg := strings.Replace(providersConfig(mocks), "api_key: sk-openai-secret}", "api_key: sk-openai-secret, responses_api: true}", 1)
+	require.Contains(t, cfg, "responses_api: true")
+	tg := startTollgate(t, cfg, "")
+	exerciseResponses(t, tg, mocks["openai"], "openai", "gpt-4o-mini")
+	reqs := mocks["openai"].received()
+	require.NotEmpty(t, reqs)
+	for _, r := range reqs {
+		assert.Equal(t, "/v1/responses", r.Path)
+		assert.Equal(t, "gpt-4o-mini-2024-07-18", r.Body["model"], "the deployment's model")
+	}
+	last, _ := json.Marshal(reqs[3].Body["input"])
+	assert.Contains(t, string(last), `"type":"function_call_output"`, "the continued turn, as Responses items")
+	assert.Contains(t, string(last), `"type":"function_call"`)
+}
+
+// exerciseResponses drives /v1/responses with openai-go's Responses client
+// against one provider: text, streamed text, a function call round trip
+// through previous_response_id, stored responses read and deleted; every
+// answer and event conforms to OpenAI's schema and every request is metered
+// exactly as the provider reported it.
+func exerciseResponses(t *testing.T, tg *tollgate, mock *mockProvider, kind, model string) {
+	t.Helper()
+	k := struct{ kind, model string }{kind, model}
+	mocks := map[string]*mockProvider{kind: mock}
+	ctx := context.Background()
+	email := k.kind + "-responses@example.com"
+	secret := tg.newAccount(t, email, "10")
+	keyID := tg.onlyKeyID(t, email)
+	rec := &wireRecorder{}
+	client := responsesClient(tg, secret, rec)
+	prompt, completion := mockUsage[k.kind][0], mockUsage[k.kind][1]
+	cost := costOf(prompt, completion)
+	want := usageRecord{Model: k.model, Provider: k.kind, PromptTokens: prompt, Completion: completion, Cost: cost, Status: 200}
+
+	// Text.
+	r, err := client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: k.model, Instructions: openai.String("Be brief."),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hello.")},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, mockFullText(), r.OutputText())
+	assert.Equal(t, responses.ResponseStatusCompleted, r.Status)
+	assert.Equal(t, k.model, string(r.Model))
+	assert.Equal(t, "Be brief.", r.Instructions.OfString)
+	assert.Equal(t, prompt, r.Usage.InputTokens, "the provider's own counts")
+	assert.Equal(t, completion, r.Usage.OutputTokens)
+	assert.Equal(t, []usageRecord{want}, tg.waitRecords(t, keyID, 1))
+	assert.Equal(t, 10*money.PerDollar-cost, tg.balance(t, email), "the balance fell by exactly the cost")
+
+	// Streamed text.
+	stream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
+		Model: k.model, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hello.")},
+	})
+	var text string
+	var completed responses.Response
+	for stream.Next() {
+		ev := stream.Current()
+		switch ev.Type {
+		case "response.output_text.delta":
+			text += ev.Delta
+		case "response.completed":
+			completed = ev.Response
+		}
+	}
+	require.NoError(t, stream.Err())
+	assert.Equal(t, mockFullText(), text)
+	assert.Equal(t, mockFullText(), completed.OutputText())
+	assert.Equal(t, prompt, completed.Usage.InputTokens)
+	assert.Equal(t, completion, completed.Usage.OutputTokens)
+	assert.Equal(t, []usageRecord{want, want}, tg.waitRecords(t, keyID, 2))
+
+	// A function call round trip: the calls, then their outputs
+	// after previous_response_id.
+	calls, err := client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: k.model, Tools: responseTools(),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather and time in Paris?")},
+	})
+	require.NoError(t, err)
+	var outputs responses.ResponseInputParam
+	var names, args []string
+	for _, item := range calls.Output {
+		if item.Type != "function_call" {
+			continue
+		}
+		fc := item.AsFunctionCall()
+		names, args = append(names, fc.Name), append(args, fc.Arguments)
+		require.NotEmpty(t, fc.CallID)
+		out := responses.ResponseInputItemParamOfFunctionCallOutput(`{"ok":true}`)
+		out.OfFunctionCallOutput.CallID = openai.String(fc.CallID)
+		outputs = append(outputs, out)
+	}
+	assert.Equal(t, []string{"get_weather", "get_time"}, names)
+	require.Len(t, args, 2)
+	assert.JSONEq(t, mockToolCalls[0].arguments(), args[0])
+	answer, err := client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: k.model, PreviousResponseID: openai.String(calls.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: outputs},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, mockFullText(), answer.OutputText())
+	assert.Equal(t, calls.ID, answer.PreviousResponseID)
+	reqs := mocks[k.kind].received()
+	require.Len(t, reqs, 4)
+	last, _ := json.Marshal(reqs[3].Body)
+	for _, part := range []string{"Weather and time in Paris?", "get_weather", "Paris", "ok"} {
+		assert.Contains(t, string(last), part, "the provider got the earlier turn and the tool outputs, in its own shape")
+	}
+	assert.Empty(t, mocks[k.kind].issues())
+
+	// Stored: read, deleted, then gone; not stored: never found.
+	got, err := client.Responses.Get(ctx, answer.ID, responses.ResponseGetParams{})
+	require.NoError(t, err)
+	assert.Equal(t, answer.ID, got.ID)
+	assert.Equal(t, mockFullText(), got.OutputText())
+	require.NoError(t, client.Responses.Delete(ctx, answer.ID))
+	_, err = client.Responses.Get(ctx, answer.ID, responses.ResponseGetParams{})
+	requireAPIError(t, err, http.StatusNotFound)
+	unstored, err := client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: k.model, Store: openai.Bool(false), Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")},
+	})
+	require.NoError(t, err)
+	_, err = client.Responses.Get(ctx, unstored.ID, responses.ResponseGetParams{})
+	requireAPIError(t, err, http.StatusNotFound)
+	_, err = client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: k.model, PreviousResponseID: openai.String(unstored.ID), Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("and?")},
+	})
+	requireAPIError(t, err, http.StatusBadRequest)
+
+	recs := tg.waitRecords(t, keyID, 6) // the refused one included
+	var total money.Nanos
+	for _, r := range recs {
+		total += r.Cost
+	}
+	assert.Equal(t, 10*money.PerDollar-total, tg.balance(t, email), "every request metered, and the balance fell by their sum")
+	rec.requireConforms(t)
 }
 
 // requireAPIError checks err is an API error of the status, in OpenAI's
@@ -254,4 +290,87 @@ func requireAPIError(t *testing.T, err error, status int) {
 	require.ErrorAs(t, err, &apiErr)
 	assert.Equal(t, status, apiErr.StatusCode, "%s", apiErr.RawJSON())
 	assert.NotEmpty(t, apiErr.Message)
+}
+
+// TestAStoredResponseIsItsAccountsAlone: another account's key can neither
+// read, delete nor continue it; each is told it does not exist.
+func TestAStoredResponseIsItsAccountsAlone(t *testing.T) {
+	tg, _ := startWithEveryProvider(t)
+	ctx := context.Background()
+	owner := tg.client(tg.newAccount(t, "owner@example.com", "10"))
+	other := tg.client(tg.newAccount(t, "other@example.com", "10"))
+	r, err := owner.Responses.New(ctx, responses.ResponseNewParams{Model: "gpt-4o-mini",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	require.NoError(t, err)
+	_, err = other.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+	requireAPIError(t, err, http.StatusNotFound)
+	requireAPIError(t, other.Responses.Delete(ctx, r.ID), http.StatusNotFound)
+	_, err = other.Responses.New(ctx, responses.ResponseNewParams{Model: "gpt-4o-mini", PreviousResponseID: openai.String(r.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("and?")}})
+	requireAPIError(t, err, http.StatusBadRequest)
+	got, err := owner.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+	require.NoError(t, err, "still there for its owner")
+	assert.Equal(t, r.ID, got.ID)
+}
+
+// TestAResponsesParameterTheProviderCannotHonourIsRefusedByItsName: the
+// refusal names the parameter as the Responses API calls it.
+func TestAResponsesParameterTheProviderCannotHonourIsRefusedByItsName(t *testing.T) {
+	tg, mocks := startWithEveryProvider(t)
+	secret := tg.newAccount(t, "params@example.com", "10")
+	for _, c := range []struct{ model, body, param string }{
+		{"claude-sonnet", `{"model":"claude-sonnet","input":"hi","reasoning":{"effort":"high"}}`, "reasoning.effort"},
+		{"gpt-4o-mini", `{"model":"gpt-4o-mini","input":"hi","tools":[{"type":"web_search"}]}`, "tools[0].type"},
+		{"gpt-4o-mini", `{"model":"gpt-4o-mini","input":"hi","conversation":"conv_1"}`, "conversation"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, tg.BaseURL+"/responses", strings.NewReader(c.body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", body)
+		requireSchema(t, schemaError, body)
+		assert.Equal(t, c.param, gjson.GetBytes(body, "error.param").String(), "%s", body)
+		assert.Equal(t, "unsupported_parameter", gjson.GetBytes(body, "error.code").String())
+	}
+	for kind, m := range mocks {
+		assert.Zero(t, m.count(), "%s: nothing reached a provider", kind)
+	}
+}
+
+// TestAConversationIsBoundedWithItsEarlierTurns: continuing a response
+// turn after turn grows the request past any body limit; past four times
+// max_body_bytes it is refused by name, and nothing reaches a provider.
+func TestAConversationIsBoundedWithItsEarlierTurns(t *testing.T) {
+	mocks := map[string]*mockProvider{}
+	for _, k := range providerKinds {
+		mocks[k.kind] = newMockProvider(t, k.kind)
+	}
+	tg := startTollgate(t, "max_body_bytes: 2048\n"+providersConfig(mocks), "")
+	client := tg.client(tg.newAccount(t, "long@example.com", "10"))
+	ctx := context.Background()
+	turn := strings.Repeat("word ", 300) // 1500 bytes: within the body limit
+	prev := ""
+	for i := range 8 {
+		p := responses.ResponseNewParams{Model: "gpt-4o-mini", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(turn)}}
+		if prev != "" {
+			p.PreviousResponseID = openai.String(prev)
+		}
+		r, err := client.Responses.New(ctx, p)
+		if err != nil {
+			var apiErr *openai.Error
+			require.ErrorAs(t, err, &apiErr)
+			assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
+			assert.Equal(t, "conversation_too_long", apiErr.Code)
+			assert.Equal(t, "previous_response_id", apiErr.Param)
+			assert.GreaterOrEqual(t, i, 4, "refused only past four times the body limit (8 KiB)")
+			assert.Equal(t, i, mocks["openai"].count(), "the refused turn never reached the provider")
+			return
+		}
+		prev = r.ID
+	}
+	t.Fatal("a conversation of 8 turns of 1.5 KB was never refused")
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -78,6 +79,13 @@ func (r *routerStep) responsesChat(ctx context.Context, body []byte) ([]byte, st
 	if e != nil {
 		return nil, "", e
 	}
+	if limit := maxConversation(r.cfg.MaxBodyBytes); len(chat) > limit {
+		// The stored turns before the input are not bounded by the body
+		// limit: a conversation continued turn after turn is, here.
+		e := oaierror.Invalid("conversation_too_long", "previous_response_id", fmt.Sprintf(
+			"The conversation with its earlier turns is %d bytes, above Tollgate's limit of %d: start a new conversation, or send fewer turns.", len(chat), limit))
+		return nil, "", &e
+	}
 	if req.Store && r.s.opt.Responses == nil {
 		req.Store = false // nothing to keep it in: answered, not stored
 	}
@@ -89,6 +97,10 @@ func (r *routerStep) responsesChat(ctx context.Context, body []byte) ([]byte, st
 	}
 	return chat, string(meta), nil
 }
+
+// maxConversation bounds a Responses request with its earlier turns
+// included: four times the body limit.
+func maxConversation(maxBody int) int { return 4 * maxBody }
 
 // storedResponse answers GET and DELETE /v1/responses/{id}: only the
 // account that made a response may see or delete it; another's is not

@@ -54,9 +54,18 @@ type upstreamStep struct {
 	ended                   bool // the response body reached its end
 	recorded                bool
 	// response is set for a request of the Responses API: its answer is
-	// wrapped, and kept once complete when the request asked to store it.
+	// wrapped (or relayed, from a server that speaks that API), and kept
+	// once complete when the request asked to store it.
 	response *responseMeta
-	answer   *responses.Answer
+	answer   responsesAnswer
+}
+
+// responsesAnswer is a Responses request's answer: responses.Answer
+// (translated from chat) or responses.Relay (from a Responses server).
+type responsesAnswer interface {
+	provider.Response
+	Final() (response, reply json.RawMessage)
+	ErrorEvent(message string) []byte
 }
 
 func (u *upstreamStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
@@ -172,6 +181,9 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 		return u.failure(), nil
 	}
 	u.preq.Body = b.GetBody()
+	if u.response != nil && u.target.Provider.ResponsesAPI {
+		return u.relayRequest(ctx)
+	}
 	up, resp, err := adapter.Translate(&u.preq, u.target)
 	if errors.Is(err, provider.ErrUnsupportedRequest) {
 		// The request is valid OpenAI but this provider cannot take it; the
@@ -198,6 +210,33 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 			Stream: u.preq.Stream, Echo: r.Echo})
 		u.resp = u.answer
 	}
+	return u.send(up), nil
+}
+
+// relayRequest sends a Responses request to a server that speaks the
+// Responses API: the chat request rebuilt as one (the deployment's model,
+// the whole conversation, nothing stored there), its answer relayed.
+func (u *upstreamStep) relayRequest(ctx context.Context) (*extprocv3.ProcessingResponse, error) {
+	chat, err := provider.UnsignToolCallIDs(u.preq.Body)
+	if err == nil {
+		var body []byte
+		if body, err = responses.FromChat(chat, u.target.Deployment.Model); err == nil {
+			var up provider.Upstream
+			if up, err = provider.ResponsesUpstream(u.target, body); err == nil {
+				r := u.response
+				relay := responses.NewRelay(responses.Options{ID: r.ID, Model: u.model, Created: time.Unix(r.Created, 0),
+					Stream: u.preq.Stream, Echo: r.Echo})
+				u.answer, u.resp = relay, relay
+				return u.send(up), nil
+			}
+		}
+	}
+	u.s.opt.Logger.ErrorContext(ctx, "upstream step: building the Responses request failed", "provider", u.target.Provider.Name, "err", err)
+	return u.failure(), nil
+}
+
+// send is the request body's answer: the attempt's upstream request.
+func (u *upstreamStep) send(up provider.Upstream) *extprocv3.ProcessingResponse {
 	set := make([]*corev3.HeaderValueOption, 0, len(up.Headers)+3)
 	set = append(set,
 		setHeader(":path", up.Path),
@@ -213,7 +252,7 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: removeForUpstream(up.Headers)},
 			BodyMutation:   &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: up.Body}},
 		}},
-	}}, nil
+	}}
 }
 
 // removeForUpstream lists the headers an attempt removes: every internal

@@ -41,6 +41,27 @@ func (openAI) Translate(req *Request, t Target) (Upstream, Response, error) {
 	return up, newOpenAIResponse(req, t.Model.ID), nil
 }
 
+// ResponsesUpstream is the request to an OpenAI-type server's Responses API
+// (POST {base_url}/responses): body, with the deployment's credential. The
+// body's tool call ids are made plain first (see unsignToolCallIDs): they
+// may carry Gemini's signatures from an earlier turn.
+func ResponsesUpstream(t Target, body []byte) (Upstream, error) {
+	base, err := url.Parse(t.Provider.BaseURL)
+	if err != nil {
+		return Upstream{}, fmt.Errorf("provider %s: base_url: %w", t.Provider.Name, err)
+	}
+	up := Upstream{Path: base.Path + "/responses", Authority: base.Host, Body: body,
+		Headers: []Header{{"content-type", "application/json"}}}
+	if k := t.Provider.APIKey.Reveal(); k != "" {
+		up.Headers = append(up.Headers, Header{"authorization", "Bearer " + k})
+	}
+	return up, nil
+}
+
+// UnsignToolCallIDs is unsignToolCallIDs for a chat body going elsewhere
+// than an adapter (the Responses API's own servers).
+func UnsignToolCallIDs(body []byte) ([]byte, error) { return unsignToolCallIDs(body) }
+
 // openAIBody rewrites only what must change, without re-encoding the rest:
 // the model name, include_usage on streams so that every stream is metered
 // from the provider's own counts, and tool call ids that carry a Gemini

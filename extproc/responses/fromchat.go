@@ -1,0 +1,133 @@
+package responses
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/tidwall/gjson"
+)
+
+// FromChat writes the Responses request a chat request (one ToChat made,
+// its conversation whole) stands for, for a server that speaks the
+// Responses API: model is the deployment's. The request asks the server to
+// store nothing (store: false): Tollgate keeps the state, so that
+// previous_response_id and item references work on every deployment alike.
+func FromChat(chat []byte, model string) ([]byte, error) {
+	if !gjson.ValidBytes(chat) {
+		return nil, fmt.Errorf("responses: the chat request is not JSON")
+	}
+	c := gjson.ParseBytes(chat)
+	out := map[string]any{"model": model, "store": false}
+	var input []any
+	var bad error
+	c.Get("messages").ForEach(func(_, m gjson.Result) bool {
+		role := m.Get("role").String()
+		content := m.Get("content")
+		switch role {
+		case "tool":
+			input = append(input, map[string]any{"type": "function_call_output", "call_id": m.Get("tool_call_id").String(), "output": textOf(content)})
+			return true
+		case "assistant":
+			if t := textOf(content); t != "" {
+				input = append(input, map[string]any{"type": "message", "role": "assistant",
+					"content": []any{map[string]any{"type": "output_text", "text": t}}})
+			}
+			m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+				input = append(input, map[string]any{"type": "function_call", "call_id": tc.Get("id").String(),
+					"name": tc.Get("function.name").String(), "arguments": tc.Get("function.arguments").String()})
+				return true
+			})
+			return true
+		case "user", "system", "developer":
+		default:
+			bad = fmt.Errorf("responses: a chat message of role %q", role)
+			return false
+		}
+		if content.Type == gjson.String {
+			input = append(input, map[string]any{"type": "message", "role": role, "content": content.String()})
+			return true
+		}
+		var parts []any
+		content.ForEach(func(_, p gjson.Result) bool {
+			switch p.Get("type").String() {
+			case "text":
+				parts = append(parts, map[string]any{"type": "input_text", "text": p.Get("text").String()})
+			case "image_url":
+				img := map[string]any{"type": "input_image", "image_url": p.Get("image_url.url").String(), "detail": "auto"}
+				if d := p.Get("image_url.detail").String(); d != "" {
+					img["detail"] = d
+				}
+				parts = append(parts, img)
+			}
+			return true
+		})
+		input = append(input, map[string]any{"type": "message", "role": role, "content": parts})
+		return true
+	})
+	if bad != nil {
+		return nil, bad
+	}
+	out["input"] = input
+	if c.Get("stream").Bool() {
+		out["stream"] = true
+	}
+	for from, to := range map[string]string{"max_completion_tokens": "max_output_tokens", "max_tokens": "max_output_tokens",
+		"temperature": "temperature", "top_p": "top_p", "parallel_tool_calls": "parallel_tool_calls", "user": "user"} {
+		if v := c.Get(from); v.Exists() && v.Type != gjson.Null {
+			out[to] = json.RawMessage(v.Raw)
+		}
+	}
+	if v := c.Get("reasoning_effort"); v.Exists() && v.Type != gjson.Null {
+		out["reasoning"] = map[string]any{"effort": json.RawMessage(v.Raw)}
+	}
+	if tools := c.Get("tools"); tools.IsArray() {
+		var list []any
+		tools.ForEach(func(_, t gjson.Result) bool {
+			fn := map[string]any{"type": "function", "name": t.Get("function.name").String()}
+			if d := t.Get("function.description"); d.Exists() {
+				fn["description"] = d.String()
+			}
+			if p := t.Get("function.parameters"); p.Exists() {
+				fn["parameters"] = json.RawMessage(p.Raw)
+			}
+			fn["strict"] = t.Get("function.strict").Bool()
+			list = append(list, fn)
+			return true
+		})
+		out["tools"] = list
+	}
+	switch tc := c.Get("tool_choice"); {
+	case tc.Type == gjson.String:
+		out["tool_choice"] = tc.String()
+	case tc.IsObject():
+		out["tool_choice"] = map[string]any{"type": "function", "name": tc.Get("function.name").String()}
+	}
+	switch rf := c.Get("response_format"); rf.Get("type").String() {
+	case "json_object":
+		out["text"] = map[string]any{"format": map[string]any{"type": "json_object"}}
+	case "json_schema":
+		f := map[string]any{"type": "json_schema", "name": rf.Get("json_schema.name").String(),
+			"schema": json.RawMessage(rf.Get("json_schema.schema").Raw)}
+		if s := rf.Get("json_schema.strict"); s.Exists() {
+			f["strict"] = s.Bool()
+		}
+		if d := rf.Get("json_schema.description"); d.Exists() {
+			f["description"] = d.String()
+		}
+		out["text"] = map[string]any{"format": f}
+	}
+	return json.Marshal(out)
+}
+
+// textOf is a chat content's text: the string, or its text parts joined.
+func textOf(content gjson.Result) string {
+	if content.Type == gjson.String {
+		return content.String()
+	}
+	var s string
+	content.ForEach(func(_, p gjson.Result) bool {
+		s += p.Get("text").String()
+		return true
+	})
+	return s
+}
