@@ -61,7 +61,7 @@ func TestTheREADMECompatibilityTableNamesThePinnedVersions(t *testing.T) {
 		"openai-go (`github.com/openai/openai-go/v3`)":    goVersion("github.com/openai/openai-go/v3"),
 		"go-openai (`github.com/sashabaranov/go-openai`)": goVersion("github.com/sashabaranov/go-openai"),
 		"npm `openai`": pkgs.Packages["node_modules/openai"].Version,
-		"the AI SDK (`ai` with `@ai-sdk/openai`'s chat models, `openai.chat(…)`)": "`ai` " + pkgs.Packages["node_modules/ai"].Version +
+		"the AI SDK (`ai` with `@ai-sdk/openai`: its default models, `openai(…)`, and its chat models, `openai.chat(…)`)": "`ai` " + pkgs.Packages["node_modules/ai"].Version +
 			", `@ai-sdk/openai` " + pkgs.Packages["node_modules/@ai-sdk/openai"].Version,
 	}
 	for first, version := range rows {
