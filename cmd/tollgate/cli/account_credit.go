@@ -6,7 +6,9 @@ import (
 	"math"
 	"strings"
 
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/store"
 )
 
 // runAccountCredit adds money to a balance. Only positive amounts are
@@ -30,6 +32,19 @@ func runAccountCredit(ctx context.Context, e *env, f *flags, args []string) erro
 		return fmt.Errorf("amount: must be positive, got %s", amount)
 	}
 
+	return changeAccount(ctx, e, f, *email, *asJSON, func(svc *manage.Service, a store.Account) (store.Account, error) {
+		if a.Balance > math.MaxInt64-amount {
+			return store.Account{}, fmt.Errorf("amount: the balance of %s would overflow", a.Email)
+		}
+		return svc.CreditAccount(ctx, cliActor, a.ID, amount)
+	})
+}
+
+// changeAccount runs change on the account with email through the
+// management service (--config and --db), then prints the account as it
+// is afterwards.
+func changeAccount(ctx context.Context, e *env, f *flags, email string, asJSON bool,
+	change func(*manage.Service, store.Account) (store.Account, error)) error {
 	cfg, err := f.loadConfig()
 	if err != nil {
 		return err
@@ -39,18 +54,14 @@ func runAccountCredit(ctx context.Context, e *env, f *flags, args []string) erro
 		return err
 	}
 	defer s.Close()
-	a, err := accountByEmail(ctx, s, *email)
+	a, err := accountByEmail(ctx, s, email)
 	if err != nil {
 		return err
 	}
-	if a.Balance > math.MaxInt64-amount {
-		return fmt.Errorf("amount: the balance of %s would overflow", a.Email)
-	}
-	a, err = svc.CreditAccount(ctx, cliActor, a.ID, amount)
-	if err != nil {
+	if a, err = change(svc, a); err != nil {
 		return serviceError(err)
 	}
-	if *asJSON {
+	if asJSON {
 		return writeJSON(e.stdout, accountView(a))
 	}
 	return writeAccount(e.stdout, a)

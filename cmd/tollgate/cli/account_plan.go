@@ -3,6 +3,9 @@ package cli
 import (
 	"context"
 	"strings"
+
+	"github.com/tollgate/tollgate/manage"
+	"github.com/tollgate/tollgate/store"
 )
 
 // runAccountPlan moves an account to another plan, through the management
@@ -22,25 +25,7 @@ func runAccountPlan(ctx context.Context, e *env, f *flags, args []string) error 
 	if err := checkPlanName(planName); err != nil {
 		return err
 	}
-	cfg, err := f.loadConfig()
-	if err != nil {
-		return err
-	}
-	svc, s, err := manageService(ctx, e, f, cfg)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	a, err := accountByEmail(ctx, s, *email)
-	if err != nil {
-		return err
-	}
-	a, err = svc.SetPlan(ctx, cliActor, a.ID, planName)
-	if err != nil {
-		return serviceError(err)
-	}
-	if *asJSON {
-		return writeJSON(e.stdout, accountView(a))
-	}
-	return writeAccount(e.stdout, a)
+	return changeAccount(ctx, e, f, *email, *asJSON, func(svc *manage.Service, a store.Account) (store.Account, error) {
+		return svc.SetPlan(ctx, cliActor, a.ID, planName)
+	})
 }
