@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/internal/testclock"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"
@@ -37,6 +38,12 @@ func (t touches) Touch(id string, at time.Time) { t[id] = at }
 // startAuthz serves authz over real gRPC on loopback with an SQLite store.
 func startAuthz(t *testing.T) (authv3.AuthorizationClient, store.Store, touches) {
 	t.Helper()
+	return startAuthzClock(t, time.Now)
+}
+
+// startAuthzClock is startAuthz with the key cache on the given clock.
+func startAuthzClock(t *testing.T, now func() time.Time) (authv3.AuthorizationClient, store.Store, touches) {
+	t.Helper()
 	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
 	st, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "a.db"))
@@ -45,7 +52,7 @@ func startAuthz(t *testing.T) (authv3.AuthorizationClient, store.Store, touches)
 	tt := touches{}
 	srv := grpc.NewServer()
 	authv3.RegisterAuthorizationServer(srv, New(Options{
-		Keys: store.NewCache(st, time.Millisecond, time.Now), Limiter: ratelimit.NewMemory(),
+		Keys: store.NewCache(st, time.Millisecond, now), Limiter: ratelimit.NewMemory(),
 		Config: func() *config.Config { return cfg }, Toucher: tt,
 	}))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -127,7 +134,8 @@ func TestDenialsAreOpenAIShapedAndNeverEchoTheSecret(t *testing.T) {
 }
 
 func TestARotatedSecretWorksOnlyThroughItsGracePeriod(t *testing.T) {
-	client, st, _ := startAuthz(t)
+	clock := testclock.New(time.Now())
+	client, st, _ := startAuthzClock(t, clock.Now)
 	ctx := context.Background()
 	old, k := newKey(t, st, money.PerDollar)
 	allowed := func(secret string) bool {
@@ -143,7 +151,7 @@ func TestARotatedSecretWorksOnlyThroughItsGracePeriod(t *testing.T) {
 	until := time.Now().Add(time.Hour)
 	_, err = st.RotateKey(ctx, k.ID, apikey.HashOf(next), apikey.Hint(next), &until)
 	require.NoError(t, err)
-	time.Sleep(2 * time.Millisecond) // the cache's TTL (1 ms)
+	clock.Advance(2 * time.Millisecond) // past the cache's TTL (1 ms)
 	assert.True(t, allowed(next), "the new secret works at once")
 	assert.True(t, allowed(old), "the old one, during its grace period")
 
@@ -153,7 +161,7 @@ func TestARotatedSecretWorksOnlyThroughItsGracePeriod(t *testing.T) {
 	over := time.Now().Add(-time.Second)
 	_, err = st.RotateKey(ctx, k.ID, apikey.HashOf(third), apikey.Hint(third), &over)
 	require.NoError(t, err)
-	time.Sleep(2 * time.Millisecond)
+	clock.Advance(2 * time.Millisecond)
 	assert.True(t, allowed(third))
 	assert.False(t, allowed(next), "past its grace period")
 	assert.False(t, allowed(old), "two rotations ago")
@@ -163,7 +171,7 @@ func TestARotatedSecretWorksOnlyThroughItsGracePeriod(t *testing.T) {
 	require.NoError(t, err)
 	_, err = st.RotateKey(ctx, k.ID, apikey.HashOf(fourth), apikey.Hint(fourth), nil)
 	require.NoError(t, err)
-	time.Sleep(2 * time.Millisecond)
+	clock.Advance(2 * time.Millisecond)
 	assert.True(t, allowed(fourth))
 	assert.False(t, allowed(third))
 }

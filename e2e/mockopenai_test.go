@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,8 +25,10 @@ type mockOpenAI struct {
 	completionTokens int
 	// status, when set, is returned with an error body instead of an answer.
 	status int
-	// hold, when set, is closed by the test to let a stream finish.
-	hold chan struct{}
+	// hold, when set, is closed by the test to let a stream finish; left,
+	// when set, is closed when a held stream's request is cancelled (the
+	// client went away and the proxy let go of the provider).
+	hold, left chan struct{}
 }
 
 type receivedRequest struct {
@@ -68,7 +71,7 @@ func (m *mockOpenAI) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	model, _ := body["model"].(string)
 	if stream, _ := body["stream"].(bool); stream {
-		m.stream(w, model, body)
+		m.stream(r.Context(), w, model, body)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -78,7 +81,7 @@ func (m *mockOpenAI) serve(w http.ResponseWriter, r *http.Request) {
 		time.Now().Unix(), model, strings.Join(m.words, ""), m.promptTokens, m.completionTokens, m.promptTokens+m.completionTokens)
 }
 
-func (m *mockOpenAI) stream(w http.ResponseWriter, model string, body map[string]any) {
+func (m *mockOpenAI) stream(ctx context.Context, w http.ResponseWriter, model string, body map[string]any) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	flusher := w.(http.Flusher)
 	includeUsage := false
@@ -112,7 +115,14 @@ func (m *mockOpenAI) stream(w http.ResponseWriter, model string, body map[string
 	for i, word := range m.words {
 		send(chunk(fmt.Sprintf(`{"content":%q}`, word), ""))
 		if i == 1 && m.hold != nil {
-			<-m.hold
+			select {
+			case <-m.hold:
+			case <-ctx.Done():
+				if m.left != nil {
+					close(m.left)
+				}
+				return
+			}
 		}
 	}
 	send(chunk(`{}`, "stop"))

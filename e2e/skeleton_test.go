@@ -258,7 +258,7 @@ func TestKeysThatMayNotCallAreRefusedWith401(t *testing.T) {
 
 func TestClientThatLeavesMidStreamIsBilledForWhatWasProduced(t *testing.T) {
 	p := newMockOpenAI(t)
-	p.hold = make(chan struct{})
+	p.hold, p.left = make(chan struct{}), make(chan struct{})
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
 	keyID := tg.onlyKeyID(t, "me@example.com")
@@ -277,7 +277,11 @@ func TestClientThatLeavesMidStreamIsBilledForWhatWasProduced(t *testing.T) {
 	require.Equal(t, "Hello from", text.String())
 	cancel()
 	stream.Close()
-	time.Sleep(100 * time.Millisecond)
+	select { // the client's leaving reaches the provider
+	case <-p.left:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the provider's request was not cancelled after the client left")
+	}
 	close(p.hold)
 
 	eventually(t, func() bool { return tg.keyUsage(t, keyID).TotalRequests == 1 }, "a cut-off stream is recorded")
