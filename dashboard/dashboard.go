@@ -82,7 +82,7 @@ type Dashboard struct {
 	hashSlots chan struct{}
 
 	pages  *pages
-	static staticFile
+	static, script staticFile
 	cross  *http.CrossOriginProtection
 	mux    *http.ServeMux
 }
@@ -109,7 +109,8 @@ func New(opt Options) (*Dashboard, error) {
 		random:     opt.Random,
 		lifetime:   opt.SessionLifetime,
 		available:  opt.Available,
-		static:     newStaticFile(),
+		static:     newStaticFile("style.css", "text/css; charset=utf-8", styleCSS),
+		script:     newStaticFile("dashboard.js", "text/javascript; charset=utf-8", dashboardJS),
 		cross:      http.NewCrossOriginProtection(),
 		hashSlots:  make(chan struct{}, cmp.Or(max(opt.MaxConcurrentHashes, 0), 2)),
 	}
@@ -131,7 +132,7 @@ func New(opt Options) (*Dashboard, error) {
 	if d.lifetime == 0 {
 		d.lifetime = DefaultSessionLifetime
 	}
-	p, err := parsePages(d.static.url)
+	p, err := parsePages(d.static.url, d.script.url)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +150,8 @@ func New(opt Options) (*Dashboard, error) {
 func (d *Dashboard) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /{$}", d.home)
-	m.HandleFunc("GET "+d.static.url, d.serveStatic)
+	m.HandleFunc("GET "+d.static.url, d.static.serve)
+	m.HandleFunc("GET "+d.script.url, d.script.serve)
 	m.HandleFunc("GET /login", d.showLogin)
 	m.HandleFunc("POST /login", d.checkLogin)
 	m.HandleFunc("POST /logout", d.logout)
@@ -158,6 +160,7 @@ func (d *Dashboard) routes() {
 	m.Handle("GET /models", d.signedIn(d.listModels))
 	m.Handle("GET /keys/new", d.signedIn(d.newKey))
 	m.Handle("POST /keys", d.signedIn(d.createKey))
+	m.Handle("GET /keys/{id}/created", d.signedIn(d.showCreatedKey))
 	m.Handle("GET /keys/{id}", d.signedIn(d.keyUsage))
 	m.Handle("GET /keys/{id}/edit", d.signedIn(d.editKey))
 	m.Handle("POST /keys/{id}", d.signedIn(d.updateKey))
@@ -168,6 +171,7 @@ func (d *Dashboard) routes() {
 	m.Handle("GET /activity", d.signedIn(d.listActivity))
 	m.Handle("GET /tokens", d.signedIn(d.listTokens))
 	m.Handle("POST /tokens", d.signedIn(d.createToken))
+	m.Handle("GET /tokens/{id}/created", d.signedIn(d.showCreatedToken))
 	m.Handle("POST /tokens/{id}/revoke", d.signedIn(d.revokeToken))
 
 	m.HandleFunc("/", d.notFound)

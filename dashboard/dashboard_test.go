@@ -153,10 +153,12 @@ func (e *testEnv) account(email, plan string, balance money.Nanos) store.Account
 	return a
 }
 
-// browser is one visitor: it keeps the session cookie between requests.
+// browser is one visitor: it keeps the session cookie between requests,
+// and the other cookies pages set, each sent to the paths it names.
 type browser struct {
 	e      *testEnv
 	cookie string // the session cookie's value; "" when signed out
+	others map[string]*http.Cookie
 }
 
 // signedIn returns a browser with a session for the account, made without
@@ -174,18 +176,36 @@ func (b *browser) do(r *http.Request) *httptest.ResponseRecorder {
 	if b.cookie != "" {
 		r.AddCookie(&http.Cookie{Name: sessionCookie, Value: b.cookie})
 	}
+	for _, c := range b.others {
+		if strings.HasPrefix(r.URL.Path, c.Path) {
+			r.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+		}
+	}
 	w := httptest.NewRecorder()
 	b.e.d.ServeHTTP(w, r)
 	for _, c := range w.Result().Cookies() {
-		if c.Name == sessionCookie {
-			if c.MaxAge < 0 {
-				b.cookie = ""
-			} else {
-				b.cookie = c.Value
+		switch {
+		case c.Name == sessionCookie && c.MaxAge < 0:
+			b.cookie = ""
+		case c.Name == sessionCookie:
+			b.cookie = c.Value
+		case c.MaxAge < 0:
+			delete(b.others, c.Name+" "+c.Path)
+		default:
+			if b.others == nil {
+				b.others = map[string]*http.Cookie{}
 			}
+			b.others[c.Name+" "+c.Path] = c
 		}
 	}
 	return w
+}
+
+// follow is the page a 303 answer redirects to.
+func (b *browser) follow(w *httptest.ResponseRecorder) *httptest.ResponseRecorder {
+	b.e.t.Helper()
+	require.Equal(b.e.t, http.StatusSeeOther, w.Code, "a redirect: %s", w.Body.String())
+	return b.get(w.Header().Get("Location"))
 }
 
 func (b *browser) get(path string) *httptest.ResponseRecorder {
@@ -305,7 +325,8 @@ func TestPagesHaveNoInlineScriptsOrStyles(t *testing.T) {
 	b := e.signedIn(a)
 	for _, path := range []string{"/keys", "/keys/new", "/keys/" + k.ID, "/keys/" + k.ID + "/edit", "/keys/" + k.ID + "/delete"} {
 		body := b.get(path).Body.String()
-		assert.NotContains(t, body, "<script", path)
+		assert.Equal(t, 1, strings.Count(body, "<script"), path)
+		assert.Contains(t, body, `<script src="`+e.d.script.url+`" defer></script>`, "the one script is the static file: %s", path)
 		assert.NotContains(t, body, "style=", path)
 		assert.NotContains(t, body, "<style", path)
 		assert.Contains(t, body, `href="`+e.d.static.url+`"`, path)
@@ -345,7 +366,7 @@ func TestPackageHasADocComment(t *testing.T) {
 }
 
 func TestTemplatesAreParsedAtStart(t *testing.T) {
-	p, err := parsePages("/static/x/style.css")
+	p, err := parsePages("/static/x/style.css", "/static/x/dashboard.js")
 	require.NoError(t, err)
 	for _, name := range []string{"error", "login", "keys", "key_form", "key_created", "key_delete", "key_usage"} {
 		assert.Contains(t, p.byName, name)

@@ -50,13 +50,28 @@ func TestCreateKeyShowsTheSecretOnceAndStoresOnlyItsHash(t *testing.T) {
 		"expires_at":      {"2025-12-31"},
 		"enabled":         {"on"},
 	})
-	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
-	assert.Equal(t, "no-store", w.Header().Get("Cache-Control"))
-	assert.Contains(t, w.Body.String(), "will not be shown again")
-	m := secretRE.FindStringSubmatch(w.Body.String())
+	require.Equal(t, http.StatusSeeOther, w.Code, "Post/Redirect/Get: %s", w.Body.String())
+	assert.NotContains(t, w.Body.String(), "tt_sk_", "the POST's answer holds no secret")
+	page := w.Header().Get("Location")
+	assert.Regexp(t, `^/keys/key_[0-9A-Za-z]+/created$`, page)
+	shown := b.get(page)
+	require.Equal(t, http.StatusOK, shown.Code)
+	assert.Equal(t, "no-store", shown.Header().Get("Cache-Control"))
+	assert.Contains(t, shown.Body.String(), "will not be shown again")
+	assert.Contains(t, shown.Body.String(), `data-copy="secret"`, "a Copy button")
+	m := secretRE.FindStringSubmatch(shown.Body.String())
 	require.NotNil(t, m)
 	secret := m[1]
 	require.NoError(t, apikey.Check("tt", secret), "the configuration's key prefix")
+
+	// A reload shows no secret and makes no second key.
+	again := b.get(page)
+	require.Equal(t, http.StatusOK, again.Code)
+	assert.NotContains(t, again.Body.String(), secret)
+	assert.Contains(t, again.Body.String(), `id="secret-shown"`)
+	assert.Len(t, e.keys(a), 1)
+	// Another account's user sees nothing of it.
+	assert.Equal(t, http.StatusNotFound, e.signedIn(e.account("else@example.com", "pro", 0)).get(page).Code)
 
 	k, err := e.st.KeyByHash(context.Background(), apikey.HashOf(secret))
 	require.NoError(t, err)
@@ -82,13 +97,25 @@ func TestCreateKeyWithDefaults(t *testing.T) {
 	e := newEnv(t)
 	a := e.account("me@example.com", "pro", 0)
 	b := e.signedIn(a)
-	w := b.post("/keys", url.Values{"description": {"ci"}, "rate_limit": {"off"}, "rate_limit_rpm": {"5"}, "model_access": {"all"}, "models": {"o3"}, "expires": {"never"}, "expires_at": {"2030-01-01"}, "enabled": {"on"}})
-	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	// What was typed beside a choice that would drop it is not dropped
+	// in silence: the form comes back saying so, and nothing is saved.
+	w := b.post("/keys", url.Values{"description": {"ci"}, "rate_limit": {"off"}, "rate_limit_rpm": {"60"}, "model_access": {"all"}, "models": {"o3"}, "expires": {"never"}, "expires_at": {"2030-01-01"}, "enabled": {"on"}})
+	require.Equal(t, http.StatusUnprocessableEntity, w.Code, w.Body.String())
+	body := w.Body.String()
+	assert.Contains(t, body, "You typed a rate limit of 60 requests per minute, but Rate Limit is set to Off.")
+	assert.Contains(t, body, "You ticked 1 model(s), but Model Access is set to All Models.")
+	assert.Contains(t, body, "You picked a date (2030-01-01), but Expires At is set to Never.")
+	assert.Contains(t, body, `value="60"`, "what was typed is shown again")
+	assert.Contains(t, body, `id="form-errors"`)
+	assert.Empty(t, e.keys(a), "nothing saved")
+
+	w = b.post("/keys", url.Values{"description": {"ci"}, "rate_limit": {"off"}, "model_access": {"all"}, "expires": {"never"}, "enabled": {"on"}})
+	require.Equal(t, http.StatusSeeOther, w.Code, w.Body.String())
 	ks := e.keys(a)
 	require.Len(t, ks, 1)
 	k := ks[0]
-	assert.Nil(t, k.RateLimitRPM, "Off wins over a number typed beside Custom")
-	assert.Nil(t, k.Models, "All Models wins over ticked boxes")
+	assert.Nil(t, k.RateLimitRPM)
+	assert.Nil(t, k.Models)
 	assert.Nil(t, k.ExpiresAt)
 	assert.Empty(t, k.IPRestrictions)
 	assert.True(t, k.Enabled)
@@ -98,7 +125,7 @@ func TestCreateKeyDisabled(t *testing.T) {
 	e := newEnv(t)
 	a := e.account("me@example.com", "pro", 0)
 	w := e.signedIn(a).post("/keys", url.Values{"description": {"later"}})
-	require.Equal(t, http.StatusOK, w.Code)
+	require.Equal(t, http.StatusSeeOther, w.Code)
 	ks := e.keys(a)
 	require.Len(t, ks, 1)
 	assert.False(t, ks[0].Enabled, "an unticked Is Enabled box creates the key switched off")

@@ -66,26 +66,50 @@ func keyFormOf(k store.Key) keyForm {
 }
 
 // parseKeyForm reads the posted form. Radio values other than the known
-// ones fall back to the defaults (Off, All Models, Never).
+// ones fall back to the defaults (Off, All Models, Never). What was typed
+// beside a choice is kept whichever choice was made: checkKey refuses a
+// value typed beside a choice that would drop it (mismatches).
 func parseKeyForm(v url.Values) keyForm {
 	f := keyForm{
 		Description:    v.Get("description"),
 		RateLimitMode:  rateLimitOff,
+		RateLimitRPM:   strings.TrimSpace(v.Get("rate_limit_rpm")),
 		IPRestrictions: v.Get("ip_restrictions"),
 		ModelsMode:     modelsAll,
+		Models:         v["models"],
 		ExpiresMode:    expiresNever,
+		ExpiresAt:      strings.TrimSpace(v.Get("expires_at")),
 		Enabled:        v.Get("enabled") != "",
 	}
 	if v.Get("rate_limit") == rateLimitCustom {
-		f.RateLimitMode, f.RateLimitRPM = rateLimitCustom, strings.TrimSpace(v.Get("rate_limit_rpm"))
+		f.RateLimitMode = rateLimitCustom
 	}
 	if v.Get("model_access") == modelsSelected {
-		f.ModelsMode, f.Models = modelsSelected, v["models"]
+		f.ModelsMode = modelsSelected
 	}
 	if v.Get("expires") == expiresOn {
-		f.ExpiresMode, f.ExpiresAt = expiresOn, strings.TrimSpace(v.Get("expires_at"))
+		f.ExpiresMode = expiresOn
 	}
 	return f
+}
+
+// mismatches refuses a value typed beside a choice that would drop it: a
+// number beside Off, models ticked beside All Models, a date beside Never.
+// Saving would silently lose what the visitor typed; saying so lets them
+// choose.
+func (f keyForm) mismatches(errs fieldErrors) {
+	if f.RateLimitMode == rateLimitOff && f.RateLimitRPM != "" {
+		errs[keyopts.FieldRateLimitRPM] = fmt.Sprintf("You typed a rate limit of %s requests per minute, but Rate Limit is set to Off. "+
+			"Choose Custom to apply it, or clear the number to have no limit of the key's own.", f.RateLimitRPM)
+	}
+	if f.ModelsMode == modelsAll && len(f.Models) > 0 {
+		errs[keyopts.FieldModels] = fmt.Sprintf("You ticked %d model(s), but Model Access is set to All Models. "+
+			"Choose Selected Models to allow only those, or untick them to allow every model of your plan.", len(f.Models))
+	}
+	if f.ExpiresMode == expiresNever && f.ExpiresAt != "" {
+		errs[keyopts.FieldExpiresAt] = "You picked a date (" + f.ExpiresAt + "), but Expires At is set to Never. " +
+			"Choose “At the end of” to make the key stop working then, or clear the date."
+	}
 }
 
 // rateLimitText is the Rate Limit as keyopts reads it.
@@ -205,6 +229,7 @@ func (d *Dashboard) checkKey(cfg *config.Config, a store.Account, base *store.Ke
 		return store.Key{}, nil, fmt.Errorf("check key options: %w", err)
 	}
 	f.explainMissing(errs)
+	f.mismatches(errs)
 	if p.Models != nil && errs[keyopts.FieldModels] == "" {
 		plan, _ := cfg.Plan(a.Plan)
 		for _, m := range *p.Models {

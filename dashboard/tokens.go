@@ -126,9 +126,23 @@ func (d *Dashboard) createToken(w http.ResponseWriter, r *http.Request, s *sessi
 		return nil
 	}
 	d.log.InfoContext(r.Context(), "dashboard: management token created", "token", t.ID, "account", s.account.ID)
+	return d.showSecretAt(w, r, s, "/tokens/"+t.ID+"/created", secret)
+}
+
+// showCreatedToken shows a new token once (Post/Redirect/Get, as keys).
+func (d *Dashboard) showCreatedToken(w http.ResponseWriter, r *http.Request, s *session) error {
+	tokens, err := d.manage.ListTokens(r.Context(), d.actor(r, s), s.account.ID)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(tokens, func(t store.ManagementToken) bool { return t.ID == r.PathValue("id") })
+	if i < 0 {
+		return errNotFound
+	}
+	t := tokens[i]
 	w.Header().Set("Cache-Control", "no-store")
 	d.render(w, r, http.StatusOK, "token_created", s, "Token created", tokenCreatedPage{ID: t.ID, Name: t.Name,
-		Scopes: strings.Join(t.Scopes, ", "), Expires: expiryText(t.ExpiresAt), Secret: secret})
+		Scopes: strings.Join(t.Scopes, ", "), Expires: expiryText(t.ExpiresAt), Secret: d.takeFlash(w, r, s)})
 	return nil
 }
 

@@ -33,9 +33,14 @@ func TestASignedInUserMakesListsAndRevokesTheAccountsManagementTokens(t *testing
 	assert.Contains(t, bad.Body.String(), `id="token-error"`)
 	assert.Contains(t, bad.Body.String(), `value="ci"`, "the form keeps what was typed")
 
-	made := b.post("/tokens", url.Values{"name": {"deploy bot"}, "scope": {"keys:read", "keys:write"}, "expires": {"2030-01-31"}})
+	posted := b.post("/tokens", url.Values{"name": {"deploy bot"}, "scope": {"keys:read", "keys:write"}, "expires": {"2030-01-31"}})
+	require.Equal(t, http.StatusSeeOther, posted.Code, "Post/Redirect/Get: %s", posted.Body.String())
+	made := b.follow(posted)
 	require.Equal(t, http.StatusOK, made.Code, made.Body.String())
 	assert.Equal(t, "no-store", made.Header().Get("Cache-Control"))
+	again := b.get(posted.Header().Get("Location"))
+	assert.Contains(t, again.Body.String(), `id="secret-shown"`, "a reload shows it no more")
+	assert.NotContains(t, again.Body.String(), "tg_mt_")
 	secret := regexp.MustCompile(`<code id="secret">(tg_mt_[0-9A-Za-z]+)</code>`).FindStringSubmatch(made.Body.String())
 	require.NotNil(t, secret, made.Body.String())
 
@@ -79,7 +84,7 @@ func TestTheActivityPageListsTheAccountsAuditLogNewestFirstInPages(t *testing.T)
 	assert.Contains(t, b.get("/keys").Body.String(), `href="/activity"`, "in the navigation")
 
 	made := b.post("/keys", url.Values{"description": {"ci"}, "enabled": {"on"}})
-	require.Equal(t, http.StatusOK, made.Code, made.Body.String())
+	require.Equal(t, http.StatusSeeOther, made.Code, made.Body.String())
 	svc, err := manage.New(manage.Options{Store: e.st, Config: func() *config.Config { return e.cfg }, Now: e.clock.Now})
 	require.NoError(t, err)
 	for range 60 { // more than a page, by the CLI
