@@ -81,10 +81,10 @@ type Dashboard struct {
 	// cannot exhaust memory.
 	hashSlots chan struct{}
 
-	pages  *pages
+	pages          *pages
 	static, script staticFile
-	cross  *http.CrossOriginProtection
-	mux    *http.ServeMux
+	cross          *http.CrossOriginProtection
+	mux            *http.ServeMux
 }
 
 // New checks opt, parses the embedded templates (an error if any is
