@@ -9,6 +9,10 @@ import (
 type keyCreatedPage struct {
 	Key    keyRow
 	Secret string
+	// Rotated is set for a rotated key's new secret; OldUntil is when the
+	// old one stops ("" when it stopped at once).
+	Rotated  bool
+	OldUntil string
 }
 
 // createKey validates the create form and either shows it again with its

@@ -1,14 +1,19 @@
 package dashboard
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/store"
 )
 
-// keyListPage is the account and its keys.
+// keyListPage is the account and a page of its keys.
 type keyListPage struct {
 	Email   string
 	Plan    string
@@ -18,6 +23,22 @@ type keyListPage struct {
 	Saved bool
 	// Deleted is set after a key was deleted.
 	Deleted bool
+	// The list's query: text, status and order, as the form shows them.
+	Q, Status, Sort string
+	// Total is how many keys the account has; Matching how many match.
+	Total, Matching int
+	// Page of Pages; Prev and Next link to the neighbours ("" for none).
+	Page, Pages int
+	Prev, Next  string
+}
+
+// keysPerPage bounds one page of the key list.
+const keysPerPage = 50
+
+// keySorts are the list's orders: newest first by default.
+var keySorts = []struct{ Value, Label string }{
+	{"newest", "Newest first"}, {"oldest", "Oldest first"}, {"description", "Description"},
+	{"last_used", "Last used"}, {"spend", "Spend (30 days)"}, {"requests", "Requests (30 days)"},
 }
 
 // keyRow is one key as the list shows it.
@@ -37,25 +58,82 @@ type keyRow struct {
 	CreatedAtISO string
 	LastUsed     string
 	JustSaved    bool
+	// Requests and Spend over the last 30 days (the list only).
+	Requests int64
+	Spend    string
 }
 
-// listKeys shows the account and the table of its keys.
+// listKeys shows the account and a page of its keys: those matching the
+// search (?q= over description, hint and id) and the status filter, in the
+// order asked for, with each key's requests and spend over the last 30
+// days.
 func (d *Dashboard) listKeys(w http.ResponseWriter, r *http.Request, s *session) error {
 	keys, err := d.store.ListKeys(r.Context(), s.account.ID)
 	if err != nil {
 		return fmt.Errorf("list keys: %w", err)
 	}
 	now := d.now()
-	saved := r.URL.Query().Get("saved")
+	totals, err := d.store.KeyTotals(r.Context(), store.UsageQuery{AccountID: s.account.ID, From: now.Add(-30 * 24 * time.Hour), To: now})
+	if err != nil {
+		return fmt.Errorf("key totals: %w", err)
+	}
+	query := r.URL.Query()
 	page := keyListPage{
 		Email:   s.account.Email,
 		Plan:    s.account.Plan,
 		Balance: usd(s.account.Balance),
-		Keys:    make([]keyRow, 0, len(keys)),
-		Deleted: r.URL.Query().Has("deleted"),
+		Deleted: query.Has("deleted"),
+		Q:       strings.TrimSpace(query.Get("q")),
+		Status:  query.Get("status"),
+		Sort:    query.Get("sort"),
+		Total:   len(keys),
 	}
+	if !slices.ContainsFunc(keySorts, func(o struct{ Value, Label string }) bool { return o.Value == page.Sort }) {
+		page.Sort = "newest"
+	}
+	switch page.Status {
+	case store.StatusEnabled, store.StatusDisabled, store.StatusExpired:
+	default:
+		page.Status = ""
+	}
+	matching := keys[:0:0]
+	needle := strings.ToLower(page.Q)
 	for _, k := range keys {
+		if page.Status != "" && k.Status(now) != page.Status {
+			continue
+		}
+		if needle != "" && !strings.Contains(strings.ToLower(k.Description+" "+k.Hint+" "+k.ID), needle) {
+			continue
+		}
+		matching = append(matching, k)
+	}
+	sortKeys(matching, page.Sort, totals)
+	page.Matching = len(matching)
+	page.Pages = max(1, (len(matching)+keysPerPage-1)/keysPerPage)
+	page.Page, _ = strconv.Atoi(query.Get("page"))
+	page.Page = min(max(page.Page, 1), page.Pages)
+	link := func(n int) string {
+		v := url.Values{"page": {strconv.Itoa(n)}, "sort": {page.Sort}}
+		if page.Q != "" {
+			v.Set("q", page.Q)
+		}
+		if page.Status != "" {
+			v.Set("status", page.Status)
+		}
+		return "/keys?" + v.Encode()
+	}
+	if page.Page > 1 {
+		page.Prev = link(page.Page - 1)
+	}
+	if page.Page < page.Pages {
+		page.Next = link(page.Page + 1)
+	}
+	saved := query.Get("saved")
+	start := (page.Page - 1) * keysPerPage
+	page.Keys = make([]keyRow, 0, keysPerPage)
+	for _, k := range matching[start:min(start+keysPerPage, len(matching))] {
 		row := keyView(k, now)
+		row.Requests, row.Spend = totals[k.ID].Requests, usd(totals[k.ID].Cost)
 		if saved != "" && k.ID == saved {
 			row.JustSaved = true
 			page.Saved = true
@@ -64,6 +142,37 @@ func (d *Dashboard) listKeys(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	d.render(w, r, http.StatusOK, "keys", s, "API keys", page)
 	return nil
+}
+
+// sortKeys orders keys in place for the list; ties stay newest first.
+func sortKeys(keys []store.Key, by string, totals map[string]store.KeyTotal) {
+	newest := func(a, b store.Key) int { return b.CreatedAt.Compare(a.CreatedAt) }
+	order := map[string]func(a, b store.Key) int{
+		"oldest": func(a, b store.Key) int { return a.CreatedAt.Compare(b.CreatedAt) },
+		"description": func(a, b store.Key) int {
+			return strings.Compare(strings.ToLower(a.Description), strings.ToLower(b.Description))
+		},
+		"last_used": func(a, b store.Key) int {
+			var ta, tb time.Time
+			if a.LastUsedAt != nil {
+				ta = *a.LastUsedAt
+			}
+			if b.LastUsedAt != nil {
+				tb = *b.LastUsedAt
+			}
+			return tb.Compare(ta)
+		},
+		"spend":    func(a, b store.Key) int { return cmp.Compare(totals[b.ID].Cost, totals[a.ID].Cost) },
+		"requests": func(a, b store.Key) int { return cmp.Compare(totals[b.ID].Requests, totals[a.ID].Requests) },
+	}[by]
+	slices.SortStableFunc(keys, func(a, b store.Key) int {
+		if order != nil {
+			if c := order(a, b); c != 0 {
+				return c
+			}
+		}
+		return newest(a, b)
+	})
 }
 
 func keyView(k store.Key, now time.Time) keyRow {

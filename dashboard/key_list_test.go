@@ -2,14 +2,18 @@ package dashboard
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
@@ -101,4 +105,106 @@ func TestKeyListEscapesDescriptions(t *testing.T) {
 	body := e.signedIn(a).get("/keys").Body.String()
 	assert.NotContains(t, body, "<script>")
 	assert.Contains(t, body, "&lt;script&gt;")
+}
+
+func TestTheKeyListSearchesFiltersSortsAndPagesHundredsOfKeys(t *testing.T) {
+	e := newEnv(t)
+	a := e.account("me@example.com", "pro", 0)
+	other := e.account("other@example.com", "pro", 0)
+	e.createKey(other, "svc-theirs")
+	var keys []store.Key
+	for i := range 120 {
+		keys = append(keys, e.createKey(a, fmt.Sprintf("svc-%03d", i)))
+	}
+	ctx := context.Background()
+	for _, i := range []int{3, 4} {
+		off := false
+		_, err := e.st.UpdateKey(ctx, func() store.Key { k := keys[i]; k.Enabled = off; return k }())
+		require.NoError(t, err)
+	}
+	// Spend in the last 30 days: key 7 the most, key 8 a little; key 9's is older.
+	var recs []store.UsageRecord
+	for n, c := range []struct {
+		key  int
+		ago  time.Duration
+		cost money.Nanos
+	}{{7, time.Hour, 3 * money.PerDollar}, {7, 2 * time.Hour, money.PerDollar}, {8, time.Hour, money.PerDollar / 100}, {9, 40 * 24 * time.Hour, 50 * money.PerDollar}} {
+		recs = append(recs, store.UsageRecord{ID: fmt.Sprintf("use_%d", n), KeyID: keys[c.key].ID, AccountID: a.ID, Model: "gpt-4o-mini",
+			Provider: "openai", Cost: c.cost, Status: 200, CreatedAt: e.clock.Now().Add(-c.ago)})
+	}
+	require.NoError(t, e.st.RecordUsage(ctx, recs))
+	b := e.signedIn(a)
+	rows := func(body string) []string {
+		var out []string
+		for _, m := range regexp.MustCompile(`<td data-field="description">([^<]+)</td>`).FindAllStringSubmatch(body, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+
+	first := b.get("/keys").Body.String()
+	got := rows(first)
+	require.Len(t, got, 50, "a page of 50")
+	assert.Equal(t, "svc-119", got[0], "newest first")
+	assert.Contains(t, first, "Page 1 of 3")
+	assert.Contains(t, first, "120 of 120 keys")
+	next := regexp.MustCompile(`href="([^"]+)" rel="next"`).FindStringSubmatch(first)
+	require.NotNil(t, next)
+	second := rows(b.get(strings.ReplaceAll(next[1], "&amp;", "&")).Body.String())
+	require.Len(t, second, 50)
+	assert.Equal(t, "svc-069", second[0], "the next 50")
+	last := rows(b.get("/keys?page=3").Body.String())
+	require.Len(t, last, 20)
+	assert.Equal(t, "svc-000", last[19])
+	assert.Len(t, rows(b.get("/keys?page=99").Body.String()), 20, "past the end: the last page")
+
+	assert.Equal(t, []string{"svc-009", "svc-008", "svc-007", "svc-006", "svc-005", "svc-004", "svc-003", "svc-002", "svc-001", "svc-000"},
+		rows(b.get("/keys?q=SVC-00").Body.String()), "search is over the description, case aside")
+	assert.Equal(t, []string{"svc-042"}, rows(b.get("/keys?q="+keys[42].Hint).Body.String()), "and the key's hint")
+	assert.Equal(t, []string{"svc-004", "svc-003"}, rows(b.get("/keys?status=disabled").Body.String()))
+	none := b.get("/keys?q=nothing-like-it").Body.String()
+	assert.Contains(t, none, `id="no-matching-keys"`)
+	assert.NotContains(t, none, "svc-theirs")
+
+	bySpend := b.get("/keys?sort=spend").Body.String()
+	assert.Equal(t, []string{"svc-007", "svc-008", "svc-119"}, rows(bySpend)[:3], "the most spent in 30 days first; older spend does not count")
+	row := regexp.MustCompile(`(?s)<tr data-key-id="` + keys[7].ID + `".*?</tr>`).FindString(bySpend)
+	assert.Contains(t, row, `<td data-field="requests" class="number">2</td>`)
+	assert.Contains(t, row, `<td data-field="spend" class="number">$4.00</td>`)
+	assert.Contains(t, row, `Edit<span class="visually-hidden"> svc-007</span>`, "link text names the key")
+	assert.Equal(t, "svc-000", rows(b.get("/keys?sort=oldest").Body.String())[0])
+	assert.Equal(t, "svc-119", rows(b.get("/keys?sort=bogus").Body.String())[0], "an unknown order is the default")
+}
+
+func TestRotatingAKeyShowsTheNewSecretOnceAndKeepsTheOldOneThroughItsGrace(t *testing.T) {
+	e := newEnv(t)
+	a := e.account("me@example.com", "pro", 0)
+	k := e.createKey(a, "ci")
+	b := e.signedIn(a)
+	confirm := b.get("/keys/" + k.ID + "/rotate")
+	require.Equal(t, http.StatusOK, confirm.Code)
+	assert.Contains(t, confirm.Body.String(), `id="grace-86400"`)
+
+	w := b.post("/keys/"+k.ID+"/rotate", url.Values{"grace": {"86400"}})
+	require.Equal(t, http.StatusSeeOther, w.Code, w.Body.String())
+	shown := b.follow(w)
+	require.Equal(t, http.StatusOK, shown.Code)
+	body := shown.Body.String()
+	assert.Contains(t, body, "Secret rotated")
+	assert.Contains(t, body, "The old secret keeps working until")
+	m := secretRE.FindStringSubmatch(body)
+	require.NotNil(t, m)
+	got, err := e.st.KeyByHash(context.Background(), apikey.HashOf(m[1]))
+	require.NoError(t, err)
+	assert.Equal(t, k.ID, got.ID, "the new secret is the key's")
+	assert.Contains(t, b.get(w.Header().Get("Location")).Body.String(), `id="secret-shown"`, "shown once")
+	entries, err := e.st.ListAudit(context.Background(), a.ID, nil, 10)
+	require.NoError(t, err)
+	require.NotEmpty(t, entries)
+	assert.Equal(t, "key.rotate", entries[0].Action)
+	assert.Equal(t, "user:"+a.ID, entries[0].Actor)
+
+	assert.Equal(t, http.StatusBadRequest, b.post("/keys/"+k.ID+"/rotate", url.Values{"grace": {"99"}}).Code)
+	other := e.signedIn(e.account("other@example.com", "pro", 0))
+	assert.Equal(t, http.StatusNotFound, other.post("/keys/"+k.ID+"/rotate", url.Values{"grace": {"0"}}).Code)
 }

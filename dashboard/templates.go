@@ -29,7 +29,8 @@ type pages struct {
 // parsePages parses every page with the layout; cssURL is where the
 // stylesheet is served. An error names the broken file.
 func parsePages(cssURL, jsURL string) (*pages, error) {
-	funcs := template.FuncMap{"cssURL": func() string { return cssURL }, "jsURL": func() string { return jsURL }}
+	funcs := template.FuncMap{"cssURL": func() string { return cssURL }, "jsURL": func() string { return jsURL },
+		"keySorts": func() any { return keySorts }}
 	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, layoutFile)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: parse %s: %w", layoutFile, err)

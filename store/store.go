@@ -391,6 +391,9 @@ type Store interface {
 	// UsageSummaryOf totals the records q selects, per model (sorted by
 	// model id).
 	UsageSummaryOf(ctx context.Context, q UsageQuery) (UsageSummary, error)
+	// KeyTotals sums the records of an account's query (q.KeyID empty) per
+	// key: requests and cost, keys without records absent.
+	KeyTotals(ctx context.Context, q UsageQuery) (map[string]KeyTotal, error)
 	// UsageTimelineOf is KeyTimeline for any query (q.From and q.To are
 	// required).
 	UsageTimelineOf(ctx context.Context, q UsageQuery, step time.Duration) ([]UsageBucket, error)

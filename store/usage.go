@@ -286,3 +286,39 @@ func (s *sqlStore) UsageTimelineOf(ctx context.Context, q UsageQuery, step time.
 	}
 	return buckets, nil
 }
+
+// KeyTotal is a key's requests and cost over a range.
+type KeyTotal struct {
+	Requests int64
+	Cost     money.Nanos
+}
+
+func (s *sqlStore) KeyTotals(ctx context.Context, q UsageQuery) (map[string]KeyTotal, error) {
+	if q.KeyID != "" {
+		return nil, errors.New("store: key totals: an account's query, not a key's")
+	}
+	where, args, err := q.where()
+	if err != nil {
+		return nil, fmt.Errorf("store: key totals: %w", err)
+	}
+	out := map[string]KeyTotal{}
+	err = s.db.read().queryEach(ctx,
+		`SELECT key_id, COUNT(*), CAST(SUM(cost_nanos) AS BIGINT) FROM usage_records WHERE `+where+` GROUP BY key_id`,
+		args, func(row scanner) error {
+			var (
+				id   string
+				t    KeyTotal
+				cost int64
+			)
+			if err := row.Scan(&id, &t.Requests, &cost); err != nil {
+				return err
+			}
+			t.Cost = money.Nanos(cost)
+			out[id] = t
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("store: key totals: %w", err)
+	}
+	return out, nil
+}

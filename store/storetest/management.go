@@ -364,6 +364,12 @@ func testUsageByAccountAndRange(t *testing.T, s store.Store) {
 	one, err := s.UsageSummaryOf(ctx, store.UsageQuery{KeyID: k1.ID, From: day, To: day.Add(48 * time.Hour)})
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, one.TotalRequests)
+	perKey, err := s.KeyTotals(ctx, q)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]store.KeyTotal{k1.ID: {Requests: 1, Cost: 100}, k2.ID: {Requests: 2, Cost: 201}}, perKey,
+		"per key, that day only, not another account's")
+	_, err = s.KeyTotals(ctx, store.UsageQuery{KeyID: k1.ID})
+	assert.Error(t, err, "an account's query")
 
 	buckets, err := s.UsageTimelineOf(ctx, store.UsageQuery{AccountID: a.ID, From: day, To: day.Add(48 * time.Hour)}, 24*time.Hour)
 	require.NoError(t, err)
