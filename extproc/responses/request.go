@@ -507,7 +507,7 @@ type Resolver func(itemID string) (json.RawMessage, *oaierror.Error)
 // reference needs no index of its own.
 func ItemOf(itemID string) (responseID string, index int, ok bool) {
 	_, rest, found := strings.Cut(itemID, "_")
-	if !found || !(strings.HasPrefix(itemID, "msg_") || strings.HasPrefix(itemID, "fc_")) {
+	if !found || !(strings.HasPrefix(itemID, "msg_") || strings.HasPrefix(itemID, "fc_") || strings.HasPrefix(itemID, "rs_")) {
 		return "", 0, false
 	}
 	i := strings.LastIndexByte(rest, '_')

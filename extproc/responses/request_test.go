@@ -124,6 +124,7 @@ func TestBadRequestsAreRefusedNamingTheParameter(t *testing.T) {
 
 func TestAnItemReferenceIsTheStoredItemItNames(t *testing.T) {
 	stored := map[string]string{
+		"rs_ABC_2":  `{"type":"reasoning","id":"rs_ABC_2","summary":[]}`,
 		"msg_ABC_0": `{"type":"message","id":"msg_ABC_0","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Sure.","annotations":[]}]}`,
 		"fc_ABC_1":  `{"type":"function_call","id":"fc_ABC_1","call_id":"c9","name":"f","arguments":"{}","status":"completed"}`,
 	}
@@ -133,9 +134,9 @@ func TestAnItemReferenceIsTheStoredItemItNames(t *testing.T) {
 		return json.RawMessage(stored[id]), nil
 	}
 	_, chat, _, e := ToChat([]byte(`{"model":"m","input":[{"role":"user","content":"go"},{"type":"item_reference","id":"msg_ABC_0"},
-		{"type":"item_reference","id":"fc_ABC_1"},{"type":"function_call_output","call_id":"c9","output":"done"}]}`), nil, resolve)
+		{"type":"item_reference","id":"fc_ABC_1"},{"type":"item_reference","id":"rs_ABC_2"},{"type":"function_call_output","call_id":"c9","output":"done"}]}`), nil, resolve)
 	require.Nil(t, e)
-	assert.Equal(t, []string{"msg_ABC_0", "fc_ABC_1"}, asked)
+	assert.Equal(t, []string{"msg_ABC_0", "fc_ABC_1", "rs_ABC_2"}, asked)
 	assert.JSONEq(t, `[{"role":"user","content":"go"},
 		{"role":"assistant","content":"Sure.","tool_calls":[{"id":"c9","type":"function","function":{"name":"f","arguments":"{}"}}]},
 		{"role":"tool","tool_call_id":"c9","content":"done"}]`, gjson.GetBytes(chat, "messages").Raw)
@@ -144,7 +145,11 @@ func TestAnItemReferenceIsTheStoredItemItNames(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, "resp_ABC", resp)
 	assert.Equal(t, 1, i)
-	for _, bad := range []string{"", "msg_", "msg_ABC", "rs_ABC_0", "msg_ABC_x", "msg__0", "msg_ABC_-1"} {
+	resp, i, ok = ItemOf("rs_ABC_0") // a relayed reasoning item: found, then left out
+	assert.True(t, ok)
+	assert.Equal(t, "resp_ABC", resp)
+	assert.Equal(t, 0, i)
+	for _, bad := range []string{"", "msg_", "msg_ABC", "item_ABC_0", "msg_ABC_x", "msg__0", "msg_ABC_-1"} {
 		_, _, ok := ItemOf(bad)
 		assert.False(t, ok, bad)
 	}
