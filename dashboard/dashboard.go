@@ -207,5 +207,9 @@ func (d *Dashboard) home(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Dashboard) notFound(w http.ResponseWriter, r *http.Request) {
-	d.renderError(w, r, errNotFound)
+	s, err := d.currentSession(r)
+	if err != nil {
+		s = nil // signed out (or the lookup failed): the page without navigation
+	}
+	d.renderErrorIn(w, r, s, errNotFound)
 }

@@ -301,7 +301,15 @@ func TestUnknownPageIs404(t *testing.T) {
 		w := b.get(path)
 		assert.Equal(t, http.StatusNotFound, w.Code, path)
 		assert.Contains(t, w.Body.String(), "Not found", path)
+		assert.Contains(t, w.Body.String(), `href="/tokens"`, "a signed-in visitor keeps the navigation: %s", path)
 	}
+	other := e.createKey(e.account("other@example.com", "pro", 0), "theirs")
+	w := b.get("/keys/" + other.ID + "/edit")
+	assert.Equal(t, http.StatusNotFound, w.Code, "another account's key")
+	assert.Contains(t, w.Body.String(), `href="/tokens"`, "a page's own 404 too")
+	anon := e.anonymous().get("/nope")
+	assert.Equal(t, http.StatusNotFound, anon.Code)
+	assert.NotContains(t, anon.Body.String(), `href="/tokens"`, "no navigation for a visitor not signed in")
 }
 
 func TestEveryResponseCarriesTheSecurityHeaders(t *testing.T) {

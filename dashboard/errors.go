@@ -48,10 +48,16 @@ type errorPage struct {
 // renderError answers with err's page; an error that is not a pageError is
 // logged with the request and answered with the generic 500 page.
 func (d *Dashboard) renderError(w http.ResponseWriter, r *http.Request, err error) {
+	d.renderErrorIn(w, r, nil, err)
+}
+
+// renderErrorIn is renderError for a signed-in visitor (s nil for none):
+// the page keeps the navigation.
+func (d *Dashboard) renderErrorIn(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	var pe *pageError
 	if !errors.As(err, &pe) {
 		d.log.ErrorContext(r.Context(), "dashboard: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		pe = errInternal
 	}
-	d.render(w, r, pe.status, "error", nil, pe.title, errorPage{Title: pe.title, Message: pe.message})
+	d.render(w, r, pe.status, "error", s, pe.title, errorPage{Title: pe.title, Message: pe.message})
 }

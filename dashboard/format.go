@@ -18,20 +18,41 @@ const (
 	dateLayout = keyopts.DateLayout
 )
 
-// usd formats an amount as US dollars with at least two decimals, and every
-// further non-zero one the amount has: $10.00, $0.15, $0.000004350 → $0.00000435.
+// usd formats an amount as US dollars by one rule everywhere: from $1 up,
+// to the cent ($9.9993316 → $10.00, $1,234.50); below, to four significant
+// digits ($0.15, $0.0006, $0.00043512 → $0.0004351), so that a small cost
+// is never shown as $0.00 nor with nine decimals. Halves round away from
+// zero.
 func usd(n money.Nanos) string {
 	sign := ""
 	if n < 0 {
 		sign = "-"
 		n = -n // a balance never reaches -2^63 nano-dollars
 	}
-	s := n.String()
-	whole, frac, _ := strings.Cut(s, ".")
+	const cent = money.PerDollar / 100
+	if n >= money.PerDollar {
+		cents := (n + cent/2) / cent
+		return sign + "$" + groupThousands(strconv.FormatInt(int64(cents/100), 10)) + fmt.Sprintf(".%02d", cents%100)
+	}
+	if n > 0 {
+		// Keep four significant digits of the nine decimals.
+		digits := len(strconv.FormatInt(int64(n), 10))
+		if digits > 4 {
+			unit := money.Nanos(1)
+			for range digits - 4 {
+				unit *= 10
+			}
+			n = (n + unit/2) / unit * unit
+		}
+	}
+	frac := strings.TrimRight(fmt.Sprintf("%09d", int64(n)), "0")
 	for len(frac) < 2 {
 		frac += "0"
 	}
-	return sign + "$" + groupThousands(whole) + "." + frac
+	if n >= money.PerDollar { // 0.99995… rounded up to a dollar
+		return sign + "$1.00"
+	}
+	return sign + "$0." + frac
 }
 
 // groupThousands puts commas between groups of three digits.

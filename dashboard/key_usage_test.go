@@ -64,10 +64,10 @@ func TestUsagePageShowsTotalsByModelErrorRateAndTimeline(t *testing.T) {
 	require.Equal(t, http.StatusOK, w.Code)
 	body := w.Body.String()
 	assert.Contains(t, body, `id="total-requests">6<`)
-	assert.Contains(t, body, `id="total-cost">$2.000008701<`)
+	assert.Contains(t, body, `id="total-cost">$2.00<`)
 	assert.Contains(t, body, `id="error-rate">33.3%<`)
 	assert.Contains(t, body, `<th scope="row"><code>gpt-4o-mini</code></th><td>3</td><td>30</td><td>15</td><td>$0.0000087</td>`)
-	assert.Contains(t, body, `<th scope="row"><code>o3</code></th><td>3</td><td>30</td><td>15</td><td>$2.000000001</td>`)
+	assert.Contains(t, body, `<th scope="row"><code>o3</code></th><td>3</td><td>30</td><td>15</td><td>$2.00</td>`)
 
 	assert.Contains(t, body, `<svg id="timeline"`)
 	assert.Len(t, barRE.FindAllString(body, -1), 24, "24 hourly bars")
@@ -86,7 +86,7 @@ func TestUsagePageShowsTotalsByModelErrorRateAndTimeline(t *testing.T) {
 		first  string
 		last   string
 	}{
-		{"7d", 7, "Mon 2025-06-09 (UTC): 0 requests", "Sun 2025-06-15 (UTC): 4 requests, 1 error, $2.0000087"},
+		{"7d", 7, "Mon 2025-06-09 (UTC): 0 requests", "Sun 2025-06-15 (UTC): 4 requests, 1 error, $2.00"},
 		{"30d", 30, "Sat 2025-05-17 (UTC): 0 requests", "Sun 2025-06-15 (UTC): 4 requests"},
 		{"bogus", 24, "2025-06-14 15:00–16:00 UTC", "2025-06-15 14:00–15:00 UTC"},
 	}

@@ -30,8 +30,12 @@ func TestASignInSprayKeepsTheHeapFlat(t *testing.T) {
 		wg.Wait()
 	})
 
+	// Unbounded, the attempts would hold 24 hashes at once (456 MiB). Bounded,
+	// two run at once; the rest of the bound is garbage the collector has
+	// not yet taken back (its pacing lets the heap reach about twice what is
+	// live), which a loaded machine stretches: eight hashes in all.
 	const hash = 19 << 20
-	assert.Less(t, grew, int64(6*hash), "the heap grew by %d MiB for %d concurrent sign-ins", grew>>20, attempts)
+	assert.Less(t, grew, int64(8*hash), "the heap grew by %d MiB for %d concurrent sign-ins", grew>>20, attempts)
 	for i, st := range statuses {
 		assert.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, st, "attempt %d: a wrong password, or try again", i)
 	}

@@ -88,7 +88,7 @@ func (d *Dashboard) signedIn(h handler) http.Handler {
 			}
 		}
 		if err := h(w, r, s); err != nil {
-			d.renderError(w, r, err)
+			d.renderErrorIn(w, r, s, err)
 		}
 	})
 }

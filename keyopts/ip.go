@@ -1,6 +1,7 @@
 package keyopts
 
 import (
+	"errors"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -24,19 +25,33 @@ const MaxIPRestrictions = 100
 // "10.0.0.1" and "10.0.0.1/32") are dropped, keeping the first; after that
 // at most MaxIPRestrictions entries may remain. An empty list means no
 // restriction.
+//
+// Every bad entry is reported at once, in one error (the first ten named).
 func ParseIPRestrictions(entries []string) ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(entries))
 	seen := make(map[netip.Prefix]bool, len(entries))
+	var bad []string
 	for i, e := range entries {
 		p, err := parseIPEntry(i, strings.TrimSpace(e))
 		if err != nil {
-			return nil, err
+			if fe := (*FieldError)(nil); errors.As(err, &fe) {
+				bad = append(bad, fe.Message)
+			} else {
+				bad = append(bad, err.Error())
+			}
+			continue
 		}
 		if seen[p] {
 			continue
 		}
 		seen[p] = true
 		out = append(out, p)
+	}
+	switch n := len(bad); {
+	case n > 10:
+		return nil, fieldErr(FieldIPRestrictions, "%s; and %d more", strings.Join(bad[:10], "; "), n-10)
+	case n > 0:
+		return nil, fieldErr(FieldIPRestrictions, "%s", strings.Join(bad, "; "))
 	}
 	if len(out) > MaxIPRestrictions {
 		return nil, fieldErr(FieldIPRestrictions, "has %d distinct entries; at most %d are allowed", len(out), MaxIPRestrictions)

@@ -95,6 +95,9 @@ func TestIPRestrictions(t *testing.T) {
 		{name: "empty entry", in: []string{"10.0.0.1", " "}, wantErr: "ip_restrictions: entry 2 is empty"},
 		{name: "too many", in: many, wantErr: "has 101 distinct entries; at most 100"},
 		{name: "long input is cut in the message", in: []string{strings.Repeat("9", 500)}, wantErr: "…"},
+		{name: "every bad entry at once", in: []string{"10.0.0.300", "10.0.0.1", "example.com", "10.0.0.1/8"},
+			wantErr: `ip_restrictions: "10.0.0.300" is not an IPv4/IPv6 address or CIDR; "example.com" is not an IPv4/IPv6 address or CIDR; "10.0.0.1/8" has host bits set`},
+		{name: "the first ten of many", in: strings.Split("a,b,c,d,e,f,g,h,i,j,k,l", ","), wantErr: `"j" is not an IPv4/IPv6 address or CIDR; and 2 more`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -48,6 +48,17 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   }
 
+  // Times are shown in UTC, the zone usage is counted in; the visitor's
+  // own local time is added beside each.
+  for (const t of document.querySelectorAll("time[datetime]")) {
+    const d = new Date(t.getAttribute("datetime"));
+    if (isNaN(d)) continue;
+    const local = document.createElement("span");
+    local.className = "local";
+    local.textContent = " (" + d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" }) + " local)";
+    t.append(local);
+  }
+
   // A form with errors: its summary takes the focus.
   const summary = document.getElementById("form-errors");
   if (summary) {
