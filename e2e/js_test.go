@@ -36,7 +36,9 @@ func needNode(t *testing.T) string {
 		}
 		t.Skipf("node or npm not installed (%v %v); CI runs the JavaScript client matrix", err, nerr)
 	}
-	if _, err := os.Stat(filepath.Join(jsDir, "node_modules", "openai")); err != nil {
+	_, errClients := os.Stat(filepath.Join(jsDir, "node_modules", "openai"))
+	_, errAxe := os.Stat(filepath.Join(jsDir, "node_modules", "axe-core", "axe.min.js"))
+	if errClients != nil || errAxe != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")

@@ -53,10 +53,26 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const t of document.querySelectorAll("time[datetime]")) {
     const d = new Date(t.getAttribute("datetime"));
     if (isNaN(d)) continue;
+    const text = d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" }) + " local time";
+    if (t.closest("table")) {
+      t.title = (t.title ? t.title + " · " : "") + text; // a table keeps its columns narrow
+      continue;
+    }
     const local = document.createElement("span");
     local.className = "local";
-    local.textContent = " (" + d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" }) + " local)";
+    local.textContent = " (" + text + ")";
     t.append(local);
+  }
+
+  // Each cell knows its column's heading, which a phone's stacked table
+  // shows beside it (see the stylesheet's narrow-screen rules).
+  for (const table of document.querySelectorAll("table")) {
+    const heads = Array.from(table.querySelectorAll("thead th")).map((th) => th.textContent.trim());
+    for (const row of table.querySelectorAll("tbody tr")) {
+      Array.from(row.children).forEach((cell, i) => {
+        if (heads[i]) cell.dataset.label = heads[i];
+      });
+    }
   }
 
   // A form with errors: its summary takes the focus.
