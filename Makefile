@@ -34,6 +34,9 @@ bench: ## the benchmark table (each figure next to its floor, measured in the sa
 	$(GO) test -run '^$$' -bench 'EmptyUnaryCall|NonStreamed|Streamed100' -benchmem -benchtime $(BENCHTIME) ./bench/
 	$(GO) test -run '^$$' -bench StreamEvent -benchmem ./extproc/provider/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./ratelimit/
+	@# The dashboard's usage view of the busiest key over a million records on
+	@# PostgreSQL (TOLLGATE_BENCH_RECORDS=10000000 for ten million).
+	$(GO) test -run '^$$' -bench KeyUsageViewAtScale -benchtime 20x ./store/
 
 FUZZTIME ?= 1m
 FUZZ_TARGETS = \

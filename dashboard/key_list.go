@@ -73,7 +73,10 @@ func (d *Dashboard) listKeys(w http.ResponseWriter, r *http.Request, s *session)
 		return fmt.Errorf("list keys: %w", err)
 	}
 	now := d.now()
-	totals, err := d.store.KeyTotals(r.Context(), store.UsageQuery{AccountID: s.account.ID, From: now.Add(-30 * 24 * time.Hour), To: now})
+	// The 30 days up to the end of this hour: whole hours, read from the
+	// hourly rollups whatever the number of records.
+	to := now.UTC().Truncate(time.Hour).Add(time.Hour)
+	totals, err := d.store.KeyTotals(r.Context(), store.UsageQuery{AccountID: s.account.ID, From: to.Add(-30 * 24 * time.Hour), To: to})
 	if err != nil {
 		return fmt.Errorf("key totals: %w", err)
 	}

@@ -88,6 +88,7 @@ func TestUsagePageShowsTotalsByModelErrorRateAndTimeline(t *testing.T) {
 	}{
 		{"7d", 7, "Mon 2025-06-09 (UTC): 0 requests", "Sun 2025-06-15 (UTC): 4 requests, 1 error, $2.00"},
 		{"30d", 30, "Sat 2025-05-17 (UTC): 0 requests", "Sun 2025-06-15 (UTC): 4 requests"},
+		{"90d", 90, "Tue 2025-03-18 (UTC): 0 requests", "Sun 2025-06-15 (UTC): 4 requests"},
 		{"bogus", 24, "2025-06-14 15:00–16:00 UTC", "2025-06-15 14:00–15:00 UTC"},
 	}
 	for _, tt := range tests {

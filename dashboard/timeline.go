@@ -28,6 +28,7 @@ var timelineWindows = []timelineWindow{
 	{Name: "24h", Label: "24 hours", span: day, step: time.Hour, tick: 3, format: "15:04"},
 	{Name: "7d", Label: "7 days", span: 7 * day, step: day, tick: 1, format: "Jan 2"},
 	{Name: "30d", Label: "30 days", span: 30 * day, step: day, tick: 5, format: "Jan 2"},
+	{Name: "90d", Label: "90 days", span: 90 * day, step: day, tick: 15, format: "Jan 2"},
 }
 
 // windowNamed returns the window called name, or the default one.

@@ -265,8 +265,11 @@ type Store interface {
 	TouchKeys(ctx context.Context, lastUsed map[string]time.Time) error
 
 	// RecordUsage writes the records, debits each account by each record's
-	// cost and releases each record's reservation (if it still exists), all
-	// in one transaction. A record whose ID is already stored is skipped
+	// cost, releases each record's reservation (if it still exists) and adds
+	// each record to its key's, model's and hour's rollup, all in one
+	// transaction. Usage reads over whole hours (UsageSummaryOf,
+	// UsageTimelineOf, KeyTotals, KeyUsage) then read the rollups, others
+	// the records. A record whose ID is already stored is skipped
 	// together with its debit and its release, so a retried batch never
 	// charges or releases twice.
 	RecordUsage(ctx context.Context, records []UsageRecord) error

@@ -32,6 +32,7 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 		changes := accountChanges{}
 		var reservations []string
 		leases := map[string]money.Nanos{}
+		rollups := rollupBatch{}
 		for _, r := range sorted {
 			created := now
 			if !r.CreatedAt.IsZero() {
@@ -51,9 +52,10 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 			if err != nil {
 				return fmt.Errorf("record %s: %w", r.ID, err)
 			}
-			if n == 0 { // stored before: already charged and released
+			if n == 0 { // stored before: already charged, released and rolled up
 				continue
 			}
+			rollups.add(r, created)
 			changes.debit(r.AccountID, r.Cost)
 			if r.ReservationID != "" {
 				reservations = append(reservations, r.ReservationID)
@@ -78,12 +80,94 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 				return err
 			}
 		}
-		return changes.apply(ctx, q)
+		if err := changes.apply(ctx, q); err != nil {
+			return err
+		}
+		return rollups.write(ctx, q)
 	})
 	if err != nil {
 		return fmt.Errorf("store: record usage: %w", err)
 	}
 	return nil
+}
+
+// rollupKey names a row of usage_rollups.
+type rollupKey struct {
+	keyID, model string
+	hour         time.Time
+}
+
+// rollup is what a batch adds to one row.
+type rollup struct {
+	accountID                                   string
+	requests, errors, prompt, completion, costs int64
+}
+
+// rollupBatch is what one RecordUsage adds to usage_rollups.
+type rollupBatch map[rollupKey]*rollup
+
+// add counts a newly stored record in its key's, model's and hour's row.
+func (b rollupBatch) add(r UsageRecord, created time.Time) {
+	k := rollupKey{r.KeyID, r.Model, created.UTC().Truncate(time.Hour)}
+	ro := b[k]
+	if ro == nil {
+		ro = &rollup{accountID: r.AccountID}
+		b[k] = ro
+	}
+	ro.requests++
+	if r.Status >= 400 {
+		ro.errors++
+	}
+	ro.prompt += r.PromptTokens
+	ro.completion += r.CompletionTokens
+	ro.costs += int64(r.Cost)
+}
+
+// write adds the batch to usage_rollups, in key order (concurrent batches
+// lock the rows they share in the same order).
+func (b rollupBatch) write(ctx context.Context, q querier) error {
+	keys := slices.SortedFunc(maps.Keys(b), func(x, y rollupKey) int {
+		return cmp.Or(cmp.Compare(x.keyID, y.keyID), cmp.Compare(x.model, y.model), x.hour.Compare(y.hour))
+	})
+	for _, k := range keys {
+		ro := b[k]
+		if _, err := q.exec(ctx,
+			`INSERT INTO usage_rollups (key_id, model, hour, account_id, requests, error_requests, prompt_tokens, completion_tokens, cost_nanos)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			ON CONFLICT (key_id, model, hour) DO UPDATE SET
+				requests = usage_rollups.requests + excluded.requests,
+				error_requests = usage_rollups.error_requests + excluded.error_requests,
+				prompt_tokens = usage_rollups.prompt_tokens + excluded.prompt_tokens,
+				completion_tokens = usage_rollups.completion_tokens + excluded.completion_tokens,
+				cost_nanos = usage_rollups.cost_nanos + excluded.cost_nanos`,
+			k.keyID, k.model, dbTime(k.hour), ro.accountID, ro.requests, ro.errors, ro.prompt, ro.completion, ro.costs); err != nil {
+			return fmt.Errorf("roll up %s %s %v: %w", k.keyID, k.model, k.hour, err)
+		}
+	}
+	return nil
+}
+
+// usageSource is where a usage query reads: the records themselves, or
+// their hourly rollups when its range is whole hours.
+type usageSource struct {
+	table, at, requests, errors string
+}
+
+var (
+	recordsSource = usageSource{table: "usage_records", at: "created_at",
+		requests: "COUNT(*)", errors: "SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END)"}
+	rollupsSource = usageSource{table: "usage_rollups", at: "hour",
+		requests: "SUM(requests)", errors: "SUM(error_requests)"}
+)
+
+// source picks the rollups for a query over whole hours (or no range) in
+// steps of whole hours (0: no steps), the records otherwise.
+func (q UsageQuery) source(step time.Duration) usageSource {
+	whole := func(t time.Time) bool { return t.Equal(t.Truncate(time.Hour)) }
+	if step%time.Hour == 0 && (q.To.IsZero() || whole(q.From) && whole(q.To)) {
+		return rollupsSource
+	}
+	return recordsSource
 }
 
 // UsageQuery selects usage records: one key's, or (KeyID empty) one
@@ -94,7 +178,10 @@ type UsageQuery struct {
 }
 
 // where is the query's WHERE clause, its arguments numbered from $1.
-func (q UsageQuery) where() (string, []any, error) {
+func (q UsageQuery) where() (string, []any, error) { return q.whereOn("created_at") }
+
+// whereOn is where with the time column at.
+func (q UsageQuery) whereOn(at string) (string, []any, error) {
 	var clause string
 	var args []any
 	switch {
@@ -109,7 +196,7 @@ func (q UsageQuery) where() (string, []any, error) {
 		if !q.From.Before(q.To) {
 			return "", nil, fmt.Errorf("from %v is not before to %v", q.From, q.To)
 		}
-		clause += ` AND created_at >= $2 AND created_at < $3`
+		clause += ` AND ` + at + ` >= $2 AND ` + at + ` < $3`
 		args = append(args, dbTime(q.From), dbTime(q.To))
 	}
 	return clause, args, nil
@@ -170,19 +257,20 @@ func (s *sqlStore) KeyUsage(ctx context.Context, keyID string) (UsageSummary, er
 }
 
 func (s *sqlStore) UsageSummaryOf(ctx context.Context, q UsageQuery) (UsageSummary, error) {
-	where, args, err := q.where()
+	src := q.source(0)
+	where, args, err := q.whereOn(src.at)
 	if err != nil {
 		return UsageSummary{}, fmt.Errorf("store: usage summary: %w", err)
 	}
 	sum := UsageSummary{ByModel: []ModelUsage{}}
 	err = s.db.read().queryEach(ctx,
 		`SELECT model,
-			COUNT(*),
-			CAST(SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS BIGINT),
+			CAST(`+src.requests+` AS BIGINT),
+			CAST(`+src.errors+` AS BIGINT),
 			CAST(SUM(prompt_tokens) AS BIGINT),
 			CAST(SUM(completion_tokens) AS BIGINT),
 			CAST(SUM(cost_nanos) AS BIGINT)
-		FROM usage_records
+		FROM `+src.table+`
 		WHERE `+where+`
 		GROUP BY model
 		ORDER BY model`,
@@ -246,23 +334,25 @@ func (s *sqlStore) UsageTimelineOf(ctx context.Context, q UsageQuery, step time.
 		buckets[i].Start = from.Add(time.Duration(i) * step)
 	}
 
-	where, args, err := q.where()
+	src := q.source(step)
+	where, args, err := q.whereOn(src.at)
 	if err != nil {
 		return nil, fmt.Errorf("store: key timeline: %w", err)
 	}
 	n0 := len(args)
-	at := s.db.unixMicros("created_at")
+	at := s.db.unixMicros(src.at)
+	requests, errs := src.requests, src.errors
 	err = s.db.read().queryEach(ctx,
 		`SELECT bucket,
-			COUNT(*),
-			CAST(SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS BIGINT),
+			CAST(`+requests+` AS BIGINT),
+			CAST(`+errs+` AS BIGINT),
 			CAST(SUM(prompt_tokens) AS BIGINT),
 			CAST(SUM(completion_tokens) AS BIGINT),
 			CAST(SUM(cost_nanos) AS BIGINT)
 		FROM (
 			SELECT (`+at+` - CAST($`+strconv.Itoa(n0+1)+` AS BIGINT)) / CAST($`+strconv.Itoa(n0+2)+` AS BIGINT) AS bucket,
-				status, prompt_tokens, completion_tokens, cost_nanos
-			FROM usage_records
+				*
+			FROM `+src.table+`
 			WHERE `+where+`
 		) AS r
 		GROUP BY bucket`,
@@ -297,13 +387,14 @@ func (s *sqlStore) KeyTotals(ctx context.Context, q UsageQuery) (map[string]KeyT
 	if q.KeyID != "" {
 		return nil, errors.New("store: key totals: an account's query, not a key's")
 	}
-	where, args, err := q.where()
+	src := q.source(0)
+	where, args, err := q.whereOn(src.at)
 	if err != nil {
 		return nil, fmt.Errorf("store: key totals: %w", err)
 	}
 	out := map[string]KeyTotal{}
 	err = s.db.read().queryEach(ctx,
-		`SELECT key_id, COUNT(*), CAST(SUM(cost_nanos) AS BIGINT) FROM usage_records WHERE `+where+` GROUP BY key_id`,
+		`SELECT key_id, CAST(`+src.requests+` AS BIGINT), CAST(SUM(cost_nanos) AS BIGINT) FROM `+src.table+` WHERE `+where+` GROUP BY key_id`,
 		args, func(row scanner) error {
 			var (
 				id   string

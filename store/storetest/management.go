@@ -3,6 +3,7 @@ package storetest
 import (
 	"crypto/rand"
 	"fmt"
+	mrand "math/rand/v2"
 	"testing"
 	"time"
 
@@ -30,6 +31,109 @@ var managementTests = []struct {
 	{"RotateKeyKeepsTheOldSecretThroughItsGraceOnly", testRotateKey},
 	{"OpeningBalancesAndCreditsAreRecordedWithTheBalanceTheyLeft", testBalanceChanges},
 	{"ResponsesAreKeptPerAccountUntilTheyExpire", testStoredResponses},
+	{"RollupsEqualAFreshAggregationOfTheRecords", testRollupsEqualTheRecords},
+}
+
+// testRollupsEqualTheRecords writes random records in random batches (some
+// sent twice, as a retried batch is) and checks every usage read — over
+// whole hours, from the rollups, and over other ranges, from the records —
+// against a sum made here from the records themselves.
+func testRollupsEqualTheRecords(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 1000*money.PerDollar)
+	var keys []store.Key
+	for range 3 {
+		k, _ := newKey(t, s, a.ID, store.Key{})
+		keys = append(keys, k)
+	}
+	rng := mrand.New(mrand.NewPCG(7, 11))
+	day := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
+	var all []store.UsageRecord
+	for i := range 400 {
+		k := keys[rng.IntN(len(keys))]
+		r := store.UsageRecord{ID: fmt.Sprintf("use_%04d", i), KeyID: k.ID, AccountID: a.ID, Model: []string{"gpt-4o", "o3"}[rng.IntN(2)],
+			Provider: "openai", PromptTokens: rng.Int64N(1000), CompletionTokens: rng.Int64N(500), Cost: money.Nanos(rng.Int64N(50_000)),
+			Status:    []int{200, 200, 200, 429, 500}[rng.IntN(5)],
+			CreatedAt: day.Add(time.Duration(rng.Int64N(int64(72 * time.Hour)))).Truncate(time.Microsecond)}
+		all = append(all, r)
+	}
+	for i := 0; i < len(all); {
+		n := 1 + rng.IntN(40)
+		batch := all[i:min(i+n, len(all))]
+		require.NoError(t, s.RecordUsage(ctx, batch))
+		if rng.IntN(3) == 0 {
+			require.NoError(t, s.RecordUsage(ctx, batch), "a retried batch adds nothing")
+		}
+		i += n
+	}
+	// The sums, made here.
+	sum := func(keyID string, from, to time.Time) (store.UsageBucket, map[string]int64) {
+		var b store.UsageBucket
+		byModel := map[string]int64{}
+		for _, r := range all {
+			if r.KeyID != keyID || r.CreatedAt.Before(from) || !r.CreatedAt.Before(to) {
+				continue
+			}
+			b.Requests++
+			if r.Status >= 400 {
+				b.ErrorRequests++
+			}
+			b.PromptTokens += r.PromptTokens
+			b.CompletionTokens += r.CompletionTokens
+			b.Cost += r.Cost
+			byModel[r.Model]++
+		}
+		return b, byModel
+	}
+	forever := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, k := range keys {
+		want, byModel := sum(k.ID, time.Time{}, forever)
+		got, err := s.KeyUsage(ctx, k.ID)
+		require.NoError(t, err)
+		assert.Equal(t, want.Requests, got.TotalRequests)
+		assert.Equal(t, want.ErrorRequests, got.ErrorRequests)
+		assert.Equal(t, want.PromptTokens, got.PromptTokens)
+		assert.Equal(t, want.CompletionTokens, got.CompletionTokens)
+		assert.Equal(t, want.Cost, got.Cost)
+		for _, m := range got.ByModel {
+			assert.Equal(t, byModel[m.Model], m.Requests, m.Model)
+		}
+		// Whole hours (the rollups) and a range that is not (the records),
+		// in hourly, daily and 90-minute steps.
+		for _, c := range []struct {
+			from, to time.Time
+			step     time.Duration
+		}{
+			{day, day.Add(72 * time.Hour), time.Hour},
+			{day, day.Add(72 * time.Hour), 24 * time.Hour},
+			{day.Add(5 * time.Hour), day.Add(29 * time.Hour), 3 * time.Hour},
+			{day.Add(7 * time.Minute), day.Add(50 * time.Hour), time.Hour},
+			{day, day.Add(48 * time.Hour), 90 * time.Minute},
+		} {
+			buckets, err := s.KeyTimeline(ctx, k.ID, c.from, c.to, c.step)
+			require.NoError(t, err)
+			for _, b := range buckets {
+				end := b.Start.Add(c.step)
+				if end.After(c.to) {
+					end = c.to
+				}
+				want, _ := sum(k.ID, b.Start, end)
+				want.Start = b.Start
+				require.Equal(t, want, b, "key %s, %v–%v in steps of %v", k.ID, c.from, c.to, c.step)
+			}
+			total, err := s.UsageSummaryOf(ctx, store.UsageQuery{KeyID: k.ID, From: c.from, To: c.to})
+			require.NoError(t, err)
+			want, _ := sum(k.ID, c.from, c.to)
+			assert.Equal(t, want.Requests, total.TotalRequests)
+			assert.Equal(t, want.Cost, total.Cost)
+		}
+	}
+	totals, err := s.KeyTotals(ctx, store.UsageQuery{AccountID: a.ID, From: day, To: day.Add(24 * time.Hour)})
+	require.NoError(t, err)
+	for _, k := range keys {
+		want, _ := sum(k.ID, day, day.Add(24*time.Hour))
+		assert.Equal(t, store.KeyTotal{Requests: want.Requests, Cost: want.Cost}, totals[k.ID])
+	}
 }
 
 func testStoredResponses(t *testing.T, s store.Store) {
