@@ -3,6 +3,9 @@ package dashboard
 import (
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
+	"time"
 
 	"github.com/tollgate/tollgate/store"
 )
@@ -22,7 +25,28 @@ type keyUsagePage struct {
 	Windows          []windowLink
 	Chart            chart
 	Buckets          []bucketRow
+	// Over the window: failures by status and code, and the latency and
+	// time to first token of its latest requests (at most latencySample).
+	Errors       []errorRow
+	Latency      latencyStats
+	LatencyCount string
 }
+
+// errorRow is one status and code of the errors table.
+type errorRow struct {
+	Status int
+	Code   string
+	Count  string
+}
+
+// latencyStats are percentiles, formatted ("" when there is nothing).
+type latencyStats struct {
+	P50, P95, TTFTP50, TTFTP95 string
+}
+
+// latencySample bounds how many of a window's latest requests the latency
+// figures read: the records themselves, not the rollups.
+const latencySample = 2000
 
 // modelUsageRow is one model's line of the usage table.
 type modelUsageRow struct {
@@ -73,8 +97,57 @@ func (d *Dashboard) keyUsage(w http.ResponseWriter, r *http.Request, s *session)
 		page.Windows = append(page.Windows, windowLink{Name: o.Name, Label: o.Label, Current: o.Name == win.Name})
 	}
 	page.Chart, page.Buckets = drawTimeline(win, buckets)
+	q := store.UsageQuery{KeyID: k.ID, From: from, To: to}
+	errs, err := d.store.UsageErrorsOf(ctx, q)
+	if err != nil {
+		return fmt.Errorf("key errors: %w", err)
+	}
+	for _, e := range errs {
+		code := e.Code
+		if code == "" {
+			code = "—"
+		}
+		page.Errors = append(page.Errors, errorRow{Status: e.Status, Code: code, Count: count(e.Count)})
+	}
+	recent, err := d.store.UsageRecordsOf(ctx, q, nil, latencySample)
+	if err != nil {
+		return fmt.Errorf("key latency: %w", err)
+	}
+	page.Latency, page.LatencyCount = latencyOf(recent), count(int64(len(recent)))
 	d.render(w, r, http.StatusOK, "key_usage", s, "Usage of "+k.Description, page)
 	return nil
+}
+
+// latencyOf is the p50 and p95 of the answered requests' latency and time
+// to first token (nearest rank).
+func latencyOf(recs []store.UsageRecord) latencyStats {
+	var lat, ttft []time.Duration
+	for _, r := range recs {
+		if r.Status >= 400 {
+			continue
+		}
+		lat = append(lat, r.Latency)
+		if r.TTFT > 0 {
+			ttft = append(ttft, r.TTFT)
+		}
+	}
+	pct := func(ds []time.Duration, p int) string {
+		if len(ds) == 0 {
+			return ""
+		}
+		slices.Sort(ds)
+		i := (p*len(ds)+99)/100 - 1
+		return msLabel(ds[max(i, 0)])
+	}
+	return latencyStats{P50: pct(lat, 50), P95: pct(lat, 95), TTFTP50: pct(ttft, 50), TTFTP95: pct(ttft, 95)}
+}
+
+// msLabel shows a duration in milliseconds (seconds from 10 s up).
+func msLabel(d time.Duration) string {
+	if d >= 10*time.Second {
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
 }
 
 func modelUsageRows(ms []store.ModelUsage) []modelUsageRow {

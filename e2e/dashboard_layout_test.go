@@ -67,7 +67,7 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#sign-in")),
 		chromedp.WaitVisible(chromedp.CSS("#create-key")),
 	)
-	pages := []string{"/keys", "/keys/new", "/keys/" + keyID, "/keys/" + keyID + "/edit", "/keys/" + keyID + "/rotate",
+	pages := []string{"/keys", "/keys/new", "/keys/" + keyID, "/keys/" + keyID + "/requests", "/usage", "/keys/" + keyID + "/edit", "/keys/" + keyID + "/rotate",
 		"/keys/" + keyID + "/delete", "/models", "/tokens", "/activity", "/no-such-page"}
 	for _, width := range []int64{1280, 390} {
 		do(fmt.Sprintf("a %d px wide window", width), chromedp.EmulateViewport(width, 844))

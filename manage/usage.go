@@ -269,7 +269,7 @@ func (s *Service) usageRecords(w http.ResponseWriter, r *http.Request, a Actor) 
 		return err
 	}
 	if r.URL.Query().Get("format") == "csv" {
-		return s.usageCSV(w, r, a, req)
+		return s.UsageCSV(w, r, a, req)
 	}
 	limit, err := limitOf(r)
 	if err != nil {
@@ -290,9 +290,9 @@ func (s *Service) usageRecords(w http.ResponseWriter, r *http.Request, a Actor) 
 var csvHeader = []string{"id", "created_at", "key_id", "account_id", "model", "provider", "deployment", "status", "error_code",
 	"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "cost_usd", "estimated", "latency_ms", "attempts", "request_id"}
 
-// usageCSV writes every record of the range, newest first, as CSV, read
+// UsageCSV writes every record of the range, newest first, as CSV, read
 // from the store a page at a time.
-func (s *Service) usageCSV(w http.ResponseWriter, r *http.Request, a Actor, req UsageRequest) error {
+func (s *Service) UsageCSV(w http.ResponseWriter, r *http.Request, a Actor, req UsageRequest) error {
 	ctx := r.Context()
 	q, err := s.usageQuery(ctx, a, req)
 	if err != nil {

@@ -394,6 +394,9 @@ type Store interface {
 	// UsageSummaryOf totals the records q selects, per model (sorted by
 	// model id).
 	UsageSummaryOf(ctx context.Context, q UsageQuery) (UsageSummary, error)
+	// UsageErrorsOf counts the failed records (status 400 and above) q
+	// selects, by status and error code, most frequent first.
+	UsageErrorsOf(ctx context.Context, q UsageQuery) ([]ErrorCount, error)
 	// KeyTotals sums the records of an account's query (q.KeyID empty) per
 	// key: requests and cost, keys without records absent.
 	KeyTotals(ctx context.Context, q UsageQuery) (map[string]KeyTotal, error)

@@ -164,18 +164,29 @@ var (
 // steps of whole hours (0: no steps), the records otherwise.
 func (q UsageQuery) source(step time.Duration) usageSource {
 	whole := func(t time.Time) bool { return t.Equal(t.Truncate(time.Hour)) }
-	if step%time.Hour == 0 && (q.To.IsZero() || whole(q.From) && whole(q.To)) {
+	if q.Outcome == "" && step%time.Hour == 0 && (q.To.IsZero() || whole(q.From) && whole(q.To)) {
 		return rollupsSource
 	}
 	return recordsSource
 }
 
 // UsageQuery selects usage records: one key's, or (KeyID empty) one
-// account's; in [From, To) when To is set.
+// account's; in [From, To) when To is set; of one model when Model is set;
+// and by outcome when Outcome is set.
 type UsageQuery struct {
 	KeyID, AccountID string
 	From, To         time.Time
+	Model            string
+	// Outcome is "" (every record), OutcomeOK (status below 400) or
+	// OutcomeError (400 and above).
+	Outcome string
 }
+
+// Outcomes a UsageQuery may select.
+const (
+	OutcomeOK    = "ok"
+	OutcomeError = "error"
+)
 
 // where is the query's WHERE clause, its arguments numbered from $1.
 func (q UsageQuery) where() (string, []any, error) { return q.whereOn("created_at") }
@@ -198,6 +209,19 @@ func (q UsageQuery) whereOn(at string) (string, []any, error) {
 		}
 		clause += ` AND ` + at + ` >= $2 AND ` + at + ` < $3`
 		args = append(args, dbTime(q.From), dbTime(q.To))
+	}
+	if q.Model != "" {
+		args = append(args, q.Model)
+		clause += ` AND model = $` + strconv.Itoa(len(args))
+	}
+	switch q.Outcome {
+	case "":
+	case OutcomeOK:
+		clause += ` AND status < 400`
+	case OutcomeError:
+		clause += ` AND status >= 400`
+	default:
+		return "", nil, fmt.Errorf("unknown outcome %q", q.Outcome)
 	}
 	return clause, args, nil
 }
@@ -410,6 +434,39 @@ func (s *sqlStore) KeyTotals(ctx context.Context, q UsageQuery) (map[string]KeyT
 		})
 	if err != nil {
 		return nil, fmt.Errorf("store: key totals: %w", err)
+	}
+	return out, nil
+}
+
+// ErrorCount is how many of a query's records failed with one status and
+// error code.
+type ErrorCount struct {
+	Status int
+	Code   string
+	Count  int64
+}
+
+func (s *sqlStore) UsageErrorsOf(ctx context.Context, q UsageQuery) ([]ErrorCount, error) {
+	q.Outcome = OutcomeError
+	where, args, err := q.where()
+	if err != nil {
+		return nil, fmt.Errorf("store: usage errors: %w", err)
+	}
+	out := []ErrorCount{}
+	err = s.db.read().queryEach(ctx,
+		`SELECT status, error_code, COUNT(*) FROM usage_records WHERE `+where+` GROUP BY status, error_code ORDER BY COUNT(*) DESC, status, error_code`,
+		args, func(row scanner) error {
+			var e ErrorCount
+			var st int64
+			if err := row.Scan(&st, &e.Code, &e.Count); err != nil {
+				return err
+			}
+			e.Status = int(st)
+			out = append(out, e)
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("store: usage errors: %w", err)
 	}
 	return out, nil
 }

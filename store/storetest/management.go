@@ -32,6 +32,52 @@ var managementTests = []struct {
 	{"OpeningBalancesAndCreditsAreRecordedWithTheBalanceTheyLeft", testBalanceChanges},
 	{"ResponsesAreKeptPerAccountUntilTheyExpire", testStoredResponses},
 	{"RollupsEqualAFreshAggregationOfTheRecords", testRollupsEqualTheRecords},
+	{"UsageIsFilteredByModelAndOutcomeAndErrorsCounted", testUsageFiltersAndErrors},
+}
+
+func testUsageFiltersAndErrors(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", money.PerDollar)
+	k, _ := newKey(t, s, a.ID, store.Key{})
+	day := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	var recs []store.UsageRecord
+	for i, c := range []struct {
+		model  string
+		status int
+		code   string
+	}{{"gpt-4o", 200, ""}, {"gpt-4o", 429, "rate_limit_exceeded"}, {"o3", 200, ""}, {"o3", 502, "upstream_error"},
+		{"gpt-4o", 429, "rate_limit_exceeded"}, {"o3", 400, "invalid_request"}} {
+		r := timelineRecord(fmt.Sprintf("use_f%d", i), k, day.Add(time.Duration(i)*time.Minute), c.status, 10, 5, 100)
+		r.Model, r.ErrorCode = c.model, c.code
+		recs = append(recs, r)
+	}
+	require.NoError(t, s.RecordUsage(ctx, recs))
+	q := store.UsageQuery{KeyID: k.ID, From: day, To: day.Add(time.Hour)}
+
+	errs, err := s.UsageErrorsOf(ctx, q)
+	require.NoError(t, err)
+	assert.Equal(t, []store.ErrorCount{{429, "rate_limit_exceeded", 2}, {400, "invalid_request", 1}, {502, "upstream_error", 1}}, errs,
+		"most frequent first, then by status")
+	onlyO3 := q
+	onlyO3.Model = "o3"
+	got, err := s.UsageRecordsOf(ctx, onlyO3, nil, 10)
+	require.NoError(t, err)
+	assert.Len(t, got, 3)
+	failed := q
+	failed.Outcome = store.OutcomeError
+	got, err = s.UsageRecordsOf(ctx, failed, nil, 10)
+	require.NoError(t, err)
+	assert.Len(t, got, 4)
+	ok := q
+	ok.Outcome, ok.From, ok.To = store.OutcomeOK, day, day.Add(time.Hour) // whole hours, but by outcome: the records
+	sum, err := s.UsageSummaryOf(ctx, ok)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, sum.TotalRequests)
+	assert.Zero(t, sum.ErrorRequests)
+	bad := q
+	bad.Outcome = "maybe"
+	_, err = s.UsageRecordsOf(ctx, bad, nil, 10)
+	assert.Error(t, err)
 }
 
 // testRollupsEqualTheRecords writes random records in random batches (some
