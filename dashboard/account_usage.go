@@ -93,7 +93,9 @@ func (d *Dashboard) accountUsage(w http.ResponseWriter, r *http.Request, s *sess
 		page.TopKeys = append(page.TopKeys, topRow{ID: id, Name: name, Requests: count(totals[id].Requests), Cost: usd(totals[id].Cost)})
 	}
 	models := slices.Clone(sum.ByModel)
-	slices.SortFunc(models, func(a, b store.ModelUsage) int { return cmp.Or(cmp.Compare(b.Cost, a.Cost), cmp.Compare(a.Model, b.Model)) })
+	slices.SortFunc(models, func(a, b store.ModelUsage) int {
+		return cmp.Or(cmp.Compare(b.Cost, a.Cost), cmp.Compare(a.Model, b.Model))
+	})
 	for _, m := range models[:min(len(models), 10)] {
 		name := m.Model
 		if name == "" {

@@ -18,8 +18,8 @@ const requestsPerPage = 50
 
 type requestRow struct {
 	When, Model, Status, Code, Tokens, Cost, Latency, TTFT, RequestID string
-	Failed                                                             bool
-	Attempts                                                           int
+	Failed                                                            bool
+	Attempts                                                          int
 }
 
 type requestLogPage struct {
