@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/keyopts"
 )
 
 var secretRE = regexp.MustCompile(`<code id="secret">([^<]+)</code>`)
@@ -211,3 +213,24 @@ func TestCreateFormKeepsEveryValueWhenOneIsInvalid(t *testing.T) {
 
 // htmlEscape is how html/template writes a message's quotes.
 func htmlEscape(s string) string { return strings.ReplaceAll(s, `"`, "&#34;") }
+
+func TestFormErrorsAreSentencesThatNameTheField(t *testing.T) {
+	for _, c := range []struct{ field, msg, want string }{
+		{keyopts.FieldRateLimitRPM, `must be at most 1000000 requests per minute; got 2000000`, `Rate Limit must be at most 1000000 requests per minute; got 2000000.`},
+		{keyopts.FieldRateLimitRPM, `"abc" is not a whole number or "off"`, `Rate Limit: "abc" is not a whole number or Off.`},
+		{keyopts.FieldExpiresAt, `"2020-01-01" has already ended (dates are whole days in UTC); pick a later date or "never"`,
+			`Expires At: "2020-01-01" has already ended (dates are whole days in UTC); pick a later date or Never.`},
+		{keyopts.FieldIPRestrictions, `"10.0.0.1/8" has host bits set; did you mean "10.0.0.0/8"?`, `IP Restrictions: "10.0.0.1/8" has host bits set; did you mean "10.0.0.0/8"?`},
+		{keyopts.FieldDescription, "is 300 characters long; at most 200 are allowed", "Description is 300 characters long; at most 200 are allowed."},
+	} {
+		assert.Equal(t, c.want, sentence(c.field, c.msg))
+	}
+	e := newEnv(t)
+	b := e.signedIn(e.account("me@example.com", "pro", 0))
+	w := b.post("/keys", url.Values{"description": {"ci"}, "rate_limit": {"custom"}, "rate_limit_rpm": {"0"},
+		"ip_restrictions": {"10.0.0.300, example.com"}, "enabled": {"on"}})
+	require.Equal(t, http.StatusUnprocessableEntity, w.Code)
+	body := html.UnescapeString(w.Body.String())
+	assert.Contains(t, body, "Rate Limit must be at least 1 request per minute, or choose Off; got 0.")
+	assert.Contains(t, body, `IP Restrictions: "10.0.0.300" is not an IPv4/IPv6 address or CIDR; "example.com" is not an IPv4/IPv6 address or CIDR.`, "every bad entry")
+}

@@ -222,7 +222,7 @@ func (d *Dashboard) checkKey(cfg *config.Config, a store.Account, base *store.Ke
 	case errors.As(err, &kerrs):
 		for _, e := range kerrs {
 			if errs[e.Field] == "" {
-				errs[e.Field] = e.Message
+				errs[e.Field] = sentence(e.Field, e.Message)
 			}
 		}
 	case err != nil:
@@ -315,4 +315,34 @@ func modelChoices(cfg *config.Config, planName string, f keyForm) []modelChoice 
 		}
 	}
 	return out
+}
+
+// fieldLabels are the form's names for keyopts' fields.
+var fieldLabels = map[string]string{
+	keyopts.FieldDescription:    "Description",
+	keyopts.FieldRateLimitRPM:   "Rate Limit",
+	keyopts.FieldIPRestrictions: "IP Restrictions",
+	keyopts.FieldModels:         "Model Access",
+	keyopts.FieldExpiresAt:      "Expires At",
+}
+
+// sentence makes a keyopts message (written for the CLI: "is required",
+// `"x" is not a whole number or "off"`) a sentence naming the form's field,
+// in the form's words (Off, Never).
+func sentence(field, msg string) string {
+	label := fieldLabels[field]
+	if label == "" {
+		label = "This field"
+	}
+	msg = strings.NewReplacer(`"off"`, "Off", `"never"`, "Never", `or Off`, `or choose Off`, `or Never`, `or choose Never`).Replace(msg)
+	switch {
+	case strings.HasPrefix(msg, "is ") || strings.HasPrefix(msg, "has ") || strings.HasPrefix(msg, "must "):
+		msg = label + " " + msg
+	default:
+		msg = label + ": " + msg
+	}
+	if !strings.HasSuffix(msg, ".") && !strings.HasSuffix(msg, "?") {
+		msg += "."
+	}
+	return msg
 }

@@ -153,8 +153,12 @@ func msLabel(d time.Duration) string {
 func modelUsageRows(ms []store.ModelUsage) []modelUsageRow {
 	out := make([]modelUsageRow, 0, len(ms))
 	for _, m := range ms {
+		model := m.Model
+		if model == "" {
+			model = "(none: refused before a model was read)"
+		}
 		out = append(out, modelUsageRow{
-			Model:            m.Model,
+			Model:            model,
 			Requests:         count(m.Requests),
 			PromptTokens:     count(m.PromptTokens),
 			CompletionTokens: count(m.CompletionTokens),
