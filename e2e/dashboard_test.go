@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -96,7 +97,15 @@ func apiCode(t *testing.T, tg *tollgate, secret string) (int, string) {
 // uses it with the OpenAI SDK, sees its use in the list and on its usage
 // page, then disables and deletes it, checking the API's answer each time.
 func TestDashboardManagesAKeyInABrowser(t *testing.T) {
+	// The same flow on a desktop window and on a phone.
+	for _, width := range []int64{1280, 390} {
+		t.Run(fmt.Sprint(width), func(t *testing.T) { manageAKeyInABrowser(t, width) })
+	}
+}
+
+func manageAKeyInABrowser(t *testing.T, width int64) {
 	browser := newBrowser(t)
+	browserDo(t, browser, "size the window", chromedp.EmulateViewport(width, 844))
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	site := strings.TrimSuffix(tg.BaseURL, "/v1")
@@ -191,6 +200,33 @@ func TestDashboardManagesAKeyInABrowser(t *testing.T) {
 	// The models page lists what the plan includes and whether it is served.
 	do("open the models page", chromedp.Click(css("#nav-models")), chromedp.WaitVisible(css("#models")))
 	assert.Equal(t, "Available", text(`tr[data-model-id="gpt-4o-mini"] td[data-field="status"]`))
+
+	// Searching the list finds it by its description, and nothing else.
+	do("search the list",
+		chromedp.Navigate(site+"/keys"),
+		chromedp.SendKeys(css("#q"), "browser"),
+		chromedp.Submit(css("#q")),
+		chromedp.WaitVisible(css(row)),
+	)
+	do("search for nothing", chromedp.Navigate(site+"/keys?q=nothing-like-it"), chromedp.WaitVisible(css("#no-matching-keys")))
+
+	// Rotating its secret with an hour's grace: the new secret is shown
+	// once, and both work for that hour.
+	do("rotate the secret",
+		chromedp.Navigate(site+"/keys"),
+		chromedp.Click(css(row+`a[data-action="rotate"]`)),
+		chromedp.WaitVisible(css("#rotate-form")),
+		chromedp.Click(css("#grace-3600")),
+		chromedp.Click(css("#confirm-rotate")),
+		chromedp.WaitVisible(css("#secret")),
+	)
+	rotated := text("#secret")
+	require.NotEqual(t, secret, rotated)
+	for _, s := range []string{secret, rotated} {
+		status, code := apiCode(t, tg, s)
+		require.Equal(t, http.StatusOK, status, "during the grace period: %s", code)
+	}
+	secret = rotated
 
 	// Disabling it in the browser: the API answers 401 key_disabled.
 	do("disable the key",
