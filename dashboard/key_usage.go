@@ -27,6 +27,8 @@ type keyUsagePage struct {
 	Buckets          []bucketRow
 	// Over the window: failures by status and code, and the latency and
 	// time to first token of its latest requests (at most latencySample).
+	// Today bounds the custom window's date inputs.
+	Today        string
 	Errors       []errorRow
 	Latency      latencyStats
 	LatencyCount string
@@ -76,7 +78,15 @@ func (d *Dashboard) keyUsage(w http.ResponseWriter, r *http.Request, s *session)
 		return fmt.Errorf("key usage: %w", err)
 	}
 	now := d.now()
-	win := windowNamed(r.URL.Query().Get("window"))
+	query := r.URL.Query()
+	win := windowNamed(query.Get("window"))
+	if query.Get("window") == "custom" {
+		var ok bool
+		if win, ok = customWindow(query.Get("from"), query.Get("to")); !ok {
+			return &pageError{status: http.StatusBadRequest, title: "Choose a range of days",
+				message: "A custom window is a first and a last day (YYYY-MM-DD), in order, at most 366 days apart."}
+		}
+	}
 	from, to := win.bounds(now)
 	buckets, err := d.store.KeyTimeline(ctx, k.ID, from, to, win.step)
 	if err != nil {
@@ -96,6 +106,7 @@ func (d *Dashboard) keyUsage(w http.ResponseWriter, r *http.Request, s *session)
 	for _, o := range timelineWindows {
 		page.Windows = append(page.Windows, windowLink{Name: o.Name, Label: o.Label, Current: o.Name == win.Name})
 	}
+	page.Today = now.UTC().Format(dateLayout)
 	page.Chart, page.Buckets = drawTimeline(win, buckets)
 	q := store.UsageQuery{KeyID: k.ID, From: from, To: to}
 	errs, err := d.store.UsageErrorsOf(ctx, q)

@@ -213,3 +213,24 @@ func TestTheAccountUsagePageSumsEveryKeyAndExportsCSV(t *testing.T) {
 	assert.Len(t, lines, 5, "a header and the week's four records")
 	assert.NotContains(t, csv.Body.String(), other.ID)
 }
+
+func TestAKeysUsageOverACustomRangeOfDays(t *testing.T) {
+	e := newEnv(t)
+	a := e.account("me@example.com", "pro", 100*money.PerDollar)
+	k := e.createKey(a, "ci")
+	e.recordUsage(k, record{"o3", 200, time.Date(2025, 3, 2, 12, 0, 0, 0, time.UTC), money.PerDollar},
+		record{"o3", 429, time.Date(2025, 3, 4, 8, 0, 0, 0, time.UTC), 0}, record{"o3", 200, time.Date(2025, 3, 5, 0, 0, 0, 0, time.UTC), 1})
+	b := e.signedIn(a)
+	w := b.get("/keys/" + k.ID + "?window=custom&from=2025-03-01&to=2025-03-04")
+	require.Equal(t, http.StatusOK, w.Code)
+	body := w.Body.String()
+	titles := titleRE.FindAllStringSubmatch(body, -1)
+	require.Len(t, titles, 4, "four days, both ends included")
+	assert.Equal(t, "Sat 2025-03-01 (UTC): 0 requests, 0 errors, $0.00", titles[0][1])
+	assert.Equal(t, "Tue 2025-03-04 (UTC): 1 request, 1 error, $0.00", titles[3][1], "the 5th is outside")
+	assert.Contains(t, body, `value="2025-03-01"`, "the form shows the range")
+	assert.Contains(t, body, "Errors and latency, 2025-03-01 to 2025-03-04")
+	for _, bad := range []string{"from=2025-03-04&to=2025-03-01", "from=2024-01-01&to=2025-03-01", "from=soon&to=later"} {
+		assert.Equal(t, http.StatusBadRequest, b.get("/keys/"+k.ID+"?window=custom&"+bad).Code, bad)
+	}
+}

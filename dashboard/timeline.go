@@ -18,6 +18,31 @@ type timelineWindow struct {
 	// tick is how many buckets apart the x axis is labelled; format is how.
 	tick   int
 	format string
+	// end, for a custom window, is the end of its last day; zero for the
+	// windows that end now.
+	end time.Time
+	// From and To are a custom window's first and last days (YYYY-MM-DD).
+	From, To string
+}
+
+// maxCustomDays bounds a custom window.
+const maxCustomDays = 366
+
+// customWindow is the window of whole UTC days from to to (YYYY-MM-DD,
+// both included), or false when they are not such days in order, or span
+// more than maxCustomDays.
+func customWindow(from, to string) (timelineWindow, bool) {
+	f, err1 := time.Parse(dateLayout, from)
+	t, err2 := time.Parse(dateLayout, to)
+	if err1 != nil || err2 != nil || t.Before(f) {
+		return timelineWindow{}, false
+	}
+	days := int(t.Sub(f)/day) + 1
+	if days > maxCustomDays {
+		return timelineWindow{}, false
+	}
+	return timelineWindow{Name: "custom", Label: from + " to " + to, span: time.Duration(days) * day, step: day,
+		tick: max(1, days/6), format: "Jan 2", end: t.Add(day), From: from, To: to}, true
 }
 
 const day = 24 * time.Hour
@@ -45,6 +70,9 @@ func windowNamed(name string) timelineWindow {
 // that holds now, aligned to UTC hours or days (time.Truncate counts from
 // the zero time, a UTC midnight).
 func (w timelineWindow) bounds(now time.Time) (from, to time.Time) {
+	if !w.end.IsZero() {
+		return w.end.Add(-w.span), w.end
+	}
 	to = now.UTC().Truncate(w.step).Add(w.step)
 	return to.Add(-w.span), to
 }
