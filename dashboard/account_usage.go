@@ -74,6 +74,7 @@ func (d *Dashboard) accountUsage(w http.ResponseWriter, r *http.Request, s *sess
 		page.Windows = append(page.Windows, windowLink{Name: o.Name, Label: o.Label, Current: o.Name == win.Name})
 	}
 	page.Chart, page.Buckets = drawTimeline(win, buckets)
+	page.Chart.Title = "Requests per day"
 	names := map[string]string{}
 	for _, k := range keys {
 		names[k.ID] = k.Description

@@ -108,6 +108,7 @@ func (d *Dashboard) keyUsage(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	page.Today = now.UTC().Format(dateLayout)
 	page.Chart, page.Buckets = drawTimeline(win, buckets)
+	page.Chart.Title = "Requests over time"
 	q := store.UsageQuery{KeyID: k.ID, From: from, To: to}
 	errs, err := d.store.UsageErrorsOf(ctx, q)
 	if err != nil {

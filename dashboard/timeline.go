@@ -113,8 +113,9 @@ type chart struct {
 	XTicks           []chartTick
 	// Empty is set when the window has no requests.
 	Empty bool
-	// Summary describes the chart for screen readers.
+	// Summary describes the chart for screen readers; Title names it.
 	Summary string
+	Title   string
 }
 
 // chartBar is one bucket. Hit spans the plot's height so that the tooltip
@@ -188,8 +189,12 @@ func drawTimeline(w timelineWindow, buckets []store.UsageBucket) (chart, []bucke
 	for _, v := range yTicks(top) {
 		c.YTicks = append(c.YTicks, chartTick{Pos: num(base - float64(v)*scale), Label: count(v)})
 	}
-	c.Summary = fmt.Sprintf("Requests per %s over the last %s: %s in all, %s of them errors.",
-		stepName(w.step), w.Label, count(total), count(errs))
+	over := "the last " + w.Label
+	if w.Name == "custom" {
+		over = w.Label
+	}
+	c.Summary = fmt.Sprintf("Requests per %s over %s: %s in all, %s of them errors.",
+		stepName(w.step), over, count(total), count(errs))
 	return c, rows
 }
 

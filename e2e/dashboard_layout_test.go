@@ -2,18 +2,14 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/tollgate/tollgate/dashboard"
 )
 
 // axeViolation is one finding of axe-core, as the test reports it.
@@ -34,16 +30,10 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 	axe, err := os.ReadFile(filepath.Join(jsDir, "node_modules", "axe-core", "axe.min.js"))
 	require.NoError(t, err)
 
-	p := newMockOpenAI(t)
-	tg := startTollgate(t, configFor(p.URL), "")
-	site := strings.TrimSuffix(tg.BaseURL, "/v1")
+	tg, site := dashboardSite(t)
 	ctx := context.Background()
-	tg.run(t, "account", "create", "--email", "me@example.com", "--plan", "pro", "--balance", "10")
 	account, err := tg.Store.AccountByEmail(ctx, "me@example.com")
 	require.NoError(t, err)
-	hash, err := dashboard.HashPassword("a browser password", rand.Reader)
-	require.NoError(t, err)
-	require.NoError(t, tg.Store.SetPassword(ctx, account.ID, hash))
 	for i := range 3 {
 		tg.newKey(t, "me@example.com", "--description", fmt.Sprintf("a rather long description of key number %d, for the billing service", i),
 			"--rpm", "60", "--ip", "10.0.0.0/8", "--ip", "2001:db8::/32", "--model", "gpt-4o-mini", "--expires", "2099-12-31")

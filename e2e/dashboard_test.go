@@ -106,17 +106,7 @@ func TestDashboardManagesAKeyInABrowser(t *testing.T) {
 func manageAKeyInABrowser(t *testing.T, width int64) {
 	browser := newBrowser(t)
 	browserDo(t, browser, "size the window", chromedp.EmulateViewport(width, 844))
-	p := newMockOpenAI(t)
-	tg := startTollgate(t, configFor(p.URL), "")
-	site := strings.TrimSuffix(tg.BaseURL, "/v1")
-	ctx := context.Background()
-
-	tg.run(t, "account", "create", "--email", "me@example.com", "--plan", "pro", "--balance", "10")
-	account, err := tg.Store.AccountByEmail(ctx, "me@example.com")
-	require.NoError(t, err)
-	hash, err := dashboard.HashPassword("a browser password", rand.Reader)
-	require.NoError(t, err)
-	require.NoError(t, tg.Store.SetPassword(ctx, account.ID, hash))
+	tg, site := dashboardSite(t)
 
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
@@ -260,4 +250,21 @@ func manageAKeyInABrowser(t *testing.T, width int64) {
 		chromedp.Navigate(site+"/keys"),
 		chromedp.WaitVisible(css("#login-form")),
 	)
+}
+
+// dashboardSite starts Tollgate with an account me@example.com ($10, plan
+// pro) whose dashboard password is "a browser password", and gives the
+// dashboard's address.
+func dashboardSite(t *testing.T) (*tollgate, string) {
+	t.Helper()
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "")
+	ctx := context.Background()
+	tg.run(t, "account", "create", "--email", "me@example.com", "--plan", "pro", "--balance", "10")
+	account, err := tg.Store.AccountByEmail(ctx, "me@example.com")
+	require.NoError(t, err)
+	hash, err := dashboard.HashPassword("a browser password", rand.Reader)
+	require.NoError(t, err)
+	require.NoError(t, tg.Store.SetPassword(ctx, account.ID, hash))
+	return tg, strings.TrimSuffix(tg.BaseURL, "/v1")
 }
