@@ -114,8 +114,12 @@ func (a *Answer) Body(piece []byte, end bool) ([]byte, error) {
 		if ev, ok := a.parser.Finish(); ok {
 			a.event(ev.Data)
 		}
-		if !a.ended {
-			a.complete()
+		switch {
+		case a.ended:
+		case a.inner.Completed():
+			a.complete() // a whole answer whose stream had no [DONE]
+		default:
+			a.fail("server_error", "The provider's answer ended before it was complete.")
 		}
 	}
 	return a.out, err

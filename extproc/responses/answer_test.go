@@ -18,6 +18,8 @@ import (
 type chatAnswer struct {
 	usage provider.Usage
 	ended bool
+	// cut makes the answer never complete (its provider stopped early).
+	cut bool
 }
 
 func (c *chatAnswer) Status(s int) int { return s }
@@ -28,7 +30,7 @@ func (c *chatAnswer) Body(piece []byte, end bool) ([]byte, error) {
 func (c *chatAnswer) Usage() provider.Usage { return c.usage }
 func (c *chatAnswer) Completion() string    { return "" }
 func (c *chatAnswer) Failed() bool          { return false }
-func (c *chatAnswer) Completed() bool       { return c.ended }
+func (c *chatAnswer) Completed() bool       { return c.ended && !c.cut }
 
 var testUsage = provider.Usage{PromptTokens: 12, CompletionTokens: 7, CachedTokens: 2, ReasoningTokens: 1, Reported: true}
 
@@ -213,4 +215,23 @@ func TestAnErrorAnswerPassesAsItIs(t *testing.T) {
 	out, err := a.Body([]byte(body), true)
 	require.NoError(t, err)
 	assert.Equal(t, body, string(out), "errors have one shape on both APIs")
+}
+
+func TestAStreamThatStopsShortIsAFailureNotACompletion(t *testing.T) {
+	a, inner := newAnswer(true, `{}`)
+	inner.cut = true
+	events := feed(t, a, `data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}
+
+`, 100)
+	got := types(events)
+	assert.Equal(t, []string{"error", "response.failed"}, got[len(got)-2:])
+	assert.True(t, a.Failed())
+
+	// The same stream from a provider whose answer was whole (no [DONE]
+	// is needed): completed.
+	b, _ := newAnswer(true, `{}`)
+	events = feed(t, b, `data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}
+
+`, 100)
+	assert.Equal(t, "response.completed", events[len(events)-1].Get("type").String())
 }
