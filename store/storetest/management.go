@@ -56,7 +56,8 @@ func testUsageFiltersAndErrors(t *testing.T, s store.Store) {
 
 	errs, err := s.UsageErrorsOf(ctx, q)
 	require.NoError(t, err)
-	assert.Equal(t, []store.ErrorCount{{429, "rate_limit_exceeded", 2}, {400, "invalid_request", 1}, {502, "upstream_error", 1}}, errs,
+	assert.Equal(t, []store.ErrorCount{{Status: 429, Code: "rate_limit_exceeded", Count: 2},
+		{Status: 400, Code: "invalid_request", Count: 1}, {Status: 502, Code: "upstream_error", Count: 1}}, errs,
 		"most frequent first, then by status")
 	onlyO3 := q
 	onlyO3.Model = "o3"
