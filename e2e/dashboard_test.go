@@ -196,8 +196,13 @@ func manageAKeyInABrowser(t *testing.T, width int64) {
 		chromedp.Navigate(site+"/keys"),
 		chromedp.SendKeys(css("#q"), "browser"),
 		chromedp.Submit(css("#q")),
-		chromedp.WaitVisible(css(row)),
 	)
+	// The search's own page, not the list it was typed on, before going on
+	// (a navigation started meanwhile would abort it).
+	waitFor(t, 10*time.Second, 50*time.Millisecond, func() bool {
+		return strings.Contains(browserGet(t, browser, "location", chromedp.Location()), "q=browser")
+	}, "the search's page")
+	do("see the match", chromedp.WaitVisible(css(row)))
 	do("search for nothing", chromedp.Navigate(site+"/keys?q=nothing-like-it"), chromedp.WaitVisible(css("#no-matching-keys")))
 
 	// Rotating its secret with an hour's grace: the new secret is shown
