@@ -377,9 +377,15 @@ func (u *upstreamStep) finish(context.Context, error) {
 	if u.resp == nil || u.status < 200 || u.status >= 300 || u.ended {
 		return
 	}
-	if u.resp.Completed() {
+	switch {
+	case u.resp.Completed():
 		u.record(u.status, "")
 		u.keep(context.Background())
+		return
+	case u.resp.Failed():
+		// The provider broke off first (the client got its error event,
+		// then left): the provider's failure, not the client's leaving.
+		u.record(u.status, "")
 		return
 	}
 	u.record(StatusClientClosed, "client_closed")

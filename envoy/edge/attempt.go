@@ -92,6 +92,12 @@ func (e *Edge) upstream(ctx context.Context, w http.ResponseWriter, reqHeaders h
 		if last != nil {
 			last.close()
 		}
+		if ctx.Err() != nil {
+			// The client left: as Envoy, which resets the request, nothing
+			// reaches the router step's response headers, whose stream
+			// ends, and it records the request as the client's leaving.
+			return nil, true
+		}
 		reason := "upstream connect error or disconnect/reset before headers. reset reason: connection failure"
 		if reqCtx.Err() != nil && ctx.Err() == nil {
 			reason = "upstream request timeout"
