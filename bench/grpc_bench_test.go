@@ -53,7 +53,7 @@ models:
     output_price_per_million: 0.60
     deployments: [{provider: openai, model: gpt-4o-mini}]
 plans:
-  - {name: pro, default_rpm: 0, models: ["*"]}
+  - {name: pro, default_rpm: 10000000, models: ["*"]}
 `
 
 const requestBody = `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello in five words."}],"temperature":0.7,"max_tokens":64}`

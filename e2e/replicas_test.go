@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -117,6 +118,52 @@ func TestReplicasSharingRedisAdmitExactlyTheLimit(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, map[int]int{http.StatusOK: limit, http.StatusTooManyRequests: total - limit}, codes)
+	for _, tg := range []*tollgate{a, b} {
+		assert.NotContains(t, tg.logs.String(), "primary failed", "a replica fell back to its in-memory limiter")
+	}
+}
+
+// A busy key's permits are claimed from Redis in batches and answered in
+// memory: two replicas still never admit more than the limit, and the
+// permits one holds unused go back after a second idle, so the other then
+// admits exactly up to the limit.
+func TestReplicasLeasingPermitsAdmitTheLimitAndNoMore(t *testing.T) {
+	p := newMockOpenAI(t)
+	db := storetest.PostgresURL(t)
+	rdb := testRedisURL(t)
+	a := startTollgate(t, configFor(p.URL), db, "--redis", rdb, "--redis-timeout", "20s")
+	b := startTollgate(t, configFor(p.URL), db, "--redis", rdb, "--redis-timeout", "20s")
+	const limit = 100
+	secret := a.newAccount(t, "me@example.com", "10", "--rpm", strconv.Itoa(limit))
+	// The whole test runs in one window.
+	if now := time.Now(); now.Truncate(time.Minute).Add(time.Minute).Sub(now) < 20*time.Second {
+		time.Sleep(now.Truncate(time.Minute).Add(time.Minute).Sub(now) + 100*time.Millisecond)
+	}
+	status := func(tg *tollgate) int {
+		resp, _ := tg.post(t, secret, helloBody)
+		return resp.StatusCode
+	}
+	for i := range 40 {
+		require.Equal(t, http.StatusOK, status(a), "request %d through a", i)
+	}
+	admitted := 40
+	for status(b) == http.StatusOK {
+		admitted++
+		require.LessOrEqual(t, admitted, limit)
+	}
+	held := limit - admitted
+	assert.LessOrEqual(t, held, limit/16, "a holds at most a sixteenth of what the window had left")
+	if held > 0 {
+		// a's unused permits go back after a second without a request.
+		require.Eventually(t, func() bool { return status(b) == http.StatusOK }, 10*time.Second, 200*time.Millisecond)
+		admitted++
+		for status(b) == http.StatusOK {
+			admitted++
+			require.LessOrEqual(t, admitted, limit)
+		}
+	}
+	assert.Equal(t, limit, admitted, "the replicas together admitted exactly the limit")
+	assert.Equal(t, http.StatusTooManyRequests, status(a))
 	for _, tg := range []*tollgate{a, b} {
 		assert.NotContains(t, tg.logs.String(), "primary failed", "a replica fell back to its in-memory limiter")
 	}

@@ -130,6 +130,11 @@ func (f *Fallback) Allow(ctx context.Context, key string, limit int, now time.Ti
 		return Result{}, err
 	}
 	if !f.down.Load() {
+		if local, ok := f.primary.(localAllower); ok {
+			if res, ok := local.localAllow(key, limit, now); ok {
+				return res, nil
+			}
+		}
 		res, err := f.allowPrimary(ctx, key, limit, now)
 		if err == nil {
 			f.markUp(now)
@@ -163,6 +168,12 @@ func (f *Fallback) probe(key string, limit int, now time.Time) {
 
 // waitProbes waits for the background probe, if one is running.
 func (f *Fallback) waitProbes() { f.probes.Wait() }
+
+// localAllower is a primary that can answer some checks from memory (a
+// Leased, from the permits it holds): those need no goroutine, no timeout.
+type localAllower interface {
+	localAllow(key string, limit int, now time.Time) (Result, bool)
+}
 
 // primaryAnswer carries a primary check's outcome out of its goroutine.
 type primaryAnswer struct {

@@ -1,16 +1,23 @@
 // Package ratelimit admits or rejects requests per API key with fixed
 // one-minute windows aligned to the UTC minute.
 //
-// Three limiters implement [Limiter]:
+// Four limiters implement [Limiter]:
 //
 //   - [Redis] keeps one counter per key per window in Redis, shared by every
-//     replica; each check is one atomic round trip (INCR), so replicas
-//     together never admit more than the limit.
+//     replica; each check is one atomic round trip that takes a permit
+//     unless the count has reached the limit, so replicas together never
+//     admit more than the limit.
+//   - [Leased] takes the same permits from the same counters in batches and
+//     answers most checks from the permits in hand, in memory; unused
+//     permits go back after a second idle.
 //   - [Memory] keeps the same counters in this process only (one replica).
-//   - [Fallback] asks a primary limiter (Redis) and, while it fails or is too
-//     slow, answers from a fallback (Memory). During such an outage limits
-//     are enforced per replica, not across replicas: with R replicas a key
-//     may be admitted up to R times its limit per minute.
+//   - [Fallback] asks a primary limiter (Redis, Leased) and, while it fails
+//     or is too slow, answers from a fallback (Memory). During such an
+//     outage limits are enforced per replica, not across replicas: with R
+//     replicas a key may be admitted up to R times its limit per minute.
+//
+// A refused request is not counted: a limit raised within a window applies
+// to the requests admitted so far.
 //
 // Keys passed to Allow identify an API key (its ID, never its secret): they
 // become part of Redis key names.

@@ -96,11 +96,21 @@ var semanticsTests = []struct {
 		},
 	},
 	{
-		name: "a raised limit applies to the requests already counted",
+		name: "a raised limit applies to the requests already admitted; refused ones are not counted",
 		steps: []step{
 			{0, "k", 1, Result{true, 1, 0, time.Minute}},
 			{time.Second, "k", 1, Result{false, 1, 0, 59 * time.Second}},
-			{2 * time.Second, "k", 5, Result{true, 5, 2, 58 * time.Second}},
+			{2 * time.Second, "k", 5, Result{true, 5, 3, 58 * time.Second}},
+		},
+	},
+	{
+		name: "a lowered limit applies to the requests already admitted",
+		steps: []step{
+			{0, "k", 5, Result{true, 5, 4, time.Minute}},
+			{time.Second, "k", 5, Result{true, 5, 3, 59 * time.Second}},
+			{2 * time.Second, "k", 2, Result{false, 2, 0, 58 * time.Second}},
+			{3 * time.Second, "k", 3, Result{true, 3, 0, 57 * time.Second}},
+			{4 * time.Second, "k", 3, Result{false, 3, 0, 56 * time.Second}},
 		},
 	},
 	{

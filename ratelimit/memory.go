@@ -69,7 +69,9 @@ func (m *Memory) Allow(_ context.Context, key string, limit int, now time.Time) 
 		*counts = make(map[string]int64)
 	}
 	count := (*counts)[key] + 1
-	(*counts)[key] = count
+	if count <= int64(limit) { // a refused request is not counted
+		(*counts)[key] = count
+	}
 	s.mu.Unlock()
 
 	return w.result(limit, count), nil

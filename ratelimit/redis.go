@@ -10,16 +10,28 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// incrScript counts one request and returns the window's count. The first
-// increment of a window also sets the counter's expiry (ARGV[1], in ms), so
-// INCR and PEXPIRE happen atomically in one round trip and a counter can
-// never be left without a TTL.
-var incrScript = redis.NewScript(`
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then
+// claimScript takes up to ARGV[2] permits of a window whose limit is
+// ARGV[3] and returns {granted, the window's count after it}. It never
+// takes the count past the limit (a refused request is not counted), so
+// the permits every replica took add up to the limit at most. The first
+// claim of a window sets the counter's expiry (ARGV[1], in ms), in the
+// same atomic step, so a counter is never left without a TTL. ARGV[4]
+// unused permits this replica took earlier go back first.
+var claimScript = redis.NewScript(`
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+local back = tonumber(ARGV[4])
+if back > 0 and cur > 0 then
+	cur = redis.call('DECRBY', KEYS[1], math.min(back, cur))
+end
+local grant = math.min(tonumber(ARGV[2]), tonumber(ARGV[3]) - cur)
+if grant < 1 then
+	return {0, cur}
+end
+local n = redis.call('INCRBY', KEYS[1], grant)
+if n == grant then
 	redis.call('PEXPIRE', KEYS[1], ARGV[1])
 end
-return n
+return {grant, n}
 `)
 
 // DefaultRedisPrefix starts Redis key names unless RedisOptions.Prefix is set.
@@ -42,11 +54,12 @@ type RedisOptions struct {
 }
 
 // Redis is a Limiter whose counters live in Redis, shared by every replica.
-// Each check is exactly one round trip: EVALSHA of a script that runs INCR
-// (and PEXPIRE on a window's first request), falling back to EVAL when the
-// server does not have the script cached. INCR is atomic, so concurrent
-// checks from any number of replicas admit at most limit requests per key per
-// window.
+// Each check is exactly one round trip: EVALSHA of a script that takes one
+// permit (INCRBY, and PEXPIRE on a window's first request) unless the
+// count has reached the limit, falling back to EVAL when the server does
+// not have the script cached. Scripts run atomically, so concurrent checks
+// from any number of replicas admit at most limit requests per key per
+// window. A [Leased] takes the same permits in batches.
 //
 // Replicas must agree on the time (NTP): each one picks the window from the
 // now it is given.
@@ -90,12 +103,29 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int, now time.Time)
 		return Result{}, err
 	}
 	w := windowAt(now)
-	ttl := (w.reset + r.grace).Milliseconds()
-	count, err := incrScript.Run(ctx, r.client, []string{r.keyName(key, w.start)}, ttl).Int64()
+	granted, count, err := r.claim(ctx, key, limit, 1, 0, w)
 	if err != nil {
 		return Result{}, fmt.Errorf("ratelimit: redis count: %w", err)
 	}
+	if granted == 0 {
+		return Result{Allowed: false, Limit: limit, Remaining: 0, Reset: w.reset}, nil
+	}
 	return w.result(limit, count), nil
+}
+
+// claim gives back unused permits of key's window w, then takes up to
+// want permits against limit, in one round trip, and returns how many it
+// got and the window's count after it.
+func (r *Redis) claim(ctx context.Context, key string, limit, want, back int, w window) (int, int64, error) {
+	ttl := (w.reset + r.grace).Milliseconds()
+	vals, err := claimScript.Run(ctx, r.client, []string{r.keyName(key, w.start)}, ttl, want, limit, back).Int64Slice()
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(vals) != 2 {
+		return 0, 0, redis.Nil
+	}
+	return int(vals[0]), vals[1], nil
 }
 
 // keyName returns the Redis key of key's counter for the window that starts

@@ -168,7 +168,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ratelimit.QuietRedisLogs()
 		rc := redis.NewClient(ropt)
 		defer rc.Close()
-		fallback = ratelimit.NewFallback(ratelimit.NewRedis(rc, ratelimit.RedisOptions{}), ratelimit.NewMemory(), log,
+		// Permits are claimed from Redis in batches and most checks are
+		// answered from the ones in hand; the unused go back when idle and
+		// at the end (before the client closes: defers run in reverse).
+		leased := ratelimit.NewLeased(ratelimit.NewRedis(rc, ratelimit.RedisOptions{}), ratelimit.LeaseOptions{Logger: log})
+		defer leased.Close()
+		fallback = ratelimit.NewFallback(leased, ratelimit.NewMemory(), log,
 			ratelimit.WithPrimaryTimeout(o.redisWait))
 		limiter = fallback
 	}
