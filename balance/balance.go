@@ -80,6 +80,7 @@ type Leaser struct {
 	stop      chan struct{}
 	closeOnce sync.Once
 	done      chan struct{}
+	grows     sync.WaitGroup // growAhead calls under way
 }
 
 // account is one account's leases in this replica. Its mutex serialises
@@ -100,6 +101,9 @@ type lease struct {
 	taken   time.Time
 	expires time.Time
 	used    time.Time // the last hold or Done
+	// growing: a growAhead is out; the lease is not given back meanwhile
+	// (the money it brings would land in a lease memory no longer has).
+	growing bool
 }
 
 // New starts a Leaser; Close ends it.
@@ -166,7 +170,37 @@ func (l *Leaser) Hold(ctx context.Context, accountID, _ string, amount money.Nan
 	ls.free -= amount
 	ls.held += amount
 	ls.used = now
+	if !ls.growing && ls.free < money.Nanos(max(l.opt.Slices/4, 1))*amount && now.Before(ls.taken.Add(l.opt.Life/2)) {
+		// A quarter of the slices left: grow the lease off the request
+		// path, so that the hold that would have found it short does not
+		// wait for the database.
+		ls.growing = true
+		l.grows.Add(1)
+		go l.growAhead(accountID, a, ls, amount, money.Nanos(l.opt.Slices)*amount)
+	}
 	return ls.id, nil
+}
+
+// growAhead grows a lease by at least need and at most want, in the
+// background. It fails quietly when the account cannot cover need: a hold
+// that finds the lease short grows it itself, and gets 402 if it cannot.
+// Owned by the Leaser: Close waits for it.
+func (l *Leaser) growAhead(accountID string, a *account, ls *lease, need, want money.Nanos) {
+	defer l.grows.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := l.opt.Store.Lease(ctx, accountID, ls.id, need, want, ls.expires)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ls.growing = false
+	if err != nil {
+		// Most often the account cannot cover it; a lost database shows
+		// on the hold that needs the money.
+		l.opt.Logger.Debug("balance: growing a lease ahead failed; the next hold that needs it grows it", "lease", ls.id, "err", err)
+		return
+	}
+	ls.free += got
+	ls.used = l.opt.Now()
 }
 
 // Done ends a request's hold in memory, whether its record is written yet
@@ -262,7 +296,7 @@ func (l *Leaser) sweep(all bool) {
 		a.mu.Lock()
 		keep := a.retiring[:0]
 		for _, ls := range a.retiring {
-			if ls.held > 0 && now.Before(ls.expires) {
+			if (ls.held > 0 && now.Before(ls.expires)) || ls.growing {
 				keep = append(keep, ls)
 				continue
 			}
@@ -270,7 +304,7 @@ func (l *Leaser) sweep(all bool) {
 		}
 		clear(a.retiring[len(keep):])
 		a.retiring = keep
-		if ls := a.current; ls != nil && ls.held <= 0 && (all || now.Sub(ls.used) >= l.opt.Idle) {
+		if ls := a.current; ls != nil && ls.held <= 0 && !ls.growing && (all || now.Sub(ls.used) >= l.opt.Idle) {
 			gives = append(gives, give{ls.id, ls.free})
 			a.current = nil
 		}
@@ -307,5 +341,6 @@ func (l *Leaser) sweep(all bool) {
 func (l *Leaser) Close() {
 	l.closeOnce.Do(func() { close(l.stop) })
 	<-l.done
+	l.grows.Wait()
 	l.sweep(true)
 }

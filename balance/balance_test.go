@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,17 +104,70 @@ func TestHoldsAreServedFromTheLeaseWithoutTheDatabase(t *testing.T) {
 	// need 100 + 4 slices of 100 = 500, less than half of 10,000.
 	requireMoney(t, st, a.ID, 10_000, 500, "one lease of 500")
 	require.Equal(t, money.Nanos(400), l.Spare(a.ID))
-	for i := range 4 {
+	for i := range 3 {
 		got, err := l.Hold(t.Context(), a.ID, fmt.Sprint("r", i+2), 100)
 		require.NoError(t, err)
 		require.Equal(t, lease, got, "the same lease")
 	}
-	require.Equal(t, 1, cs.leases, "four more holds, no database call")
-	require.Zero(t, l.Spare(a.ID))
+	l.grows.Wait()
+	require.Equal(t, 1, cs.leases, "three more holds, no database call")
+	require.Equal(t, money.Nanos(100), l.Spare(a.ID))
+
+	// The fifth hold leaves less than a quarter of the slices: the lease
+	// grows ahead, off the request path, by the slices' worth.
+	_, err = l.Hold(t.Context(), a.ID, "r5", 100)
+	require.NoError(t, err)
+	l.grows.Wait()
+	require.Equal(t, 2, cs.leases, "the lease grew ahead")
+	requireMoney(t, st, a.ID, 10_000, 900, "grown by 4 slices of 100")
+	require.Equal(t, money.Nanos(400), l.Spare(a.ID))
 	_, err = l.Hold(t.Context(), a.ID, "r6", 100)
 	require.NoError(t, err)
-	require.Equal(t, 2, cs.leases, "the lease grows when it runs short")
-	requireMoney(t, st, a.ID, 10_000, 1000, "grown by 500")
+	require.Equal(t, 2, cs.leases, "the sixth hold found the money there")
+}
+
+// gatedStore holds every Lease after the first at a gate.
+type gatedStore struct {
+	Store
+	calls   atomic.Int32
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedStore) Lease(ctx context.Context, accountID, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error) {
+	if g.calls.Add(1) > 1 {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+	return g.Store.Lease(ctx, accountID, leaseID, need, want, expiresAt)
+}
+
+// A lease growing ahead is not given back while the grow is out: the
+// money it brings lands in a lease memory still has.
+func TestAGrowAheadIsNotGivenBackUnderway(t *testing.T) {
+	st := openSQLite(t)
+	gate := &gatedStore{Store: st, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	c := testclock.New(time.Now())
+	l := newLeaser(t, gate, c)
+	a := newAccount(t, st, 10_000)
+	var lease string
+	for i := range 5 {
+		id, err := l.Hold(t.Context(), a.ID, fmt.Sprint("r", i), 100)
+		require.NoError(t, err)
+		lease = id
+	}
+	<-gate.entered // the grow ahead, held at the gate
+	for range 5 {
+		l.Done(a.ID, lease, 100)
+	}
+	c.Advance(time.Minute)
+	l.sweep(true) // gives back every lease without holds, but not one growing
+	close(gate.release)
+	l.grows.Wait()
+	requireMoney(t, st, a.ID, 10_000, 900, "the grow ahead landed in the lease")
+	require.Equal(t, money.Nanos(400), l.Spare(a.ID), "which memory still has")
+	l.sweep(true)
+	requireMoney(t, st, a.ID, 10_000, 500, "given back; the holds' unwritten records keep theirs")
 }
 
 func TestAHoldTheAccountCannotCoverIsRefusedAndChangesNothing(t *testing.T) {
