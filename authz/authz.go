@@ -167,8 +167,8 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 			// SDKs, which read retry-after-ms first.
 			retry := int((res.Reset + time.Second - 1) / time.Second)
 			retryMS := max((res.Reset+time.Millisecond-1)/time.Millisecond, 1)
-			rlHeaders = append(rlHeaders, header("retry-after", strconv.Itoa(retry)),
-				header("retry-after-ms", strconv.FormatInt(int64(retryMS), 10)))
+			rlHeaders = append(rlHeaders, contract.SetHeaders("retry-after", strconv.Itoa(retry),
+				"retry-after-ms", strconv.FormatInt(int64(retryMS), 10))...)
 			return deny(oaierror.RateLimited, rlHeaders), nil
 		}
 	}
@@ -238,44 +238,40 @@ func (s *Server) allowedIP(restrictions []string, addr netip.Addr) bool {
 // time until it resets as OpenAI writes durations ("1s", "6m0s", "17ms").
 func rateLimitHeaders(r ratelimit.Result) []*corev3.HeaderValueOption {
 	reset := max(r.Reset, 0).Round(time.Millisecond)
-	return []*corev3.HeaderValueOption{
-		header("x-ratelimit-limit-requests", strconv.Itoa(r.Limit)),
-		header("x-ratelimit-remaining-requests", strconv.Itoa(r.Remaining)),
-		header("x-ratelimit-reset-requests", reset.String()),
-	}
+	return contract.SetHeaders(
+		"x-ratelimit-limit-requests", strconv.Itoa(r.Limit),
+		"x-ratelimit-remaining-requests", strconv.Itoa(r.Remaining),
+		"x-ratelimit-reset-requests", reset.String(),
+	)
 }
 
-func header(k, v string) *corev3.HeaderValueOption {
-	return &corev3.HeaderValueOption{
-		Header:       &corev3.HeaderValue{Key: k, Value: v},
-		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+// removedByAuthz are the internal headers other than the identity, which
+// no client may send on (read-only: every answer shares the slice).
+var removedByAuthz = func() []string {
+	var out []string
+	for _, h := range contract.InternalHeaders {
+		if h != contract.HeaderKeyID && h != contract.HeaderAccountID {
+			out = append(out, h)
+		}
 	}
-}
+	return out
+}()
 
 func allow(key store.Key, responseHeaders []*corev3.HeaderValueOption) *authv3.CheckResponse {
 	// The identity headers overwrite whatever the client sent; the other
 	// internal headers are removed, so nothing downstream can be forged.
-	remove := make([]string, 0, len(contract.InternalHeaders))
-	for _, h := range contract.InternalHeaders {
-		if h != contract.HeaderKeyID && h != contract.HeaderAccountID {
-			remove = append(remove, h)
-		}
-	}
 	return &authv3.CheckResponse{
 		Status: &status.Status{Code: int32(codes.OK)},
 		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
-			Headers: []*corev3.HeaderValueOption{
-				header(contract.HeaderKeyID, key.ID),
-				header(contract.HeaderAccountID, key.AccountID),
-			},
-			HeadersToRemove:      remove,
+			Headers:              contract.SetHeaders(contract.HeaderKeyID, key.ID, contract.HeaderAccountID, key.AccountID),
+			HeadersToRemove:      removedByAuthz,
 			ResponseHeadersToAdd: responseHeaders,
 		}},
 	}
 }
 
 func deny(e oaierror.Error, extra []*corev3.HeaderValueOption) *authv3.CheckResponse {
-	headers := append([]*corev3.HeaderValueOption{header("content-type", "application/json")}, extra...)
+	headers := append(contract.SetHeaders("content-type", "application/json"), extra...)
 	return &authv3.CheckResponse{
 		Status: &status.Status{Code: int32(codes.PermissionDenied)},
 		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{

@@ -9,9 +9,8 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
 )
@@ -104,7 +103,7 @@ func jsonReply(v any) (*extprocv3.ProcessingResponse, error) {
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extprocv3.ImmediateResponse{
 			Status:  &typev3.HttpStatus{Code: typev3.StatusCode_OK},
-			Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("content-type", "application/json")}},
+			Headers: &extprocv3.HeaderMutation{SetHeaders: contract.SetRawHeaders("content-type", "application/json")},
 			Body:    body,
 		},
 	}}, nil

@@ -1,15 +1,18 @@
 package extproc
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"hash"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -143,14 +146,13 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 	if e := r.hold(ctx, cr, len(body)); e != nil {
 		return r.reject(*e), nil
 	}
-	set := []*corev3.HeaderValueOption{setHeader(contract.HeaderCluster, contract.ClusterName(cr.Model.ID))}
 	common := &extprocv3.CommonResponse{
-		HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set},
+		HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID))},
 		ClearRouteCache: true,
 	}
 	if r.responses {
 		// The chat request goes on in place of the client's.
-		common.HeaderMutation.SetHeaders = append(set, setHeader("content-length", strconv.Itoa(len(body))))
+		common.HeaderMutation.SetHeaders = contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID), "content-length", strconv.Itoa(len(body)))
 		common.BodyMutation = &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: body}}
 	}
 	return &extprocv3.ProcessingResponse{
@@ -194,68 +196,136 @@ func (r *routerStep) hold(ctx context.Context, cr chatRequest, bodyLen int) *oai
 // requestMetadata is what every upstream attempt needs to know of the
 // request, handed over as dynamic metadata (see contract.RequestMetadataNamespace).
 func requestMetadata(stepKey []byte, keyID, accountID, requestID, leaseID string, held money.Nanos, cr chatRequest, started time.Time, response string) *structpb.Struct {
-	fields := map[string]*structpb.Value{
-		contract.MetaKeyID:       structpb.NewStringValue(keyID),
-		contract.MetaAccountID:   structpb.NewStringValue(accountID),
-		contract.MetaRequestID:   structpb.NewStringValue(requestID),
-		contract.MetaModel:       structpb.NewStringValue(cr.Model.ID),
-		contract.MetaStream:      structpb.NewBoolValue(cr.Stream),
-		contract.MetaClientUsage: structpb.NewBoolValue(cr.ClientUsage),
-		contract.MetaStarted:     structpb.NewNumberValue(float64(started.UnixMicro())),
-		contract.MetaLease:       structpb.NewStringValue(leaseID),
-		contract.MetaHeld:        structpb.NewNumberValue(float64(held)),
-	}
+	v := new(metaValues) // every value in one allocation
+	fields := make(map[string]*structpb.Value, 12)
+	fields[contract.MetaKeyID] = v.str(keyID)
+	fields[contract.MetaAccountID] = v.str(accountID)
+	fields[contract.MetaRequestID] = v.str(requestID)
+	fields[contract.MetaModel] = v.str(cr.Model.ID)
+	fields[contract.MetaStream] = v.flag(cr.Stream)
+	fields[contract.MetaClientUsage] = v.flag(cr.ClientUsage)
+	fields[contract.MetaStarted] = v.number(float64(started.UnixMicro()))
+	fields[contract.MetaLease] = v.str(leaseID)
+	fields[contract.MetaHeld] = v.number(float64(held))
 	if response != "" {
-		fields[contract.MetaResponse] = structpb.NewStringValue(response)
+		fields[contract.MetaResponse] = v.str(response)
 	}
 	if len(stepKey) > 0 {
 		// Attempts may run until the request timeout, and a little after.
 		expires := started.Add(cr.Model.RequestTimeout.D() + time.Minute).Unix()
-		fields[contract.MetaExpires] = structpb.NewNumberValue(float64(expires))
-		fields[contract.MetaToken] = structpb.NewStringValue(stepToken(stepKey, fields))
+		fields[contract.MetaExpires] = v.number(float64(expires))
+		fields[contract.MetaToken] = v.str(stepToken(stepKey, fields))
 	}
-	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		contract.RequestMetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: fields}),
-	}}
+	v.inner.Fields = fields
+	v.nsValue.Kind = &v.nsKind
+	v.nsKind.StructValue = &v.inner
+	v.outer.Fields = map[string]*structpb.Value{contract.RequestMetadataNamespace: &v.nsValue}
+	return &v.outer
 }
+
+// metaValues holds the request metadata's values and structs, so that
+// building them is one allocation, not two per field.
+type metaValues struct {
+	strs           [7]structpb.Value_StringValue
+	nums           [3]structpb.Value_NumberValue
+	flags          [2]structpb.Value_BoolValue
+	vals           [12]structpb.Value
+	ns, nn, nf, nv int
+
+	inner, outer structpb.Struct
+	nsValue      structpb.Value
+	nsKind       structpb.Value_StructValue
+}
+
+func (m *metaValues) next() *structpb.Value {
+	v := &m.vals[m.nv]
+	m.nv++
+	return v
+}
+
+func (m *metaValues) str(s string) *structpb.Value {
+	k := &m.strs[m.ns]
+	m.ns++
+	k.StringValue = s
+	v := m.next()
+	v.Kind = k
+	return v
+}
+
+func (m *metaValues) number(f float64) *structpb.Value {
+	k := &m.nums[m.nn]
+	m.nn++
+	k.NumberValue = f
+	v := m.next()
+	v.Kind = k
+	return v
+}
+
+func (m *metaValues) flag(b bool) *structpb.Value {
+	k := &m.flags[m.nf]
+	m.nf++
+	k.BoolValue = b
+	v := m.next()
+	v.Kind = k
+	return v
+}
+
+// stepMAC is a step token's HMAC and buffer, reused through macs.
+type stepMAC struct {
+	key []byte
+	mac hash.Hash
+	buf []byte
+	sum [sha256.Size]byte
+}
+
+var macs sync.Pool // of *stepMAC
 
 // stepToken is the HMAC-SHA256 of the request metadata's fields (all but
 // the token), in a fixed order, base64url.
 func stepToken(key []byte, f map[string]*structpb.Value) string {
+	m, _ := macs.Get().(*stepMAC)
+	if m == nil || !bytes.Equal(m.key, key) {
+		m = &stepMAC{key: bytes.Clone(key), mac: hmac.New(sha256.New, key), buf: make([]byte, 0, 384)}
+	}
+	defer macs.Put(m)
+	m.mac.Reset()
 	// The same bytes as "%s=%d:%s;" per string field and "%s=%.0f;" or
 	// "%s=%t;" per number or flag, appended without fmt.
-	b := make([]byte, 0, 384)
-	str := func(name string) {
+	b := m.buf[:0]
+	for _, name := range tokenStrings {
+		if name == contract.MetaResponse && f[name].GetStringValue() == "" {
+			// Only a Responses request has it: a chat request's token
+			// stays the bytes it was, across a rolling upgrade.
+			continue
+		}
 		v := f[name].GetStringValue()
 		b = append(append(b, name...), '=')
 		b = append(append(strconv.AppendInt(b, int64(len(v)), 10), ':'), v...)
 		b = append(b, ';')
 	}
-	for _, name := range []string{contract.MetaKeyID, contract.MetaAccountID, contract.MetaRequestID, contract.MetaModel, contract.MetaLease} {
-		str(name)
+	for _, n := range tokenNumbers {
+		b = append(append(b, n.name...), '=')
+		if n.flag {
+			b = strconv.AppendBool(b, f[n.name].GetBoolValue())
+		} else {
+			b = strconv.AppendFloat(b, f[n.name].GetNumberValue(), 'f', 0, 64)
+		}
+		b = append(b, ';')
 	}
-	if f[contract.MetaResponse].GetStringValue() != "" {
-		// Only a Responses request has it: a chat request's token stays
-		// the bytes it was, across a rolling upgrade.
-		str(contract.MetaResponse)
-	}
-	number := func(name string) {
-		b = append(append(b, name...), '=')
-		b = append(strconv.AppendFloat(b, f[name].GetNumberValue(), 'f', 0, 64), ';')
-	}
-	flag := func(name string) {
-		b = append(append(b, name...), '=')
-		b = append(strconv.AppendBool(b, f[name].GetBoolValue()), ';')
-	}
-	number(contract.MetaHeld)
-	flag(contract.MetaStream)
-	flag(contract.MetaClientUsage)
-	number(contract.MetaStarted)
-	number(contract.MetaExpires)
-	mac := hmac.New(sha256.New, key)
-	mac.Write(b)
-	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+	m.buf = b
+	m.mac.Write(b)
+	return base64.RawURLEncoding.EncodeToString(m.mac.Sum(m.sum[:0]))
 }
+
+// The fields a step token signs, in order: strings, then numbers and
+// flags.
+var (
+	tokenStrings = []string{contract.MetaKeyID, contract.MetaAccountID, contract.MetaRequestID, contract.MetaModel, contract.MetaLease, contract.MetaResponse}
+	tokenNumbers = []struct {
+		name string
+		flag bool
+	}{{contract.MetaHeld, false}, {contract.MetaStream, true}, {contract.MetaClientUsage, true}, {contract.MetaStarted, false}, {contract.MetaExpires, false}}
+)
 
 // validStepToken checks the token of request metadata against key and the
 // clock.
@@ -306,20 +376,23 @@ func (r *routerStep) identity(ctx context.Context) (store.Key, store.Account, er
 // OpenAI-shaped 503.
 func (r *routerStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
 	r.answered = true
-	hm := headerMap(h.GetHeaders())
-	st, _ := strconv.Atoi(hm[":status"])
-	_, translated := hm[contract.HeaderTranslated]
-	r.attempts, _ = strconv.Atoi(hm[contract.HeaderAttemptCount])
+	st := headerInt(h.GetHeaders(), ":status")
+	_, translated := headerValue(h.GetHeaders(), contract.HeaderTranslated)
+	r.attempts = headerInt(h.GetHeaders(), contract.HeaderAttemptCount)
 	if st >= 200 && st < 300 {
-		return removeHeaders(contract.HeaderTranslated, contract.HeaderAttemptCount), nil
+		return removeHeaders(internalAnswerHeaders...), nil
 	}
 	if !translated {
 		// Envoy's own reply: no healthy upstream, connect failure, timeout.
 		return r.reject(oaierror.NoAvailableWorkers), nil
 	}
 	r.record(st, errorCodeFor(st))
-	return removeHeaders(contract.HeaderTranslated, contract.HeaderAttemptCount), nil
+	return removeHeaders(internalAnswerHeaders...), nil
 }
+
+// internalAnswerHeaders are the headers of an answer that the client never
+// sees (read-only: every answer shares the slice).
+var internalAnswerHeaders = []string{contract.HeaderTranslated, contract.HeaderAttemptCount}
 
 // finish records an admitted request that ended before its answer reached
 // this step: the client left while a provider was still thinking, or the
@@ -403,7 +476,7 @@ func errorCodeFor(st int) string {
 }
 
 func immediate(e oaierror.Error, extra []*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
-	set := append([]*corev3.HeaderValueOption{setHeader("content-type", "application/json")}, extra...)
+	set := append(contract.SetRawHeaders("content-type", "application/json"), extra...)
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extprocv3.ImmediateResponse{
 			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(e.Status)},

@@ -257,11 +257,40 @@ func headerMap(hm *corev3.HeaderMap) map[string]string {
 	return out
 }
 
-func setHeader(k, v string) *corev3.HeaderValueOption {
-	return &corev3.HeaderValueOption{
-		Header:       &corev3.HeaderValue{Key: k, RawValue: []byte(v)},
-		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+// headerValue is the value of one header of Envoy's map, found by a scan
+// (the maps are short, and a map built to read one or two names costs
+// more).
+func headerValue(hm *corev3.HeaderMap, name string) (string, bool) {
+	for _, h := range hm.GetHeaders() {
+		if h.GetKey() == name {
+			if raw := h.GetRawValue(); len(raw) > 0 {
+				return string(raw), true
+			}
+			return h.GetValue(), true
+		}
 	}
+	return "", false
+}
+
+// headerInt is a header's value as an integer, 0 when absent or not one.
+func headerInt(hm *corev3.HeaderMap, name string) int {
+	for _, h := range hm.GetHeaders() {
+		if h.GetKey() == name {
+			n := 0
+			raw := h.GetRawValue()
+			if len(raw) == 0 {
+				raw = []byte(h.GetValue())
+			}
+			for _, c := range raw {
+				if c < '0' || c > '9' || n > 1<<30 {
+					return 0
+				}
+				n = n*10 + int(c-'0')
+			}
+			return n
+		}
+	}
+	return 0
 }
 
 // Usage record and reservation ids derive from the request id the router

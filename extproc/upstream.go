@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -102,7 +101,7 @@ func (u *upstreamStep) outOfOrder(ctx context.Context, what string) *extprocv3.P
 // failure is the upstream step's own 500, naming the request: marked as
 // translated, so that the router step records it as it is.
 func (u *upstreamStep) failure() *extprocv3.ProcessingResponse {
-	return immediate(oaierror.Internal.ForRequest(u.clientRequestID), []*corev3.HeaderValueOption{setHeader(contract.HeaderTranslated, "1")})
+	return immediate(oaierror.Internal.ForRequest(u.clientRequestID), contract.SetRawHeaders(contract.HeaderTranslated, "1"))
 }
 
 func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
@@ -197,7 +196,7 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 			e = oaierror.Invalid("unsupported_parameter", param,
 				strings.Replace(pe.Error(), strconv.Quote(pe.Param), strconv.Quote(param), 1))
 		}
-		return immediate(e, []*corev3.HeaderValueOption{setHeader(contract.HeaderTranslated, "1")}), nil
+		return immediate(e, contract.SetRawHeaders(contract.HeaderTranslated, "1")), nil
 	}
 	if err != nil {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: translating the request failed",
@@ -237,15 +236,12 @@ func (u *upstreamStep) relayRequest(ctx context.Context) (*extprocv3.ProcessingR
 
 // send is the request body's answer: the attempt's upstream request.
 func (u *upstreamStep) send(up provider.Upstream) *extprocv3.ProcessingResponse {
-	set := make([]*corev3.HeaderValueOption, 0, len(up.Headers)+3)
-	set = append(set,
-		setHeader(":path", up.Path),
-		setHeader(":authority", up.Authority),
-		setHeader("content-length", strconv.Itoa(len(up.Body))),
-	)
+	var pairs [16]string // on the stack for up to 5 provider headers
+	kv := append(pairs[:0], ":path", up.Path, ":authority", up.Authority, "content-length", strconv.Itoa(len(up.Body)))
 	for _, h := range up.Headers {
-		set = append(set, setHeader(h.Name, h.Value))
+		kv = append(kv, h.Name, h.Value)
 	}
+	set := contract.SetRawHeaders(kv...)
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
 		RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
 			Status:         extprocv3.CommonResponse_CONTINUE,
@@ -255,6 +251,11 @@ func (u *upstreamStep) send(up provider.Upstream) *extprocv3.ProcessingResponse 
 	}}
 }
 
+// providerAnswerHeaders are the provider's headers an answer drops: its
+// length (the translation changes it) and its request id, which gives way
+// to the request's (read-only: every answer shares the slice).
+var providerAnswerHeaders = []string{"content-length", contract.HeaderRequestID}
+
 // removeForUpstream lists the headers an attempt removes: every internal
 // header and every credential header (the client's key, or one an earlier
 // attempt set for another provider), except those the adapter sets now, so
@@ -262,17 +263,18 @@ func (u *upstreamStep) send(up provider.Upstream) *extprocv3.ProcessingResponse 
 func removeForUpstream(set []provider.Header) []string {
 	out := make([]string, 0, len(contract.InternalHeaders)+len(contract.CredentialHeaders)+len(contract.ProviderHeaders))
 	out = append(out, contract.InternalHeaders...)
-	for _, c := range slices.Concat(contract.CredentialHeaders, contract.ProviderHeaders) {
-		if !slices.ContainsFunc(set, func(h provider.Header) bool { return h.Name == c }) {
-			out = append(out, c)
+	for _, names := range [2][]string{contract.CredentialHeaders, contract.ProviderHeaders} {
+		for _, c := range names {
+			if !slices.ContainsFunc(set, func(h provider.Header) bool { return h.Name == c }) {
+				out = append(out, c)
+			}
 		}
 	}
 	return out
 }
 
 func (u *upstreamStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
-	hm := headerMap(h.GetHeaders())
-	upstreamStatus, _ := strconv.Atoi(hm[":status"])
+	upstreamStatus := headerInt(h.GetHeaders(), ":status")
 	u.status = u.resp.Status(upstreamStatus)
 	if h := u.s.opt.Health; h != nil {
 		// The provider's own status: 5xx and 429 mean the deployment is
@@ -289,18 +291,15 @@ func (u *upstreamStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Pro
 	if ok && u.preq.Stream {
 		contentType = "text/event-stream"
 	}
-	set := []*corev3.HeaderValueOption{
-		setHeader(contract.HeaderTranslated, "1"),
-		setHeader("content-type", contentType),
-	}
+	set := contract.SetRawHeaders(contract.HeaderTranslated, "1", "content-type", contentType)
 	if u.status != upstreamStatus {
-		set = append(set, setHeader(":status", strconv.Itoa(u.status)))
+		set = contract.SetRawHeaders(contract.HeaderTranslated, "1", "content-type", contentType, ":status", strconv.Itoa(u.status))
 	}
 	out := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 		ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
 			// The provider's own request id gives way to the request's
 			// (the client's or the proxy's), which every answer carries.
-			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: []string{"content-length", contract.HeaderRequestID}},
+			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: providerAnswerHeaders},
 		}},
 	}}
 	if !ok || !u.preq.Stream {
@@ -337,7 +336,7 @@ func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 			// JSON. The router step records it, as every failure.
 			u.ended, u.status = true, StatusUpstreamFailed
 			return immediate(oaierror.UpstreamFailed.With("The provider sent an answer Tollgate could not translate.", "").ForRequest(u.clientRequestID),
-				[]*corev3.HeaderValueOption{setHeader(contract.HeaderTranslated, "1")}), nil
+				contract.SetRawHeaders(contract.HeaderTranslated, "1")), nil
 		}
 		// Keep what was translated before the failure, then end with one
 		// error event.

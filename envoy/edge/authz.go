@@ -15,10 +15,9 @@ import (
 // checkRequest is the ext_authz CheckRequest Envoy would send for r.
 func (e *Edge) checkRequest(r *http.Request, h headers) *authv3.CheckRequest {
 	ip, port := e.sourceAddress(r)
-	hm := make(map[string]string, len(h))
-	for k, v := range h {
-		hm[k] = v
-	}
+	// The request's own map, not a copy: ext_authz only reads it, and the
+	// edge changes it only once Check has returned.
+	hm := map[string]string(h)
 	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
 		Source: &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
 			SocketAddress: &corev3.SocketAddress{Address: ip, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}},

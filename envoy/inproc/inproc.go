@@ -151,6 +151,16 @@ func (c procClient) Process(ctx context.Context, _ ...grpc.CallOption) (extprocv
 			step = v[len(v)-1]
 		}
 	}
+	return c.ProcessStep(ctx, step)
+}
+
+// ProcessStep opens a stream of the step named, as Process does with the
+// step in the outgoing metadata; the built-in edge calls it directly and
+// spares the metadata.
+func (c procClient) ProcessStep(ctx context.Context, step string) (extprocv3.ExternalProcessor_ProcessClient, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
 	x, err := c.b.opener(ctx, step)
 	if err != nil {
 		return nil, err
