@@ -16,7 +16,6 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/tollgate/config"
@@ -250,7 +249,7 @@ func (e *Edge) try(ctx, reqCtx context.Context, ep Endpoint, n int, h headers, b
 	sctx, span := e.startAttempt(ctx, ep, n, h)
 	pctx, cancelProc := context.WithCancel(sctx)
 	a := &attempt{ep: ep, cancelProc: cancelProc, reqCtx: reqCtx, span: span}
-	proc, err := e.opt.ExtProc.Process(metadata.AppendToOutgoingContext(pctx, contract.HeaderStep, contract.StepUpstream))
+	proc, err := e.openStep(pctx, contract.StepUpstream)
 	if err != nil {
 		a.err = fmt.Errorf("open upstream stream: %w", err)
 		return a

@@ -152,6 +152,9 @@ type Edge struct {
 	// stopped is done when opt.Stop closes.
 	stopped context.Context
 	tracer  trace.Tracer
+	// tracing: the provider records spans; without it the edge makes none
+	// and passes the client's trace context on as it came.
+	tracing bool
 }
 
 // New returns an Edge.
@@ -171,7 +174,8 @@ func New(opt Options) *Edge {
 	if opt.Tracer == nil {
 		opt.Tracer = noop.NewTracerProvider()
 	}
-	e := &Edge{opt: opt, stopped: context.Background(), tracer: opt.Tracer.Tracer(tracerName)}
+	_, off := opt.Tracer.(noop.TracerProvider)
+	e := &Edge{opt: opt, stopped: context.Background(), tracer: opt.Tracer.Tracer(tracerName), tracing: !off}
 	if opt.Stop != nil {
 		stopped, stop := context.WithCancel(context.Background())
 		go func() {
@@ -218,7 +222,7 @@ func (e *Edge) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	ctx = withRequestID(ctx, id)
 
 	// 1. ext_authz.
-	actx, aspan := e.tracer.Start(ctx, "ext_authz Check")
+	actx, aspan := e.startSpan(ctx, "ext_authz Check")
 	check, err := e.opt.Authz.Check(actx, e.checkRequest(r, reqHeaders))
 	aspan.End()
 	if err != nil {
@@ -250,12 +254,27 @@ func (e *Edge) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// stepOpener is an ext_proc client that opens a step's stream without
+// gRPC metadata: the in-process binding.
+type stepOpener interface {
+	ProcessStep(ctx context.Context, step string) (extprocv3.ExternalProcessor_ProcessClient, error)
+}
+
+// openStep opens an ext_proc stream for a step, which Envoy names in the
+// stream's metadata (the filter's grpc_service initial_metadata).
+func (e *Edge) openStep(ctx context.Context, step string) (extprocv3.ExternalProcessor_ProcessClient, error) {
+	if o, ok := e.opt.ExtProc.(stepOpener); ok {
+		return o.ProcessStep(ctx, step)
+	}
+	return e.opt.ExtProc.Process(metadata.AppendToOutgoingContext(ctx, contract.HeaderStep, step))
+}
+
 // afterAuthz runs the router step and the upstream attempts. It returns a
 // response to write, or nil when it has streamed the answer itself.
 func (e *Edge) afterAuthz(ctx context.Context, w http.ResponseWriter, r *http.Request, reqHeaders, extra headers) *response {
-	routerCtx, routerCancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, contract.HeaderStep, contract.StepRouter))
+	routerCtx, routerCancel := context.WithCancel(ctx)
 	defer routerCancel()
-	router, err := e.opt.ExtProc.Process(routerCtx)
+	router, err := e.openStep(routerCtx, contract.StepRouter)
 	if err != nil {
 		return e.internal(ctx, "open router stream", err)
 	}

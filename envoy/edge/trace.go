@@ -33,10 +33,24 @@ const tracerName = "github.com/tollgate/tollgate/envoy/edge"
 
 // startRequest starts the request's span from the client's trace context.
 func (e *Edge) startRequest(r *http.Request, requestID string) (context.Context, trace.Span) {
+	if !e.tracing {
+		return r.Context(), noSpan
+	}
 	ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	return e.tracer.Start(ctx, r.Method+" "+r.URL.Path, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path),
 			attrRequestID.String(requestID)))
+}
+
+// noSpan is the span of every step when nothing records them.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// startSpan starts a child span of the request's, when spans are recorded.
+func (e *Edge) startSpan(ctx context.Context, name string) (context.Context, trace.Span) {
+	if !e.tracing {
+		return ctx, noSpan
+	}
+	return e.tracer.Start(ctx, name)
 }
 
 // endRequest records the status the client got and ends the span.
@@ -51,6 +65,9 @@ func endRequest(span trace.Span, status int) {
 // startAttempt starts an attempt's span and puts its context in the
 // request's headers (traceparent), which the provider receives.
 func (e *Edge) startAttempt(ctx context.Context, ep Endpoint, n int, h headers) (context.Context, trace.Span) {
+	if !e.tracing {
+		return ctx, noSpan // the client's traceparent, if any, goes on
+	}
 	ctx, span := e.tracer.Start(ctx, "upstream attempt", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attrDeployment.String(ep.Deployment), attrProvider.String(providerOf(ep.Deployment)), attrAttempt.Int(n)))
 	delete(h, "traceparent")
