@@ -110,7 +110,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// Two loggers share the stream: one write at a time.
+	stderr = &lockedWriter{w: stderr}
 	log, err := o.log.logger(stderr)
+	if err != nil {
+		return err
+	}
+	// The access log's lines go out in batches (see lineBuffer); the last
+	// ones when everything else has stopped.
+	accessOut := newLineBuffer(stderr, accessFlushInterval)
+	defer accessOut.Close()
+	accessLog, err := o.log.logger(accessOut)
 	if err != nil {
 		return err
 	}
@@ -260,7 +270,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Config: cfgNow, Keys: cache, Balance: leaser, Logger: log,
 		// Every usage record: counted in the metrics, logged as the
 		// request's access-log line, then written.
-		Usage:  metrics.Usage{Next: extproc.AccessLog{Usage: recorder, Logger: log}, Metrics: m},
+		Usage:  metrics.Usage{Next: extproc.AccessLog{Usage: recorder, Logger: accessLog}, Metrics: m},
 		Health: deployments, StepKey: stepKey, Observer: metrics.ExtProc{Metrics: m},
 		Responses: st,
 	})
