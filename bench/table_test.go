@@ -429,7 +429,31 @@ func BenchmarkTable(b *testing.B) {
 	var rows [][4]string
 	row := func(what, ours, floor, ratio string) { rows = append(rows, [4]string{what, ours, floor, ratio}) }
 
-	// The embedded path against httputil.ReverseProxy.
+	// TOLLGATE_BENCH_ONLY=embedded|grpc|latency measures those rows alone.
+	only := os.Getenv("TOLLGATE_BENCH_ONLY")
+	part := func(name string) bool { return only == "" || strings.Contains(only, name) }
+
+	if part("embedded") {
+		embeddedRows(b, n, rounds, row)
+	}
+	if part("grpc") {
+		grpcRows(b, n, rounds, row)
+	}
+	if part("latency") {
+		latencyRows(b, row)
+	}
+
+	var out strings.Builder
+	fmt.Fprintf(&out, "\n| measure | Tollgate | floor | ratio |\n|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&out, "| %s | %s | %s | %s |\n", r[0], r[1], r[2], r[3])
+	}
+	fmt.Print(out.String())
+}
+
+// embeddedRows measures the embedded path against httputil.ReverseProxy:
+// CPU and allocations per request, and memory per slow stream.
+func embeddedRows(b *testing.B, n, rounds int, row func(what, ours, floor, ratio string)) {
 	m := newMock(b, 100)
 	emb, secret := startEmbedded(b, m.URL, "")
 	proxy := startChild(b, childProxy, "TOLLGATE_BENCH_TARGET="+m.URL)
@@ -443,10 +467,10 @@ func BenchmarkTable(b *testing.B) {
 		for range rounds {
 			o := measure(b, emb, cl, c.body, c.n/rounds)
 			f := measure(b, proxy, cl, c.body, c.n/rounds)
-			ours.cpuMicros += o.cpuMicros / rounds
-			ours.allocs += o.allocs / rounds
-			floor.cpuMicros += f.cpuMicros / rounds
-			floor.allocs += f.allocs / rounds
+			ours.cpuMicros += o.cpuMicros / float64(rounds)
+			ours.allocs += o.allocs / float64(rounds)
+			floor.cpuMicros += f.cpuMicros / float64(rounds)
+			floor.allocs += f.allocs / float64(rounds)
 		}
 		row("embedded path, "+c.name+": CPU µs/request", fmt.Sprintf("%.0f", ours.cpuMicros), fmt.Sprintf("%.0f", floor.cpuMicros), fmt.Sprintf("%.2f×", ours.cpuMicros/floor.cpuMicros))
 		row("embedded path, "+c.name+": allocations/request", fmt.Sprintf("%.0f", ours.allocs), fmt.Sprintf("%.0f", floor.allocs), fmt.Sprintf("%.2f×", ours.allocs/floor.allocs))
@@ -457,8 +481,11 @@ func BenchmarkTable(b *testing.B) {
 	proxy2 := startChild(b, childProxy, "TOLLGATE_BENCH_TARGET="+m2.URL)
 	floorMem := memoryPerStream(b, proxy2, cl, m2, streams)
 	row(fmt.Sprintf("memory per concurrent slow stream (%d open), KiB", streams), fmt.Sprintf("%.1f", oursMem/1024), fmt.Sprintf("%.1f", floorMem/1024), fmt.Sprintf("%.2f×", oursMem/floorMem))
+}
 
-	// The gRPC path against no-op servers.
+// grpcRows measures the gRPC path against no-op servers: server CPU per
+// request.
+func grpcRows(b *testing.B, n, rounds int, row func(what, ours, floor, ratio string)) {
 	for _, c := range []struct {
 		name   string
 		stream bool
@@ -466,13 +493,16 @@ func BenchmarkTable(b *testing.B) {
 	}{{"non-streamed", false, [][]byte{[]byte(completion)}}, {"streamed, 100 chunks", true, streamPieces(100)}} {
 		var ours, floor float64
 		for range rounds {
-			ours += grpcCPU(b, childGRPC, c.stream, c.pieces, n/2/rounds) / rounds
-			floor += grpcCPU(b, childNoop, c.stream, c.pieces, n/2/rounds) / rounds
+			ours += grpcCPU(b, childGRPC, c.stream, c.pieces, n/rounds) / float64(rounds)
+			floor += grpcCPU(b, childNoop, c.stream, c.pieces, n/rounds) / float64(rounds)
 		}
 		row("gRPC path (ext_authz + ext_proc), "+c.name+": server CPU µs/request", fmt.Sprintf("%.0f", ours), fmt.Sprintf("%.0f", floor), fmt.Sprintf("%.2f×", ours/floor))
 	}
+}
 
-	// Added latency at 500 requests per second, PostgreSQL and Redis on.
+// latencyRows measures the added latency at 500 requests per second,
+// PostgreSQL and Redis on (outside CI only when they are named).
+func latencyRows(b *testing.B, row func(what, ours, floor, ratio string)) {
 	if pg, redisURL := os.Getenv("TOLLGATE_BENCH_POSTGRES"), os.Getenv("TOLLGATE_BENCH_REDIS"); pg != "" || os.Getenv("CI") == "" {
 		if pg == "" {
 			pg = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -494,13 +524,6 @@ func BenchmarkTable(b *testing.B) {
 		row("added latency at 500 req/s (PostgreSQL, Redis), p50", ms(p50[1]-p50[0]), "direct: "+ms(p50[0]), "")
 		row("added latency at 500 req/s (PostgreSQL, Redis), p99", ms(p99[1]-p99[0]), "direct: "+ms(p99[0]), "")
 	}
-
-	var out strings.Builder
-	fmt.Fprintf(&out, "\n| measure | Tollgate | floor | ratio |\n|---|---|---|---|\n")
-	for _, r := range rows {
-		fmt.Fprintf(&out, "| %s | %s | %s | %s |\n", r[0], r[1], r[2], r[3])
-	}
-	fmt.Print(out.String())
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
@@ -510,7 +533,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float
 func grpcCPU(b *testing.B, mode string, stream bool, pieces [][]byte, n int) float64 {
 	r := newRigMode(b, mode)
 	ctx := context.Background()
-	for range 20 {
+	for range 100 { // warm the child: caches, connections, the runtime
 		require.NoError(b, r.request(ctx, stream, pieces))
 	}
 	start := childCPU(b, r.child.Process.Pid)
