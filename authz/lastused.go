@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/periodic"
 )
 
 // KeyToucher is what LastUsed needs of storage.
@@ -16,14 +18,12 @@ type KeyToucher interface {
 // memory, and one write per interval carries every key used since, so the
 // hot path never waits on the database.
 type LastUsed struct {
-	w        KeyToucher
-	interval time.Duration
-	log      *slog.Logger
+	w   KeyToucher
+	log *slog.Logger
 
 	mu      sync.Mutex
 	pending map[string]time.Time
-	stop    chan struct{}
-	done    chan struct{}
+	flushes *periodic.Loop
 }
 
 // NewLastUsed starts flushing every interval (default 1s when zero).
@@ -34,9 +34,8 @@ func NewLastUsed(w KeyToucher, interval time.Duration, log *slog.Logger) *LastUs
 	if log == nil {
 		log = slog.Default()
 	}
-	l := &LastUsed{w: w, interval: interval, log: log, pending: map[string]time.Time{},
-		stop: make(chan struct{}), done: make(chan struct{})}
-	go l.run()
+	l := &LastUsed{w: w, log: log, pending: map[string]time.Time{}}
+	l.flushes = periodic.Start(interval, func() { l.Flush(context.Background()) })
 	return l
 }
 
@@ -47,20 +46,6 @@ func (l *LastUsed) Touch(keyID string, t time.Time) {
 		l.pending[keyID] = t
 	}
 	l.mu.Unlock()
-}
-
-func (l *LastUsed) run() {
-	defer close(l.done)
-	tick := time.NewTicker(l.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-tick.C:
-			l.Flush(context.Background())
-		case <-l.stop:
-			return
-		}
-	}
 }
 
 // Flush writes what is pending now. On failure the times are kept for the
@@ -88,7 +73,6 @@ func (l *LastUsed) Flush(ctx context.Context) {
 
 // Close stops the loop and writes what is pending.
 func (l *LastUsed) Close(ctx context.Context) {
-	close(l.stop)
-	<-l.done
+	l.flushes.Stop()
 	l.Flush(ctx)
 }

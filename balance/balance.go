@@ -40,6 +40,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/periodic"
 	"github.com/tollgate/tollgate/money"
 )
 
@@ -77,10 +78,8 @@ type Leaser struct {
 	accounts map[string]*account
 	seq      atomic.Uint64
 
-	stop      chan struct{}
-	closeOnce sync.Once
-	done      chan struct{}
-	grows     sync.WaitGroup // growAhead calls under way
+	sweeps *periodic.Loop
+	grows  sync.WaitGroup // growAhead calls under way
 }
 
 // account is one account's leases in this replica. Its mutex serialises
@@ -123,9 +122,11 @@ func New(opt Options) *Leaser {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	l := &Leaser{opt: opt, replica: rand.Text()[:10], accounts: map[string]*account{},
-		stop: make(chan struct{}), done: make(chan struct{})}
-	go l.returnIdle()
+	l := &Leaser{opt: opt, replica: rand.Text()[:10], accounts: map[string]*account{}}
+	// Every half Idle, the free money of leases without holds idle for
+	// Idle goes back, and of retired leases as soon as their holds are
+	// done.
+	l.sweeps = periodic.Start(l.opt.Idle/2, func() { l.sweep(false) })
 	return l
 }
 
@@ -256,23 +257,6 @@ func (l *Leaser) account(id string) *account {
 	return a
 }
 
-// returnIdle gives back, every half Idle, the free money of leases without
-// holds that have been idle for Idle, and of retired leases as soon as
-// their holds are done. Owned by the Leaser: Close ends it.
-func (l *Leaser) returnIdle() {
-	defer close(l.done)
-	t := time.NewTicker(l.opt.Idle / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-			l.sweep(false)
-		}
-	}
-}
-
 // give is free money to return to the database.
 type give struct {
 	lease  string
@@ -339,8 +323,7 @@ func (l *Leaser) sweep(all bool) {
 // without holds (call it after the requests have drained). Leases with
 // holds still running are left to expire.
 func (l *Leaser) Close() {
-	l.closeOnce.Do(func() { close(l.stop) })
-	<-l.done
+	l.sweeps.Stop()
 	l.grows.Wait()
 	l.sweep(true)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/internal/periodic"
 )
 
 // returnScript gives ARGV[1] unused permits back to a window that has not
@@ -76,9 +78,7 @@ type Leased struct {
 	returnsMu sync.Mutex
 	returns   []permits // to give back on the next sweep
 
-	stop      chan struct{}
-	closeOnce sync.Once
-	done      chan struct{}
+	sweeps *periodic.Loop
 }
 
 type leaseShard struct {
@@ -123,11 +123,13 @@ func NewLeased(r *Redis, opt LeaseOptions) *Leased {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Leased{redis: r, opt: opt, seed: maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
+	l := &Leased{redis: r, opt: opt, seed: maphash.MakeSeed()}
 	for i := range l.shards {
 		l.shards[i].slots = map[string]*slot{}
 	}
-	go l.returnIdle()
+	// Every half Idle: permits idle for Idle go back to Redis, slots of
+	// past windows are dropped.
+	l.sweeps = periodic.Start(opt.Idle/2, func() { l.sweep(false) })
 	return l
 }
 
@@ -260,23 +262,6 @@ func (l *Leased) giveBackLater(p permits) {
 	l.returnsMu.Unlock()
 }
 
-// returnIdle sweeps every half Idle: permits idle for Idle go back to
-// Redis, slots of past windows are dropped. Owned by the Leased: Close
-// ends it.
-func (l *Leased) returnIdle() {
-	defer close(l.done)
-	t := time.NewTicker(l.opt.Idle / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-			l.sweep(false)
-		}
-	}
-}
-
 // sweep gives back idle permits (all unused permits when all is set) and
 // forgets slots of windows before the previous one.
 func (l *Leased) sweep(all bool) {
@@ -316,7 +301,6 @@ func (l *Leased) sweep(all bool) {
 // Close stops the sweeps and gives every unused permit back (call it
 // after the requests have drained).
 func (l *Leased) Close() {
-	l.closeOnce.Do(func() { close(l.stop) })
-	<-l.done
+	l.sweeps.Stop()
 	l.sweep(true)
 }

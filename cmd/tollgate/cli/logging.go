@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/periodic"
 )
 
 // logOptions choose the server's log format and level.
@@ -57,16 +59,18 @@ type lineBuffer struct {
 	buf    []byte
 	closed bool
 
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	flushes *periodic.Loop
 }
 
 // newLineBuffer starts a lineBuffer on w that flushes every interval;
 // Close flushes and ends it.
 func newLineBuffer(w io.Writer, interval time.Duration) *lineBuffer {
-	b := &lineBuffer{w: w, buf: make([]byte, 0, accessFlushBytes), stop: make(chan struct{}), done: make(chan struct{})}
-	go b.flushEvery(interval)
+	b := &lineBuffer{w: w, buf: make([]byte, 0, accessFlushBytes)}
+	b.flushes = periodic.Start(interval, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.flushLocked()
+	})
 	return b
 }
 
@@ -91,28 +95,10 @@ func (b *lineBuffer) flushLocked() {
 	b.buf = b.buf[:0]
 }
 
-// flushEvery is owned by the lineBuffer: Close ends it.
-func (b *lineBuffer) flushEvery(d time.Duration) {
-	defer close(b.done)
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C:
-			b.mu.Lock()
-			b.flushLocked()
-			b.mu.Unlock()
-		}
-	}
-}
-
 // Close writes what is buffered and stops the flushes; later lines are
 // written at once.
 func (b *lineBuffer) Close() {
-	b.once.Do(func() { close(b.stop) })
-	<-b.done
+	b.flushes.Stop()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.flushLocked()
