@@ -81,6 +81,18 @@ func TestChangesReachEveryReplicaWithinASecond(t *testing.T) {
 	}
 }
 
+// twoReplicasOnRedis starts two replicas on one PostgreSQL and the real
+// Redis, in front of one mock provider. The Redis timeout is raised well
+// above the default (see TestReplicasSharingRedisAdmitExactlyTheLimit).
+func twoReplicasOnRedis(t *testing.T) (*tollgate, *tollgate) {
+	p := newMockOpenAI(t)
+	db := storetest.PostgresURL(t)
+	rdb := testRedisURL(t)
+	a := startTollgate(t, configFor(p.URL), db, "--redis", rdb, "--redis-timeout", "20s")
+	b := startTollgate(t, configFor(p.URL), db, "--redis", rdb, "--redis-timeout", "20s")
+	return a, b
+}
+
 // Two replicas sharing the real Redis admit exactly the limit, however the
 // concurrent requests are spread between them: no overshoot.
 //
@@ -90,11 +102,7 @@ func TestChangesReachEveryReplicaWithinASecond(t *testing.T) {
 // one rightly counts per replica (ratelimit.TestFallbackSurvivesARedisOutageAndRecovers covers that path). This
 // test is about the shared count, so it must not take that path.
 func TestReplicasSharingRedisAdmitExactlyTheLimit(t *testing.T) {
-	p := newMockOpenAI(t)
-	db := storetest.PostgresURL(t)
-	rdb := testRedisURL(t)
-	a := startTollgate(t, configFor(p.URL), db, "--redis", rdb, "--redis-timeout", "20s")
-	b := startTollgate(t, configFor(p.URL), db, "--redis", rdb, "--redis-timeout", "20s")
+	a, b := twoReplicasOnRedis(t)
 	const limit, total = 10, 40
 	secret := a.newAccount(t, "me@example.com", "10", "--rpm", "10")
 	awayFromMinuteEdge()
@@ -128,11 +136,7 @@ func TestReplicasSharingRedisAdmitExactlyTheLimit(t *testing.T) {
 // permits one holds unused go back after a second idle, so the other then
 // admits exactly up to the limit.
 func TestReplicasLeasingPermitsAdmitTheLimitAndNoMore(t *testing.T) {
-	p := newMockOpenAI(t)
-	db := storetest.PostgresURL(t)
-	rdb := testRedisURL(t)
-	a := startTollgate(t, configFor(p.URL), db, "--redis", rdb, "--redis-timeout", "20s")
-	b := startTollgate(t, configFor(p.URL), db, "--redis", rdb, "--redis-timeout", "20s")
+	a, b := twoReplicasOnRedis(t)
 	const limit = 100
 	secret := a.newAccount(t, "me@example.com", "10", "--rpm", strconv.Itoa(limit))
 	// The whole test runs in one window.
