@@ -211,7 +211,7 @@ func (e *Edge) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(sctx)
 	defer cancel()
 
-	reqHeaders := headers{}
+	reqHeaders := make(headers, len(r.Header)+8) // the pseudo-headers and the internal ones to come
 	fromHTTP(r.Header, reqHeaders)
 	reqHeaders[":method"] = r.Method
 	reqHeaders[":path"] = r.URL.RequestURI()
