@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -102,6 +103,18 @@ func TestMain(m *testing.M) {
 // the same messages doing nothing (the floor). It prints its address and
 // the key, and when its stdin closes, the number of usage records.
 func serve(mode string) error {
+	// TOLLGATE_BENCH_CPUPROFILE=FILE profiles the child (FILE.grpc,
+	// FILE.noop; each child of a run overwrites the last one's).
+	if path := os.Getenv("TOLLGATE_BENCH_CPUPROFILE"); path != "" {
+		f, err := os.Create(path + "." + mode)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if mode == childNoop {
 		return serveNoop()
 	}
