@@ -65,6 +65,15 @@ func runChild(mode string) error {
 	go func() {
 		_ = http.Serve(stats, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			runtime.GC()
+			// With TOLLGATE_BENCH_MEMPROFILE=FILE, the stats taken while the
+			// slow streams are open also write what is in use then
+			// (FILE.inuse.<mode>).
+			if path := os.Getenv("TOLLGATE_BENCH_MEMPROFILE"); path != "" && r.URL.Query().Has("open") {
+				if f, err := os.Create(path + ".inuse." + mode); err == nil {
+					_ = pprof.Lookup("heap").WriteTo(f, 0)
+					_ = f.Close()
+				}
+			}
 			var m runtime.MemStats
 			runtime.ReadMemStats(&m)
 			_ = json.NewEncoder(w).Encode(childStats{Mallocs: m.Mallocs, InUse: m.HeapInuse + m.StackInuse, Goroutines: runtime.NumGoroutine()})
@@ -189,8 +198,10 @@ func startChild(b *testing.B, mode string, env ...string) *child {
 	return c
 }
 
-func (c *child) readStats(b *testing.B) childStats {
-	resp, err := http.Get(c.stats)
+func (c *child) readStats(b *testing.B) childStats { return c.readStatsQuery(b, "") }
+
+func (c *child) readStatsQuery(b *testing.B, query string) childStats {
+	resp, err := http.Get(c.stats + "?" + query)
 	require.NoError(b, err)
 	defer resp.Body.Close()
 	var s childStats
@@ -368,7 +379,7 @@ func memoryPerStream(b *testing.B, c *child, cl *client, m *mock, n int) float64
 		})
 	}
 	started.Wait()
-	open := c.readStats(b)
+	open := c.readStatsQuery(b, "open")
 	close(m.release)
 	wg.Wait()
 	require.Zero(b, failed.Load(), "every slow stream opened")

@@ -57,9 +57,9 @@ func (e *Edge) stream(ctx context.Context, w http.ResponseWriter, a *attempt, h 
 	}
 	stopIdle := a.idleTimer()
 	defer stopIdle()
-	// Stream events are small: an 8 KiB read keeps a slow stream cheap
-	// (a larger piece is read in several).
-	buf := make([]byte, 8<<10)
+	// Stream events are small (a few hundred bytes): a 4 KiB read keeps a
+	// slow stream cheap (a larger piece is read in several).
+	buf := make([]byte, 4<<10)
 	for {
 		n, err := a.resp.Body.Read(buf)
 		if n > 0 {
