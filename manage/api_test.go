@@ -866,6 +866,7 @@ func TestTheAPIOnPostgreSQL(t *testing.T) {
 		"Tokens":       TestTokensAreMadeByAdminsOnlyAndAuditedWithEveryAction,
 		"Idempotency":  TestARetriedCreateWithAnIdempotencyKeyGetsTheFirstAnswer,
 		"Usage":        TestUsageOfAKeyOrAnAccountOverARangeAndAsCSV,
+		"CSVDeadlines": TestACSVExportBoundsEachPagesWrite,
 		"Accounts":     TestAccountsAreAdminsAndARetriedCreditIsNeverASecondCredit,
 		"Models":       TestModelsAreThePlansWithPricesAndAvailability,
 		"Rotation":     TestRotationGivesANewSecretAndKeepsTheOldOneOnlyThroughItsGrace,
@@ -886,4 +887,45 @@ func TestTheAPIOnPostgreSQL(t *testing.T) {
 		}
 		assert.True(t, ran["github.com/tollgate/tollgate/manage."+fn.Name.Name], "%s does not run on PostgreSQL", fn.Name.Name)
 	}
+}
+
+// deadlineWriter is a ResponseWriter whose connection takes write
+// deadlines, as net/http's does; it records them.
+type deadlineWriter struct {
+	*httptest.ResponseRecorder
+	deadlines []time.Time
+}
+
+func (d *deadlineWriter) SetWriteDeadline(t time.Time) error {
+	d.deadlines = append(d.deadlines, t)
+	return nil
+}
+
+// A CSV export bounds the sending of each page, and leaves the connection
+// without a deadline when it is done.
+func TestACSVExportBoundsEachPagesWrite(t *testing.T) {
+	e := newAPIEnv(t)
+	ctx := context.Background()
+	k, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("one"))
+	require.NoError(t, err)
+	march := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	recs := make([]store.UsageRecord, 1500)
+	for i := range recs {
+		recs[i] = store.UsageRecord{ID: fmt.Sprintf("use_%04d", i), KeyID: k.ID, AccountID: k.AccountID, Model: "gpt-4o-mini",
+			Provider: "openai", Cost: 1, Status: 200, CreatedAt: march.Add(time.Duration(i) * time.Minute)}
+	}
+	require.NoError(t, e.st.RecordUsage(ctx, recs))
+
+	w := &deadlineWriter{ResponseRecorder: httptest.NewRecorder()}
+	r := httptest.NewRequest("GET", "/api/v1/usage/records?format=csv", nil)
+	start := time.Now()
+	require.NoError(t, e.svc.UsageCSV(w, r, Actor{Kind: ActorCLI}, UsageRequest{AccountID: e.a.ID, From: march, To: march.AddDate(0, 0, 2)}))
+	rows, err := csv.NewReader(w.Body).ReadAll()
+	require.NoError(t, err)
+	assert.Len(t, rows, 1+1500, "the header and every record")
+	require.Len(t, w.deadlines, 3, "one deadline per page of a thousand, then none")
+	for _, d := range w.deadlines[:2] {
+		assert.WithinDuration(t, start.Add(CSVPageWriteTimeout), d, 10*time.Second)
+	}
+	assert.True(t, w.deadlines[2].IsZero(), "the connection is left without a deadline")
 }

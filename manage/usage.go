@@ -26,6 +26,10 @@ const (
 	MaxUsageSpan = 366 * 24 * time.Hour
 	// MaxCSVRecords bounds one CSV export.
 	MaxCSVRecords = 1_000_000
+	// CSVPageWriteTimeout bounds the sending of each page of a CSV export
+	// (a thousand records): a client that stops reading loses the export,
+	// and the request its goroutine.
+	CSVPageWriteTimeout = 30 * time.Second
 )
 
 // UsageRequest selects usage: a key's (KeyID) or an account's.
@@ -306,10 +310,18 @@ func (s *Service) UsageCSV(w http.ResponseWriter, r *http.Request, a Actor, req 
 	}
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="usage-%s-%s.csv"`, q.From.Format("20060102"), q.To.Format("20060102")))
+	// The server has no write timeout (answers may stream for long), so
+	// each page gets its own; the connection gets none back once done.
+	rc := http.NewResponseController(w)
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	_ = rc.SetWriteDeadline(time.Now().Add(CSVPageWriteTimeout))
 	cw := csv.NewWriter(w)
 	_ = cw.Write(csvHeader)
 	written := 0
 	for len(recs) > 0 && written < MaxCSVRecords {
+		if written > 0 {
+			_ = rc.SetWriteDeadline(time.Now().Add(CSVPageWriteTimeout))
+		}
 		for _, u := range recs {
 			_ = cw.Write([]string{u.ID, u.CreatedAt.UTC().Format(time.RFC3339Nano), u.KeyID, u.AccountID, u.Model, u.Provider,
 				u.Deployment, strconv.Itoa(u.Status), u.ErrorCode, strconv.FormatInt(u.PromptTokens, 10),
