@@ -103,18 +103,12 @@ func TestMain(m *testing.M) {
 // the same messages doing nothing (the floor). It prints its address and
 // the key, and when its stdin closes, the number of usage records.
 func serve(mode string) error {
-	// TOLLGATE_BENCH_CPUPROFILE=FILE profiles the child (FILE.grpc,
-	// FILE.noop; each child of a run overwrites the last one's).
-	if path := os.Getenv("TOLLGATE_BENCH_CPUPROFILE"); path != "" {
-		f, err := os.Create(path + "." + mode)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	// Each gRPC child of a run overwrites the last one's profile.
+	stop, err := cpuProfile(mode)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	if mode == childNoop {
 		return serveNoop()
 	}
@@ -201,6 +195,23 @@ func (r *rig) records(b *testing.B) int {
 	n, err := strconv.Atoi(strings.TrimSpace(line))
 	require.NoError(b, err)
 	return n
+}
+
+// cpuProfile profiles a child into FILE.<mode> when
+// TOLLGATE_BENCH_CPUPROFILE=FILE is set; the returned function stops it.
+func cpuProfile(mode string) (func(), error) {
+	path := os.Getenv("TOLLGATE_BENCH_CPUPROFILE")
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path + "." + mode)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
 
 // childCPU is the CPU time a child has used so far: the sum of its

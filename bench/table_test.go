@@ -82,16 +82,11 @@ func runChild(mode string) error {
 	fmt.Printf("stats http://%s\n", stats.Addr())
 	// TOLLGATE_BENCH_CPUPROFILE=FILE profiles the child (the gateway or the
 	// floor) for a look at where its time goes.
-	if path := os.Getenv("TOLLGATE_BENCH_CPUPROFILE"); path != "" {
-		f, err := os.Create(path + "." + mode)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := cpuProfile(mode)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	// TOLLGATE_BENCH_MEMPROFILE=FILE writes the child's allocation profile
 	// when it ends, every allocation recorded (so the counts are exact and
 	// the CPU figures of that run are not to be read).

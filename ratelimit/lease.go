@@ -289,12 +289,15 @@ func (l *Leased) sweep(all bool) {
 	}
 	for _, p := range back {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		if err := l.redis.giveBack(ctx, p.key, p.window, p.n); err != nil {
-			// They stay counted until the window ends: fewer admissions,
-			// never more.
-			l.opt.Logger.Debug("rate limiter: giving unused permits back failed", "permits", p.n, "err", err)
-		}
+		err := l.redis.giveBack(ctx, p.key, p.window, p.n)
 		cancel()
+		if err != nil {
+			// These and the rest stay counted until their window ends:
+			// fewer admissions, never more. One failure ends the sweep, so
+			// a lost Redis costs it (and Close) one wait, not one per key.
+			l.opt.Logger.Debug("rate limiter: giving unused permits back failed", "permits", p.n, "err", err)
+			return
+		}
 	}
 }
 

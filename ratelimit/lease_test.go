@@ -251,3 +251,31 @@ func BenchmarkLeasedAllow(b *testing.B) {
 		}
 	}
 }
+
+// With Redis lost, a sweep gives up at the first failed return: the
+// permits stay counted (fewer admissions, never more), and Close waits out
+// one timeout, not one per key.
+func TestLeasedSweepStopsAtTheFirstFailedReturn(t *testing.T) {
+	proxy := startProxy(t, testRedisOptions(t).Addr)
+	opts := testRedisOptions(t)
+	opts.Addr = proxy.addr()
+	TuneClientOptions(opts, 250*time.Millisecond)
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	prefix := testPrefix(t, newTestRedisClient(t))
+	l := newTestLeased(t, client, prefix, newTestClock(t0))
+	ctx := context.Background()
+	for _, key := range []string{"a", "b", "c"} {
+		for range 4 { // the fourth claims a batch of 4: three held
+			_, err := l.Allow(ctx, key, 1_000_000, t0)
+			require.NoError(t, err)
+		}
+	}
+	var counter commandCounter
+	client.AddHook(&counter)
+	proxy.setMode(proxyStall)
+	l.sweep(true)
+	// One return is one script run: EVALSHA, and EVAL when that fails
+	// (three keys' returns would be six commands).
+	assert.LessOrEqual(t, counter.n.Load(), int64(2), "one return tried, then the sweep ends")
+}
