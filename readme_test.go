@@ -57,7 +57,16 @@ func TestTheREADMECompatibilityTableNamesThePinnedVersions(t *testing.T) {
 		}
 		return string(m[1])
 	}
+	pyreq, err := os.ReadFile("e2e/py/requirements.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pyOpenAI := regexp.MustCompile(`(?m)^openai==(\S+)$`).FindSubmatch(pyreq)
+	if pyOpenAI == nil {
+		t.Fatal("e2e/py/requirements.txt does not pin openai")
+	}
 	rows := map[string]string{ // a row's first cell → the version it must name
+		"Python `openai`": string(pyOpenAI[1]),
 		"openai-go (`github.com/openai/openai-go/v3`)":    goVersion("github.com/openai/openai-go/v3"),
 		"go-openai (`github.com/sashabaranov/go-openai`)": goVersion("github.com/sashabaranov/go-openai"),
 		"npm `openai`": pkgs.Packages["node_modules/openai"].Version,

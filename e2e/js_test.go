@@ -97,7 +97,14 @@ func TestJavaScriptClientMatrix(t *testing.T) {
 	}
 	require.Equal(t, len(models)*12, n, "every scenario reported: %s", stderr.String())
 
-	// Every answer the clients got, as they got it, is OpenAI's schema.
+	requireRecordedAnswersAreOpenAIs(t, recordPath)
+}
+
+// requireRecordedAnswersAreOpenAIs holds every answer a client matrix
+// recorded (one JSON line each: url, status, contentType, body), as the
+// client got it, to OpenAI's schema.
+func requireRecordedAnswersAreOpenAIs(t *testing.T, recordPath string) {
+	t.Helper()
 	raw, err := os.ReadFile(recordPath)
 	require.NoError(t, err, "the matrix records the answers it gets")
 	var answers []recordedAnswer
@@ -119,9 +126,12 @@ func TestJavaScriptClientMatrix(t *testing.T) {
 	require.Positive(t, kinds["text/event-stream"], "streams recorded: %v", kinds)
 	for i, a := range answers {
 		t.Run(fmt.Sprintf("schema/%d %s", i, a.path), func(t *testing.T) {
-			require.Equal(t, http.StatusOK, a.status, "%s", a.body)
 			responses := strings.HasSuffix(a.path, "/responses")
 			switch {
+			case a.status >= 400:
+				requireSchema(t, schemaError, a.body)
+			case a.status != http.StatusOK:
+				t.Fatalf("status %d: %s", a.status, a.body)
 			case responses && strings.HasPrefix(a.contentType, "text/event-stream"):
 				events := responseEvents(t, a.body)
 				require.NotEmpty(t, events)
@@ -130,6 +140,8 @@ func TestJavaScriptClientMatrix(t *testing.T) {
 				}
 			case responses:
 				requireSchema(t, schematest.Response, a.body)
+			case strings.HasSuffix(a.path, "/models"):
+				requireSchema(t, schematest.ModelList, a.body)
 			case !strings.HasSuffix(a.path, "/chat/completions"):
 			case strings.HasPrefix(a.contentType, "text/event-stream"):
 				readWireStream(t, bytes.NewReader(a.body))
@@ -140,7 +152,7 @@ func TestJavaScriptClientMatrix(t *testing.T) {
 	}
 }
 
-// recordedAnswer is one answer a JavaScript client got.
+// recordedAnswer is one answer a client of a matrix got.
 type recordedAnswer struct {
 	path, contentType string
 	status            int

@@ -1,0 +1,229 @@
+"""The Python half of the client matrix: the `openai` package, as its users
+call it, against `tollgate serve` and the mock providers.
+
+e2e/python_test.go runs it with TOLLGATE_BASE_URL, TOLLGATE_KEY and
+TOLLGATE_MODELS (comma-separated public models), and reads one JSON line per
+scenario from stdout: {"client","model","scenario","ok","detail"}. Every
+answer the client gets is appended to TOLLGATE_RECORD (one JSON line each:
+url, status, contentType, body), for the Go side to hold to OpenAI's schema.
+"""
+
+import json
+import os
+import sys
+import traceback
+
+import httpx2
+import openai
+import pydantic
+
+BASE_URL = os.environ["TOLLGATE_BASE_URL"]
+API_KEY = os.environ["TOLLGATE_KEY"]
+MODELS = [m for m in os.environ.get("TOLLGATE_MODELS", "").split(",") if m]
+STRUCTURED = {m for m in os.environ.get("TOLLGATE_STRUCTURED_MODELS", "").split(",") if m}
+WANT_TEXT = os.environ["TOLLGATE_WANT_TEXT"]
+RECORD = os.environ.get("TOLLGATE_RECORD")
+
+
+class _TeeStream(httpx2.SyncByteStream):
+    """Passes a response body on as the client reads it, and records it
+    whole when the client closes it."""
+
+    def __init__(self, inner, on_close):
+        self._inner = inner
+        self._chunks = []
+        self._on_close = on_close
+
+    def __iter__(self):
+        for chunk in self._inner:
+            self._chunks.append(chunk)
+            yield chunk
+
+    def close(self):
+        self._inner.close()
+        self._on_close(b"".join(self._chunks))
+
+
+class RecordingTransport(httpx2.BaseTransport):
+    """An HTTP transport that records every answer the SDK reads."""
+
+    def __init__(self):
+        self._inner = httpx2.HTTPTransport()
+
+    def handle_request(self, request):
+        resp = self._inner.handle_request(request)
+        if not RECORD:
+            return resp
+
+        def record(body):
+            with open(RECORD, "a", encoding="utf-8") as f:
+                f.write(json.dumps({
+                    "url": str(request.url), "status": resp.status_code,
+                    "contentType": resp.headers.get("content-type", ""),
+                    "body": body.decode("utf-8", "replace"),
+                }) + "\n")
+
+        return httpx2.Response(resp.status_code, headers=resp.headers,
+                               stream=_TeeStream(resp.stream, record),
+                               extensions=resp.extensions, request=request)
+
+    def close(self):
+        self._inner.close()
+
+
+client = openai.OpenAI(base_url=BASE_URL, api_key=API_KEY, max_retries=0, timeout=30,
+                       http_client=httpx2.Client(transport=RecordingTransport(), timeout=30))
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+TIME_TOOL = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
+HELLO = [{"role": "user", "content": "Say hello."}]
+WEATHER_AND_TIME = [{"role": "user", "content": "Weather and time in Paris?"}]
+
+
+class Weather(pydantic.BaseModel):
+    city: str
+    temperature: float
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def expect_calls(calls):
+    """calls: the tool calls the client assembled, as (name, arguments)."""
+    check(len(calls) == 2, f"2 tool calls, got {calls!r}")
+    check(calls[0][0] == "get_weather" and calls[0][1].get("city") == "Paris", f"get_weather(Paris), got {calls[0]!r}")
+    check(calls[1][0] == "get_time", f"get_time, got {calls[1]!r}")
+
+
+def chat(model):
+    r = client.chat.completions.create(model=model, messages=HELLO)
+    check(r.choices[0].message.content == WANT_TEXT, f"text {r.choices[0].message.content!r}")
+    check(r.model == model, f"model {r.model}")
+    check(r.usage is not None and r.usage.total_tokens > 0, "usage")
+
+
+def stream(model):
+    text, usage = "", None
+    for chunk in client.chat.completions.create(model=model, messages=HELLO, stream=True,
+                                                stream_options={"include_usage": True}):
+        check(chunk.model == model, f"chunk model {chunk.model}")
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+        if chunk.usage:
+            usage = chunk.usage
+    check(text == WANT_TEXT, f"text {text!r}")
+    check(usage is not None and usage.completion_tokens > 0, "usage on the last chunk")
+
+
+def stream_without_usage(model):
+    # Usage is Tollgate's to ask the provider for; the client sees it only
+    # when it asks.
+    chunks = list(client.chat.completions.create(model=model, messages=HELLO, stream=True))
+    check(chunks, "chunks")
+    check(all(c.usage is None for c in chunks), "no usage chunk unless asked")
+
+
+def tools(model):
+    r = client.chat.completions.create(model=model, messages=WEATHER_AND_TIME, tools=[WEATHER_TOOL, TIME_TOOL])
+    msg = r.choices[0].message
+    expect_calls([(c.function.name, json.loads(c.function.arguments)) for c in msg.tool_calls])
+    check(r.choices[0].finish_reason == "tool_calls", f"finish {r.choices[0].finish_reason}")
+
+
+def tools_stream(model):
+    # The SDK's own accumulator assembles the calls from the deltas.
+    with client.chat.completions.stream(model=model, messages=WEATHER_AND_TIME, tools=[WEATHER_TOOL, TIME_TOOL]) as s:
+        for _ in s:
+            pass
+        final = s.get_final_completion()
+    calls = final.choices[0].message.tool_calls
+    expect_calls([(c.function.name, json.loads(c.function.arguments)) for c in calls])
+
+
+def structured(model):
+    if model not in STRUCTURED:
+        return "skipped: the mock of this provider answers no structured output"
+    r = client.chat.completions.parse(model=model, response_format=Weather,
+                                      messages=[{"role": "user", "content": "Weather in Paris as JSON."}])
+    got = r.choices[0].message.parsed
+    check(got is not None and got.city == "Paris" and got.temperature == 21, f"parsed {got!r}")
+    return None
+
+
+def responses(model):
+    r = client.responses.create(model=model, input="Say hello.")
+    check(r.output_text == WANT_TEXT, f"output_text {r.output_text!r}")
+    check(r.status == "completed", f"status {r.status}")
+    check(r.usage is not None and r.usage.output_tokens > 0, "usage")
+    got = client.responses.retrieve(r.id)
+    check(got.id == r.id and got.output_text == WANT_TEXT, f"retrieved {got.id}")
+
+
+def responses_stream(model):
+    text, done = "", None
+    with client.responses.stream(model=model, input="Say hello.") as s:
+        for ev in s:
+            if ev.type == "response.output_text.delta":
+                text += ev.delta
+        done = s.get_final_response()
+    check(text == WANT_TEXT, f"text {text!r}")
+    check(done.status == "completed" and done.usage.output_tokens > 0, f"final {done.status}")
+
+
+def errors(model):
+    bad = openai.OpenAI(base_url=BASE_URL, api_key="tg_sk_" + "x" * 43, max_retries=0, timeout=30)
+    try:
+        bad.chat.completions.create(model=model, messages=HELLO)
+        raise AssertionError("an unknown key was accepted")
+    except openai.AuthenticationError as e:
+        check(e.status_code == 401 and e.code == "invalid_api_key", f"401 invalid_api_key, got {e.status_code} {e.code}")
+    try:
+        client.chat.completions.create(model=model, messages=HELLO, temperature=3)
+        raise AssertionError("temperature 3 was accepted")
+    except openai.BadRequestError as e:
+        check(e.code == "invalid_temperature" and e.param == "temperature", f"invalid_temperature, got {e.code} {e.param}")
+    try:
+        client.chat.completions.create(model="no-such-model", messages=HELLO)
+        raise AssertionError("an unknown model was accepted")
+    except openai.BadRequestError as e:
+        check(e.code == "invalid_model", f"invalid_model, got {e.code}")
+
+
+def models_list(model):
+    ids = [m.id for m in client.models.list()]
+    check(model in ids, f"{model} in {ids}")
+
+
+SCENARIOS = {
+    "chat": chat, "stream": stream, "stream-without-usage": stream_without_usage, "tools": tools,
+    "tools-stream": tools_stream, "structured": structured, "responses": responses,
+    "responses-stream": responses_stream, "errors": errors, "models": models_list,
+}
+
+
+def main():
+    for model in MODELS:
+        for name, run in SCENARIOS.items():
+            ok, detail = True, ""
+            try:
+                out = run(model)
+                if isinstance(out, str):
+                    detail = out
+            except Exception:  # noqa: BLE001 — every failure is reported, the matrix goes on
+                ok, detail = False, traceback.format_exc()[-2000:]
+            print(json.dumps({"client": "python-openai", "model": model, "scenario": name, "ok": ok, "detail": detail}),
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// needPython returns the Python of the project's .venv, where `make tools`
+// (and so `make test`) installs the pinned openai package
+// (e2e/py/requirements.txt); TOLLGATE_PYTHON names another. Without it the
+// test skips, except in CI, where it fails.
+func needPython(t *testing.T) string {
+	t.Helper()
+	py := os.Getenv("TOLLGATE_PYTHON")
+	if py == "" {
+		abs, err := filepath.Abs(filepath.Join("..", ".venv", "bin", "python"))
+		require.NoError(t, err)
+		py = abs
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "-c", "import openai; print(openai.__version__)").CombinedOutput()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the Python openai client is required in CI (make tools): %s: %v: %s", py, err, out)
+		}
+		t.Skipf("no Python with the openai package at %s (%v); run make tools, or CI runs it", py, err)
+	}
+	want := pinnedPython(t, "openai")
+	require.Equal(t, want, strings.TrimSpace(string(out)), "the openai package in %s is the pinned one", py)
+	return py
+}
+
+// pinnedPython is the version e2e/py/requirements.txt pins name to.
+func pinnedPython(t *testing.T, name string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("py", "requirements.txt"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `==(\S+)$`).FindSubmatch(raw)
+	require.NotNil(t, m, "e2e/py/requirements.txt pins %s", name)
+	return string(m[1])
+}
+
+// TestPythonClientMatrix drives the Python openai package (e2e/py/matrix.py)
+// through tollgate serve to every provider type of the mock: chat, streams
+// with and without usage, tool calls whole and through the SDK's stream
+// accumulator, structured output through parse, the Responses API whole and
+// streamed, models, and errors as the SDK's exceptions. Every answer the
+// client got is then held to OpenAI's schema.
+func TestPythonClientMatrix(t *testing.T) {
+	py := needPython(t)
+	tg, _ := startWithEveryProvider(t)
+	secret := tg.newAccount(t, "py@example.com", "10")
+	var models []string
+	for _, k := range providerKinds {
+		models = append(models, k.model)
+	}
+	recordPath := filepath.Join(t.TempDir(), "answers.jsonl")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "matrix.py")
+	cmd.Dir = "py"
+	cmd.Env = append(os.Environ(),
+		"TOLLGATE_BASE_URL="+tg.BaseURL, "TOLLGATE_KEY="+secret, "TOLLGATE_RECORD="+recordPath,
+		"TOLLGATE_MODELS="+strings.Join(models, ","),
+		"TOLLGATE_STRUCTURED_MODELS=claude-sonnet",
+		"TOLLGATE_WANT_TEXT="+mockFullText())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "python matrix.py: %s", stderr.String())
+	n := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var r struct {
+			Client, Model, Scenario, Detail string
+			OK                              bool
+		}
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), "%s", sc.Text())
+		n++
+		t.Run(r.Client+"/"+r.Model+"/"+r.Scenario, func(t *testing.T) {
+			if !r.OK {
+				t.Errorf("%s", r.Detail)
+			} else if r.Detail != "" {
+				t.Log(r.Detail)
+			}
+		})
+	}
+	require.Equal(t, len(models)*10, n, "every scenario reported: %s", stderr.String())
+	requireRecordedAnswersAreOpenAIs(t, recordPath)
+}
+
+// TestTheREADMEsPythonExampleRuns runs the README's first Python example as
+// it is written, with only its base URL and key replaced, and checks that it
+// prints the model's whole answer.
+func TestTheREADMEsPythonExampleRuns(t *testing.T) {
+	py := needPython(t)
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)```python\n(.*?)```").FindSubmatch(readme)
+	require.NotNil(t, m, "the README has a Python example")
+	code := string(m[1])
+	const readmeBase, readmeKey = "http://127.0.0.1:8080/v1", "tg_sk_…"
+	require.Contains(t, code, readmeBase, "the example's base URL is the one `make run` serves")
+	require.Contains(t, code, readmeKey)
+
+	tg, _ := startWithEveryProvider(t)
+	secret := tg.newAccount(t, "readme@example.com", "10")
+	var model string
+	if mm := regexp.MustCompile(`model="([^"]+)"`).FindStringSubmatch(code); mm != nil {
+		model = mm[1]
+	}
+	require.Equal(t, "gpt-4o-mini", model, "the example asks for a model the example configuration serves")
+	code = strings.ReplaceAll(code, readmeBase, tg.BaseURL)
+	code = strings.ReplaceAll(code, readmeKey, secret)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "-c", code)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "the README's example: %s", stderr.String())
+	require.Equal(t, mockFullText(), string(out))
+}
