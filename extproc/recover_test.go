@@ -43,8 +43,10 @@ func (r *recordedUsage) all() []store.UsageRecord {
 // provider reported some usage.
 type panickyAnswer struct{ provider.Response }
 
-func (panickyAnswer) Status(s int) int                  { return s }
-func (panickyAnswer) Body([]byte, bool) ([]byte, error) { panic("index out of range [0] with length 0") }
+func (panickyAnswer) Status(s int) int { return s }
+func (panickyAnswer) Body([]byte, bool) ([]byte, error) {
+	panic("index out of range [0] with length 0")
+}
 func (panickyAnswer) Usage() provider.Usage {
 	return provider.Usage{PromptTokens: 12, CompletionTokens: 34, Reported: true}
 }
