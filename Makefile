@@ -63,8 +63,9 @@ bench: ## the benchmark table (each figure next to its floor, measured in the sa
 	TOLLGATE_BENCH_RECORDS=$(BENCH_RECORDS) $(GO) test -run '^$$' -bench KeyUsageViewAtScale -benchtime 20x -timeout 90m ./store/
 
 FUZZTIME ?= 1m
-# make test fuzzes each target this long (11 targets: about a minute in all).
-FUZZTIME_TEST ?= 4s
+# make test fuzzes each target this long (11 targets: about a minute in all,
+# the instrumented builds included once cached).
+FUZZTIME_TEST ?= 3s
 # Every func Fuzz… of the tree (TestTheMakefileFuzzesEveryTarget checks it).
 FUZZ_TARGETS = \
 	./extproc/:FuzzValidate \
