@@ -37,12 +37,14 @@ $(VENV)/.installed: requirements-dev.txt e2e/py/requirements.txt
 services: ## install (Debian) and start PostgreSQL, Redis, Chromium and Node.js for the tests, as CI does
 	bash .ci/services
 
-test: tools ## vet and run every test (PostgreSQL and Redis tests need the servers; CI starts them)
+test: tools ## vet and run every test, then every fuzz target for FUZZTIME_TEST (PostgreSQL and Redis tests need the servers; CI starts them)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
 	@# The end-to-end suite again, the built-in edge calling the servers over
 	@# gRPC as Envoy does (the run above binds them in process).
 	TOLLGATE_E2E_BINDING=grpc $(GO) test -race -count=1 -timeout 8m ./e2e/
+	@# Every fuzz target for a few seconds: a crash fails the build.
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
 
 test-short: ## run the tests without the race detector, quickly
 	$(GO) test -count=1 $(PKGS)
@@ -62,6 +64,10 @@ bench: ## the benchmark table (each figure next to its floor, measured in the sa
 	TOLLGATE_BENCH_RECORDS=$(BENCH_RECORDS) $(GO) test -run '^$$' -bench KeyUsageViewAtScale -benchtime 20x -timeout 90m ./store/
 
 FUZZTIME ?= 1m
+# make test fuzzes each target this long (11 targets: about a minute in all,
+# the instrumented builds included once cached).
+FUZZTIME_TEST ?= 3s
+# Every func Fuzz… of the tree (TestTheMakefileFuzzesEveryTarget checks it).
 FUZZ_TARGETS = \
 	./extproc/:FuzzValidate \
 	./extproc/sse/:FuzzParserNeverPanicsAndSplitsAgree \
@@ -69,11 +75,13 @@ FUZZ_TARGETS = \
 	./extproc/provider/:FuzzGeminiStream \
 	./extproc/provider/:FuzzAzureStream \
 	./extproc/provider/:FuzzOpenAIStream \
+	./extproc/provider/:FuzzAppendJSONStringMatchesEncodingJSON \
+	./extproc/responses/:FuzzResponsesStream \
 	./keyopts/:FuzzParseIPRestrictions \
 	./extproc/provider/:FuzzGeminiToolCallID \
 	./apikey/:FuzzCheck
 
-fuzz: ## fuzz every target for FUZZTIME (1m; not run in CI); seed corpora are in each package's testdata/fuzz
+fuzz: ## fuzz every target for FUZZTIME (1m; make test runs each for FUZZTIME_TEST); seed corpora are in each package's testdata/fuzz
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "== $$name ($$pkg)"; \

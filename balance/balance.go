@@ -40,6 +40,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/guard"
 	"github.com/tollgate/tollgate/internal/periodic"
 	"github.com/tollgate/tollgate/money"
 )
@@ -177,7 +178,7 @@ func (l *Leaser) Hold(ctx context.Context, accountID, _ string, amount money.Nan
 		// wait for the database.
 		ls.growing = true
 		l.grows.Add(1)
-		go l.growAhead(accountID, a, ls, amount, money.Nanos(l.opt.Slices)*amount)
+		guard.Go("balance_grow", l.opt.Logger, func() { l.growAhead(accountID, a, ls, amount, money.Nanos(l.opt.Slices)*amount) })
 	}
 	return ls.id, nil
 }

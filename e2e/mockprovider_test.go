@@ -40,6 +40,11 @@ type mockProvider struct {
 	// gzipWhenAsked, when set, compresses answers for requests that accept
 	// gzip, as the real providers (behind their CDNs) do.
 	gzipWhenAsked bool
+	// odd, when set, begins every stream with odd but legal events (see
+	// oddStream).
+	odd bool
+	// answerHeaders are set on every answer, as a provider's own.
+	answerHeaders http.Header
 }
 
 type mockRequest struct {
@@ -132,7 +137,14 @@ func (m *mockProvider) serve(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	m.requests = append(m.requests, req)
 	status, failMid, gz := m.status, m.failMidStream, m.gzipWhenAsked
+	odd, answerHeaders := m.odd, m.answerHeaders
 	m.mu.Unlock()
+	for k, vs := range answerHeaders {
+		w.Header()[k] = vs
+	}
+	if odd {
+		w = &oddStream{ResponseWriter: w, kind: m.kind}
+	}
 	if gz && strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
 		zw := &gzipResponseWriter{ResponseWriter: w, z: gzip.NewWriter(w)}
 		defer zw.z.Close()
@@ -477,3 +489,31 @@ func (m *mockProvider) serveResponses(w http.ResponseWriter, body map[string]any
 	}
 	ev("response.completed", map[string]any{"response": response("completed", output, usage)})
 }
+
+// oddStream begins a stream with odd but legal events of the kind's wire
+// format: {"usage":null}, {}, a comment, and a usage-only event — once the
+// sequence that brought the process down (a comment after
+// {"usage":null}).
+type oddStream struct {
+	http.ResponseWriter
+	kind  string
+	begun bool
+}
+
+func (o *oddStream) Write(p []byte) (int, error) {
+	if !o.begun {
+		o.begun = true
+		if strings.HasPrefix(o.Header().Get("Content-Type"), "text/event-stream") {
+			usageOnly := map[string]string{
+				"openai":    `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":0,"total_tokens":1}}`,
+				"azure":     `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":0,"total_tokens":1}}`,
+				"anthropic": `{"type":"message_delta","delta":{},"usage":{"output_tokens":0}}`,
+				"gemini":    `{"usageMetadata":{"promptTokenCount":1}}`,
+			}[o.kind]
+			_, _ = io.WriteString(o.ResponseWriter, "data: {\"usage\":null}\n\n: keep-alive\n\ndata: {}\n\ndata: "+usageOnly+"\n\n")
+		}
+	}
+	return o.ResponseWriter.Write(p)
+}
+
+func (o *oddStream) Flush() { o.ResponseWriter.(http.Flusher).Flush() }

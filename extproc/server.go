@@ -22,6 +22,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/internal/guard"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
@@ -192,6 +193,10 @@ type Session struct {
 	p    processor
 	step string
 	obs  Observer
+	log  *slog.Logger
+	// broken: a message's handling panicked; the request was answered
+	// with an internal error and recorded, and the step is not used again.
+	broken bool
 }
 
 // Open starts a session of one step (contract.StepRouter or StepUpstream);
@@ -207,28 +212,47 @@ func (s *Server) Open(ctx context.Context, step string) (*Session, error) {
 	}
 	if p != nil {
 		s.opt.Observer.Stream(step)
-		return &Session{ctx: ctx, p: p, step: step, obs: s.opt.Observer}, nil
+		return &Session{ctx: ctx, p: p, step: step, obs: s.opt.Observer, log: s.opt.Logger}, nil
 	}
 	return nil, status.Errorf(codes.InvalidArgument, "unknown %s %q", contract.HeaderStep, step)
 }
 
 // Handle processes one message; a nil response means none is sent for it.
 // An error ends the stream: the caller then calls Finish with it.
-func (x *Session) Handle(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+// A panic in the step is recovered (see recover.go): the request is
+// answered with an internal error and recorded, and the process goes on.
+func (x *Session) Handle(req *extprocv3.ProcessingRequest) (resp *extprocv3.ProcessingResponse, err error) {
 	x.obs.Message(x.step)
+	if x.broken {
+		return afterPanic(req), nil
+	}
+	defer guard.Recover(panicWhere(x.step), x.log, func(*guard.Panic) string {
+		x.broken = true
+		resp, err = nil, errPanicked // should the answer below fail too
+		resp, err = x.p.panicked(x.ctx, req), nil
+		return x.p.logID()
+	})
 	return x.p.handle(x.ctx, req)
 }
 
 // Finish ends the session once, however it ended: io.EOF when the caller
 // closed its side, a Canceled status when the caller went away, or the
 // error that broke the stream. The step writes its usage record here.
-func (x *Session) Finish(err error) { x.p.finish(x.ctx, err) }
+func (x *Session) Finish(err error) {
+	defer guard.Recover(panicWhere(x.step), x.log, func(*guard.Panic) string { return x.p.logID() })
+	x.p.finish(x.ctx, err)
+}
 
 // processor is one step's per-stream state machine.
 type processor interface {
 	handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error)
 	// finish is called once when the stream ends, however it ends.
 	finish(ctx context.Context, err error)
+	// panicked answers the message whose handling panicked with an
+	// internal error, and records the request as one (recover.go).
+	panicked(ctx context.Context, req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse
+	// logID names the request in logs (the x-request-id header).
+	logID() string
 }
 
 // headerMap reads an ext_proc header map into lowercase name → value.

@@ -251,11 +251,6 @@ func (u *upstreamStep) send(up provider.Upstream) *extprocv3.ProcessingResponse 
 	}}
 }
 
-// providerAnswerHeaders are the provider's headers an answer drops: its
-// length (the translation changes it) and its request id, which gives way
-// to the request's (read-only: every answer shares the slice).
-var providerAnswerHeaders = []string{"content-length", contract.HeaderRequestID}
-
 // removeForUpstream lists the headers an attempt removes: every internal
 // header and every credential header (the client's key, or one an earlier
 // attempt set for another provider), except those the adapter sets now, so
@@ -299,7 +294,7 @@ func (u *upstreamStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Pro
 		ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
 			// The provider's own request id gives way to the request's
 			// (the client's or the proxy's), which every answer carries.
-			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: providerAnswerHeaders},
+			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: notPassedBack(h.GetHeaders())},
 		}},
 	}}
 	if !ok || !u.preq.Stream {

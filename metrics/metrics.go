@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/tidwall/gjson"
 
+	"github.com/tollgate/tollgate/internal/guard"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
@@ -103,8 +104,25 @@ func New() *Metrics {
 	}, []string{labelStep})
 	m.Registry.MustRegister(m.requests, m.duration, m.ttft, m.tokens, m.cost, m.attempts, m.failovers, m.denials,
 		m.checks, m.streams, m.messages,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		panicCollector{})
 	return m
+}
+
+// panicsDesc is tollgate_panics_total: the panics recovered at a request's
+// or a stream's boundary (guard), read at scrape time.
+var panicsDesc = prometheus.NewDesc("tollgate_panics_total",
+	"Panics recovered at a request's or a stream's boundary, by boundary (each answered with an internal error; a bug to report).",
+	[]string{"where"}, nil)
+
+type panicCollector struct{}
+
+func (panicCollector) Describe(ch chan<- *prometheus.Desc) { ch <- panicsDesc }
+
+func (panicCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range guard.Counts() {
+		ch <- prometheus.MustNewConstMetric(panicsDesc, prometheus.CounterValue, float64(c.N), c.Where)
+	}
 }
 
 // Observe counts one usage record.

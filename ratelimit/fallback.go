@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/guard"
 )
 
 // Defaults of a Fallback's options.
@@ -147,7 +149,7 @@ func (f *Fallback) Allow(ctx context.Context, key string, limit int, now time.Ti
 		f.markDown(now, err)
 	} else if f.claimProbe(now) && f.probing.CompareAndSwap(false, true) {
 		f.probes.Add(1)
-		go f.probe(key, limit, now)
+		guard.Go("ratelimit_probe", f.logger, func() { f.probe(key, limit, now) })
 	}
 	f.fallbacks.Add(1)
 	return f.fallback.Allow(ctx, key, limit, now)
@@ -190,10 +192,10 @@ func (f *Fallback) allowPrimary(ctx context.Context, key string, limit int, now 
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	done := make(chan primaryAnswer, 1)
-	go func() {
+	guard.Go("ratelimit_primary", f.logger, func() {
 		res, err := f.primary.Allow(ctx, key, limit, now)
 		done <- primaryAnswer{res: res, err: err}
-	}()
+	})
 	select {
 	case a := <-done:
 		return a.res, a.err

@@ -193,6 +193,16 @@ var CredentialHeaders = []string{"authorization", "x-api-key", "api-key", "x-goo
 // provider's own credential and version headers.
 var ForwardedHeaders = []string{"content-type", "accept", "traceparent", "tracestate"}
 
+// AnswerHeaders are the provider's response headers a client gets: the
+// body's type, and the date. Every other one stays at the proxy — cookies,
+// the provider's organization and project, its rate limits (x-ratelimit-*,
+// whose names Tollgate's own use), its server and request id — as the
+// upstream step removes them from each answer. The framing is the proxy's
+// (content-length goes: the translation changes it), and the request id,
+// rate-limit and retry headers a client reads are Tollgate's own, added
+// after the upstream step (see docs/architecture.md).
+var AnswerHeaders = []string{"content-type", "date"}
+
 // ProviderHeaders are other headers a provider adapter sets or that must
 // not reach a provider: versions and betas meant for one provider, and the
 // client's Accept-Encoding (a compressed answer could not be translated or

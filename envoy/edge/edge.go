@@ -45,6 +45,7 @@ import (
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/envoy/xds"
 	"github.com/tollgate/tollgate/health"
+	"github.com/tollgate/tollgate/internal/guard"
 	"github.com/tollgate/tollgate/oaierror"
 )
 
@@ -210,6 +211,7 @@ func (e *Edge) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	defer func() { endRequest(span, w.status) }()
 	ctx, cancel := context.WithCancel(sctx)
 	defer cancel()
+	defer guard.Recover(WherePanic, e.opt.Logger, func(*guard.Panic) string { answerPanic(w, id); return id })
 
 	reqHeaders := make(headers, len(r.Header)+8) // the pseudo-headers and the internal ones to come
 	fromHTTP(r.Header, reqHeaders)

@@ -32,6 +32,7 @@ import (
 
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/extproc"
+	"github.com/tollgate/tollgate/internal/guard"
 )
 
 // Session is one ext_proc stream's state on the server side
@@ -128,11 +129,18 @@ func (b *Binding) Wait(ctx context.Context) error {
 
 type authzClient struct{ s authv3.AuthorizationServer }
 
-func (c authzClient) Check(ctx context.Context, req *authv3.CheckRequest, _ ...grpc.CallOption) (*authv3.CheckResponse, error) {
+// Check calls the server. A panic in it is recovered (guard) and fails the
+// call with codes.Internal, as the gRPC binding's interceptor does: the
+// edge then fails closed with 500 internal_error.
+func (c authzClient) Check(ctx context.Context, req *authv3.CheckRequest, _ ...grpc.CallOption) (resp *authv3.CheckResponse, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
-	resp, err := c.s.Check(ctx, req)
+	defer guard.Recover(WhereAuthz, nil, func(*guard.Panic) string {
+		resp, err = nil, errInternal
+		return req.GetAttributes().GetRequest().GetHttp().GetHeaders()[contract.HeaderRequestID]
+	})
+	resp, err = c.s.Check(ctx, req)
 	if err != nil {
 		return nil, status.Convert(err).Err()
 	}
@@ -197,9 +205,31 @@ func (s *stream) end(err error) {
 		return
 	}
 	s.err = err
+	defer s.b.open.done()
+	defer guard.Recover(WhereExtProc, nil, nil)
 	s.x.Finish(err)
-	s.b.open.done()
 }
+
+// handle runs the session on one message. A panic the session did not
+// recover itself (an extproc.Session does) is recovered here and ends the
+// stream with codes.Internal, as a failed gRPC stream ends: the edge then
+// answers 500 internal_error.
+func (s *stream) handle(req *extprocv3.ProcessingRequest) (resp *extprocv3.ProcessingResponse, err error) {
+	defer guard.Recover(WhereExtProc, nil, func(*guard.Panic) string {
+		resp, err = nil, errInternal
+		return ""
+	})
+	return s.x.Handle(req)
+}
+
+// Where the in-process binding's recovered panics are counted
+// (tollgate_panics_total).
+const (
+	WhereAuthz   = "inproc_authz"
+	WhereExtProc = "inproc_extproc"
+)
+
+var errInternal = status.Error(codes.Internal, "internal error")
 
 func (s *stream) Send(req *extprocv3.ProcessingRequest) error {
 	s.mu.Lock()
@@ -207,7 +237,7 @@ func (s *stream) Send(req *extprocv3.ProcessingRequest) error {
 	if s.err != nil {
 		return io.EOF // as gRPC: the stream's status comes from Recv
 	}
-	resp, err := s.x.Handle(req)
+	resp, err := s.handle(req)
 	if err != nil {
 		s.end(status.Convert(err).Err())
 		return io.EOF

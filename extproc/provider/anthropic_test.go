@@ -176,3 +176,26 @@ func TestAnthropicStructuredOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestAnthropicOddStreams: odd but legal events (pings, comments, {},
+// null usage and blocks, unknown event types, deltas of unknown blocks)
+// translate, or end the stream with one error event.
+func TestAnthropicOddStreams(t *testing.T) {
+	start := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n"
+	text := "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n"
+	stop := "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	testOddStreams(t, config.TypeAnthropic, []oddCase{
+		{"usage null", start + "data: {\"usage\":null}\n\n" + text + stop, true},
+		{"an empty object", start + "data: {}\n\n" + text + stop, true},
+		{"comments and pings", ": c\n\n" + start + "event: ping\ndata: {\"type\":\"ping\"}\n\n" + text + stop, true},
+		{"a usage-only delta", start + text + "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":2}}\n\n" + stop, true},
+		{"null fields", start + "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":null,\"usage\":null}\n\n" +
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":null,\"content_block\":null}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":7,\"delta\":null}\n\n" + text + stop, true},
+		{"a delta of an unknown block", start + "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":9,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\"}}\n\n" + stop, true},
+		{"an unknown event type", start + "event: mystery\ndata: {\"type\":\"mystery\",\"x\":[]}\n\n" + text + stop, true},
+		{"a message_start with null message", "event: message_start\ndata: {\"type\":\"message_start\",\"message\":null}\n\n" + text + stop, true},
+		{"an error with null error", start + text + "event: error\ndata: {\"type\":\"error\",\"error\":null}\n\n", false},
+		{"cut off after usage null", start + "data: {\"usage\":null}\n\n", false},
+	})
+}

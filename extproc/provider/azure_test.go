@@ -59,3 +59,5 @@ func TestAzureErrors(t *testing.T) {
 func FuzzAzureStream(f *testing.F) {
 	fuzzStream(f, config.TypeAzure)
 }
+
+func TestAzureOddStreams(t *testing.T) { testOddStreams(t, config.TypeAzure, openAIOddStreams()) }

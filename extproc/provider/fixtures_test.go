@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/extproc/sse"
 )
 
 // Recorded provider traffic lives in testdata/<provider>/, written from each
@@ -337,4 +338,83 @@ func fuzzStream(f *testing.F, typ string) {
 			requireSchema(t, schemaCompletion, body)
 		}
 	})
+}
+
+// oddCase is an odd but legal answer: the translation must not panic, and
+// must end the client's stream with exactly one end.
+type oddCase struct {
+	name   string
+	stream string
+	// completed: the answer is whole ([DONE]); otherwise it ends with one
+	// error event.
+	completed bool
+}
+
+// testOddStreams feeds each odd answer, streamed (whole, and cut at every
+// byte) and as a non-streamed body, with and without the client's usage.
+// A stream ends with [DONE] or one error event, nothing after; every event
+// is JSON; for the translating adapters, every event fits OpenAI's schema.
+// A non-streamed body translates or is ErrUntranslatable.
+func testOddStreams(t *testing.T, typ string, cases []oddCase) {
+	translating := typ == config.TypeAnthropic || typ == config.TypeGemini
+	for _, tc := range cases {
+		for _, clientUsage := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/usage=%t", tc.name, clientUsage), func(t *testing.T) {
+				stream := []byte(tc.stream)
+				resp := newTestResponse(t, typ, true, clientUsage)
+				_, out, err := feed(resp, 200, stream)
+				require.NoError(t, err)
+				requireOneEnd(t, out, tc.completed)
+				if translating {
+					requireStreamSchema(t, out)
+				}
+				assert.Equal(t, tc.completed, resp.Completed(), "%s", out)
+				assert.Equal(t, !tc.completed, resp.Failed(), "%s", out)
+				for i := 0; i <= len(stream); i++ {
+					_, cut, err := feed(newTestResponse(t, typ, true, clientUsage), 200, stream[:i], stream[i:])
+					require.NoError(t, err)
+					require.Equal(t, string(out), string(cut), "cut at %d", i)
+				}
+				whole := newTestResponse(t, typ, false, clientUsage)
+				_, body, err := feed(whole, 200, stream)
+				if err != nil {
+					require.ErrorIs(t, err, ErrUntranslatable)
+					assert.False(t, whole.Completed())
+				} else {
+					require.True(t, json.Valid(body), "%s", body)
+				}
+			})
+		}
+	}
+}
+
+// requireOneEnd checks a client stream's shape: every event is JSON or
+// [DONE], and it ends with [DONE] (completed) or one error event, with
+// nothing after.
+func requireOneEnd(t testing.TB, out []byte, completed bool) {
+	t.Helper()
+	var p sse.Parser
+	p.Feed(out)
+	ends := 0
+	for {
+		ev, ok := p.Next()
+		if !ok {
+			break
+		}
+		require.Zero(t, ends, "an event after the stream's end: %q", out)
+		switch {
+		case len(ev.Data) == 0: // a comment or keep-alive
+		case string(ev.Data) == "[DONE]":
+			require.True(t, completed, "[DONE] after a broken answer: %q", out)
+			ends++
+		default:
+			require.True(t, json.Valid(ev.Data), "not JSON: %q", ev.Data)
+			if bytes.HasPrefix(ev.Data, []byte(`{"error"`)) {
+				require.False(t, completed, "an error event in a whole answer: %q", out)
+				ends++
+			}
+		}
+	}
+	require.Zero(t, p.Pending(), "an unfinished event: %q", out)
+	require.Equal(t, 1, ends, "exactly one end: %q", out)
 }

@@ -134,3 +134,23 @@ func TestGeminiCandidatesBeyondNAreNotTranslated(t *testing.T) {
 	_, _, err = feed(newTestResponse(t, config.TypeGemini, false, false), 200, body)
 	require.ErrorIs(t, err, ErrUntranslatable)
 }
+
+// TestGeminiOddStreams: odd but legal events ({}, null usage, empty or
+// null candidates and parts, a usage-only event, comments, unknown fields)
+// translate, or end the stream with one error event.
+func TestGeminiOddStreams(t *testing.T) {
+	finish := `data: {"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":1}}` + "\n\n"
+	testOddStreams(t, config.TypeGemini, []oddCase{
+		{"usage null", `data: {"usage":null,"usageMetadata":null}` + "\n\n" + finish, true},
+		{"an empty object", "data: {}\n\n" + finish, true},
+		{"comments", ": c\n\n:\n\n" + finish, true},
+		{"a usage-only event after the finish", finish + `data: {"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2}}` + "\n\n", true},
+		{"empty and null candidates", `data: {"candidates":[]}` + "\n\n" + `data: {"candidates":null}` + "\n\n" + finish, true},
+		{"null content and parts", `data: {"candidates":[{"content":null,"index":null}]}` + "\n\n" +
+			`data: {"candidates":[{"content":{"parts":null}}]}` + "\n\n" + `data: {"candidates":[{"content":{"parts":[null,{}]}}]}` + "\n\n" + finish, true},
+		{"a null function call", `data: {"candidates":[{"content":{"parts":[{"functionCall":null}]}}]}` + "\n\n" + finish, true},
+		{"an unknown event type", "event: mystery\ndata: {\"mystery\":true}\n\n" + finish, true},
+		{"a null error", `data: {"error":null}` + "\n\n" + finish, true},
+		{"no finish", `data: {"usageMetadata":null}` + "\n\n", false},
+	})
+}

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bytes"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -171,8 +172,17 @@ func (r *openAIResponse) streamPiece(piece []byte, end bool) ([]byte, error) {
 		}
 	}
 	if end {
-		if ev, ok := r.parser.Finish(); ok && !r.pass(ev) {
-			dropped = true
+		if ev, ok := r.parser.Finish(); ok {
+			n := len(r.out)
+			if !r.pass(ev) {
+				dropped = true
+			}
+			if len(r.out) > n && !endsEvent(r.out) {
+				// The last event lacked its blank line: it gets one, so
+				// that an error event after it is an event of its own.
+				r.out = append(r.out, "\n\n"...)
+				dropped = true
+			}
 		}
 		if !r.done && !r.failed {
 			// The body ended without [DONE]: the provider broke off.
@@ -197,7 +207,8 @@ func (r *openAIResponse) pass(ev sse.Event) bool {
 		return false
 	}
 	data, f := ev.Data, &r.fields
-	drop := !r.clientUsage && f.usage.Type == gjson.Null && f.usage.Exists() && f.usageKey > 0
+	drop := !r.clientUsage && f.usage.Type == gjson.Null && f.usage.Exists() &&
+		f.usageKey > 0 && f.usage.Index > f.usageKey && f.usage.Index+len(f.usage.Raw) <= len(data)
 	rename := f.model.Type == gjson.String && r.model != "" && f.model.Str != r.model &&
 		f.model.Index > 0 && f.model.Index+len(f.model.Raw) <= len(data)
 	if !drop && !rename {
@@ -305,8 +316,11 @@ func withModel(data []byte, model string) ([]byte, bool) {
 
 // event meters one event and reports whether the client should get it.
 // After an error event or [DONE], nothing more is passed on: the client gets
-// exactly one end, and never [DONE] after an error.
+// exactly one end, and never [DONE] after an error. The fields read are
+// this event's only: an event that is not a chunk (a keep-alive, [DONE])
+// has none, so pass never cuts it at a former chunk's offsets.
 func (r *openAIResponse) event(data []byte) bool {
+	r.fields = chunkFields{}
 	if r.failed || r.done {
 		return false
 	}
@@ -330,11 +344,16 @@ func (r *openAIResponse) event(data []byte) bool {
 		r.fields = chunkFields{}
 		return true
 	}
+	noChoice := !f.choices.IsArray() || isEmptyArray(f.choices)
 	if f.usage.IsObject() {
 		r.readUsage(f.usage)
-		if !r.clientUsage && isEmptyArray(f.choices) {
+		if !r.clientUsage && noChoice {
 			return false
 		}
+	} else if noChoice {
+		// No choice and no counts ({}, {"usage":null}, "choices": null):
+		// nothing for the client.
+		return false
 	}
 	if r.azure && f.object.String() == "" {
 		// Azure's content-filter annotations (the first chunk, with only
@@ -395,6 +414,11 @@ func (r *openAIResponse) readUsage(u gjson.Result) {
 		ReasoningTokens:  u.Get("completion_tokens_details.reasoning_tokens").Int(),
 		Reported:         true,
 	}
+}
+
+// endsEvent reports whether b ends with a blank line (an event's end).
+func endsEvent(b []byte) bool {
+	return bytes.HasSuffix(b, []byte("\n\n")) || bytes.HasSuffix(b, []byte("\r\r")) || bytes.HasSuffix(b, []byte("\n\r\n"))
 }
 
 func isEmptyArray(r gjson.Result) bool {

@@ -131,3 +131,39 @@ func TestChunksLoseTheInjectedUsageKeyAndNameTheClientsModelWhereverTheyAre(t *t
 		assert.False(t, gjson.Get(data, "usage").Exists(), "%s", data)
 	}
 }
+
+// openAIOddStreams are odd but legal OpenAI-shaped streams: chunks with
+// nothing for the client, comments, null fields, unknown events. The
+// second case is the stream that once crashed the process: a keep-alive
+// after {"usage":null} was cut at that chunk's offsets.
+func openAIOddStreams() []oddCase {
+	chunk := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}` + "\n\n"
+	usage := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}` + "\n\n"
+	done := "data: [DONE]\n\n"
+	return []oddCase{
+		{"usage null alone", `data: {"usage":null}` + "\n\n" + chunk + done, true},
+		{"a comment after usage null", chunk + `data: {"usage":null}` + "\n\n: keep-alive\n\n" + done, true},
+		{"[DONE] after usage null", chunk + `data: {"usage":null}` + "\n\n" + done, true},
+		{"a bare line after usage null", `data:{"usage":null}` + "\n\n0", false},
+		{"an empty object", "data: {}\n\n" + chunk + done, true},
+		{"comments only", ": ping\n\n:\n\n" + done, true},
+		{"a usage-only chunk", chunk + usage + done, true},
+		{"empty choices", `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[]}` + "\n\n" + chunk + done, true},
+		{"null fields", `data: {"id":null,"object":null,"created":null,"model":null,"choices":null,"usage":null}` + "\n\n" + chunk + done, true},
+		{"a null delta", `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":null,"finish_reason":null}]}` + "\n\n" + done, true},
+		{"an unknown event type", "event: mystery\ndata: {\"type\":\"mystery\"}\n\n" + chunk + done, true},
+		{"a null error", `data: {"error":null}` + "\n\n" + chunk + done, true},
+		{"usage null last, cut off", chunk + `data: {"usage":null}`, false},
+	}
+}
+
+func TestOpenAIOddStreams(t *testing.T) { testOddStreams(t, config.TypeOpenAI, openAIOddStreams()) }
+
+// TestOpenAIChunksWithNothingForTheClientAreDropped: {} and a chunk left
+// empty once the usage key Tollgate asked for is cut are not passed on.
+func TestOpenAIChunksWithNothingForTheClientAreDropped(t *testing.T) {
+	for _, chunk := range []string{`{"usage":null}`, `{}`, `{"choices":null}`, `{"id":"c","choices":[],"usage":null}`} {
+		out, _ := feedStream(t, config.TypeOpenAI, "data: "+chunk+"\n\ndata: [DONE]\n\n")
+		assert.Equal(t, "data: [DONE]\n\n", string(out), "from %s", chunk)
+	}
+}

@@ -169,7 +169,7 @@ func (a *Answer) event(data []byte) {
 		return
 	}
 	c := gjson.ParseBytes(data)
-	if e := c.Get("error"); e.Exists() {
+	if e := c.Get("error"); e.IsObject() { // "error": null is no error
 		a.fail(e.Get("code").String(), e.Get("message").String())
 		return
 	}

@@ -143,6 +143,9 @@ func (r *Relay) event(data []byte) {
 		return
 	}
 	typ, _ := ev["type"].(string)
+	if typ == "" {
+		return // not an event of the API ({}, {"usage":null}): nothing to relay
+	}
 	if n, ok := ev["sequence_number"].(json.Number); ok {
 		if v, err := n.Int64(); err == nil {
 			r.seq = v + 1

@@ -33,6 +33,7 @@ import (
 	"github.com/tollgate/tollgate/envoy/xds"
 	"github.com/tollgate/tollgate/extproc"
 	"github.com/tollgate/tollgate/health"
+	"github.com/tollgate/tollgate/internal/guard"
 	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/oaierror"
@@ -238,7 +239,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The gRPC server for Envoy, when asked for (--grpc-listen).
 	// WaitForHandlers: a forced stop still lets each handler return, so the
 	// ext_proc steps cut off by it write their usage records.
-	serverOpts := []grpc.ServerOption{grpc.MaxRecvMsgSize(msgLimit), grpc.MaxSendMsgSize(msgLimit), grpc.WaitForHandlers(true)}
+	// A panic in a call fails that call, never the process (guard); the
+	// ext_proc steps recover their own first, answering and recording
+	// the request.
+	serverOpts := []grpc.ServerOption{grpc.MaxRecvMsgSize(msgLimit), grpc.MaxSendMsgSize(msgLimit), grpc.WaitForHandlers(true),
+		grpc.ChainUnaryInterceptor(guard.UnaryServerInterceptor("grpc_unary", log)),
+		grpc.ChainStreamInterceptor(guard.StreamServerInterceptor("grpc_stream", log))}
 	var (
 		grpcServer *grpc.Server
 		grpcLis    net.Listener
@@ -374,11 +380,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// One HTTP listener, routed as Envoy's bootstrap routes it: the API to
 	// the edge, the management API (/api/v1/, which checks its own tokens)
 	// and every other path to the dashboard's listener.
-	mux := http.NewServeMux()
 	inflight := &inflightRequests{}
-	mux.Handle("/v1/", inflight.track(e))
-	mux.Handle("/api/v1/", mgmt.Handler())
-	mux.Handle("/", dash)
+	mux := routes(inflight.track(e), mgmt.Handler(), dash, log)
 
 	// Reload the configuration when its file changes: the servers read it
 	// per request, the edge's routing table and Envoy's clusters (xDS)
@@ -416,7 +419,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("--admin-listen: %w", err)
 		}
 		adminAddr = adminLis.Addr().String()
-		adminServer := &http.Server{Handler: adminHandler(m, ready), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second}
+		adminServer := &http.Server{Handler: guard.Handler("admin", log, adminHandler(m, ready)), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second}
 		go func() { _ = adminServer.Serve(adminLis) }()
 		defer adminServer.Close()
 	}
@@ -649,4 +652,17 @@ func (f *inflightRequests) wait(d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// routes is the HTTP listener's mux, as Envoy's bootstrap routes it: the
+// API to the edge (which recovers its own panics, mid-stream too), the
+// management API (/api/v1/, which checks its own tokens) and every other
+// path to the dashboard, each under guard: a panic answers its request 500
+// internal_error and never ends the process.
+func routes(api, management, dashboard http.Handler, log *slog.Logger) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", api)
+	mux.Handle("/api/v1/", guard.Handler("manage", log, management))
+	mux.Handle("/", guard.Handler("dashboard", log, dashboard))
+	return mux
 }
