@@ -62,15 +62,19 @@ func stalledConfig(providerURL, idle, requestTimeout string) string {
 // keep its stream, its hold or its connection: the stream ends at the
 // model's request timeout, or sooner at the provider's stream idle timeout
 // when the client takes nothing for that long; the request is recorded
-// once (499, billed for what the provider produced), its hold released,
-// and the connection closed.
+// once, billed for what the provider produced, its hold released, and the
+// connection closed. A write that stalls records the request as the
+// client's leaving (499); when the request timeout comes while the edge is
+// still reading the provider (the client's buffers not full yet: a slow
+// machine), it cuts the provider as it cuts any stream (502).
 func TestAClientThatStopsReadingCannotPinItsStream(t *testing.T) {
 	for _, tc := range []struct {
 		name, idle, requestTimeout string
 		bound                      time.Duration
+		statuses                   []int
 	}{
-		{"the request timeout ends it", "30s", "2s", 2 * time.Second},
-		{"the idle timeout ends it", "1s", "30s", time.Second},
+		{"the request timeout ends it", "30s", "2s", 2 * time.Second, []int{499, 502}},
+		{"the idle timeout ends it", "1s", "30s", time.Second, []int{499}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newFloodProvider(t)
@@ -100,8 +104,10 @@ func TestAClientThatStopsReadingCannotPinItsStream(t *testing.T) {
 			t.Logf("recorded after %v", time.Since(start).Round(time.Millisecond))
 			require.Len(t, got, 1)
 			r := got[0]
-			assert.Equal(t, 499, r.Status, "the client did not take its answer")
-			assert.Equal(t, "client_closed", r.ErrorCode)
+			assert.Contains(t, tc.statuses, r.Status)
+			if r.Status == 499 {
+				assert.Equal(t, "client_closed", r.ErrorCode, "the client did not take its answer")
+			}
 			assert.Positive(t, r.Completion, "billed for what the provider produced")
 			assert.Positive(t, int64(r.Cost))
 
