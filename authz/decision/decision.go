@@ -32,8 +32,9 @@ import (
 // decision useful.
 const Lifetime = 3 * time.Minute
 
-// maxValue bounds a header value this package will look at.
-const maxValue = 1024
+// maxValue bounds a header value this package will look at (a decision
+// for a request id of 1 KiB is well under it).
+const maxValue = 4096
 
 // Decision is one admitted request.
 type Decision struct {
