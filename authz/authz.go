@@ -1,7 +1,8 @@
 // Package authz is Tollgate's Envoy ext_authz server: it admits a request
 // only for a live API key (401), from an allowed address (403), within the
 // key's per-minute rate (429) and with money in the account (402), and hands
-// the key's identity to ext_proc in headers a client cannot forge.
+// the key's identity to ext_proc in headers a client cannot forge: the
+// router step trusts only the decision signed here (package decision).
 package authz
 
 import (
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/authz/decision"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/keyopts"
@@ -53,6 +55,12 @@ type Options struct {
 	// (balance.Leaser's Spare), which the account's available balance in
 	// the database does not count; nil means none.
 	Spare func(accountID string) money.Nanos
+	// DecisionKey is the secret every replica shares (ext_proc's
+	// StepKey): each admitted request carries its decision signed with it
+	// (contract.HeaderDecision), which the router step verifies. Empty
+	// signs none (tests of authz alone); a router step with a key then
+	// refuses the request.
+	DecisionKey []byte
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger; nil means slog.Default().
@@ -62,8 +70,9 @@ type Options struct {
 // Server implements envoy.service.auth.v3.Authorization.
 type Server struct {
 	authv3.UnimplementedAuthorizationServer
-	opt Options
-	ips prefixCache
+	opt      Options
+	ips      prefixCache
+	decision decision.Key
 }
 
 // prefixCache keeps parsed IP restrictions, so that a request does not parse
@@ -105,7 +114,7 @@ func New(opt Options) *Server {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	return &Server{opt: opt}
+	return &Server{opt: opt, decision: decision.NewKey(opt.DecisionKey)}
 }
 
 // Check decides one request, in the order docs/api.md fixes: key (401),
@@ -184,7 +193,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	if s.opt.Toucher != nil {
 		s.opt.Toucher.Touch(key.ID, now)
 	}
-	return allow(key, rlHeaders), nil
+	return s.allow(key, headers[contract.HeaderRequestID], now, rlHeaders), nil
 }
 
 // limitFor is the key's own limit, or its plan's default when the key's is
@@ -245,26 +254,38 @@ func rateLimitHeaders(r ratelimit.Result) []*corev3.HeaderValueOption {
 	)
 }
 
-// removedByAuthz are the internal headers other than the identity, which
-// no client may send on (read-only: every answer shares the slice).
-var removedByAuthz = func() []string {
+// removedByAuthz are the internal headers other than the identity and
+// the decision, which no client may send on; removedUnsigned adds the
+// decision, for a server that signs none (read-only: every answer shares
+// the slices). A header ext_authz sets is never in its remove list: Envoy
+// removes after it sets.
+var removedByAuthz, removedUnsigned = func() ([]string, []string) {
 	var out []string
 	for _, h := range contract.InternalHeaders {
-		if h != contract.HeaderKeyID && h != contract.HeaderAccountID {
+		if h != contract.HeaderKeyID && h != contract.HeaderAccountID && h != contract.HeaderDecision {
 			out = append(out, h)
 		}
 	}
-	return out
+	return out, append(out[:len(out):len(out)], contract.HeaderDecision)
 }()
 
-func allow(key store.Key, responseHeaders []*corev3.HeaderValueOption) *authv3.CheckResponse {
-	// The identity headers overwrite whatever the client sent; the other
-	// internal headers are removed, so nothing downstream can be forged.
+// allow admits the request of the given x-request-id. The identity
+// headers and the signed decision overwrite whatever the client sent; the
+// other internal headers are removed, so nothing downstream can be forged.
+func (s *Server) allow(key store.Key, requestID string, now time.Time, responseHeaders []*corev3.HeaderValueOption) *authv3.CheckResponse {
+	set := contract.SetHeaders(contract.HeaderKeyID, key.ID, contract.HeaderAccountID, key.AccountID)
+	remove := removedUnsigned
+	if !s.decision.IsZero() {
+		signed := s.decision.Sign(decision.Decision{KeyID: key.ID, AccountID: key.AccountID, RequestID: requestID,
+			Expires: now.Add(decision.Lifetime)})
+		set = contract.SetHeaders(contract.HeaderKeyID, key.ID, contract.HeaderAccountID, key.AccountID, contract.HeaderDecision, signed)
+		remove = removedByAuthz
+	}
 	return &authv3.CheckResponse{
 		Status: &status.Status{Code: int32(codes.OK)},
 		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
-			Headers:              contract.SetHeaders(contract.HeaderKeyID, key.ID, contract.HeaderAccountID, key.AccountID),
-			HeadersToRemove:      removedByAuthz,
+			Headers:              set,
+			HeadersToRemove:      remove,
 			ResponseHeadersToAdd: responseHeaders,
 		}},
 	}

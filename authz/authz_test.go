@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/authz/decision"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/internal/testclock"
@@ -44,6 +45,12 @@ func startAuthz(t *testing.T) (authv3.AuthorizationClient, store.Store, touches)
 // startAuthzClock is startAuthz with the key cache on the given clock.
 func startAuthzClock(t *testing.T, now func() time.Time) (authv3.AuthorizationClient, store.Store, touches) {
 	t.Helper()
+	return startAuthzSigning(t, now, nil)
+}
+
+// startAuthzSigning is startAuthzClock with a decision key.
+func startAuthzSigning(t *testing.T, now func() time.Time, decisionKey []byte) (authv3.AuthorizationClient, store.Store, touches) {
+	t.Helper()
 	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
 	st, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "a.db"))
@@ -51,10 +58,14 @@ func startAuthzClock(t *testing.T, now func() time.Time) (authv3.AuthorizationCl
 	t.Cleanup(st.Close)
 	tt := touches{}
 	srv := grpc.NewServer()
-	authv3.RegisterAuthorizationServer(srv, New(Options{
+	opt := Options{
 		Keys: store.NewCache(st, time.Millisecond, now), Limiter: ratelimit.NewMemory(),
 		Config: func() *config.Config { return cfg }, Toucher: tt,
-	}))
+	}
+	if decisionKey != nil {
+		opt.DecisionKey, opt.Now = decisionKey, now // the decision's expiry on the test's clock
+	}
+	authv3.RegisterAuthorizationServer(srv, New(opt))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = srv.Serve(lis) }()
@@ -105,8 +116,43 @@ func TestAllowedRequestsCarryAnIdentityTheClientCannotForge(t *testing.T) {
 	}
 	assert.Equal(t, key.ID, set[contract.HeaderKeyID])
 	assert.Equal(t, key.AccountID, set[contract.HeaderAccountID])
-	assert.ElementsMatch(t, []string{contract.HeaderCluster, contract.HeaderTranslated, contract.HeaderAttemptCount}, ok.GetHeadersToRemove())
+	assert.ElementsMatch(t, []string{contract.HeaderCluster, contract.HeaderTranslated, contract.HeaderAttemptCount, contract.HeaderDecision},
+		ok.GetHeadersToRemove(), "a server that signs no decision removes the client's")
 	assert.Contains(t, tt, key.ID, "Last Used is noted")
+}
+
+// The decision ext_authz signs names the key, the account and the request,
+// expires a few minutes out, and replaces whatever decision the client
+// sent.
+func TestAnAllowedRequestCarriesASignedDecisionForItsOwnRequestID(t *testing.T) {
+	clock := time.Unix(1750000000, 0)
+	shared := []byte("the replicas' step key")
+	client, st, _ := startAuthzSigning(t, func() time.Time { return clock }, shared)
+	secret, key := newKey(t, st, money.PerDollar)
+	forged := decision.NewKey([]byte("a guess")).Sign(decision.Decision{KeyID: "key_victim", AccountID: "acct_victim", RequestID: "r1", Expires: clock.Add(time.Hour)})
+	resp, err := client.Check(context.Background(), check(map[string]string{
+		"authorization": "Bearer " + secret, contract.HeaderRequestID: "r1", contract.HeaderDecision: forged,
+	}, "127.0.0.1"))
+	require.NoError(t, err)
+	require.Equal(t, int32(codes.OK), resp.GetStatus().GetCode())
+	ok := resp.GetOkResponse()
+	var signed []string
+	for _, h := range ok.GetHeaders() {
+		if h.GetHeader().GetKey() == contract.HeaderDecision {
+			signed = append(signed, h.GetHeader().GetValue())
+			assert.Equal(t, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD, h.GetAppendAction(), "the client's decision is overwritten")
+		}
+	}
+	require.Len(t, signed, 1)
+	assert.NotContains(t, ok.GetHeadersToRemove(), contract.HeaderDecision, "Envoy removes after it sets: the decision must not be removed")
+	k := decision.NewKey(shared)
+	d, err := k.Verify(signed[0], clock)
+	require.NoError(t, err)
+	assert.Equal(t, decision.Decision{KeyID: key.ID, AccountID: key.AccountID, RequestID: "r1", Expires: clock.Add(decision.Lifetime)}, d)
+	_, err = k.Verify(signed[0], clock.Add(decision.Lifetime))
+	assert.ErrorIs(t, err, decision.ErrExpired)
+	_, err = decision.NewKey([]byte("another secret")).Verify(signed[0], clock)
+	assert.ErrorIs(t, err, decision.ErrSignature)
 }
 
 func TestDenialsAreOpenAIShapedAndNeverEchoTheSecret(t *testing.T) {

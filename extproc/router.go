@@ -36,6 +36,10 @@ type routerStep struct {
 	s   *Server
 	cfg *config.Config
 
+	// The identity, from ext_authz's verified decision (see authenticate),
+	// and the key as the cache had it then.
+	key store.Key
+
 	keyID, accountID string
 	clientRequestID  string // the x-request-id header
 	attempts         int    // x-envoy-attempt-count of the final response
@@ -72,12 +76,9 @@ func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingReques
 func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
 	hm := headerMap(h.GetHeaders())
 	r.started = r.s.opt.Now()
-	r.keyID, r.accountID = hm[contract.HeaderKeyID], hm[contract.HeaderAccountID]
 	r.clientRequestID = hm[contract.HeaderRequestID]
-	if r.keyID == "" || r.accountID == "" {
-		// ext_authz did not run before us: a misconfigured proxy.
-		r.s.opt.Logger.ErrorContext(ctx, "router step: request without identity headers; is ext_authz configured before ext_proc?")
-		return immediate(oaierror.Internal.ForRequest(hm[contract.HeaderRequestID]), nil), nil
+	if e := r.authenticate(ctx, hm); e != nil {
+		return immediate(e.ForRequest(r.clientRequestID), nil), nil
 	}
 	path, method := hm[":path"], hm[":method"]
 	if i := strings.IndexByte(path, '?'); i >= 0 {
@@ -356,12 +357,9 @@ func (r *routerStep) admit(ctx context.Context, m *config.Model) *oaierror.Error
 	return nil
 }
 
+// identity is the request's key, checked by authenticate, and its account.
 func (r *routerStep) identity(ctx context.Context) (store.Key, store.Account, error) {
-	key, err := r.s.opt.Keys.KeyByID(ctx, r.keyID)
-	if err != nil {
-		r.s.opt.Logger.ErrorContext(ctx, "router step: key lookup failed", "key_id", r.keyID, "err", err)
-		return store.Key{}, store.Account{}, err
-	}
+	key := r.key
 	acct, err := r.s.opt.Keys.Account(ctx, r.accountID)
 	if err != nil {
 		r.s.opt.Logger.ErrorContext(ctx, "router step: account lookup failed", "account_id", r.accountID, "err", err)

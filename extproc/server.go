@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/tollgate/tollgate/authz/decision"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/internal/guard"
@@ -97,8 +98,11 @@ type Options struct {
 	// StepKey signs what the router step hands to the upstream step, so
 	// that an upstream step (a credential-bearing attempt) runs only for a
 	// request the router step admitted, even for a caller that can reach
-	// the gRPC port. Every replica must share it. Empty means no signature
-	// is made or checked (tests of one step alone).
+	// the gRPC port; and the router step verifies with it the decision
+	// ext_authz signed (authz.Options.DecisionKey), so that it runs only
+	// for a key and account ext_authz admitted. Every replica must share
+	// it. Empty means no signature is made or checked (tests of one step
+	// alone).
 	StepKey []byte
 	// Observer counts streams and messages (metrics.ExtProc); nil counts
 	// nothing.
@@ -129,7 +133,8 @@ type Health interface {
 // Server implements envoy.service.ext_proc.v3.ExternalProcessor.
 type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
-	opt Options
+	opt       Options
+	decisions decision.Key // from StepKey
 }
 
 // New returns a Server.
@@ -143,7 +148,7 @@ func New(opt Options) *Server {
 	if opt.Observer == nil {
 		opt.Observer = noObserver{}
 	}
-	return &Server{opt: opt}
+	return &Server{opt: opt, decisions: decision.NewKey(opt.StepKey)}
 }
 
 // Process serves one ext_proc stream: one request's router step, or one

@@ -19,6 +19,11 @@ const (
 	// ext_authz to ext_proc.
 	HeaderKeyID     = "x-tollgate-key-id"
 	HeaderAccountID = "x-tollgate-account-id"
+	// HeaderDecision carries ext_authz's signed decision (package
+	// authz/decision): the key, account and request id it admitted, with
+	// an expiry. The router step takes the identity from it, verified, not
+	// from the two headers above, which are for logs and readers.
+	HeaderDecision = "x-tollgate-decision"
 	// HeaderCluster is set by the router step; the route table sends the
 	// request to the cluster it names.
 	HeaderCluster = "x-tollgate-cluster"
@@ -34,7 +39,7 @@ const (
 // InternalHeaders lists every header in the contract that must never come
 // from a client nor reach a provider.
 var InternalHeaders = []string{
-	HeaderKeyID, HeaderAccountID, HeaderCluster, HeaderTranslated, HeaderAttemptCount,
+	HeaderKeyID, HeaderAccountID, HeaderDecision, HeaderCluster, HeaderTranslated, HeaderAttemptCount,
 }
 
 // Endpoint metadata: every upstream endpoint carries the identity of the

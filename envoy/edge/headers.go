@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -168,7 +169,15 @@ func writeHeaders(w http.ResponseWriter, status int, h headers) {
 	w.WriteHeader(status)
 }
 
+// wholeWriteTimeout bounds the writing of a whole (not streamed) reply to
+// the client: up to maxWholeBody, so a client must take at least half a
+// MiB a second of the largest.
+const wholeWriteTimeout = time.Minute
+
 func writeResponse(w http.ResponseWriter, r response) {
+	// A client that does not read cannot hold the connection: the write
+	// (and net/http's flush after the handler) fails at the deadline.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wholeWriteTimeout))
 	if r.headers == nil {
 		r.headers = headers{}
 	}

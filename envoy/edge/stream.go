@@ -28,11 +28,18 @@ const maxWholeBody = 32 << 20
 // upstream step is told the body has ended, so it ends the client's stream
 // honestly (one error event, no [DONE]) and records the request as a
 // provider failure. Only when the client itself left is nothing more sent.
+//
+// Every write to the client has a deadline (see writeDeadline): a client
+// that stops reading ends the stream as one that left (the upstream step
+// records it, 499, billed for what the provider produced), its connection
+// closed, at the latest at the request timeout.
 func (e *Edge) stream(ctx context.Context, w http.ResponseWriter, a *attempt, h headers) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(a.writeDeadline(time.Now())) // unsupported only by writers without a connection (tests)
 	writeHeaders(w, a.status(), h)
-	flusher, _ := w.(http.Flusher)
-	if flusher != nil {
-		flusher.Flush()
+	if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		e.opt.Logger.InfoContext(ctx, "edge: stream ended early", "err", err)
+		return
 	}
 	send := func(piece []byte, end bool) error {
 		pr, err := exchange(a.proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
@@ -45,13 +52,14 @@ func (e *Edge) stream(ctx context.Context, w http.ResponseWriter, a *attempt, h 
 		if m := pr.GetResponseBody().GetResponse().GetBodyMutation(); m != nil {
 			out = mutateBody(piece, m)
 		}
+		_ = rc.SetWriteDeadline(a.writeDeadline(time.Now()))
 		if len(out) > 0 {
 			if _, err := w.Write(out); err != nil {
 				return err
 			}
 		}
-		if flusher != nil {
-			flusher.Flush()
+		if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
 		}
 		return nil
 	}
@@ -139,6 +147,22 @@ func (e *Edge) brokeOff(ctx context.Context, a *attempt, err error) {
 	if a.idled.Load() || a.reqCtx.Err() == nil {
 		e.failure(ctx, a.ep)
 	}
+}
+
+// finalWriteGrace is how long past the request timeout the last writes of
+// a stream (its error event) may take.
+const finalWriteGrace = time.Second
+
+// writeDeadline is the deadline of a write to the client made at now: the
+// endpoint's idle timeout from now (a client that takes nothing for that
+// long is gone, as a provider that sends nothing for that long is), and
+// never past the request timeout and finalWriteGrace.
+func (a *attempt) writeDeadline(now time.Time) time.Time {
+	d := now.Add(orDefault(a.ep.IdleTimeout, config.DefaultStreamIdleTimeout))
+	if end, ok := a.reqCtx.Deadline(); ok && end.Add(finalWriteGrace).Before(d) {
+		d = end.Add(finalWriteGrace)
+	}
+	return d
 }
 
 // idleTimer bounds every silence of the response body by the endpoint's

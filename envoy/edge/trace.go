@@ -122,3 +122,13 @@ func (w *statusWriter) Flush() {
 		f.Flush()
 	}
 }
+
+// FlushError flushes and says whether the bytes reached the connection
+// (http.ResponseController's Flush uses it).
+func (w *statusWriter) FlushError() error {
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection (write
+// deadlines).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -27,14 +27,15 @@ const (
 	certClient     = "client.pem"
 	certClientKey  = "client-key.pem"
 	certsLifetime  = 2 * 365 * 24 * time.Hour
+	certClientName = "envoy" // the client certificate's DNS SAN
 	defaultSANList = "tollgate,localhost,127.0.0.1,::1"
 )
 
 // runCerts makes a local CA and two leaf certificates for mutual TLS
 // between Envoy and Tollgate's gRPC server: server.pem for
 // `tollgate serve --grpc-tls-cert`, client.pem for Envoy's tollgate_grpc
-// cluster, both signed by ca.pem (the --grpc-client-ca, and Envoy's
-// trusted CA).
+// cluster (DNS SAN "envoy", for --grpc-client-san envoy), both signed by
+// ca.pem (the --grpc-client-ca, and Envoy's trusted CA).
 func runCerts(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("certs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -96,7 +97,7 @@ func runCerts(args []string, stdout, stderr io.Writer) error {
 		usage         x509.ExtKeyUsage
 	}{
 		{certServer, certServerKey, "tollgate", x509.ExtKeyUsageServerAuth},
-		{certClient, certClientKey, "envoy", x509.ExtKeyUsageClientAuth},
+		{certClient, certClientKey, certClientName, x509.ExtKeyUsageClientAuth},
 	} {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
@@ -112,6 +113,9 @@ func runCerts(args []string, stdout, stderr io.Writer) error {
 		}
 		if leaf.usage == x509.ExtKeyUsageServerAuth {
 			tmpl.DNSNames, tmpl.IPAddresses = dns, ips
+		} else {
+			// The name tollgate serve --grpc-client-san checks.
+			tmpl.DNSNames = []string{certClientName}
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 		if err != nil {
@@ -121,8 +125,8 @@ func runCerts(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "wrote %s, %s (for tollgate serve --grpc-tls-cert/--grpc-tls-key, --grpc-client-ca %s) and %s, %s (for Envoy) into %s\n",
-		certServer, certServerKey, certCA, certClient, certClientKey, *out)
+	fmt.Fprintf(stdout, "wrote %s, %s (for tollgate serve --grpc-tls-cert/--grpc-tls-key, --grpc-client-ca %s, --grpc-client-san %s) and %s, %s (for Envoy) into %s\n",
+		certServer, certServerKey, certCA, certClientName, certClient, certClientKey, *out)
 	return nil
 }
 

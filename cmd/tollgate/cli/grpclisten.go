@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,10 @@ type grpcListenOptions struct {
 	certFile string
 	keyFile  string
 	caFile   string
+	// clientSANs, when any, are the only client certificate names (DNS,
+	// URI, IP or email SANs) the server accepts; none: any certificate
+	// the CA signed.
+	clientSANs stringList
 	// meshTLS acknowledges plaintext off loopback: a service mesh's sidecar
 	// terminates mutual TLS in front of Tollgate.
 	meshTLS bool
@@ -37,6 +42,7 @@ func (g *grpcListenOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&g.certFile, "grpc-tls-cert", "", "the gRPC server's TLS certificate (PEM); reloaded when the file changes")
 	fs.StringVar(&g.keyFile, "grpc-tls-key", "", "the gRPC server's TLS private key (PEM)")
 	fs.StringVar(&g.caFile, "grpc-client-ca", "", "the CA whose client certificates may call the gRPC server (PEM); with TLS, a client without one is refused")
+	fs.Var(&g.clientSANs, "grpc-client-san", "a name (DNS, URI such as spiffe://…, IP or email SAN) a client certificate must carry to call the gRPC server; repeat for several; none: any certificate --grpc-client-ca signed is accepted")
 	fs.BoolVar(&g.meshTLS, "grpc-mesh-mtls", false, "serve plaintext gRPC off loopback because a service mesh's sidecar enforces mutual TLS in front of Tollgate (Istio with a STRICT PeerAuthentication, Linkerd); never without one")
 }
 
@@ -49,6 +55,9 @@ func (g *grpcListenOptions) listen(log *slog.Logger) (net.Listener, []grpc.Serve
 	anyTLS := g.certFile != "" || g.keyFile != "" || g.caFile != ""
 	if anyTLS && (g.certFile == "" || g.keyFile == "" || g.caFile == "") {
 		return nil, nil, errors.New("--grpc-tls-cert, --grpc-tls-key and --grpc-client-ca go together: give all three")
+	}
+	if len(g.clientSANs.values) > 0 && !anyTLS {
+		return nil, nil, errors.New("--grpc-client-san needs mutual TLS: give --grpc-tls-cert, --grpc-tls-key and --grpc-client-ca (behind a mesh's sidecar, its own authorization policy names the allowed callers)")
 	}
 	if path, ok := strings.CutPrefix(g.addr, "unix://"); ok {
 		if path == "" {
@@ -93,7 +102,7 @@ func (g *grpcListenOptions) tlsOptions(log *slog.Logger, on bool) []grpc.ServerO
 	if !on {
 		return nil
 	}
-	r := &certReloader{certFile: g.certFile, keyFile: g.keyFile, caFile: g.caFile, log: log}
+	r := &certReloader{certFile: g.certFile, keyFile: g.keyFile, caFile: g.caFile, sans: g.clientSANs.values, log: log}
 	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(&tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		GetConfigForClient: r.config,
@@ -116,6 +125,7 @@ func (g *grpcListenOptions) load() error {
 // configuration, and says so in the log.
 type certReloader struct {
 	certFile, keyFile, caFile string
+	sans                      []string // allowed client names; none: any
 	log                       *slog.Logger
 
 	mu      sync.Mutex
@@ -177,12 +187,62 @@ func (r *certReloader) build() (*tls.Config, error) {
 		return nil, fmt.Errorf("--grpc-client-ca %s: no PEM certificate in it", r.caFile)
 	}
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pool,
-		NextProtos:   []string{"h2"},
+		MinVersion:       tls.VersionTLS12,
+		Certificates:     []tls.Certificate{cert},
+		ClientAuth:       tls.RequireAndVerifyClientCert,
+		ClientCAs:        pool,
+		NextProtos:       []string{"h2"},
+		VerifyConnection: r.verifyClient,
 	}, nil
+}
+
+// errClientName refuses a client certificate the CA signed for a name not
+// in --grpc-client-san.
+var errClientName = errors.New("client certificate names none of --grpc-client-san")
+
+// verifyClient runs after the chain is verified: with --grpc-client-san,
+// the client's certificate must name one of them, or the handshake fails.
+func (r *certReloader) verifyClient(cs tls.ConnectionState) error {
+	if len(r.sans) == 0 {
+		return nil
+	}
+	if len(cs.PeerCertificates) > 0 && certNames(cs.PeerCertificates[0], r.sans) {
+		return nil
+	}
+	if r.log != nil && len(cs.PeerCertificates) > 0 {
+		c := cs.PeerCertificates[0]
+		r.log.Warn("gRPC client certificate refused: it names none of --grpc-client-san",
+			"subject", c.Subject.CommonName, "dns", c.DNSNames, "uris", fmt.Sprint(c.URIs), "ips", fmt.Sprint(c.IPAddresses))
+	}
+	return errClientName
+}
+
+// certNames reports whether c carries one of the names as a DNS (any
+// case), URI, IP or email SAN. The subject's common name does not count.
+func certNames(c *x509.Certificate, names []string) bool {
+	for _, want := range names {
+		for _, d := range c.DNSNames {
+			if strings.EqualFold(d, want) {
+				return true
+			}
+		}
+		for _, u := range c.URIs {
+			if u.String() == want {
+				return true
+			}
+		}
+		if ip := net.ParseIP(want); ip != nil {
+			for _, got := range c.IPAddresses {
+				if got.Equal(ip) {
+					return true
+				}
+			}
+		}
+		if slices.Contains(c.EmailAddresses, want) {
+			return true
+		}
+	}
+	return false
 }
 
 // inProcess is a private listener for the built-in edge: it reaches the

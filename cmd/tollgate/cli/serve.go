@@ -226,8 +226,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// request; a non-streamed answer comes whole): allow well above the
 	// body limit.
 	msgLimit := max(cfg.MaxBodyBytes, 16<<20)*2 + 1<<20
-	// The key the router step signs what it hands the upstream step with:
-	// one for every replica, decided by the first to start.
+	// The key the router step signs what it hands the upstream step with,
+	// and ext_authz its decisions: one for every replica (Envoy may send a
+	// request's Check and its steps to different ones), decided by the
+	// first to start.
 	candidate := make([]byte, 32)
 	if _, err := rand.Read(candidate); err != nil {
 		return fmt.Errorf("step key: %w", err)
@@ -270,6 +272,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	authzServer := metrics.Authz{Next: authz.New(authz.Options{
 		Keys: cache, Limiter: limiter, Config: cfgNow, Toucher: lastUsed, Logger: log, Spare: leaser.Spare,
+		DecisionKey: stepKey,
 	}), Metrics: m}
 	deployments := health.New(health.Options{})
 	extprocServer := extproc.New(extproc.Options{

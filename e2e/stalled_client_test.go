@@ -1,0 +1,131 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// floodLimit bounds what a floodProvider streams for one request.
+const floodLimit = 256 << 20
+
+// newFloodProvider is an OpenAI-type provider that streams chunks of a
+// kilobyte of text as fast as it is read, up to floodLimit, then ends the
+// answer; it stops when the request goes.
+func newFloodProvider(t *testing.T) *httptest.Server {
+	t.Helper()
+	text := strings.Repeat("flood ", 170)
+	chunk := fmt.Sprintf("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","+
+		"\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"logprobs\":null,\"finish_reason\":null}]}\n\n", text)
+	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for sent := 0; sent < floodLimit; sent += len(chunk) {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+			if r.Context().Err() != nil {
+				return
+			}
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(func() {
+		p.CloseClientConnections()
+		p.Close()
+	})
+	return p
+}
+
+// stalledConfig serves model "m" from one OpenAI-type provider with the
+// given stream idle timeout and request timeout.
+func stalledConfig(providerURL, idle, requestTimeout string) string {
+	return "key_prefix: tg\nproviders:\n" +
+		"  - {name: p0, type: openai, base_url: \"" + providerURL + "/v1\", api_key: sk-openai-secret, connect_timeout: 1s, first_byte_timeout: 5s, stream_idle_timeout: " + idle + "}\n" +
+		"models:\n  - id: m\n    max_tokens: 8192\n    input_price_per_million: 0.15\n    output_price_per_million: 0.60\n" +
+		"    request_timeout: " + requestTimeout + "\n    deployments:\n      - {provider: p0, model: upstream-model}\n" +
+		"plans:\n  - {name: pro, default_rpm: 0, models: [\"*\"]}\n"
+}
+
+// A client that sends a streamed request and then reads nothing cannot
+// keep its stream, its hold or its connection: the stream ends at the
+// model's request timeout, or sooner at the provider's stream idle timeout
+// when the client takes nothing for that long; the request is recorded
+// once, billed for what the provider produced, its hold released, and the
+// connection closed. A write that stalls records the request as the
+// client's leaving (499); when the request timeout comes while the edge is
+// still reading the provider (the client's buffers not full yet: a slow
+// machine), it cuts the provider as it cuts any stream (502).
+func TestAClientThatStopsReadingCannotPinItsStream(t *testing.T) {
+	for _, tc := range []struct {
+		name, idle, requestTimeout string
+		bound                      time.Duration
+		statuses                   []int
+	}{
+		{"the request timeout ends it", "30s", "2s", 2 * time.Second, []int{499, 502}},
+		{"the idle timeout ends it", "1s", "30s", time.Second, []int{499}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newFloodProvider(t)
+			tg := startTollgate(t, stalledConfig(p.URL, tc.idle, tc.requestTimeout), "")
+			secret := tg.newAccount(t, "me@example.com", "10")
+			keyID := tg.onlyKeyID(t, "me@example.com")
+			u, err := url.Parse(tg.BaseURL)
+			require.NoError(t, err)
+
+			conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+			require.NoError(t, err)
+			defer conn.Close()
+			require.NoError(t, conn.(*net.TCPConn).SetReadBuffer(4096))
+			body := `{"model":"m","stream":true,` + faultMessages + `}`
+			start := time.Now()
+			_, err = fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: tollgate\r\nAuthorization: Bearer %s\r\n"+
+				"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", secret, len(body), body)
+			require.NoError(t, err)
+
+			// Nothing is read until the record is there.
+			const slack = 3 * time.Second
+			var got []recordDetail
+			waitFor(t, tc.bound+slack, 50*time.Millisecond, func() bool {
+				got = tg.recordDetails(t, keyID)
+				return len(got) > 0
+			}, "the stalled stream is recorded")
+			t.Logf("recorded after %v", time.Since(start).Round(time.Millisecond))
+			require.Len(t, got, 1)
+			r := got[0]
+			assert.Contains(t, tc.statuses, r.Status)
+			if r.Status == 499 {
+				assert.Equal(t, "client_closed", r.ErrorCode, "the client did not take its answer")
+			}
+			assert.Positive(t, r.Completion, "billed for what the provider produced")
+			assert.Positive(t, int64(r.Cost))
+
+			// The hold left the lease, which goes back to the account
+			// once idle (2 s).
+			waitFor(t, 10*time.Second, 50*time.Millisecond, func() bool {
+				a, err := tg.Store.AccountByEmail(t.Context(), "me@example.com")
+				return err == nil && a.Reserved == 0
+			}, "nothing stays held")
+
+			// The server closed the connection: what it had sent drains
+			// (with a receive buffer that no longer slows it), then EOF
+			// or a reset, not a silence.
+			require.NoError(t, conn.(*net.TCPConn).SetReadBuffer(4<<20))
+			require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+			n, err := io.Copy(io.Discard, conn)
+			t.Logf("drained %d bytes", n)
+			assert.False(t, errors.Is(err, os.ErrDeadlineExceeded), "the connection is closed, not held: %v", err)
+		})
+	}
+}
