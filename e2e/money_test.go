@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/money"
 )
 
 // TestFreeRequestsAreServedWithAnEmptyBalance: listing models and reading
@@ -35,4 +38,114 @@ func TestFreeRequestsAreServedWithAnEmptyBalance(t *testing.T) {
 	}
 	resp, _ := tg.do(t, http.MethodGet, "/models", "tg_sk_nottherightkeyatallnottherightkeyatall1", "")
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+}
+
+// sentLimit is the output limit a mock provider received in the field its
+// kind honours, and whether the other OpenAI limit field came too.
+func sentLimit(kind string, body map[string]any) (limit float64, other bool) {
+	switch kind {
+	case "gemini":
+		cfg, _ := body["generationConfig"].(map[string]any)
+		limit, _ = cfg["maxOutputTokens"].(float64)
+	default:
+		limit, _ = body["max_tokens"].(float64)
+		_, other = body["max_completion_tokens"]
+	}
+	return limit, other
+}
+
+// TestTheProviderGetsExactlyTheHeldOutputLimit: whatever limits the client
+// gives — both (the smaller is held), one, or none (the model's maximum is
+// held) — every kind of provider receives that one limit in its own field,
+// so that it cannot write more than was held.
+func TestTheProviderGetsExactlyTheHeldOutputLimit(t *testing.T) {
+	tg, mocks := startWithEveryProvider(t)
+	secret := tg.newAccount(t, "limits@example.com", "10")
+	modelMax := map[string]float64{"openai": 16384, "azure": 16384, "anthropic": 8192, "gemini": 8192}
+	for _, k := range providerKinds {
+		for _, tc := range []struct {
+			limits string
+			want   float64
+		}{
+			{`"max_tokens":4000,"max_completion_tokens":300`, 300},
+			{`"max_completion_tokens":4000,"max_tokens":300`, 300},
+			{`"max_completion_tokens":250`, 250},
+			{``, modelMax[k.kind]},
+		} {
+			body := `{"model":"` + k.model + `","messages":[{"role":"user","content":"hi"}]`
+			if tc.limits != "" {
+				body += "," + tc.limits
+			}
+			resp, b := tg.post(t, secret, body+"}")
+			require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+			got := mocks[k.kind].received()
+			limit, other := sentLimit(k.kind, got[len(got)-1].Body)
+			assert.Equal(t, tc.want, limit, "%s, limits {%s}", k.kind, tc.limits)
+			assert.False(t, other, "%s gets one limit only", k.kind)
+		}
+	}
+}
+
+// TestUnpricedParametersAreRefusedUnlessTheModelAllowsThem: service_tier
+// "priority", audio output and store: true change what the provider bills
+// (or keep the prompt in the operator's provider account); a model not
+// configured for them refuses them by name, and nothing reaches the
+// provider. A model that allows them passes them on.
+func TestUnpricedParametersAreRefusedUnlessTheModelAllowsThem(t *testing.T) {
+	mocks := map[string]*mockProvider{}
+	for _, k := range providerKinds {
+		mocks[k.kind] = newMockProvider(t, k.kind)
+	}
+	cfg := strings.Replace(providersConfig(mocks), "{id: azure-gpt-4o, max_tokens: 16384,",
+		"{id: azure-gpt-4o, max_tokens: 16384, allow_parameters: [service_tier, store],", 1)
+	tg := startTollgate(t, cfg, "")
+	secret := tg.newAccount(t, "tiers@example.com", "10")
+	for _, tc := range []struct{ param, value string }{
+		{"service_tier", `"priority"`},
+		{"modalities", `["text","audio"]`},
+		{"audio", `{"voice":"alloy","format":"wav"}`},
+		{"store", `true`},
+		{"web_search_options", `{}`},
+	} {
+		for _, model := range []string{"gpt-4o-mini", "claude-sonnet"} {
+			resp, b := tg.post(t, secret, `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}],"`+tc.param+`":`+tc.value+`}`)
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s %s: %s", model, tc.param, b)
+			e := decodeError(t, b)
+			assert.Equal(t, "unsupported_parameter", e.Error.Code)
+			assert.Equal(t, "invalid_request_error", e.Error.Type)
+			if assert.NotNil(t, e.Error.Param) {
+				assert.Equal(t, tc.param, *e.Error.Param)
+			}
+		}
+	}
+	assert.Zero(t, mocks["openai"].count(), "nothing reached the provider")
+	assert.Zero(t, mocks["anthropic"].count(), "nothing reached the provider")
+
+	resp, b := tg.post(t, secret, `{"model":"azure-gpt-4o","messages":[{"role":"user","content":"hi"}],"service_tier":"priority","store":true}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	got := mocks["azure"].received()
+	require.Len(t, got, 1)
+	assert.Equal(t, "priority", got[0].Body["service_tier"], "allowed: passed on")
+	assert.Equal(t, true, got[0].Body["store"])
+}
+
+// TestImagesAreHeldAtTheirMostPossibleCost: twenty image parts in a body of
+// a few kilobytes cost a real provider tens of thousands of prompt tokens;
+// an account that cannot pay for that is refused before the provider is
+// asked, rather than driven below zero.
+func TestImagesAreHeldAtTheirMostPossibleCost(t *testing.T) {
+	tg, mocks := startWithEveryProvider(t)
+	secret := tg.newAccount(t, "images@example.com", "0.01")
+	parts := strings.TrimSuffix(strings.Repeat(`{"type":"image_url","image_url":{"url":"https://example.com/cat.png","detail":"high"}},`, 20), ",")
+	body := `{"model":"gpt-4o-mini","max_tokens":10,"messages":[{"role":"user","content":[` + parts + `]}]}`
+	require.Less(t, len(body), 2048)
+	resp, b := tg.post(t, secret, body)
+	require.Equal(t, http.StatusPaymentRequired, resp.StatusCode, "%s", b)
+	assert.Zero(t, mocks["openai"].count())
+	assert.Equal(t, money.Nanos(10_000_000), tg.balance(t, "images@example.com"), "nothing charged")
+
+	// One image fits: it is held at its most, and served.
+	one := `{"model":"gpt-4o-mini","max_tokens":10,"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]}`
+	resp, b = tg.post(t, secret, one)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
 }

@@ -218,6 +218,10 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 func (u *upstreamStep) relayRequest(ctx context.Context) (*extprocv3.ProcessingResponse, error) {
 	chat, err := provider.UnsignToolCallIDs(u.preq.Body)
 	if err == nil {
+		// The held output limit, as max_output_tokens.
+		chat, err = provider.LimitBody(chat, "max_completion_tokens", provider.OutputLimit(chat, int64(u.target.Model.MaxTokens)))
+	}
+	if err == nil {
 		var body []byte
 		if body, err = responses.FromChat(chat, u.target.Deployment.Model); err == nil {
 			var up provider.Upstream
