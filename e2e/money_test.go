@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -148,4 +150,96 @@ func TestImagesAreHeldAtTheirMostPossibleCost(t *testing.T) {
 	one := `{"model":"gpt-4o-mini","max_tokens":10,"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]}`
 	resp, b = tg.post(t, secret, one)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+}
+
+// TestAProviderThatBillsPastTheLimitIsChargedInFullAndStopsTheAccount: a
+// provider that ignores the output limit (the mock reports 5 completion
+// tokens against a limit of 1) costs more than was held. The record keeps
+// the true cost and the account is debited in full, below zero; a counter
+// and a log line (request id, key id, held and charged) say so; the
+// account's next requests get 402 until a credit makes its balance
+// positive again.
+func TestAProviderThatBillsPastTheLimitIsChargedInFullAndStopsTheAccount(t *testing.T) {
+	mocks := map[string]*mockProvider{}
+	for _, k := range providerKinds {
+		mocks[k.kind] = newMockProvider(t, k.kind)
+	}
+	cfg := strings.Replace(providersConfig(mocks),
+		"{id: gpt-4o-mini, max_tokens: 16384, input_price_per_million: 0.15, output_price_per_million: 0.60,",
+		"{id: gpt-4o-mini, max_tokens: 16384, input_price_per_million: 0.01, output_price_per_million: 100,", 1)
+	tg := startTollgate(t, cfg, "")
+	const email = "overdraft@example.com"
+	secret := tg.newAccount(t, email, "0.0003")
+	keyID := tg.onlyKeyID(t, email)
+	body := `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`
+	resp, b := tg.post(t, secret, body, "x-request-id", "req-overdraft-1")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+
+	recs := tg.waitRecords(t, keyID, 1)
+	completion := mockUsage["openai"][1]
+	assert.Equal(t, completion, recs[0].Completion, "the provider's own count is kept")
+	assert.GreaterOrEqual(t, recs[0].Cost, money.Nanos(completion*100_000), "the true cost")
+	eventually(t, func() bool { return tg.balance(t, email) == 300_000-recs[0].Cost }, "debited in full")
+	assert.Negative(t, int64(tg.balance(t, email)))
+
+	var line string
+	for _, l := range strings.Split(tg.logs.String(), "\n") {
+		if strings.Contains(l, "charged more than it held") {
+			line = l
+		}
+	}
+	require.NotEmpty(t, line, "a log line says so")
+	for _, want := range []string{"req-overdraft-1", keyID, `"held_usd"`, `"charged_usd":"` + recs[0].Cost.String() + `"`} {
+		assert.Contains(t, line, want)
+	}
+	assert.Equal(t, 1.0, sumWhere(tg.scrape(t)["tollgate_overcharges_total"], map[string]string{"gen_ai_request_model": "gpt-4o-mini"}, false))
+
+	for range 3 {
+		resp, b = tg.post(t, secret, body)
+		require.Equal(t, http.StatusPaymentRequired, resp.StatusCode, "below zero: %s", b)
+	}
+	tg.run(t, "account", "credit", "--email", email, "--amount", "0.0001")
+	resp, b = tg.post(t, secret, body)
+	require.Equal(t, http.StatusPaymentRequired, resp.StatusCode, "still below zero: %s", b)
+	tg.run(t, "account", "credit", "--email", email, "--amount", "1")
+	eventually(t, func() bool {
+		resp, _ := tg.post(t, secret, body)
+		return resp.StatusCode == http.StatusOK
+	}, "positive again: served")
+}
+
+// TestACutStreamIsBilledWhatTheProviderWillCharge: the client leaves a
+// stream before the provider reported its usage. Its images are billed at
+// what their hold counted (not at a low-detail guess), and a reasoning
+// model's hidden tokens, which nobody saw, at the whole held output: the
+// provider may have spent them all.
+func TestACutStreamIsBilledWhatTheProviderWillCharge(t *testing.T) {
+	p := newFaultProvider(t, always(faultHangAfter))
+	cfg := strings.Replace(faultConfig("30s", false, p.URL), "    max_tokens: 8192\n", "    max_tokens: 8192\n    reasoning: true\n", 1)
+	tg := startTollgate(t, cfg, "")
+	secret := tg.newAccount(t, "cut@example.com", "10")
+	keyID := tg.onlyKeyID(t, "cut@example.com")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.BaseURL+"/chat/completions", strings.NewReader(
+		`{"model":"m","stream":true,"max_completion_tokens":1000,"messages":[{"role":"user","content":[`+
+			`{"type":"text","text":"What is in it?"},{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}]}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && !strings.Contains(sc.Text(), "there") {
+	}
+	cancel() // the client leaves; the provider never reports its usage
+	resp.Body.Close()
+
+	recs := tg.waitRecords(t, keyID, 1)
+	r := recs[0]
+	assert.Equal(t, 499, r.Status)
+	assert.True(t, r.Estimated)
+	assert.Equal(t, int64(1000), r.Completion, "the held output of a reasoning model")
+	assert.GreaterOrEqual(t, r.PromptTokens, int64(3779), "the image at its held cost")
 }

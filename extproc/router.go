@@ -443,10 +443,14 @@ var internalAnswerHeaders = []string{contract.HeaderTranslated, contract.HeaderA
 // recorded once either way.
 func (r *routerStep) finish(context.Context, error) {
 	if r.requestID != "" && !r.recorded && !r.answered {
-		r.recordRequest(store.UsageRecord{
-			Status: StatusClientClosed, ErrorCode: "no_answer",
-			PromptTokens: provider.EstimatePromptTokens(r.body), Estimated: true,
-		})
+		rec := store.UsageRecord{Status: StatusClientClosed, ErrorCode: "no_answer", Estimated: true}
+		if m, ok := r.cfg.Model(r.model); ok {
+			// What the provider will charge: a reasoning model may have
+			// spent its held output thinking (see estimateUsage).
+			u := estimateUsage(provider.Usage{}, r.body, "", m)
+			rec.PromptTokens, rec.CompletionTokens = u.PromptTokens, u.CompletionTokens
+		}
+		r.recordRequest(rec)
 	}
 	if r.held > 0 {
 		// The request is over here: its hold leaves this replica's lease
@@ -486,6 +490,7 @@ func (r *routerStep) recordRequest(rec store.UsageRecord) {
 	if m, ok := r.cfg.Model(r.model); ok {
 		rec.Cost = m.Cost(config.Tokens{Prompt: rec.PromptTokens, Completion: rec.CompletionTokens})
 	}
+	r.s.overcharged(rec, r.held)
 	if err := r.s.opt.Usage.Record(rec); err != nil {
 		r.s.opt.Logger.Error("router step: usage record refused", "err", err)
 	}
