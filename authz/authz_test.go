@@ -220,3 +220,34 @@ func TestFreeRoutesNeedNoBalance(t *testing.T) {
 	require.NotNil(t, resp.GetDeniedResponse())
 	assert.Equal(t, int32(401), int32(resp.GetDeniedResponse().GetStatus().GetCode()))
 }
+
+// TestABalanceBelowZeroIsRefusedEvenWithASpareLease: an account debited
+// below zero (a provider billed past its limit) gets 402, even while this
+// replica still holds leased money for it: the spare lease never makes a
+// negative balance positive. A credit that makes it positive serves it again.
+func TestABalanceBelowZeroIsRefusedEvenWithASpareLease(t *testing.T) {
+	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	st, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "a.db"))
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	secret, key := newKey(t, st, 100)
+	_, err = st.Lease(context.Background(), key.AccountID, "lse_1", 50, 50, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	_, err = st.CreditAccount(context.Background(), key.AccountID, -1000)
+	require.NoError(t, err)
+	srv := New(Options{Keys: store.NewCache(st, time.Nanosecond, time.Now), Limiter: ratelimit.NewMemory(), Config: func() *config.Config { return cfg },
+		Spare: func(string) money.Nanos { return 50 }})
+	req := check(map[string]string{"authorization": "Bearer " + secret}, "127.0.0.1")
+	req.Attributes.Request.Http.Method, req.Attributes.Request.Http.Path = "POST", "/v1/chat/completions"
+	resp, err := srv.Check(context.Background(), req)
+	require.NoError(t, err)
+	require.NotNil(t, resp.GetDeniedResponse(), "balance -900, 50 of it leased")
+	assert.Equal(t, int32(402), int32(resp.GetDeniedResponse().GetStatus().GetCode()))
+
+	_, err = st.CreditAccount(context.Background(), key.AccountID, 1000)
+	require.NoError(t, err)
+	resp, err = srv.Check(context.Background(), req)
+	require.NoError(t, err)
+	assert.NotNil(t, resp.GetOkResponse(), "positive again")
+}
