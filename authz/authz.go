@@ -183,17 +183,43 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	}
 	// A coarse check on what the replica knows; the router step holds the
 	// request's most possible cost against the database, which is exact.
-	available := acct.Balance - acct.Reserved
-	if available <= 0 && s.opt.Spare != nil {
-		available += s.opt.Spare(acct.ID)
-	}
-	if available <= 0 {
-		return deny(oaierror.InsufficientBalance, rlHeaders), nil
+	// A request that is never charged (listing models, reading or deleting
+	// a stored response) needs no money.
+	if charged(httpReq.GetMethod(), httpReq.GetPath()) {
+		available := acct.Balance - acct.Reserved
+		if available <= 0 && s.opt.Spare != nil {
+			available += s.opt.Spare(acct.ID)
+		}
+		if available <= 0 {
+			return deny(oaierror.InsufficientBalance, rlHeaders), nil
+		}
 	}
 	if s.opt.Toucher != nil {
 		s.opt.Toucher.Touch(key.ID, now)
 	}
 	return s.allow(key, headers[contract.HeaderRequestID], now, rlHeaders), nil
+}
+
+// charged reports whether a request may cost money: every request but
+// the free routes (GET /v1/models and /v1/models/{id}, GET and DELETE
+// /v1/responses/{id}), which the router step answers itself and records
+// nothing for. An unknown route is charged: it gets its 404 only with
+// money in the account, so no route is free by mistake.
+func charged(method, path string) bool {
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	switch method {
+	case "GET":
+		if path == contract.PathModels || strings.HasPrefix(path, contract.PathModels+"/") {
+			return false
+		}
+		fallthrough
+	case "DELETE":
+		id, ok := strings.CutPrefix(path, contract.PathResponses+"/")
+		return !ok || id == ""
+	}
+	return true
 }
 
 // limitFor is the key's own limit, or its plan's default when the key's is

@@ -221,3 +221,79 @@ func TestARotatedSecretWorksOnlyThroughItsGracePeriod(t *testing.T) {
 	assert.True(t, allowed(fourth))
 	assert.False(t, allowed(third))
 }
+
+// TestFreeRoutesNeedNoBalance: listing models and reading or deleting a
+// stored response cost nothing, so an empty account is still served them;
+// every route that can be charged (and any unknown one) still gets 402.
+// The key, its address and its rate are checked either way.
+func TestFreeRoutesNeedNoBalance(t *testing.T) {
+	client, st, _ := startAuthz(t)
+	secret, _ := newKey(t, st, 0)
+	for _, tc := range []struct {
+		method, path string
+		free         bool
+	}{
+		{"GET", "/v1/models", true},
+		{"GET", "/v1/models?limit=2", true},
+		{"GET", "/v1/models/m", true},
+		{"GET", "/v1/responses/resp_1", true},
+		{"DELETE", "/v1/responses/resp_1", true},
+		{"POST", "/v1/chat/completions", false},
+		{"POST", "/v1/responses", false},
+		{"GET", "/v1/responses", false},
+		{"POST", "/v1/models", false},
+		{"POST", "/v1/responses/resp_1", false},
+		{"GET", "/v1/elsewhere", false},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			req := check(map[string]string{"authorization": "Bearer " + secret}, "127.0.0.1")
+			req.Attributes.Request.Http.Method, req.Attributes.Request.Http.Path = tc.method, tc.path
+			resp, err := client.Check(context.Background(), req)
+			require.NoError(t, err)
+			if tc.free {
+				assert.NotNil(t, resp.GetOkResponse(), "a free route is served with no money")
+				return
+			}
+			require.NotNil(t, resp.GetDeniedResponse())
+			assert.Equal(t, int32(402), int32(resp.GetDeniedResponse().GetStatus().GetCode()))
+		})
+	}
+	// Still authenticated: a wrong key is refused on a free route.
+	req := check(map[string]string{"authorization": "Bearer tg_sk_" + apikey.Hint(secret)}, "127.0.0.1")
+	req.Attributes.Request.Http.Method, req.Attributes.Request.Http.Path = "GET", "/v1/models"
+	resp, err := client.Check(context.Background(), req)
+	require.NoError(t, err)
+	require.NotNil(t, resp.GetDeniedResponse())
+	assert.Equal(t, int32(401), int32(resp.GetDeniedResponse().GetStatus().GetCode()))
+}
+
+// TestABalanceBelowZeroIsRefusedEvenWithASpareLease: an account debited
+// below zero (a provider billed past its limit) gets 402, even while this
+// replica still holds leased money for it: the spare lease never makes a
+// negative balance positive. A credit that makes it positive serves it again.
+func TestABalanceBelowZeroIsRefusedEvenWithASpareLease(t *testing.T) {
+	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	st, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "a.db"))
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	secret, key := newKey(t, st, 100)
+	_, err = st.Lease(context.Background(), key.AccountID, "lse_1", 50, 50, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	_, err = st.CreditAccount(context.Background(), key.AccountID, -1000)
+	require.NoError(t, err)
+	srv := New(Options{Keys: store.NewCache(st, time.Nanosecond, time.Now), Limiter: ratelimit.NewMemory(), Config: func() *config.Config { return cfg },
+		Spare: func(string) money.Nanos { return 50 }})
+	req := check(map[string]string{"authorization": "Bearer " + secret}, "127.0.0.1")
+	req.Attributes.Request.Http.Method, req.Attributes.Request.Http.Path = "POST", "/v1/chat/completions"
+	resp, err := srv.Check(context.Background(), req)
+	require.NoError(t, err)
+	require.NotNil(t, resp.GetDeniedResponse(), "balance -900, 50 of it leased")
+	assert.Equal(t, int32(402), int32(resp.GetDeniedResponse().GetStatus().GetCode()))
+
+	_, err = st.CreditAccount(context.Background(), key.AccountID, 1000)
+	require.NoError(t, err)
+	resp, err = srv.Check(context.Background(), req)
+	require.NoError(t, err)
+	assert.NotNil(t, resp.GetOkResponse(), "positive again")
+}

@@ -221,6 +221,28 @@ func (l *Leaser) Done(accountID, leaseID string, amount money.Nanos) {
 	}
 }
 
+// Overdrawn tells the Leaser that a request of the account was charged
+// more than it held (a provider that ignored the output limit), so the
+// account's balance may be below what its leases believe free. The
+// account's current lease takes no more holds: it retires (its free part
+// goes back to the database once its holds are done), and the next hold
+// asks the database, which refuses it while the balance cannot cover it.
+// So no request is served from memory on money the account no longer has.
+func (l *Leaser) Overdrawn(accountID string) {
+	l.mu.Lock()
+	a := l.accounts[accountID]
+	l.mu.Unlock()
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.current != nil {
+		a.retiring = append(a.retiring, a.current)
+		a.current = nil
+	}
+}
+
 // Spare is the free money of this replica's leases of the account: the
 // account's available balance in the database does not count it, though
 // this replica can still hold it for requests.

@@ -312,3 +312,67 @@ func TestReplicasNeverOverdrawAndEndExact(t *testing.T) {
 		})
 	}
 }
+
+// TestAnOverdrawnAccountGetsNoHoldUntilItsBalanceIsPositive: a request
+// charged far more than it held (a provider that ignored the output limit)
+// leaves the account below zero while its lease still believes money is
+// free. Once told (Overdrawn), the Leaser serves no hold from memory: every
+// one of several concurrent holds asks the database and is refused, until
+// the account is credited above zero again. Requests in flight keep their
+// holds, and their records settle them.
+func TestAnOverdrawnAccountGetsNoHoldUntilItsBalanceIsPositive(t *testing.T) {
+	st := openSQLite(t)
+	c := testclock.New(time.Now())
+	l := newLeaser(t, st, c)
+	a := newAccount(t, st, 10_000)
+	k := newKey(t, st, a.ID)
+	lease, err := l.Hold(t.Context(), a.ID, "r1", 100)
+	require.NoError(t, err)
+	_, err = l.Hold(t.Context(), a.ID, "r2", 100)
+	require.NoError(t, err)
+	require.Equal(t, money.Nanos(300), l.Spare(a.ID), "leased 500, 200 held")
+
+	// r1 is charged 20,000 against its hold of 100.
+	l.Done(a.ID, lease, 100)
+	require.NoError(t, st.RecordUsage(t.Context(), []store.UsageRecord{{
+		ID: "use_1" + a.ID, KeyID: k.ID, AccountID: a.ID, Model: "m", Cost: 20_000, Status: 200, LeaseID: lease, Held: 100,
+	}}))
+	requireMoney(t, st, a.ID, -10_000, 400, "debited in full, below zero")
+	l.Overdrawn(a.ID)
+
+	const n = 8
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := l.Hold(context.Background(), a.ID, fmt.Sprint("c", i), 100)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.ErrorIs(t, err, store.ErrInsufficientBalance, "no hold while the balance is below zero")
+	}
+	requireMoney(t, st, a.ID, -10_000, 400, "the refusals changed nothing")
+
+	// r2, in flight all along, ends and settles; the retired lease's free
+	// part goes back.
+	l.Done(a.ID, lease, 100)
+	require.NoError(t, st.RecordUsage(t.Context(), []store.UsageRecord{{
+		ID: "use_2" + a.ID, KeyID: k.ID, AccountID: a.ID, Model: "m", Cost: 50, Status: 200, LeaseID: lease, Held: 100,
+	}}))
+	l.sweep(false)
+	requireMoney(t, st, a.ID, -10_050, 0, "exact: nothing left reserved")
+
+	_, err = st.CreditAccount(t.Context(), a.ID, 10_000)
+	require.NoError(t, err)
+	_, err = l.Hold(t.Context(), a.ID, "c9", 100)
+	require.ErrorIs(t, err, store.ErrInsufficientBalance, "still below zero")
+	_, err = st.CreditAccount(t.Context(), a.ID, 1_000)
+	require.NoError(t, err)
+	_, err = l.Hold(t.Context(), a.ID, "c10", 100)
+	require.NoError(t, err, "positive again: served")
+}

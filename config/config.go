@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -124,6 +125,10 @@ type Provider struct {
 	// instead of being translated to chat completions. Default false, as
 	// most OpenAI-compatible servers speak chat only.
 	ResponsesAPI bool `yaml:"responses_api"`
+	// AllowParameters names price-changing parameters (UnpricedParameters)
+	// that every model served only by this provider lets through; see
+	// Model.AllowParameters.
+	AllowParameters []string `yaml:"allow_parameters"`
 }
 
 // IsEnabled reports the administrator's switch (true unless set to false).
@@ -204,7 +209,63 @@ type Model struct {
 	// Created is the model's creation date for GET /v1/models (a YAML
 	// date, 2024-07-18, or time); default the configuration's load time.
 	Created time.Time `yaml:"created"`
+	// Reasoning marks a model that spends hidden reasoning tokens (OpenAI's
+	// o-series and gpt-5, Gemini's thinking models, Claude with extended
+	// thinking): OpenAI-type providers get the output limit as
+	// max_completion_tokens, and an answer cut off before the provider
+	// reported its usage is billed its whole held output.
+	Reasoning bool `yaml:"reasoning"`
+	// ImageTokens is the most prompt tokens one image can cost; the hold
+	// counts it for every image part. Default: the largest of
+	// DefaultImageTokens over the model's providers' types.
+	ImageTokens int `yaml:"image_tokens"`
+	// FileTokens is the most prompt tokens one file part (a PDF…) can
+	// cost; 0 (the default) refuses file parts, whose cost the body's size
+	// does not show.
+	FileTokens int `yaml:"file_tokens"`
+	// AllowParameters names price-changing parameters (UnpricedParameters)
+	// that requests for this model may set: the operator has priced the
+	// model for them (e.g. audio on an audio model whose prices are its
+	// audio prices) or accepts what they cost. A parameter is also allowed
+	// when every deployment's provider allows it.
+	AllowParameters []string `yaml:"allow_parameters"`
+
+	allowed map[string]bool
 }
+
+// UnpricedParameters are the request parameters whose price Tollgate's
+// per-token prices do not cover; a request that sets one is refused
+// unless the model allows it (AllowParameters):
+//   - service_tier other than auto or default (priority and flex tiers
+//     have their own prices);
+//   - audio: audio output (modalities with "audio", the audio parameter)
+//     and input_audio parts, priced per token far above text;
+//   - store: true keeps the prompt and answer in the provider's account
+//     (the operator's), for its own tools;
+//   - prediction: rejected predicted tokens are billed as completion
+//     tokens beyond what the answer shows;
+//   - web_search_options: each search is billed per call, and its
+//     results as prompt tokens the body does not show;
+//   - moderation: runs a moderation model over input and output, which
+//     OpenAI may bill apart.
+var UnpricedParameters = []string{"service_tier", "audio", "store", "prediction", "web_search_options", "moderation"}
+
+// Allows reports whether requests for the model may set the unpriced
+// parameter (one of UnpricedParameters).
+func (m *Model) Allows(param string) bool { return m.allowed[param] }
+
+// DefaultImageTokens is the most prompt tokens one image costs at each
+// provider type, from the providers' published rules:
+//   - openai, azure: 3,779 — patch-based models count up to 1,536 32-px
+//     patches times the model's multiplier (2.46 for gpt-4.1-nano and
+//     gpt-5-nano, the largest); tile-based models (gpt-4o, o1, o3) at most
+//     85 + 170 × 8 tiles = 1,445. gpt-4o-mini counts an image as 2,833 +
+//     5,667 per tile (up to 48,169) at a lower price: set its image_tokens.
+//   - anthropic: 1,600 — width × height / 750, images being scaled to at
+//     most about 1.15 megapixels.
+//   - gemini: 4,128 — 258 per 768-px tile, images being scaled to at most
+//     3072 × 3072 (16 tiles); Gemini 3's high media resolution is 1,120.
+var DefaultImageTokens = map[string]int{TypeOpenAI: 3779, TypeAzure: 3779, TypeAnthropic: 1600, TypeGemini: 4128}
 
 // CreatedAt is the model's created time as GET /v1/models reports it.
 func (c *Config) CreatedAt(m *Model) time.Time {
@@ -451,6 +512,9 @@ func (c *Config) validate() error {
 			}
 			p.ForwardHeaders[j] = h
 		}
+		if err := checkAllowed(f+".allow_parameters", p.AllowParameters); err != nil {
+			return err
+		}
 		if p.Type == TypeAzure && p.APIVersion == "" {
 			p.APIVersion = DefaultAzureVersion
 		}
@@ -520,6 +584,9 @@ func (c *Config) validate() error {
 			}
 			seen[d.ID] = j
 		}
+		if err := c.modelCosts(f, m); err != nil {
+			return err
+		}
 		c.models[m.ID] = m
 	}
 
@@ -549,6 +616,49 @@ func (c *Config) validate() error {
 			}
 		}
 		c.plans[p.Name] = p
+	}
+	return nil
+}
+
+// modelCosts checks and completes what the hold of a model's request
+// needs beyond its prices: the most an image costs, and the price-changing
+// parameters it allows.
+func (c *Config) modelCosts(f string, m *Model) error {
+	if m.ImageTokens < 0 {
+		return fieldErr(f+".image_tokens", "must not be negative")
+	}
+	if m.FileTokens < 0 {
+		return fieldErr(f+".file_tokens", "must not be negative (0 refuses file parts)")
+	}
+	if err := checkAllowed(f+".allow_parameters", m.AllowParameters); err != nil {
+		return err
+	}
+	m.allowed = map[string]bool{}
+	for _, p := range m.AllowParameters {
+		m.allowed[p] = true
+	}
+	for _, param := range UnpricedParameters {
+		every := true
+		for _, d := range m.Deployments {
+			every = every && slices.Contains(c.providers[d.Provider].AllowParameters, param)
+		}
+		if every {
+			m.allowed[param] = true
+		}
+	}
+	if m.ImageTokens == 0 {
+		for _, d := range m.Deployments {
+			m.ImageTokens = max(m.ImageTokens, DefaultImageTokens[c.providers[d.Provider].Type])
+		}
+	}
+	return nil
+}
+
+func checkAllowed(field string, names []string) error {
+	for i, n := range names {
+		if !slices.Contains(UnpricedParameters, n) {
+			return fieldErr(fmt.Sprintf("%s[%d]", field, i), "%q is not a price-changing parameter (%s)", n, strings.Join(UnpricedParameters, ", "))
+		}
 	}
 	return nil
 }
@@ -604,6 +714,10 @@ func (m *Model) UnmarshalYAML(value *yaml.Node) error {
 		Deployments           []Deployment `yaml:"deployments"`
 		RequestTimeout        Duration     `yaml:"request_timeout"`
 		Created               time.Time    `yaml:"created"`
+		Reasoning             bool         `yaml:"reasoning"`
+		ImageTokens           int          `yaml:"image_tokens"`
+		FileTokens            int          `yaml:"file_tokens"`
+		AllowParameters       []string     `yaml:"allow_parameters"`
 	}
 	// Decode does not apply the decoder's KnownFields here, so check the
 	// field names ourselves: a misspelt price must not be silently free.
@@ -611,7 +725,8 @@ func (m *Model) UnmarshalYAML(value *yaml.Node) error {
 		for i := 0; i+1 < len(value.Content); i += 2 {
 			switch k := value.Content[i].Value; k {
 			case "id", "max_tokens", "input_price_per_million", "output_price_per_million",
-				"cached_input_price_per_million", "cache_write_price_per_million", "deployments", "request_timeout", "created":
+				"cached_input_price_per_million", "cache_write_price_per_million", "deployments", "request_timeout", "created",
+				"reasoning", "image_tokens", "file_tokens", "allow_parameters":
 			default:
 				return fmt.Errorf("line %d: field %s not found in type config.Model", value.Content[i].Line, k)
 			}
@@ -622,6 +737,7 @@ func (m *Model) UnmarshalYAML(value *yaml.Node) error {
 		return err
 	}
 	m.ID, m.MaxTokens, m.Deployments, m.RequestTimeout, m.Created = p.ID, p.MaxTokens, p.Deployments, p.RequestTimeout, p.Created
+	m.Reasoning, m.ImageTokens, m.FileTokens, m.AllowParameters = p.Reasoning, p.ImageTokens, p.FileTokens, p.AllowParameters
 	for _, price := range []struct {
 		node *yaml.Node
 		dst  *money.Nanos

@@ -312,3 +312,42 @@ plans: [{name: free, models: ["*"]}]
 `), env(nil))
 	assert.ErrorContains(t, err, "response_retention")
 }
+
+// TestHoldSettingsGetDefaultsAndAreChecked: a model's image_tokens defaults
+// to the largest of its providers' types; allow_parameters names only
+// price-changing parameters, and a provider's allowance applies to a model
+// only when every provider of it allows the parameter.
+func TestHoldSettingsGetDefaultsAndAreChecked(t *testing.T) {
+	base := `
+providers:
+  - {name: o, type: openai, base_url: "http://o/v1", allow_parameters: [store]}
+  - {name: a, type: anthropic, base_url: "http://a"}
+  - {name: g, type: gemini, base_url: "http://g"}
+models:
+  - {id: both, max_tokens: 1, deployments: [{provider: a, model: x}, {provider: g, model: y}]}
+  - {id: claude, max_tokens: 1, deployments: [{provider: a, model: x}]}
+  - {id: own, max_tokens: 1, image_tokens: 10, reasoning: true, deployments: [{provider: o, model: x}]}
+  - {id: mixed, max_tokens: 1, deployments: [{provider: o, model: x}, {provider: a, model: z}]}
+plans: [{name: p, models: ["*"]}]
+`
+	c, err := Parse([]byte(base), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	m := func(id string) *Model { mm, ok := c.Model(id); require.True(t, ok); return mm }
+	assert.Equal(t, 4128, m("both").ImageTokens, "the larger of Anthropic's and Gemini's")
+	assert.Equal(t, 1600, m("claude").ImageTokens)
+	assert.Equal(t, 10, m("own").ImageTokens)
+	assert.True(t, m("own").Reasoning)
+	assert.True(t, m("own").Allows("store"), "its only provider allows it")
+	assert.False(t, m("mixed").Allows("store"), "not every provider of it does")
+
+	for _, bad := range []string{
+		strings.Replace(base, "allow_parameters: [store]", "allow_parameters: [temperature]", 1),
+		strings.Replace(base, "image_tokens: 10", "image_tokens: -1", 1),
+		strings.Replace(base, "image_tokens: 10", "file_tokens: -1", 1),
+		strings.Replace(base, "image_tokens: 10", "allow_parameters: [stor]", 1),
+	} {
+		_, err := Parse([]byte(bad), func(string) (string, bool) { return "", false })
+		var fe *FieldError
+		require.ErrorAs(t, err, &fe, "%s", bad)
+	}
+}

@@ -368,8 +368,8 @@ func TestGeminiAnswersNChoicesWithLogprobs(t *testing.T) {
 	require.NoError(t, err)
 	got := mocks["gemini"].received()
 	require.NotEmpty(t, got)
-	assert.Equal(t, map[string]any{"candidateCount": 2.0, "responseLogprobs": true, "logprobs": 2.0},
-		got[len(got)-1].Body["generationConfig"])
+	assert.Equal(t, map[string]any{"candidateCount": 2.0, "responseLogprobs": true, "logprobs": 2.0, "maxOutputTokens": 8192.0},
+		got[len(got)-1].Body["generationConfig"], "with the held output limit, the model's")
 	require.Len(t, resp.Choices, 2)
 	for i, c := range resp.Choices {
 		assert.EqualValues(t, i, c.Index)

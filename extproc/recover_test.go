@@ -124,7 +124,10 @@ func TestAPanicInAWholeAnswerIs500(t *testing.T) {
 
 type panickyKeys struct{ noKeys }
 
-func (panickyKeys) KeyByID(context.Context, string) (store.Key, error) { panic("nil map") }
+func (panickyKeys) KeyByID(context.Context, string) (store.Key, error) {
+	return store.Key{ID: "k", AccountID: "a", Enabled: true}, nil
+}
+func (panickyKeys) Account(context.Context, string) (store.Account, error) { panic("nil map") }
 
 type doneBalance struct{ done int }
 
@@ -132,6 +135,7 @@ func (b *doneBalance) Hold(context.Context, string, string, money.Nanos) (string
 	return "lease-1", nil
 }
 func (b *doneBalance) Done(string, string, money.Nanos) { b.done++ }
+func (b *doneBalance) Overdrawn(string)                 {}
 
 // TestARouterStepPanicIs500AndReleasesTheHold: a panic in the router step
 // answers 500 internal_error, writes the request's record (with its hold),
@@ -152,7 +156,7 @@ func TestARouterStepPanicIs500AndReleasesTheHold(t *testing.T) {
 	_, err := x.Handle(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
 		RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: hs}}}})
 	require.NoError(t, err)
-	// Admission reads the key: it panics there.
+	// Admission reads the account: it panics there.
 	resp, err := x.Handle(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
 		RequestBody: &extprocv3.HttpBody{Body: []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`), EndOfStream: true}}})
 	require.NoError(t, err)

@@ -143,16 +143,22 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 		return r.reject(*e), nil
 	}
 	r.requestID = rand.Text()
-	r.body = body
-	if e := r.hold(ctx, cr, len(body)); e != nil {
+	held, e := r.limitBody(ctx, body, cr)
+	if e != nil {
+		return r.reject(*e), nil
+	}
+	r.body = held
+	if e := r.hold(ctx, cr, len(held)); e != nil {
 		return r.reject(*e), nil
 	}
 	common := &extprocv3.CommonResponse{
 		HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID))},
 		ClearRouteCache: true,
 	}
-	if r.responses {
-		// The chat request goes on in place of the client's.
+	if r.responses || !sameBytes(held, body) {
+		body = held
+		// The chat request (with its held output limit) goes on in place
+		// of the client's.
 		common.HeaderMutation.SetHeaders = contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID), "content-length", strconv.Itoa(len(body)))
 		common.BodyMutation = &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: body}}
 	}
@@ -164,17 +170,51 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 	}, nil
 }
 
-// hold reserves the most this request can cost: its prompt, bounded by the
-// body's size (a token is at least one byte of JSON text; a third is a
-// safe over-estimate for chat bodies), and all the tokens it may generate:
-// max_tokens for each of its n choices.
+// limitBody is the body the providers get: its output limit is the one
+// held (cr.MaxTokens), as its only one, so that no adapter can send
+// another (the client's larger limit, or none: the provider's default).
+func (r *routerStep) limitBody(ctx context.Context, body []byte, cr chatRequest) ([]byte, *oaierror.Error) {
+	if cr.LimitSent {
+		return body, nil
+	}
+	out, err := provider.LimitBody(body, "max_completion_tokens", cr.MaxTokens)
+	if err != nil {
+		r.s.opt.Logger.ErrorContext(ctx, "router step: writing the output limit failed", "err", err)
+		e := oaierror.Internal
+		return nil, &e
+	}
+	return out, nil
+}
+
+// toolTokens is what a request that defines tools is held for beyond its
+// body: the providers' own tool-use instructions (Anthropic documents up
+// to 346 tokens).
+const toolTokens = 500
+
+// promptTokensHeld is the most prompt tokens a request can cost: its body's
+// size (a token is at least one byte of JSON text; a third is a safe
+// over-estimate for chat bodies), and what its size does not show: each
+// image and file part at the most the model's configuration says one
+// costs, and the tool-use instructions.
+func promptTokensHeld(cr chatRequest, bodyLen int) int64 {
+	n := int64(bodyLen/3+16) + cr.Images*int64(cr.Model.ImageTokens) + cr.Files*int64(cr.Model.FileTokens)
+	if cr.Tools {
+		n += toolTokens
+	}
+	return n
+}
+
+// hold reserves the most this request can cost: its prompt
+// (promptTokensHeld), and all the tokens it may generate: its output
+// limit, which is what the provider gets (limitBody), for each of its n
+// choices.
 // It fails with 402 when the account cannot pay for that.
 func (r *routerStep) hold(ctx context.Context, cr chatRequest, bodyLen int) *oaierror.Error {
 	if r.s.opt.Balance == nil {
 		return nil
 	}
 	m := cr.Model
-	amount := money.Add(money.Cost(int64(bodyLen/3+16), m.MostPromptPrice()), money.Cost(cr.MaxTokens*max(cr.Choices, 1), m.OutputPricePerMillion))
+	amount := money.Add(money.Cost(promptTokensHeld(cr, bodyLen), m.MostPromptPrice()), money.Cost(cr.MaxTokens*max(cr.Choices, 1), m.OutputPricePerMillion))
 	if amount <= 0 {
 		return nil // a free model needs no hold
 	}
@@ -401,10 +441,14 @@ var internalAnswerHeaders = []string{contract.HeaderTranslated, contract.HeaderA
 // recorded once either way.
 func (r *routerStep) finish(context.Context, error) {
 	if r.requestID != "" && !r.recorded && !r.answered {
-		r.recordRequest(store.UsageRecord{
-			Status: StatusClientClosed, ErrorCode: "no_answer",
-			PromptTokens: provider.EstimatePromptTokens(r.body), Estimated: true,
-		})
+		rec := store.UsageRecord{Status: StatusClientClosed, ErrorCode: "no_answer", Estimated: true}
+		if m, ok := r.cfg.Model(r.model); ok {
+			// What the provider will charge: a reasoning model may have
+			// spent its held output thinking (see estimateUsage).
+			u := estimateUsage(provider.Usage{}, r.body, "", m)
+			rec.PromptTokens, rec.CompletionTokens = u.PromptTokens, u.CompletionTokens
+		}
+		r.recordRequest(rec)
 	}
 	if r.held > 0 {
 		// The request is over here: its hold leaves this replica's lease
@@ -444,6 +488,7 @@ func (r *routerStep) recordRequest(rec store.UsageRecord) {
 	if m, ok := r.cfg.Model(r.model); ok {
 		rec.Cost = m.Cost(config.Tokens{Prompt: rec.PromptTokens, Completion: rec.CompletionTokens})
 	}
+	r.s.overcharged(rec, r.held)
 	if err := r.s.opt.Usage.Record(rec); err != nil {
 		r.s.opt.Logger.Error("router step: usage record refused", "err", err)
 	}

@@ -46,6 +46,11 @@ type Balance interface {
 	// Done tells the Balance that the request has ended in this replica
 	// (its router step is over; its record is made, here or elsewhere).
 	Done(accountID, leaseID string, amount money.Nanos)
+	// Overdrawn tells the Balance that a request of the account was
+	// charged more than it held: no further hold may be served without
+	// asking the database, which refuses it while the balance cannot
+	// cover it.
+	Overdrawn(accountID string)
 }
 
 // Reservations is a Balance that reserves each request's hold in the
@@ -71,6 +76,10 @@ func (r Reservations) Hold(ctx context.Context, accountID, requestID string, amo
 
 // Done does nothing: writing the record releases the reservation.
 func (Reservations) Done(string, string, money.Nanos) {}
+
+// Overdrawn does nothing: every hold is reserved in the database, which
+// refuses it while the balance cannot cover it.
+func (Reservations) Overdrawn(string) {}
 
 // Usage receives one record per request; it must not lose them.
 type Usage interface {
@@ -112,16 +121,36 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Observer counts the ext_proc protocol's work, by step.
+// Observer counts the ext_proc protocol's work, by step, and the requests
+// charged more than they held.
 type Observer interface {
 	Stream(step string)
 	Message(step string)
+	Overcharge(model, provider string)
 }
 
 type noObserver struct{}
 
-func (noObserver) Stream(string)  {}
-func (noObserver) Message(string) {}
+func (noObserver) Stream(string)             {}
+func (noObserver) Message(string)            {}
+func (noObserver) Overcharge(string, string) {}
+
+// overcharged reports a record that charges more than its request held:
+// a provider billed beyond the limit it was sent (or a price the hold did
+// not know). The record keeps the true cost and the account is debited in
+// full; the log line and the counter tell the operator, and the account's
+// holds go back to the database, which refuses them until the balance is
+// positive again.
+func (s *Server) overcharged(rec store.UsageRecord, held money.Nanos) {
+	if held <= 0 || rec.Cost <= held || s.opt.Balance == nil {
+		return
+	}
+	s.opt.Logger.Warn("a request was charged more than it held; the account is debited in full",
+		"request_id", rec.RequestID, "usage_id", rec.ID, "key_id", rec.KeyID, "model", rec.Model, "provider", rec.Provider,
+		"held_usd", held.String(), "charged_usd", rec.Cost.String())
+	s.opt.Observer.Overcharge(rec.Model, rec.Provider)
+	s.opt.Balance.Overdrawn(rec.AccountID)
+}
 
 // Health is the passive health of deployments (a health.Tracker).
 type Health interface {

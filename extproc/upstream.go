@@ -218,6 +218,10 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 func (u *upstreamStep) relayRequest(ctx context.Context) (*extprocv3.ProcessingResponse, error) {
 	chat, err := provider.UnsignToolCallIDs(u.preq.Body)
 	if err == nil {
+		// The held output limit, as max_output_tokens.
+		chat, err = provider.LimitBody(chat, "max_completion_tokens", provider.OutputLimit(chat, int64(u.target.Model.MaxTokens)))
+	}
+	if err == nil {
 		var body []byte
 		if body, err = responses.FromChat(chat, u.target.Deployment.Model); err == nil {
 			var up provider.Upstream
@@ -396,12 +400,7 @@ func (u *upstreamStep) record(st int, code string) (store.UsageRecord, bool) {
 	usage := u.resp.Usage()
 	estimated := !usage.Reported
 	if estimated {
-		// Keep what the provider did report (Anthropic counts the prompt
-		// at the start of a stream); estimate only what is missing.
-		if usage.PromptTokens == 0 {
-			usage.PromptTokens = provider.EstimatePromptTokens(u.preq.Body)
-		}
-		usage.CompletionTokens = max(usage.CompletionTokens, provider.EstimateTokens(u.resp.Completion()))
+		usage = estimateUsage(usage, u.preq.Body, u.resp.Completion(), u.target.Model)
 	}
 	if u.resp.Failed() && code == "" {
 		st, code = StatusUpstreamFailed, "upstream_error"
@@ -424,10 +423,30 @@ func (u *upstreamStep) record(st int, code string) (store.UsageRecord, bool) {
 		rec.ID = usageID(u.requestID)
 		setHold(&rec, u.requestID, u.leaseID, u.held)
 	}
+	u.s.overcharged(rec, u.held)
 	if err := u.s.opt.Usage.Record(rec); err != nil {
 		u.s.opt.Logger.Error("upstream step: usage record refused", "err", err)
 	}
 	return rec, true
+}
+
+// estimateUsage completes the usage of an answer whose provider reported
+// no final counts (the client left, or the provider broke off), billing
+// what the provider will charge: what it did report is kept (Anthropic
+// counts the prompt at a stream's start); the prompt is estimated with
+// images and files at what their hold counted; the completion is what was
+// seen, or, for a reasoning model, its whole held output, since its hidden
+// reasoning tokens cannot be seen (neither edge reads on after the client
+// leaves: docs/decisions.md).
+func estimateUsage(usage provider.Usage, body []byte, completion string, m *config.Model) provider.Usage {
+	if usage.PromptTokens == 0 {
+		usage.PromptTokens = provider.EstimatePromptTokens(body, m)
+	}
+	usage.CompletionTokens = max(usage.CompletionTokens, provider.EstimateTokens(completion))
+	if m.Reasoning {
+		usage.CompletionTokens = max(usage.CompletionTokens, provider.HeldOutput(body, m))
+	}
+	return usage
 }
 
 // usageMetadata is the dynamic metadata the access log reads.

@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/extproc/provider"
 	"github.com/tollgate/tollgate/oaierror"
 )
 
@@ -22,6 +23,14 @@ type chatRequest struct {
 	// Choices is the client's n: how many answers the provider writes, each
 	// up to MaxTokens (1 when absent).
 	Choices int64
+	// LimitSent is true when the body already gives MaxTokens as its only
+	// output limit; otherwise the router step writes it in (see limitBody).
+	LimitSent bool
+	// Images and Files count the image and file parts of the messages,
+	// Tools whether the request defines tools: prompt costs the body's
+	// size does not show.
+	Images, Files int64
+	Tools         bool
 }
 
 // MaxChoices is the largest n a request may ask for (OpenAI's own limit).
@@ -117,7 +126,7 @@ func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
 	}
 	r.Model = m
 
-	if e := validateMessages(top.messages); e != nil {
+	if e := validateMessages(top.messages, m, &r); e != nil {
 		return chatRequest{}, e
 	}
 
@@ -162,6 +171,7 @@ func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
 	}
 
 	r.MaxTokens = int64(m.MaxTokens)
+	limits := 0
 	for _, mt := range [...]struct {
 		name string
 		v    gjson.Result
@@ -180,7 +190,13 @@ func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
 			return fail("invalid_max_tokens", name, "%s is too large: %s allows at most %d.", name, m.ID, m.MaxTokens)
 		}
 		r.MaxTokens = min(r.MaxTokens, int64(v.Num))
+		limits++
 	}
+	r.LimitSent = limits == 1 && (top.maxTokens.Num == float64(r.MaxTokens) || top.maxCompletionTokens.Num == float64(r.MaxTokens))
+	if e := checkUnpriced(&top, m); e != nil {
+		return chatRequest{}, e
+	}
+	r.Tools = top.tools.IsArray() && top.tools.Get("#").Int() > 0
 
 	r.Choices = 1
 	if n := top.n; n.Exists() && n.Type != gjson.Null {
@@ -214,7 +230,26 @@ func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
 	return r, nil
 }
 
-func validateMessages(msgs gjson.Result) *oaierror.Error {
+// checkUnpriced refuses a price-changing parameter the model does not
+// allow (provider.UnpricedAllowance, config.Model.AllowParameters).
+func checkUnpriced(top *fields, m *config.Model) *oaierror.Error {
+	for i, name := range unpricedNames {
+		allowance := provider.UnpricedAllowance(name, top.unpriced[i])
+		if allowance == "" || m.Allows(allowance) {
+			continue
+		}
+		e := oaierror.Invalid("unsupported_parameter", name, fmt.Sprintf(
+			"The parameter %q changes what a request costs, and the model %q is not priced for it; remove it or choose another model.", name, truncate(m.ID)))
+		return &e
+	}
+	return nil
+}
+
+// unpricedNames are the top-level parameters checkUnpriced reads, in the
+// order of fields.unpriced.
+var unpricedNames = [...]string{"service_tier", "modalities", "audio", "store", "prediction", "web_search_options", "moderation"}
+
+func validateMessages(msgs gjson.Result, model *config.Model, r *chatRequest) *oaierror.Error {
 	bad := func(format string, args ...any) *oaierror.Error {
 		e := oaierror.Invalid("invalid_messages", "messages", fmt.Sprintf(format, args...))
 		return &e
@@ -229,6 +264,9 @@ func validateMessages(msgs gjson.Result) *oaierror.Error {
 	i := 0
 	msgs.ForEach(func(_, m gjson.Result) bool {
 		e = validateMessage(i, m, bad)
+		if e == nil && m.Get("content").IsArray() {
+			e = countParts(i, m.Get("content"), model, r)
+		}
 		i++
 		return e == nil
 	})
@@ -299,11 +337,45 @@ func validateMessage(i int, m gjson.Result, bad func(string, ...any) *oaierror.E
 	return nil
 }
 
+// countParts counts a message's image and file parts for the hold, and
+// refuses the parts whose cost the model's configuration cannot bound:
+// audio (priced apart, unless the model allows it) and files (unless the
+// model sets file_tokens).
+func countParts(i int, content gjson.Result, m *config.Model, r *chatRequest) *oaierror.Error {
+	var e *oaierror.Error
+	j := 0
+	content.ForEach(func(_, part gjson.Result) bool {
+		param := fmt.Sprintf("messages[%d].content[%d]", i, j)
+		j++
+		switch part.Get("type").Str {
+		case "image_url":
+			r.Images++
+		case "file":
+			if m.FileTokens <= 0 {
+				err := oaierror.Invalid("unsupported_parameter", param, fmt.Sprintf(
+					"The model %q takes no file parts: their cost cannot be known before the answer.", truncate(m.ID)))
+				e = &err
+			}
+			r.Files++
+		case "input_audio":
+			if !m.Allows("audio") {
+				err := oaierror.Invalid("unsupported_parameter", param, fmt.Sprintf(
+					"The model %q is not priced for audio input; remove the audio or choose another model.", truncate(m.ID)))
+				e = &err
+			}
+		}
+		return e == nil
+	})
+	return e
+}
+
 // fields are the top-level values of a request body that validation reads.
 type fields struct {
 	model, messages, stream, streamOptions               gjson.Result
 	temperature, topP, frequencyPenalty, presencePenalty gjson.Result
 	maxTokens, maxCompletionTokens, stop, n              gjson.Result
+	tools                                                gjson.Result
+	unpriced                                             [len(unpricedNames)]gjson.Result
 }
 
 // set keeps the value of a known key, and reports false when the key was
@@ -347,6 +419,13 @@ func (f *fields) slot(key string) *gjson.Result {
 		return &f.stop
 	case "n":
 		return &f.n
+	case "tools":
+		return &f.tools
+	}
+	for i, name := range unpricedNames {
+		if key == name {
+			return &f.unpriced[i]
+		}
 	}
 	return nil
 }

@@ -224,3 +224,142 @@ func TestValidatingABodyCostsMemoryInProportionToItsSize(t *testing.T) {
 		assert.LessOrEqual(t, allocated, uint64(2*len(body)), "validating %d bytes allocated %d", len(body), allocated)
 	}
 }
+
+// TestUnpricedParametersAreRefusedUnlessTheModelAllowsThem: a parameter
+// whose price the model's per-token prices do not cover is refused by name
+// (400 unsupported_parameter), unless it has its neutral value or the
+// model (or every provider of it) allows it.
+func TestUnpricedParametersAreRefusedUnlessTheModelAllowsThem(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+providers:
+  - {name: openai, type: openai, base_url: "http://127.0.0.1:1/v1"}
+  - {name: storing, type: openai, base_url: "http://127.0.0.1:2/v1", allow_parameters: [store]}
+models:
+  - {id: plain, max_tokens: 100, deployments: [{provider: openai, model: m}]}
+  - {id: open, max_tokens: 100, allow_parameters: [service_tier, audio, prediction, web_search_options, moderation],
+     deployments: [{provider: openai, model: m}]}
+  - {id: stored, max_tokens: 100, deployments: [{provider: storing, model: m}]}
+plans:
+  - {name: pro, models: ["*"]}
+`), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct {
+		param, value string
+		refused      bool // on the plain model
+		allowedBy    string
+	}{
+		{"service_tier", `"priority"`, true, "open"},
+		{"service_tier", `"flex"`, true, "open"},
+		{"service_tier", `"auto"`, false, ""},
+		{"service_tier", `"default"`, false, ""},
+		{"modalities", `["text","audio"]`, true, "open"},
+		{"modalities", `["text"]`, false, ""},
+		{"audio", `{"voice":"alloy","format":"wav"}`, true, "open"},
+		{"store", `true`, true, "stored"},
+		{"store", `false`, false, ""},
+		{"prediction", `{"type":"content","content":"x"}`, true, "open"},
+		{"web_search_options", `{}`, true, "open"},
+		{"moderation", `{"model":"omni-moderation-latest"}`, true, "open"},
+		{"service_tier", `null`, false, ""},
+	} {
+		body := func(model string) []byte {
+			return []byte(`{"model":"` + model + `",` + msgs + `,"` + tc.param + `":` + tc.value + `}`)
+		}
+		_, e := validate(body("plain"), cfg)
+		if !tc.refused {
+			assert.Nil(t, e, "%s: %s passes", tc.param, tc.value)
+			continue
+		}
+		if assert.NotNil(t, e, "%s: %s is refused", tc.param, tc.value) {
+			assert.Equal(t, 400, e.Status)
+			assert.Equal(t, "unsupported_parameter", e.Code)
+			assert.Equal(t, tc.param, e.Param)
+		}
+		_, e = validate(body(tc.allowedBy), cfg)
+		assert.Nil(t, e, "%s: %s is allowed on %s", tc.param, tc.value, tc.allowedBy)
+	}
+	// store is the storing provider's to allow, not every model's.
+	_, e := validate([]byte(`{"model":"open",`+msgs+`,"store":true}`), cfg)
+	require.NotNil(t, e)
+	// A second copy cannot slip a value past the check.
+	_, e = validate([]byte(`{"model":"plain",`+msgs+`,"store":false,"store":true}`), cfg)
+	require.NotNil(t, e)
+}
+
+// TestInputsTheBodySizeDoesNotShowAreCountedOrRefused: images and files
+// are counted for the hold; audio input and files are refused on a model
+// not priced for them.
+func TestInputsTheBodySizeDoesNotShowAreCountedOrRefused(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+providers:
+  - {name: openai, type: openai, base_url: "http://127.0.0.1:1/v1"}
+models:
+  - {id: plain, max_tokens: 100, deployments: [{provider: openai, model: m}]}
+  - {id: rich, max_tokens: 100, file_tokens: 50000, allow_parameters: [audio], deployments: [{provider: openai, model: m}]}
+plans:
+  - {name: pro, models: ["*"]}
+`), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	img := `{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}`
+	file := `{"type":"file","file":{"file_id":"file-1"}}`
+	audio := `{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}`
+	body := func(model string, parts ...string) []byte {
+		return []byte(`{"model":"` + model + `","messages":[{"role":"user","content":[` + strings.Join(parts, ",") + `]},` +
+			`{"role":"user","content":[` + img + `]}],"tools":[{"type":"function","function":{"name":"f"}}]}`)
+	}
+	r, e := validate(body("plain", img, img), cfg)
+	require.Nil(t, e)
+	assert.EqualValues(t, 3, r.Images)
+	assert.True(t, r.Tools)
+	assert.Equal(t, 3779, r.Model.ImageTokens, "OpenAI's default")
+
+	_, e = validate(body("plain", file), cfg)
+	require.NotNil(t, e)
+	assert.Equal(t, "messages[0].content[0]", e.Param)
+	_, e = validate(body("plain", img, audio), cfg)
+	require.NotNil(t, e)
+	assert.Equal(t, "messages[0].content[1]", e.Param)
+
+	r, e = validate(body("rich", file, audio, file), cfg)
+	require.Nil(t, e)
+	assert.EqualValues(t, 2, r.Files)
+}
+
+// TestTheHoldCountsWhatTheBodySizeDoesNotShow: twenty images in a small
+// body are held at the model's most per image, not as bytes.
+func TestTheHoldCountsWhatTheBodySizeDoesNotShow(t *testing.T) {
+	cfg := testCfg(t)
+	parts := strings.TrimSuffix(strings.Repeat(`{"type":"image_url","image_url":{"url":"https://e.co/i.png"}},`, 20), ",")
+	body := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":[` + parts + `]}]}`)
+	r, e := validate(body, cfg)
+	require.Nil(t, e)
+	assert.GreaterOrEqual(t, promptTokensHeld(r, len(body)), int64(20*3779))
+	assert.Less(t, int64(len(body)), int64(20*3779), "the body alone would hold far less")
+}
+
+// TestTheHeldLimitIsTheBodysOnlyLimit: the body the providers get carries
+// the held output limit, and only it; a body that already does is left as
+// it is.
+func TestTheHeldLimitIsTheBodysOnlyLimit(t *testing.T) {
+	cfg := testCfg(t)
+	s := &Server{opt: Options{Logger: quietLogger()}}
+	r := &routerStep{s: s}
+	for body, want := range map[string]string{
+		`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`:                                            `100`,
+		`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":90,"max_completion_tokens":30}`: `30`,
+		`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":40}`:                            `40`,
+	} {
+		cr, e := validate([]byte(body), cfg)
+		require.Nil(t, e)
+		out, e := r.limitBody(t.Context(), []byte(body), cr)
+		require.Nil(t, e)
+		limits := gjson.GetManyBytes(out, "max_tokens", "max_completion_tokens")
+		assert.True(t, limits[0].Exists() != limits[1].Exists(), "one limit: %s", out)
+		assert.Equal(t, cr.MaxTokens, limits[0].Int()+limits[1].Int())
+		assert.Equal(t, want, fmt.Sprint(cr.MaxTokens))
+		if cr.LimitSent {
+			assert.Equal(t, body, string(out), "left as it is")
+		}
+	}
+}

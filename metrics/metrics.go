@@ -38,17 +38,18 @@ const (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	requests  *prometheus.CounterVec
-	duration  *prometheus.HistogramVec
-	ttft      *prometheus.HistogramVec
-	tokens    *prometheus.HistogramVec
-	cost      *prometheus.CounterVec
-	attempts  *prometheus.CounterVec
-	failovers *prometheus.CounterVec
-	denials   *prometheus.CounterVec
-	checks    prometheus.Counter
-	streams   *prometheus.CounterVec
-	messages  *prometheus.CounterVec
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	ttft        *prometheus.HistogramVec
+	tokens      *prometheus.HistogramVec
+	cost        *prometheus.CounterVec
+	attempts    *prometheus.CounterVec
+	failovers   *prometheus.CounterVec
+	denials     *prometheus.CounterVec
+	checks      prometheus.Counter
+	streams     *prometheus.CounterVec
+	messages    *prometheus.CounterVec
+	overcharges *prometheus.CounterVec
 }
 
 // New makes the instruments and registers them, with Go's runtime and
@@ -102,8 +103,12 @@ func New() *Metrics {
 		Name: "tollgate_extproc_messages_total",
 		Help: "ext_proc messages processed (each answered with one), by step.",
 	}, []string{labelStep})
+	m.overcharges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_overcharges_total",
+		Help: "Requests charged more than they held (a provider billed beyond the limit it was sent); each is logged with its request id.",
+	}, []string{labelModel, labelProvider})
 	m.Registry.MustRegister(m.requests, m.duration, m.ttft, m.tokens, m.cost, m.attempts, m.failovers, m.denials,
-		m.checks, m.streams, m.messages,
+		m.checks, m.streams, m.messages, m.overcharges,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		panicCollector{})
 	return m
@@ -190,6 +195,11 @@ func (e ExtProc) Stream(step string) { e.Metrics.streams.WithLabelValues(step).I
 
 // Message counts a message of step.
 func (e ExtProc) Message(step string) { e.Metrics.messages.WithLabelValues(step).Inc() }
+
+// Overcharge counts a request charged more than it held.
+func (e ExtProc) Overcharge(model, provider string) {
+	e.Metrics.overcharges.WithLabelValues(model, provider).Inc()
+}
 
 // Gauge registers a gauge read at scrape time.
 func (m *Metrics) Gauge(name, help string, read func() float64) {

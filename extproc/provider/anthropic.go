@@ -32,8 +32,9 @@ const (
 //   - tool messages become user messages of tool_result blocks, and
 //     consecutive messages of one role are merged into one, since Anthropic
 //     wants user and assistant to alternate;
-//   - max_tokens, which Anthropic requires, is the client's max_tokens (or
-//     max_completion_tokens), else the model's configured max_tokens;
+//   - max_tokens, which Anthropic requires, is the output limit held for
+//     the request: the smaller of the client's max_tokens and
+//     max_completion_tokens, else the model's configured max_tokens;
 //   - temperature is clamped to Anthropic's range 0–1: OpenAI's 0–2 values
 //     above 1 become 1, values up to 1 keep their meaning (scaling would
 //     turn OpenAI's default 1 into 0.5);
@@ -163,10 +164,12 @@ func anthropicBody(cr *chatRequest, stream bool, t Target) ([]byte, error) {
 	}
 	out := anthropicRequest{
 		Model: t.Deployment.Model, System: system, Messages: msgs,
-		MaxTokens: cr.maxTokens(), TopP: cr.TopP, Stream: stream,
+		TopP: cr.TopP, Stream: stream,
 	}
-	if out.MaxTokens <= 0 && t.Model != nil {
-		out.MaxTokens = int64(t.Model.MaxTokens)
+	if t.Model != nil {
+		out.MaxTokens = cr.outputLimit(int64(t.Model.MaxTokens))
+	} else {
+		out.MaxTokens = cr.outputLimit(0)
 	}
 	if out.MaxTokens <= 0 {
 		out.MaxTokens = fallbackMaxTokens

@@ -17,6 +17,9 @@ import (
 
 func TestAnthropicRequestTranslation(t *testing.T) {
 	testRequests(t, config.TypeAnthropic, []requestCase{
+		{"request_limits.json", func(t *testing.T, up Upstream) {
+			assert.EqualValues(t, 300, gjson.GetBytes(up.Body, "max_tokens").Int(), "the smaller limit, the one held")
+		}},
 		{"request_chat.json", func(t *testing.T, up Upstream) {
 			b := up.Body
 			assert.Equal(t, "/v1/messages", up.Path)

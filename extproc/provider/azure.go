@@ -22,7 +22,7 @@ type azure struct{}
 
 // Translate builds the upstream request and the answer's translator.
 func (azure) Translate(req *Request, t Target) (Upstream, Response, error) {
-	body, err := openAIBody(req, t.Deployment.Model)
+	body, err := openAIBody(req, t)
 	if err != nil {
 		return Upstream{}, nil, err
 	}

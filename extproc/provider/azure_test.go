@@ -13,6 +13,10 @@ import (
 
 func TestAzureRequestTranslation(t *testing.T) {
 	testRequests(t, config.TypeAzure, []requestCase{
+		{"request_limits.json", func(t *testing.T, up Upstream) {
+			assert.EqualValues(t, 300, gjson.GetBytes(up.Body, "max_tokens").Int(), "the smaller limit, the one held")
+			assert.False(t, gjson.GetBytes(up.Body, "max_completion_tokens").Exists(), "one limit only")
+		}},
 		{"request_chat.json", func(t *testing.T, up Upstream) {
 			assert.Equal(t, "/openai/deployments/gpt-4o%20prod/chat/completions?api-version=2024-10-21", up.Path)
 			assert.Equal(t, "contoso.openai.azure.com", up.Authority)

@@ -122,15 +122,16 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 	return &r, nil
 }
 
-// maxTokens is the client's max_tokens, else its max_completion_tokens, else 0.
-func (r *chatRequest) maxTokens() int64 {
-	switch {
-	case r.MaxTokens != nil:
-		return *r.MaxTokens
-	case r.MaxCompletionTokens != nil:
-		return *r.MaxCompletionTokens
+// outputLimit is the smaller of the client's max_tokens and
+// max_completion_tokens and modelMax (see OutputLimit).
+func (r *chatRequest) outputLimit(modelMax int64) int64 {
+	limit := modelMax
+	for _, v := range [2]*int64{r.MaxTokens, r.MaxCompletionTokens} {
+		if v != nil && *v > 0 && (limit <= 0 || *v < limit) {
+			limit = *v
+		}
 	}
-	return 0
+	return limit
 }
 
 // choices is the client's n, at least 1.

@@ -35,8 +35,9 @@ func init() { adapters[config.TypeGemini] = gemini{defaultEnv} }
 //     message becomes a functionResponse named after the function of the
 //     latest earlier tool call with its tool_call_id; its content is the
 //     response if it is a JSON object, else {"content": text};
-//   - temperature (Gemini's range is 0–2 too), top_p, max_tokens (or
-//     max_completion_tokens; when absent Gemini's default applies), stop,
+//   - the output limit held for the request (the smaller of max_tokens
+//     and max_completion_tokens, else the model's configured max_tokens)
+//     as maxOutputTokens; temperature (Gemini's range is 0–2 too), top_p, stop,
 //     presence_penalty, frequency_penalty, seed, response_format, n
 //     (candidateCount), logprobs (responseLogprobs) and top_logprobs
 //     (logprobs) go into generationConfig;
@@ -140,7 +141,11 @@ func (g gemini) Translate(req *Request, t Target) (Upstream, Response, error) {
 		return Upstream{}, nil, err
 	}
 	model := strings.TrimPrefix(t.Deployment.Model, "models/")
-	body, err := geminiBody(cr, model)
+	var modelMax int64
+	if t.Model != nil {
+		modelMax = int64(t.Model.MaxTokens)
+	}
+	body, err := geminiBody(cr, model, cr.outputLimit(modelMax))
 	if err != nil {
 		return Upstream{}, nil, err
 	}
@@ -168,7 +173,7 @@ func (g gemini) Translate(req *Request, t Target) (Upstream, Response, error) {
 	return up, tr, nil
 }
 
-func geminiBody(cr *chatRequest, model string) ([]byte, error) {
+func geminiBody(cr *chatRequest, model string, limit int64) ([]byte, error) {
 	var out geminiRequest
 	var err error
 	if out.SystemInstruction, out.Contents, err = geminiContents(cr.Messages); err != nil {
@@ -177,7 +182,7 @@ func geminiBody(cr *chatRequest, model string) ([]byte, error) {
 	if geminiValidatesSignatures(model) {
 		geminiSignCurrentTurn(out.Contents)
 	}
-	if out.GenerationConfig, err = geminiConfig(cr); err != nil {
+	if out.GenerationConfig, err = geminiConfig(cr, limit); err != nil {
 		return nil, err
 	}
 	if len(cr.Tools) > 0 {
@@ -204,13 +209,13 @@ func geminiBody(cr *chatRequest, model string) ([]byte, error) {
 	return marshalJSON(out)
 }
 
-func geminiConfig(cr *chatRequest) (*geminiGenerationConfig, error) {
+func geminiConfig(cr *chatRequest, limit int64) (*geminiGenerationConfig, error) {
 	stops, err := cr.stopSequences()
 	if err != nil {
 		return nil, err
 	}
 	c := geminiGenerationConfig{
-		Temperature: cr.Temperature, TopP: cr.TopP, MaxOutputTokens: max(cr.maxTokens(), 0),
+		Temperature: cr.Temperature, TopP: cr.TopP, MaxOutputTokens: max(limit, 0),
 		StopSequences: stops, PresencePenalty: cr.PresencePenalty, FrequencyPenalty: cr.FrequencyPenalty,
 		Seed: cr.Seed,
 	}

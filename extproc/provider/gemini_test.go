@@ -15,6 +15,9 @@ import (
 
 func TestGeminiRequestTranslation(t *testing.T) {
 	testRequests(t, config.TypeGemini, []requestCase{
+		{"request_limits.json", func(t *testing.T, up Upstream) {
+			assert.EqualValues(t, 300, gjson.GetBytes(up.Body, "generationConfig.maxOutputTokens").Int(), "the smaller limit, the one held")
+		}},
 		{"request_chat.json", func(t *testing.T, up Upstream) {
 			b := up.Body
 			assert.Equal(t, "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", up.Path)
@@ -34,13 +37,13 @@ func TestGeminiRequestTranslation(t *testing.T) {
 				"a reused id names the latest tool call with it")
 			assert.Equal(t, `{"content":"12:30"}`, gjson.GetBytes(b, "contents.2.parts.1.functionResponse.response").Raw)
 			assert.Equal(t, `{"mode":"ANY"}`, gjson.GetBytes(b, "toolConfig.functionCallingConfig").Raw)
-			assert.False(t, gjson.GetBytes(b, "generationConfig").Exists())
+			assert.Equal(t, `{"maxOutputTokens":8192}`, gjson.GetBytes(b, "generationConfig").Raw, "no limit given: the model's, which was held")
 		}},
 		{"request_named_tool.json", func(t *testing.T, up Upstream) {
 			assert.Equal(t, `{"mode":"ANY","allowedFunctionNames":["get_weather"]}`, gjson.GetBytes(up.Body, "toolConfig.functionCallingConfig").Raw)
 		}},
 		{"request_candidates.json", func(t *testing.T, up Upstream) {
-			assert.Equal(t, `{"candidateCount":2,"responseLogprobs":true,"logprobs":2}`, gjson.GetBytes(up.Body, "generationConfig").Raw,
+			assert.Equal(t, `{"maxOutputTokens":8192,"candidateCount":2,"responseLogprobs":true,"logprobs":2}`, gjson.GetBytes(up.Body, "generationConfig").Raw,
 				"n, logprobs and top_logprobs are translated, not dropped")
 		}},
 		{"request_signed_history.json", func(t *testing.T, up Upstream) {

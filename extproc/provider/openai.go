@@ -22,7 +22,7 @@ func init() { adapters[config.TypeOpenAI] = openAI{} }
 type openAI struct{}
 
 func (openAI) Translate(req *Request, t Target) (Upstream, Response, error) {
-	body, err := openAIBody(req, t.Deployment.Model)
+	body, err := openAIBody(req, t)
 	if err != nil {
 		return Upstream{}, nil, err
 	}
@@ -64,13 +64,19 @@ func ResponsesUpstream(t Target, body []byte) (Upstream, error) {
 func UnsignToolCallIDs(body []byte) ([]byte, error) { return unsignToolCallIDs(body) }
 
 // openAIBody rewrites only what must change, without re-encoding the rest:
-// the model name, include_usage on streams so that every stream is metered
-// from the provider's own counts, and tool call ids that carry a Gemini
-// signature (see unsignToolCallIDs).
-func openAIBody(req *Request, model string) ([]byte, error) {
-	body, err := sjson.SetBytes(req.Body, "model", model)
+// the model name, the output limit (the held one, in the field the model
+// honours: OpenAILimitField), include_usage on streams so that every
+// stream is metered from the provider's own counts, and tool call ids that
+// carry a Gemini signature (see unsignToolCallIDs).
+func openAIBody(req *Request, t Target) ([]byte, error) {
+	body, err := sjson.SetBytes(req.Body, "model", t.Deployment.Model)
 	if err != nil {
 		return nil, fmt.Errorf("rewrite model: %w", err)
+	}
+	if t.Model != nil {
+		if body, err = LimitBody(body, OpenAILimitField(t.Model), OutputLimit(body, int64(t.Model.MaxTokens))); err != nil {
+			return nil, err
+		}
 	}
 	if body, err = unsignToolCallIDs(body); err != nil {
 		return nil, err

@@ -15,9 +15,14 @@ import (
 
 func TestOpenAIRequestTranslation(t *testing.T) {
 	testRequests(t, config.TypeOpenAI, []requestCase{
+		{"request_limits.json", func(t *testing.T, up Upstream) {
+			assert.EqualValues(t, 300, gjson.GetBytes(up.Body, "max_tokens").Int(), "the smaller limit, the one held")
+			assert.False(t, gjson.GetBytes(up.Body, "max_completion_tokens").Exists(), "one limit only")
+		}},
 		{"request_chat.json", func(t *testing.T, up Upstream) {
 			assert.Equal(t, "/v1/chat/completions", up.Path)
 			assert.Contains(t, up.Headers, Header{"authorization", "Bearer sk-test-openai"})
+			assert.EqualValues(t, 8192, gjson.GetBytes(up.Body, "max_tokens").Int(), "no limit given: the model's, which was held")
 		}},
 	})
 }
@@ -165,5 +170,27 @@ func TestOpenAIChunksWithNothingForTheClientAreDropped(t *testing.T) {
 	for _, chunk := range []string{`{"usage":null}`, `{}`, `{"choices":null}`, `{"id":"c","choices":[],"usage":null}`} {
 		out, _ := feedStream(t, config.TypeOpenAI, "data: "+chunk+"\n\ndata: [DONE]\n\n")
 		assert.Equal(t, "data: [DONE]\n\n", string(out), "from %s", chunk)
+	}
+}
+
+// TestAReasoningModelGetsTheHeldLimitAsMaxCompletionTokens: OpenAI's
+// reasoning models refuse max_tokens; theirs is max_completion_tokens,
+// which also bounds their hidden reasoning tokens. Whatever the client
+// sent, the provider gets the held limit in that one field.
+func TestAReasoningModelGetsTheHeldLimitAsMaxCompletionTokens(t *testing.T) {
+	for _, typ := range []string{config.TypeOpenAI, config.TypeAzure} {
+		for body, want := range map[string]int64{
+			`{"model":"m","messages":[{"role":"user","content":"hi"}]}`:                                                8192,
+			`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":700}`:                               700,
+			`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":700,"max_completion_tokens":900}`:   700,
+			`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":9000,"max_tokens":null}`: 8192,
+		} {
+			target := testTarget(typ)
+			target.Model.Reasoning = true
+			up, _, err := testAdapter(typ).Translate(&Request{Body: []byte(body)}, target)
+			require.NoError(t, err)
+			assert.Equal(t, want, gjson.GetBytes(up.Body, "max_completion_tokens").Int(), "%s: %s", typ, body)
+			assert.False(t, gjson.GetBytes(up.Body, "max_tokens").Exists(), "%s: one limit only: %s", typ, up.Body)
+		}
 	}
 }

@@ -45,6 +45,11 @@ type Parameter struct {
 	// (n: 1, logprobs: false…); nil means only null is neutral.
 	Neutral func(v gjson.Result) bool
 	By      map[string]Support
+	// Unpriced names the allowance (one of config.UnpricedParameters) a
+	// model needs for a request that sets the parameter: its price is not
+	// the model's per-token price, so the router step refuses it unless
+	// the model allows it.
+	Unpriced string
 }
 
 // ProviderTypes are the columns of the table, in order.
@@ -69,8 +74,8 @@ var Parameters = []Parameter{
 	{Name: "stream_options", By: all(as("include_usage honoured; Tollgate meters every stream"))},
 	{Name: "temperature", By: openAIOnly(as("capped at 1"), passes)},
 	{Name: "top_p", By: openAIOnly(as("passes, unless temperature is set"), as("topP"))},
-	{Name: "max_tokens", By: openAIOnly(as("max_tokens (the model's when absent)"), as("maxOutputTokens"))},
-	{Name: "max_completion_tokens", By: openAIOnly(as("max_tokens"), as("maxOutputTokens"))},
+	{Name: "max_tokens", By: outputLimit},
+	{Name: "max_completion_tokens", By: outputLimit},
 	{Name: "stop", By: openAIOnly(as("stop_sequences"), as("stopSequences"))},
 	{Name: "n", Neutral: func(v gjson.Result) bool { return v.Int() == 1 }, By: openAIOnly(refusedUnless("1"), as("candidateCount"))},
 	{Name: "presence_penalty", By: openAIOnly(refused, as("presencePenalty"))},
@@ -86,6 +91,54 @@ var Parameters = []Parameter{
 		refusedUnless("true")),
 		Neutral: func(v gjson.Result) bool { return v.Type == gjson.True }},
 	{Name: "response_format", By: openAIOnly(as("a forced tool; its input is the content"), as("responseMimeType, responseJsonSchema"))},
+	// Price-changing parameters: refused unless the model allows them
+	// (config.UnpricedParameters explains each).
+	{Name: "service_tier", Unpriced: "service_tier", Neutral: func(v gjson.Result) bool { return v.Str == "auto" || v.Str == "default" },
+		By: unpriced(refusedUnless("auto, default"))},
+	{Name: "modalities", Unpriced: "audio", Neutral: textOnly, By: unpriced(refusedUnless(`["text"]`))},
+	{Name: "audio", Unpriced: "audio", By: unpriced(refused)},
+	{Name: "store", Unpriced: "store", Neutral: isFalse, By: unpriced(refusedUnless("false"))},
+	{Name: "prediction", Unpriced: "prediction", By: unpriced(refused)},
+	{Name: "web_search_options", Unpriced: "web_search_options", By: unpriced(refused)},
+	{Name: "moderation", Unpriced: "moderation", By: unpriced(refused)},
+}
+
+// outputLimit is the support of max_tokens and max_completion_tokens: every
+// provider gets the held limit (the smaller of the two, else the model's
+// max_tokens) in its own field, and no other (limits.go).
+var outputLimit = func() map[string]Support {
+	openAI := as("the held limit, as max_tokens (max_completion_tokens for a reasoning model)")
+	return map[string]Support{config.TypeOpenAI: openAI, config.TypeAzure: openAI,
+		config.TypeAnthropic: as("the held limit, as max_tokens"), config.TypeGemini: as("the held limit, as maxOutputTokens")}
+}()
+
+// unpriced is the support of a price-changing parameter: OpenAI-type
+// providers take it when the model allows it; the translating ones have no
+// counterpart.
+func unpriced(translating Support) map[string]Support {
+	allowed := as("refused unless allowed (allow_parameters)")
+	return map[string]Support{config.TypeOpenAI: allowed, config.TypeAzure: allowed, config.TypeAnthropic: translating, config.TypeGemini: translating}
+}
+
+// textOnly is modalities asking for text alone.
+func textOnly(v gjson.Result) bool {
+	only := v.IsArray()
+	v.ForEach(func(_, m gjson.Result) bool {
+		only = m.Str == "text"
+		return only
+	})
+	return only
+}
+
+// UnpricedAllowance is the allowance a request needs for setting the
+// top-level parameter name to v (config.Model.Allows), or "" when it
+// needs none: the parameter is priced, or v is its neutral value.
+func UnpricedAllowance(name string, v gjson.Result) string {
+	p, known := parameterIndex[name]
+	if !known || p.Unpriced == "" || v.Type == gjson.Null || (p.Neutral != nil && p.Neutral(v)) {
+		return ""
+	}
+	return p.Unpriced
 }
 
 // ErrUnsupportedParameter is wrapped by the error of a request that sets a

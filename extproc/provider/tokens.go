@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tiktoken-go/tokenizer"
+
+	"github.com/tollgate/tollgate/config"
 )
 
 // Token estimates, for answers whose provider reported no usage (a stream
@@ -22,7 +24,7 @@ const (
 	tokensPerMessage = 3  // <|start|>{role}\n … <|end|>
 	tokensPerName    = 1  // a message's name field
 	tokensReplyStart = 3  // every reply is primed with <|start|>assistant<|message|>
-	tokensPerImage   = 85 // an image at low detail
+	tokensPerImage   = 85 // an image at low detail, when no model says more
 	exactTokenBytes  = 256 << 10
 	bytesPerToken    = 4 // for extrapolating before anything was counted
 )
@@ -44,11 +46,17 @@ func EstimateTokens(text string) int64 {
 }
 
 // EstimatePromptTokens estimates the prompt tokens of an OpenAI
-// chat-completions request body: each message's content (text parts; an
-// image counts as 85 tokens), name, tool calls and tool call id, OpenAI's
-// per-message and reply overheads, and the tool definitions. A body that is
-// not such a request is counted as plain text.
-func EstimatePromptTokens(body []byte) int64 {
+// chat-completions request body for model m: each message's content (text
+// parts; an image or file part at what the hold counted for it, m's
+// image_tokens and file_tokens — 85 per image without a model), name, tool
+// calls and tool call id, OpenAI's per-message and reply overheads, and the
+// tool definitions. A body that is not such a request is counted as plain
+// text.
+func EstimatePromptTokens(body []byte, m *config.Model) int64 {
+	image, file := int64(tokensPerImage), int64(0)
+	if m != nil {
+		image, file = int64(m.ImageTokens), int64(m.FileTokens)
+	}
 	var r chatRequest
 	if json.Unmarshal(body, &r) != nil {
 		return EstimateTokens(string(body))
@@ -73,7 +81,9 @@ func EstimatePromptTokens(body []byte) int64 {
 			case "refusal":
 				c.add(p.Refusal)
 			case "image_url":
-				c.tokens += tokensPerImage
+				c.tokens += image
+			case "file":
+				c.tokens += file
 			}
 		}
 		for _, call := range m.ToolCalls {

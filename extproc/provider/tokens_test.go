@@ -42,15 +42,15 @@ func TestEstimatePromptTokensAddsOpenAIOverheads(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, EstimatePromptTokens([]byte(tt.body)))
+			assert.Equal(t, tt.want, EstimatePromptTokens([]byte(tt.body), nil))
 		})
 	}
 }
 
 func TestEstimatePromptTokensCountsToolsAndCalls(t *testing.T) {
-	bare := EstimatePromptTokens([]byte(`{"messages":[{"role":"assistant","content":null}]}`))
-	withCall := EstimatePromptTokens([]byte(`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]}]}`))
-	withTools := EstimatePromptTokens([]byte(`{"messages":[{"role":"assistant","content":null}],"tools":[{"type":"function","function":{"name":"get_weather","description":"Weather now.","parameters":{"type":"object"}}}]}`))
+	bare := EstimatePromptTokens([]byte(`{"messages":[{"role":"assistant","content":null}]}`), nil)
+	withCall := EstimatePromptTokens([]byte(`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]}]}`), nil)
+	withTools := EstimatePromptTokens([]byte(`{"messages":[{"role":"assistant","content":null}],"tools":[{"type":"function","function":{"name":"get_weather","description":"Weather now.","parameters":{"type":"object"}}}]}`), nil)
 	assert.Greater(t, withCall, bare+5)
 	assert.Greater(t, withTools, bare+5)
 }

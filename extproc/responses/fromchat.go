@@ -71,10 +71,18 @@ func FromChat(chat []byte, model string) ([]byte, error) {
 	if c.Get("stream").Bool() {
 		out["stream"] = true
 	}
-	for from, to := range map[string]string{"max_completion_tokens": "max_output_tokens", "max_tokens": "max_output_tokens",
-		"temperature": "temperature", "top_p": "top_p", "parallel_tool_calls": "parallel_tool_calls", "user": "user"} {
-		if v := c.Get(from); v.Exists() && v.Type != gjson.Null {
-			out[to] = json.RawMessage(v.Raw)
+	for _, name := range [...]string{"temperature", "top_p", "parallel_tool_calls", "user"} {
+		if v := c.Get(name); v.Exists() && v.Type != gjson.Null {
+			out[name] = json.RawMessage(v.Raw)
+		}
+	}
+	// The output limit: the smaller of the chat request's two (the
+	// upstream step leaves it one, the held one).
+	for _, name := range [...]string{"max_completion_tokens", "max_tokens"} {
+		if v := c.Get(name); v.Type == gjson.Number {
+			if prev, ok := out["max_output_tokens"].(json.RawMessage); !ok || gjson.ParseBytes(prev).Num > v.Num {
+				out["max_output_tokens"] = json.RawMessage(v.Raw)
+			}
 		}
 	}
 	if v := c.Get("reasoning_effort"); v.Exists() && v.Type != gjson.Null {

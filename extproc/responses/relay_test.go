@@ -153,3 +153,19 @@ func TestAServersErrorIsGivenAsEveryAdapterGivesIt(t *testing.T) {
 
 // compact puts a JSON text on one line (an SSE data line).
 func compact(s string) string { return gjson.Parse(s).Get("@ugly").Raw }
+
+// TestTheResponsesRequestGetsTheSmallerOutputLimit: a chat request with
+// both limits becomes a Responses request with the smaller, every time
+// (not whichever a map's order visits last).
+func TestTheResponsesRequestGetsTheSmallerOutputLimit(t *testing.T) {
+	for _, chat := range []string{
+		`{"messages":[{"role":"user","content":"hi"}],"max_tokens":300,"max_completion_tokens":900}`,
+		`{"messages":[{"role":"user","content":"hi"}],"max_completion_tokens":300,"max_tokens":900}`,
+	} {
+		for range 50 {
+			out, err := FromChat([]byte(chat), "m")
+			require.NoError(t, err)
+			require.Equal(t, int64(300), gjson.GetBytes(out, "max_output_tokens").Int(), "%s", chat)
+		}
+	}
+}
