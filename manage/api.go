@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -108,12 +109,40 @@ func (s *Service) authed(h handler) http.HandlerFunc {
 		w.Header().Set("Cache-Control", "no-store")
 		a, err := s.actor(r)
 		if err == nil {
+			err = s.admit(w, r, a)
+		}
+		if err == nil {
 			err = s.idempotent(w, r, a, h)
 		}
 		if err != nil {
 			writeError(w, err)
 		}
 	}
+}
+
+// rateLimitKey names a token's counter of calls: its id, never its secret.
+func rateLimitKey(tokenID string) string { return "api-v1:" + tokenID }
+
+// admit counts the call against its token's limit per minute
+// (configuration: limits.management_rpm) and sets OpenAI's x-ratelimit-*
+// headers; past the limit it refuses the call, 429 with Retry-After (whole
+// seconds, rounded up) and retry-after-ms, before anything is done.
+func (s *Service) admit(w http.ResponseWriter, r *http.Request, a Actor) error {
+	limit := limits(s.opt.Config()).ManagementRPM
+	res, err := s.opt.Limiter.Allow(r.Context(), rateLimitKey(a.ID), limit, s.opt.Now())
+	if err != nil {
+		return s.fail(r.Context(), "rate limiter", err)
+	}
+	h := w.Header()
+	h.Set("x-ratelimit-limit-requests", strconv.Itoa(res.Limit))
+	h.Set("x-ratelimit-remaining-requests", strconv.Itoa(res.Remaining))
+	h.Set("x-ratelimit-reset-requests", max(res.Reset, 0).Round(time.Millisecond).String())
+	if res.Allowed {
+		return nil
+	}
+	h.Set("Retry-After", strconv.Itoa(int((res.Reset+time.Second-1)/time.Second)))
+	h.Set("retry-after-ms", strconv.FormatInt(int64(max((res.Reset+time.Millisecond-1)/time.Millisecond, 1)), 10))
+	return oaierror.RateLimited.With(fmt.Sprintf("This management token made %d calls this minute, as many as it may: retry after the time in Retry-After.", limit), "")
 }
 
 func writeError(w http.ResponseWriter, err error) {

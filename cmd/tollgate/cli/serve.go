@@ -316,7 +316,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
-	mgmt, err := manage.New(manage.Options{Store: st, Config: cfgNow, KeyChanged: cache.InvalidateKey, Logger: log, Available: deployments.Available})
+	mgmt, err := manage.New(manage.Options{Store: st, Config: cfgNow, KeyChanged: cache.InvalidateKey, Logger: log, Available: deployments.Available,
+		Limiter: limiter})
 	if err != nil {
 		return fmt.Errorf("management API: %w", err)
 	}
