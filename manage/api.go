@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"slices"
@@ -84,9 +85,30 @@ func (s *Service) Handler() http.Handler {
 			writeError(w, err)
 			return
 		}
+		if allowed := allowedMethods(mux, r); len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			writeError(w, oaierror.MethodNotAllowed.With(oaierror.Clip(r.Method, 20)+" is not a method of "+oaierror.Clip(r.URL.Path, 200)+": use "+strings.Join(allowed, ", ")+".", ""))
+			return
+		}
 		writeError(w, oaierror.NotFound.With("No such management API call: "+oaierror.Clip(r.Method+" "+r.URL.Path, 200)+" (see /api/v1/openapi.json).", ""))
 	})
 	return mux
+}
+
+// apiMethods are the methods the API's routes use.
+var apiMethods = []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete}
+
+// allowedMethods are the methods mux routes r's path by, other than its
+// catch-all; none when the path is no call's.
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var out []string
+	for _, m := range apiMethods {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/api/v1/" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // actor authenticates the request's bearer token.
@@ -170,8 +192,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 }
 
 // readBody decodes a JSON object body into fields, refusing unknown
-// fields, bodies too large, and anything that is not one JSON object.
+// fields, bodies too large, and anything that is not one JSON object (an
+// empty body too: the document requires one).
 func readBody(r *http.Request, known ...string) (map[string]json.RawMessage, error) {
+	return decodeBody(r, true, known)
+}
+
+// readOptionalBody is readBody for a call whose body may be left out (no
+// fields).
+func readOptionalBody(r *http.Request, known ...string) (map[string]json.RawMessage, error) {
+	return decodeBody(r, false, known)
+}
+
+func decodeBody(r *http.Request, required bool, known []string) (map[string]json.RawMessage, error) {
 	b, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
 	if err != nil {
 		return nil, oaierror.Invalid("invalid_request", "", "The request body could not be read.")
@@ -181,6 +214,9 @@ func readBody(r *http.Request, known ...string) (map[string]json.RawMessage, err
 	}
 	var fields map[string]json.RawMessage
 	if len(strings.TrimSpace(string(b))) == 0 {
+		if required {
+			return nil, oaierror.Invalid("invalid_request", "", "This call needs a request body: a JSON object.")
+		}
 		return map[string]json.RawMessage{}, nil // no body: no fields
 	}
 	if err := json.Unmarshal(b, &fields); err != nil || fields == nil {
@@ -200,10 +236,32 @@ func field(fields map[string]json.RawMessage, name string, v any) (bool, error) 
 	if !ok {
 		return false, nil
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := json.Unmarshal(integral(raw), v); err != nil {
 		return true, oaierror.Invalid("invalid_request", name, "The field "+strconv.Quote(name)+" has the wrong type (see /api/v1/openapi.json).")
 	}
 	return true, nil
+}
+
+// integral writes a JSON number that is a whole number in another form
+// ("60.0", "6e1") as an integer ("60"): JSON Schema's integers include
+// them, and Go's decoder would refuse them for an int. Anything else,
+// and numbers too long or with exponents too large to be worth the
+// arithmetic, come back as they are.
+func integral(raw json.RawMessage) json.RawMessage {
+	t := strings.TrimSpace(string(raw))
+	if len(t) == 0 || len(t) > 64 || !strings.ContainsAny(t, ".eE") || (t[0] != '-' && (t[0] < '0' || t[0] > '9')) {
+		return raw
+	}
+	if i := strings.IndexAny(t, "eE"); i >= 0 {
+		if exp, err := strconv.Atoi(strings.TrimPrefix(t[i+1:], "+")); err != nil || exp < -64 || exp > 64 {
+			return raw
+		}
+	}
+	r, ok := new(big.Rat).SetString(t)
+	if !ok || !r.IsInt() {
+		return raw
+	}
+	return json.RawMessage(r.Num().String())
 }
 
 // keyJSON is a key on the wire.
@@ -424,7 +482,7 @@ func (s *Service) enableKey(on bool) handler {
 }
 
 func (s *Service) rotateKey(w http.ResponseWriter, r *http.Request, a Actor) error {
-	fields, err := readBody(r, "grace_seconds")
+	fields, err := readOptionalBody(r, "grace_seconds")
 	if err != nil {
 		return err
 	}
