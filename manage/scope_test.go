@@ -50,8 +50,8 @@ func TestNoRouteAnswersATokenWithoutItsScope(t *testing.T) {
 				continue // the path's own parameters
 			}
 			var op struct {
-				ID          string          `json:"operationId"`
-				Scope       string          `json:"x-tollgate-scope"`
+				ID          string `json:"operationId"`
+				Scope       string `json:"x-tollgate-scope"`
 				RequestBody struct {
 					Required bool `json:"required"`
 				} `json:"requestBody"`
