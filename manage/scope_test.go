@@ -146,3 +146,20 @@ func TestTheAPIAcceptsAndRefusesWhatItsDocumentSays(t *testing.T) {
 	assert.Equal(t, "GET, POST", e.call("TRACE", "/api/v1/keys", w, "").header.Get("Allow"))
 	assert.Equal(t, http.StatusNotFound, e.call("GET", "/api/v1/nothing", w, "").status)
 }
+
+// A query parameter the document enumerates is refused with any other
+// value, an empty one included (it is not "left out").
+func TestEnumeratedQueryParametersTakeOnlyTheirValues(t *testing.T) {
+	e := newAPIEnv(t)
+	w := e.token(e.a.ID, AllScopes...)
+	for _, path := range []string{"/api/v1/keys?status=", "/api/v1/keys?status=gone", "/api/v1/usage?group=",
+		"/api/v1/usage/records?format=", "/api/v1/accounts/" + e.a.ID + "/balance?group=week", "/api/v1/keys?status=enabled&status=nope"} {
+		a := e.call("GET", path, w, "")
+		assert.Equal(t, http.StatusBadRequest, a.status, "%s: %.300s", path, a.body)
+		assert.NotEmpty(t, a.get("error.param").String(), path)
+	}
+	for _, path := range []string{"/api/v1/keys?status=enabled", "/api/v1/usage?group=hour", "/api/v1/usage/records?format=json",
+		"/api/v1/accounts/" + e.a.ID + "/balance?group=day", "/api/v1/keys"} {
+		assert.Equal(t, http.StatusOK, e.call("GET", path, w, "").status, path)
+	}
+}
