@@ -75,9 +75,9 @@ func (s *Service) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(OpenAPI)
 	})
-	enums := documentedEnums()
+	query := documentedQuery()
 	for _, rt := range s.routes() {
-		mux.HandleFunc(rt.pattern, s.authed(withEnums(enums[rt.pattern], rt.handle)))
+		mux.HandleFunc(rt.pattern, s.authed(withQuery(query[rt.pattern], rt.handle)))
 	}
 	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		// Authentication first: without a token nothing is told, not even
@@ -96,9 +96,10 @@ func (s *Service) Handler() http.Handler {
 	return mux
 }
 
-// documentedEnums are, by route pattern ("GET /api/v1/keys"), the query
-// parameters whose values the document enumerates, with those values.
-func documentedEnums() map[string]map[string][]string {
+// documentedQuery is, by route pattern ("GET /api/v1/keys"), the query
+// parameters the document lists for it, each with the values it
+// enumerates (nil: any value).
+func documentedQuery() map[string]map[string][]string {
 	var d struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
 	}
@@ -120,12 +121,10 @@ func documentedEnums() map[string]map[string][]string {
 			if json.Unmarshal(raw, &op) != nil {
 				continue // the path's own parameters: a list, not an operation
 			}
+			pattern := strings.ToUpper(method) + " " + path
+			out[pattern] = map[string][]string{}
 			for _, p := range op.Parameters {
-				if p.In == "query" && len(p.Schema.Enum) > 0 {
-					pattern := strings.ToUpper(method) + " " + path
-					if out[pattern] == nil {
-						out[pattern] = map[string][]string{}
-					}
+				if p.In == "query" {
 					out[pattern][p.Name] = p.Schema.Enum
 				}
 			}
@@ -134,14 +133,18 @@ func documentedEnums() map[string]map[string][]string {
 	return out
 }
 
-// withEnums refuses, before h runs, a query parameter given with a value
-// its enumeration does not hold (an empty one included).
-func withEnums(enums map[string][]string, h handler) handler {
+// withQuery refuses, before h runs, a query parameter the document does
+// not list for the call, and one given with a value its enumeration does
+// not hold (an empty one included).
+func withQuery(params map[string][]string, h handler) handler {
 	return func(w http.ResponseWriter, r *http.Request, a Actor) error {
-		q := r.URL.Query()
-		for name, values := range enums {
-			for _, v := range q[name] {
-				if !slices.Contains(values, v) {
+		for name, got := range r.URL.Query() {
+			values, known := params[name]
+			if !known {
+				return oaierror.Invalid("invalid_request", oaierror.Clip(name, 60), "Unknown query parameter "+strconv.Quote(oaierror.Clip(name, 60))+" (see /api/v1/openapi.json).")
+			}
+			for _, v := range got {
+				if values != nil && !slices.Contains(values, v) {
 					return oaierror.Invalid("invalid_request", name, name+" must be one of "+strings.Join(values, ", ")+".")
 				}
 			}

@@ -878,7 +878,7 @@ func TestTheAPIOnPostgreSQL(t *testing.T) {
 		"RateLimit":    TestManagementCallsAreLimitedPerToken,
 		"Scopes":       TestNoRouteAnswersATokenWithoutItsScope,
 		"Document":     TestTheAPIAcceptsAndRefusesWhatItsDocumentSays,
-		"Enums":        TestEnumeratedQueryParametersTakeOnlyTheirValues,
+		"Query":        TestQueryParametersAreTheDocumentsWithTheirValues,
 	} {
 		t.Run(name, test)
 		ran[runtime.FuncForPC(reflect.ValueOf(test).Pointer()).Name()] = true

@@ -147,16 +147,18 @@ func TestTheAPIAcceptsAndRefusesWhatItsDocumentSays(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, e.call("GET", "/api/v1/nothing", w, "").status)
 }
 
-// A query parameter the document enumerates is refused with any other
-// value, an empty one included (it is not "left out").
-func TestEnumeratedQueryParametersTakeOnlyTheirValues(t *testing.T) {
+// A query parameter the document does not list for the call is refused,
+// and one it enumerates is refused with any other value, an empty one
+// included (it is not "left out").
+func TestQueryParametersAreTheDocumentsWithTheirValues(t *testing.T) {
 	e := newAPIEnv(t)
 	w := e.token(e.a.ID, AllScopes...)
 	for _, path := range []string{"/api/v1/keys?status=", "/api/v1/keys?status=gone", "/api/v1/usage?group=",
-		"/api/v1/usage/records?format=", "/api/v1/accounts/" + e.a.ID + "/balance?group=week", "/api/v1/keys?status=enabled&status=nope"} {
+		"/api/v1/usage/records?format=", "/api/v1/accounts/" + e.a.ID + "/balance?group=week", "/api/v1/keys?status=enabled&status=nope",
+		"/api/v1/tokens?=null", "/api/v1/keys?sort=name", "/api/v1/models?limit=1"} {
 		a := e.call("GET", path, w, "")
 		assert.Equal(t, http.StatusBadRequest, a.status, "%s: %.300s", path, a.body)
-		assert.NotEmpty(t, a.get("error.param").String(), path)
+		assert.Equal(t, "invalid_request", a.get("error.code").String(), path)
 	}
 	for _, path := range []string{"/api/v1/keys?status=enabled", "/api/v1/usage?group=hour", "/api/v1/usage/records?format=json",
 		"/api/v1/accounts/" + e.a.ID + "/balance?group=day", "/api/v1/keys"} {
