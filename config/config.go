@@ -43,6 +43,12 @@ const (
 	DefaultFirstByteTimeout  = 60 * time.Second
 	DefaultStreamIdleTimeout = 60 * time.Second
 	DefaultRequestTimeout    = 10 * time.Minute
+
+	// What one account may hold, and how often one management token may
+	// call the management API (/api/v1) per minute.
+	DefaultKeysPerAccount   = 1000
+	DefaultTokensPerAccount = 50
+	DefaultManagementRPM    = 600
 )
 
 // Duration is a time.Duration written in the file as a Go duration string
@@ -78,6 +84,9 @@ type Config struct {
 	// (store: true) is kept for GET /v1/responses/{id} and
 	// previous_response_id; default 30 days (720h).
 	ResponseRetention Duration `yaml:"response_retention"`
+	// Limits bound what one account may hold and how fast the management
+	// API answers one token.
+	Limits Limits `yaml:"limits"`
 	// LoadedAt is when the configuration was parsed: the created time of
 	// the models that give none.
 	LoadedAt time.Time `yaml:"-"`
@@ -85,6 +94,41 @@ type Config struct {
 	providers map[string]*Provider
 	models    map[string]*Model
 	plans     map[string]*Plan
+}
+
+// Limits are per account and per management token. Zero takes the
+// default; each must be at least 1.
+type Limits struct {
+	// KeysPerAccount caps an account's keys (deleted ones do not count);
+	// default 1000.
+	KeysPerAccount int `yaml:"keys_per_account"`
+	// TokensPerAccount caps an account's management tokens (revoked ones
+	// do not count; admin tokens belong to no account); default 50.
+	TokensPerAccount int `yaml:"tokens_per_account"`
+	// ManagementRPM is how many calls one management token may make to
+	// /api/v1 per minute (answered 429 beyond); default 600.
+	ManagementRPM int `yaml:"management_rpm"`
+}
+
+// validate fills the defaults and refuses values below 1.
+func (l *Limits) validate() error {
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"keys_per_account", &l.KeysPerAccount, DefaultKeysPerAccount},
+		{"tokens_per_account", &l.TokensPerAccount, DefaultTokensPerAccount},
+		{"management_rpm", &l.ManagementRPM, DefaultManagementRPM},
+	} {
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+		if *f.v < 1 {
+			return fieldErr("limits."+f.name, "must be at least 1, got %d", *f.v)
+		}
+	}
+	return nil
 }
 
 // Provider is an upstream API and its credential.
@@ -455,6 +499,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxBodyBytes < 1024 {
 		return fieldErr("max_body_bytes", "must be at least 1024, got %d", c.MaxBodyBytes)
+	}
+	if err := c.Limits.validate(); err != nil {
+		return err
 	}
 
 	c.providers = make(map[string]*Provider, len(c.Providers))

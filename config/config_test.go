@@ -125,6 +125,10 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		{"duplicate provider", "name: az", "name: openai", nil, "defined twice"},
 		{"bad weight", "weight: 3", "weight: 1000", nil, "weight"},
 		{"bad prefix", "providers:", "key_prefix: TG\nproviders:", nil, "key_prefix"},
+		{"no keys allowed", "providers:", "limits: {keys_per_account: -1}\nproviders:", nil, "limits.keys_per_account"},
+		{"negative token cap", "providers:", "limits: {tokens_per_account: -5}\nproviders:", nil, "limits.tokens_per_account"},
+		{"negative management rpm", "providers:", "limits: {management_rpm: -1}\nproviders:", nil, "limits.management_rpm"},
+		{"unknown limit", "providers:", "limits: {keys: 3}\nproviders:", nil, "keys"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -350,4 +354,14 @@ plans: [{name: p, models: ["*"]}]
 		var fe *FieldError
 		require.ErrorAs(t, err, &fe, "%s", bad)
 	}
+}
+
+func TestLimitsHaveDefaultsAndCanBeSet(t *testing.T) {
+	c, err := Parse([]byte(valid), env(map[string]string{"OPENAI_API_KEY": "k"}))
+	require.NoError(t, err)
+	assert.Equal(t, Limits{KeysPerAccount: 1000, TokensPerAccount: 50, ManagementRPM: 600}, c.Limits)
+
+	c, err = Parse([]byte("limits: {keys_per_account: 3, tokens_per_account: 2, management_rpm: 10}\n"+valid), env(map[string]string{"OPENAI_API_KEY": "k"}))
+	require.NoError(t, err)
+	assert.Equal(t, Limits{KeysPerAccount: 3, TokensPerAccount: 2, ManagementRPM: 10}, c.Limits)
 }

@@ -41,7 +41,7 @@ func actorText(actor, own string) string {
 func (d *Dashboard) listActivity(w http.ResponseWriter, r *http.Request, s *session) error {
 	after := r.URL.Query().Get("after")
 	page, err := d.manage.ListAudit(r.Context(), d.actor(r, s), s.account.ID, after, activityPageSize)
-	if serviceFieldErrors(err) != nil {
+	if d.serviceFieldErrors(err) != nil {
 		return errNotFound // a cursor this page did not give
 	}
 	if err != nil {

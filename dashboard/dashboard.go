@@ -40,6 +40,11 @@ type Options struct {
 	// ratelimit.NewMemory(). Give every replica the same (Redis) limiter so
 	// the counts are shared.
 	Limiter ratelimit.Limiter
+	// XFFTrustedHops is how many proxies in front of the dashboard append
+	// to X-Forwarded-For (Envoy counts as one): the client address of the
+	// sign-in limit is the entry that many from the right (package
+	// clientaddr). 0 → the TCP peer.
+	XFFTrustedHops int
 	// MaxConcurrentHashes bounds the password hashes (19 MiB each) computed
 	// at once; a sign-in that cannot get a slot within a second is answered
 	// "try again". 0 → 2.
@@ -68,6 +73,7 @@ type Dashboard struct {
 	store      store.Store
 	config     func() *config.Config
 	limiter    ratelimit.Limiter
+	xffHops    int
 	keyChanged func(string)
 	log        *slog.Logger
 	now        func() time.Time
@@ -103,6 +109,7 @@ func New(opt Options) (*Dashboard, error) {
 		store:      opt.Store,
 		config:     opt.Config,
 		limiter:    opt.Limiter,
+		xffHops:    opt.XFFTrustedHops,
 		keyChanged: opt.KeyChanged,
 		log:        opt.Logger,
 		now:        opt.Now,

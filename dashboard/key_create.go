@@ -32,7 +32,7 @@ func (d *Dashboard) createKey(w http.ResponseWriter, r *http.Request, s *session
 	// The form's own checks passed; the management service checks again
 	// (the same rules), creates the key and audits it.
 	k, secret, err := d.manage.CreateKey(r.Context(), d.actor(r, s), s.account.ID, f.patch(nil))
-	if errs := serviceFieldErrors(err); errs != nil {
+	if errs := d.serviceFieldErrors(err); errs != nil {
 		d.renderKeyForm(w, r, s, http.StatusUnprocessableEntity, nil, f, errs)
 		return nil
 	}

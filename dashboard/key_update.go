@@ -29,7 +29,7 @@ func (d *Dashboard) updateKey(w http.ResponseWriter, r *http.Request, s *session
 		if errors.Is(err, manage.ErrNotFound) {
 			return errNotFound // deleted meanwhile
 		}
-		errs = serviceFieldErrors(err)
+		errs = d.serviceFieldErrors(err)
 		if errs == nil && err != nil {
 			return fmt.Errorf("update key: %w", err)
 		}

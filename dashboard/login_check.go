@@ -6,11 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/clientaddr"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -56,7 +56,7 @@ func (d *Dashboard) checkLogin(w http.ResponseWriter, r *http.Request) {
 		limit int
 	}{
 		{"dashboard-login-all", loginAttemptsPerMinuteInAll},
-		{loginAddressKey(r), loginAttemptsPerAddressMinute},
+		{loginAddressKey(clientaddr.Host(r, d.xffHops)), loginAttemptsPerAddressMinute},
 		{loginLimitKey(email), loginAttemptsPerMinute},
 	} {
 		res, err := d.limiter.Allow(ctx, l.key, l.limit, d.now())
@@ -172,15 +172,11 @@ func (d *Dashboard) checkPassword(r *http.Request, email, password string) (stri
 	return a.ID, nil
 }
 
-// loginAddressKey names a client address's sign-in counter: the TCP peer
-// (behind Envoy, Envoy's own address, which makes it a second global
-// limit).
-func loginAddressKey(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	sum := sha256.Sum256([]byte(host))
+// loginAddressKey names a client address's sign-in counter. The address
+// is the client's as the trusted proxies in front report it (Options.
+// XFFTrustedHops), so clients behind one proxy are counted apart.
+func loginAddressKey(addr string) string {
+	sum := sha256.Sum256([]byte(addr))
 	return "dashboard-login-ip:" + hex.EncodeToString(sum[:16])
 }
 

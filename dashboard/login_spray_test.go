@@ -69,3 +69,24 @@ func TestASignInWithNoFreeHashSlotIsAskedToRetry(t *testing.T) {
 	}
 	assert.Equal(t, http.StatusOK, e.anonymous().post("/login", login("me@example.com", password)).Code, "a slot is free again")
 }
+
+// Behind a proxy (one trusted hop), two clients are told apart by the
+// address the proxy appended to X-Forwarded-For, not by the proxy's own;
+// what a client writes to the left of it cannot move it to a fresh counter.
+func TestSignInsBehindAProxyAreLimitedPerClient(t *testing.T) {
+	e := newEnv(t)
+	e.d.xffHops = 1
+	from := func(xff string, i int) int {
+		return e.anonymous().postWith("/login", login(fmt.Sprintf("a%d@example.com", i), "wrong password"),
+			http.Header{"X-Forwarded-For": {xff}}).Code
+	}
+	for i := range loginAttemptsPerAddressMinute {
+		assert.Equal(t, http.StatusOK, from("203.0.113.1", i), "client A, attempt %d", i)
+	}
+	assert.Equal(t, http.StatusTooManyRequests, from("203.0.113.1", 99), "client A is limited")
+	assert.Equal(t, http.StatusOK, from("203.0.113.2", 99), "client B, behind the same proxy, is not")
+	for i := range 5 {
+		forged := fmt.Sprintf("198.51.100.%d, 203.0.113.1", i)
+		assert.Equal(t, http.StatusTooManyRequests, from(forged, i), "client A with a forged entry %q", forged)
+	}
+}

@@ -110,7 +110,11 @@ func (d *Dashboard) createToken(w http.ResponseWriter, r *http.Request, s *sessi
 	if form.Error == "" {
 		t, secret, err = d.manage.CreateToken(r.Context(), d.actor(r, s), req)
 		var oe oaierror.Error
-		if errors.As(err, &oe) && oe.Status == http.StatusBadRequest {
+		switch {
+		case !errors.As(err, &oe):
+		case oe.Code == manage.ErrTokenLimit.Code:
+			form.Error, err = d.tokenLimitSentence(), nil
+		case oe.Status == http.StatusBadRequest:
 			form.Error, err = oe.Message, nil
 		}
 		if err != nil {

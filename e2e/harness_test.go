@@ -66,7 +66,7 @@ func binding() string {
 	return "in-process"
 }
 
-func startTollgate(t *testing.T, cfg string, db string, extra ...string) *tollgate {
+func startTollgate(t testing.TB, cfg string, db string, extra ...string) *tollgate {
 	t.Helper()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "config.yaml")

@@ -4,7 +4,9 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"slices"
@@ -73,8 +75,9 @@ func (s *Service) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(OpenAPI)
 	})
+	query := documentedQuery()
 	for _, rt := range s.routes() {
-		mux.HandleFunc(rt.pattern, s.authed(rt.handle))
+		mux.HandleFunc(rt.pattern, s.authed(withQuery(query[rt.pattern], rt.handle)))
 	}
 	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		// Authentication first: without a token nothing is told, not even
@@ -83,9 +86,87 @@ func (s *Service) Handler() http.Handler {
 			writeError(w, err)
 			return
 		}
+		if allowed := allowedMethods(mux, r); len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			writeError(w, oaierror.MethodNotAllowed.With(oaierror.Clip(r.Method, 20)+" is not a method of "+oaierror.Clip(r.URL.Path, 200)+": use "+strings.Join(allowed, ", ")+".", ""))
+			return
+		}
 		writeError(w, oaierror.NotFound.With("No such management API call: "+oaierror.Clip(r.Method+" "+r.URL.Path, 200)+" (see /api/v1/openapi.json).", ""))
 	})
 	return mux
+}
+
+// documentedQuery is, by route pattern ("GET /api/v1/keys"), the query
+// parameters the document lists for it, each with the values it
+// enumerates (nil: any value).
+func documentedQuery() map[string]map[string][]string {
+	var d struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	out := map[string]map[string][]string{}
+	if err := json.Unmarshal(OpenAPI, &d); err != nil {
+		return out // the document's own test fails first
+	}
+	for path, ops := range d.Paths {
+		for method, raw := range ops {
+			var op struct {
+				Parameters []struct {
+					Name   string `json:"name"`
+					In     string `json:"in"`
+					Schema struct {
+						Enum []string `json:"enum"`
+					} `json:"schema"`
+				} `json:"parameters"`
+			}
+			if json.Unmarshal(raw, &op) != nil {
+				continue // the path's own parameters: a list, not an operation
+			}
+			pattern := strings.ToUpper(method) + " " + path
+			out[pattern] = map[string][]string{}
+			for _, p := range op.Parameters {
+				if p.In == "query" {
+					out[pattern][p.Name] = p.Schema.Enum
+				}
+			}
+		}
+	}
+	return out
+}
+
+// withQuery refuses, before h runs, a query parameter the document does
+// not list for the call, and one given with a value its enumeration does
+// not hold (an empty one included).
+func withQuery(params map[string][]string, h handler) handler {
+	return func(w http.ResponseWriter, r *http.Request, a Actor) error {
+		for name, got := range r.URL.Query() {
+			values, known := params[name]
+			if !known {
+				return oaierror.Invalid("invalid_request", oaierror.Clip(name, 60), "Unknown query parameter "+strconv.Quote(oaierror.Clip(name, 60))+" (see /api/v1/openapi.json).")
+			}
+			for _, v := range got {
+				if values != nil && !slices.Contains(values, v) {
+					return oaierror.Invalid("invalid_request", name, name+" must be one of "+strings.Join(values, ", ")+".")
+				}
+			}
+		}
+		return h(w, r, a)
+	}
+}
+
+// apiMethods are the methods the API's routes use.
+var apiMethods = []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete}
+
+// allowedMethods are the methods mux routes r's path by, other than its
+// catch-all; none when the path is no call's.
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var out []string
+	for _, m := range apiMethods {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/api/v1/" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // actor authenticates the request's bearer token.
@@ -108,12 +189,40 @@ func (s *Service) authed(h handler) http.HandlerFunc {
 		w.Header().Set("Cache-Control", "no-store")
 		a, err := s.actor(r)
 		if err == nil {
+			err = s.admit(w, r, a)
+		}
+		if err == nil {
 			err = s.idempotent(w, r, a, h)
 		}
 		if err != nil {
 			writeError(w, err)
 		}
 	}
+}
+
+// rateLimitKey names a token's counter of calls: its id, never its secret.
+func rateLimitKey(tokenID string) string { return "api-v1:" + tokenID }
+
+// admit counts the call against its token's limit per minute
+// (configuration: limits.management_rpm) and sets OpenAI's x-ratelimit-*
+// headers; past the limit it refuses the call, 429 with Retry-After (whole
+// seconds, rounded up) and retry-after-ms, before anything is done.
+func (s *Service) admit(w http.ResponseWriter, r *http.Request, a Actor) error {
+	limit := limits(s.opt.Config()).ManagementRPM
+	res, err := s.opt.Limiter.Allow(r.Context(), rateLimitKey(a.ID), limit, s.opt.Now())
+	if err != nil {
+		return s.fail(r.Context(), "rate limiter", err)
+	}
+	h := w.Header()
+	h.Set("x-ratelimit-limit-requests", strconv.Itoa(res.Limit))
+	h.Set("x-ratelimit-remaining-requests", strconv.Itoa(res.Remaining))
+	h.Set("x-ratelimit-reset-requests", max(res.Reset, 0).Round(time.Millisecond).String())
+	if res.Allowed {
+		return nil
+	}
+	h.Set("Retry-After", strconv.Itoa(int((res.Reset+time.Second-1)/time.Second)))
+	h.Set("retry-after-ms", strconv.FormatInt(int64(max((res.Reset+time.Millisecond-1)/time.Millisecond, 1)), 10))
+	return oaierror.RateLimited.With(fmt.Sprintf("This management token made %d calls this minute, as many as it may: retry after the time in Retry-After.", limit), "")
 }
 
 func writeError(w http.ResponseWriter, err error) {
@@ -141,8 +250,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 }
 
 // readBody decodes a JSON object body into fields, refusing unknown
-// fields, bodies too large, and anything that is not one JSON object.
+// fields, bodies too large, and anything that is not one JSON object (an
+// empty body too: the document requires one).
 func readBody(r *http.Request, known ...string) (map[string]json.RawMessage, error) {
+	return decodeBody(r, true, known)
+}
+
+// readOptionalBody is readBody for a call whose body may be left out (no
+// fields).
+func readOptionalBody(r *http.Request, known ...string) (map[string]json.RawMessage, error) {
+	return decodeBody(r, false, known)
+}
+
+func decodeBody(r *http.Request, required bool, known []string) (map[string]json.RawMessage, error) {
 	b, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
 	if err != nil {
 		return nil, oaierror.Invalid("invalid_request", "", "The request body could not be read.")
@@ -152,6 +272,9 @@ func readBody(r *http.Request, known ...string) (map[string]json.RawMessage, err
 	}
 	var fields map[string]json.RawMessage
 	if len(strings.TrimSpace(string(b))) == 0 {
+		if required {
+			return nil, oaierror.Invalid("invalid_request", "", "This call needs a request body: a JSON object.")
+		}
 		return map[string]json.RawMessage{}, nil // no body: no fields
 	}
 	if err := json.Unmarshal(b, &fields); err != nil || fields == nil {
@@ -171,10 +294,32 @@ func field(fields map[string]json.RawMessage, name string, v any) (bool, error) 
 	if !ok {
 		return false, nil
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := json.Unmarshal(integral(raw), v); err != nil {
 		return true, oaierror.Invalid("invalid_request", name, "The field "+strconv.Quote(name)+" has the wrong type (see /api/v1/openapi.json).")
 	}
 	return true, nil
+}
+
+// integral writes a JSON number that is a whole number in another form
+// ("60.0", "6e1") as an integer ("60"): JSON Schema's integers include
+// them, and Go's decoder would refuse them for an int. Anything else,
+// and numbers too long or with exponents too large to be worth the
+// arithmetic, come back as they are.
+func integral(raw json.RawMessage) json.RawMessage {
+	t := strings.TrimSpace(string(raw))
+	if len(t) == 0 || len(t) > 64 || !strings.ContainsAny(t, ".eE") || (t[0] != '-' && (t[0] < '0' || t[0] > '9')) {
+		return raw
+	}
+	if i := strings.IndexAny(t, "eE"); i >= 0 {
+		if exp, err := strconv.Atoi(strings.TrimPrefix(t[i+1:], "+")); err != nil || exp < -64 || exp > 64 {
+			return raw
+		}
+	}
+	r, ok := new(big.Rat).SetString(t)
+	if !ok || !r.IsInt() {
+		return raw
+	}
+	return json.RawMessage(r.Num().String())
 }
 
 // keyJSON is a key on the wire.
@@ -395,7 +540,7 @@ func (s *Service) enableKey(on bool) handler {
 }
 
 func (s *Service) rotateKey(w http.ResponseWriter, r *http.Request, a Actor) error {
-	fields, err := readBody(r, "grace_seconds")
+	fields, err := readOptionalBody(r, "grace_seconds")
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@
 package manage
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -113,6 +115,13 @@ var (
 		Message: "Only an admin token may do this."}
 	ErrNotFound = oaierror.Error{Status: http.StatusNotFound, Code: "not_found", Type: oaierror.TypeInvalidRequest,
 		Message: "No such object."}
+	// ErrKeyLimit and ErrTokenLimit refuse a key or an account token the
+	// account has no room for (configuration: limits); deleting a key or
+	// revoking a token makes room.
+	ErrKeyLimit = oaierror.Error{Status: http.StatusConflict, Code: "key_limit_reached", Type: oaierror.TypeInvalidRequest,
+		Message: "This account has as many keys as it may have: delete one before creating another."}
+	ErrTokenLimit = oaierror.Error{Status: http.StatusConflict, Code: "token_limit_reached", Type: oaierror.TypeInvalidRequest,
+		Message: "This account has as many management tokens as it may have: revoke one before creating another."}
 	ErrPrecondition = oaierror.Error{Status: http.StatusPreconditionFailed, Code: "etag_mismatch", Type: oaierror.TypeInvalidRequest,
 		Message: "The object changed since you read it (If-Match does not match its ETag): read it again and retry."}
 )
@@ -134,6 +143,10 @@ type Options struct {
 	// Available reports whether a deployment (by id) is up, for the model
 	// list; nil → every deployment of an enabled provider.
 	Available func(deploymentID string) bool
+	// Limiter counts the REST API's calls per management token
+	// (configuration: limits.management_rpm); nil → ratelimit.NewMemory().
+	// Give every replica the same (Redis) limiter so the counts are shared.
+	Limiter ratelimit.Limiter
 }
 
 // Service applies the management rules.
@@ -155,6 +168,9 @@ func New(opt Options) (*Service, error) {
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
+	}
+	if opt.Limiter == nil {
+		opt.Limiter = ratelimit.NewMemory()
 	}
 	return &Service{opt: opt}, nil
 }
@@ -207,6 +223,20 @@ func (s *Service) account(ctx context.Context, a Actor, accountID, scope string)
 func (s *Service) audit(ctx context.Context, a Actor, accountID, action, target string) {
 	if err := Audit(ctx, s.opt.Store, a, accountID, action, target, s.opt.Now()); err != nil {
 		s.opt.Logger.ErrorContext(ctx, "manage: audit entry not recorded", "action", action, "target", target, "err", err)
+	}
+}
+
+// limits are the configuration's, with the defaults for what it leaves 0
+// (the CLI run without --config has none).
+func limits(cfg *config.Config) config.Limits {
+	var l config.Limits
+	if cfg != nil {
+		l = cfg.Limits
+	}
+	return config.Limits{
+		KeysPerAccount:   cmp.Or(l.KeysPerAccount, config.DefaultKeysPerAccount),
+		TokensPerAccount: cmp.Or(l.TokensPerAccount, config.DefaultTokensPerAccount),
+		ManagementRPM:    cmp.Or(l.ManagementRPM, config.DefaultManagementRPM),
 	}
 }
 

@@ -78,11 +78,14 @@ func (s *Service) CreateToken(ctx context.Context, a Actor, r TokenRequest) (sto
 	if err != nil {
 		return store.ManagementToken{}, "", s.fail(ctx, "token secret", err)
 	}
-	t, err := s.opt.Store.CreateToken(ctx, store.ManagementToken{AccountID: r.AccountID, Name: r.Name, Scopes: scopes,
-		Hint: apikey.TokenHint(secret), ExpiresAt: r.ExpiresAt}, apikey.HashOf(secret))
+	most := limits(s.opt.Config()).TokensPerAccount
+	t, err := s.opt.Store.CreateTokenWithin(ctx, store.ManagementToken{AccountID: r.AccountID, Name: r.Name, Scopes: scopes,
+		Hint: apikey.TokenHint(secret), ExpiresAt: r.ExpiresAt}, apikey.HashOf(secret), most)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return store.ManagementToken{}, "", ErrNotFound
+	case errors.Is(err, store.ErrLimit):
+		return store.ManagementToken{}, "", ErrTokenLimit.With(fmt.Sprintf("This account has %d management tokens, as many as it may have: revoke one before creating another.", most), "")
 	case err != nil:
 		return store.ManagementToken{}, "", s.fail(ctx, "create token", err)
 	}

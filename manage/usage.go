@@ -272,8 +272,12 @@ func (s *Service) usageRecords(w http.ResponseWriter, r *http.Request, a Actor) 
 	if err != nil {
 		return err
 	}
-	if r.URL.Query().Get("format") == "csv" {
+	switch r.URL.Query().Get("format") {
+	case "csv":
 		return s.UsageCSV(w, r, a, req)
+	case "", "json":
+	default:
+		return oaierror.Invalid("invalid_request", "format", "format must be json or csv.")
 	}
 	limit, err := limitOf(r)
 	if err != nil {

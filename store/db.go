@@ -48,6 +48,10 @@ type database interface {
 	// BIGINT count of microseconds since the Unix epoch: the one piece of
 	// query text that differs between the databases, for bucketing in SQL.
 	unixMicros(column string) string
+	// forUpdate is the clause that makes a SELECT in a transaction hold
+	// the rows it reads until the transaction ends ("" where the
+	// transaction holds the whole database already).
+	forUpdate() string
 	close()
 }
 

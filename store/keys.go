@@ -76,6 +76,11 @@ func keyOptionArgs(k Key) ([]any, error) {
 // CreateKey announces the new key: another replica may have cached its
 // secret as unknown.
 func (s *sqlStore) CreateKey(ctx context.Context, k Key, hash apikey.Hash) (Key, error) {
+	return s.CreateKeyWithin(ctx, k, hash, 0)
+}
+
+// CreateKeyWithin with limit 0 does not count.
+func (s *sqlStore) CreateKeyWithin(ctx context.Context, k Key, hash apikey.Hash, limit int) (Key, error) {
 	id, err := newID(s.random, keyIDPrefix)
 	if err != nil {
 		return Key{}, fmt.Errorf("store: create key: %w", err)
@@ -87,6 +92,9 @@ func (s *sqlStore) CreateKey(ctx context.Context, k Key, hash apikey.Hash) (Key,
 	args := append([]any{id, k.AccountID, hash[:], k.Hint, dbTime(s.now())}, opts...)
 	var out Key
 	err = s.changeTx(ctx, Change{Kind: ChangeKey, ID: id}, func(q querier) error {
+		if err := s.underCap(ctx, q, k.AccountID, `SELECT COUNT(*) FROM keys WHERE account_id = $1 AND deleted_at IS NULL`, limit); err != nil {
+			return err
+		}
 		var err error
 		out, err = scanKey(q.queryRow(ctx,
 			`INSERT INTO keys (id, account_id, secret_hash, hint, created_at,

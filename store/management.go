@@ -81,19 +81,58 @@ func nullable(s string) any {
 }
 
 func (s *sqlStore) CreateToken(ctx context.Context, t ManagementToken, hash apikey.Hash) (ManagementToken, error) {
+	return s.CreateTokenWithin(ctx, t, hash, 0)
+}
+
+// CreateTokenWithin with limit 0 does not count.
+func (s *sqlStore) CreateTokenWithin(ctx context.Context, t ManagementToken, hash apikey.Hash, limit int) (ManagementToken, error) {
 	id, err := newID(s.random, tokenIDPrefix)
 	if err != nil {
 		return ManagementToken{}, fmt.Errorf("store: create token: %w", err)
 	}
-	out, err := scanToken(s.db.write().queryRow(ctx,
-		`INSERT INTO management_tokens (id, account_id, name, scopes, secret_hash, hint, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-		RETURNING `+tokenColumns,
-		id, nullable(t.AccountID), t.Name, strings.Join(t.Scopes, " "), hash[:], t.Hint, dbTime(s.now()), dbTimePtr(t.ExpiresAt)))
+	if t.AccountID == "" {
+		limit = 0
+	}
+	var out ManagementToken
+	err = s.db.inTx(ctx, func(q querier) error {
+		if err := s.underCap(ctx, q, t.AccountID, `SELECT COUNT(*) FROM management_tokens WHERE account_id = $1 AND revoked_at IS NULL`, limit); err != nil {
+			return err
+		}
+		var err error
+		out, err = scanToken(q.queryRow(ctx,
+			`INSERT INTO management_tokens (id, account_id, name, scopes, secret_hash, hint, created_at, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			RETURNING `+tokenColumns,
+			id, nullable(t.AccountID), t.Name, strings.Join(t.Scopes, " "), hash[:], t.Hint, dbTime(s.now()), dbTimePtr(t.ExpiresAt)))
+		return err
+	})
 	if err != nil {
 		return ManagementToken{}, fmt.Errorf("store: create token: %w", err)
 	}
 	return out, nil
+}
+
+// underCap holds the account's row until q's transaction ends (SQLite's
+// transactions hold the whole database from their start) and returns
+// ErrLimit when count, a query of one COUNT(*) with the account id as $1,
+// is limit or more; ErrNotFound when there is no such account. limit 0
+// checks nothing.
+func (s *sqlStore) underCap(ctx context.Context, q querier, accountID, count string, limit int) error {
+	if limit == 0 {
+		return nil
+	}
+	var id string
+	if err := q.queryRow(ctx, `SELECT id FROM accounts WHERE id = $1`+s.db.forUpdate(), accountID).Scan(&id); err != nil {
+		return fmt.Errorf("hold account: %w", err)
+	}
+	var n int
+	if err := q.queryRow(ctx, count, accountID).Scan(&n); err != nil {
+		return fmt.Errorf("count: %w", err)
+	}
+	if n >= limit {
+		return ErrLimit
+	}
+	return nil
 }
 
 func (s *sqlStore) TokenByHash(ctx context.Context, hash apikey.Hash, now time.Time) (ManagementToken, error) {

@@ -46,6 +46,10 @@ func (d *postgresDB) unixMicros(column string) string {
 	return "CAST(EXTRACT(EPOCH FROM " + column + ") * 1000000 AS BIGINT)"
 }
 
+// forUpdate: SELECT … FOR UPDATE holds the rows read until the end of the
+// transaction.
+func (d *postgresDB) forUpdate() string { return " FOR UPDATE" }
+
 func (d *postgresDB) inTx(ctx context.Context, fn func(querier) error) error {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {

@@ -101,6 +101,9 @@ func (d *sqliteDB) unixMicros(column string) string {
 	return "(unixepoch(substr(" + column + ", 1, 19)) * 1000000 + CAST(substr(" + column + ", 21, 6) AS INTEGER))"
 }
 
+// forUpdate: a transaction takes the write lock at BEGIN (_txlock=immediate).
+func (d *sqliteDB) forUpdate() string { return "" }
+
 // notify does nothing: SQLite has no way to tell other processes.
 func (d *sqliteDB) notify(context.Context, querier, Change) error { return nil }
 

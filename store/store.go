@@ -19,6 +19,9 @@ var (
 	// ErrInsufficientBalance is Reserve's answer when the account's
 	// available balance (Balance − Reserved) is below the amount.
 	ErrInsufficientBalance = errors.New("insufficient balance")
+	// ErrLimit is CreateKeyWithin's and CreateTokenWithin's answer when
+	// the account holds as many as it may already.
+	ErrLimit = errors.New("account limit reached")
 	// ErrNotifyUnsupported is Subscribe's answer on a database that cannot
 	// announce changes to other processes (SQLite); there, cached entries
 	// expire by their TTL instead.
@@ -242,6 +245,11 @@ type Store interface {
 	// CreateKey stores a new key with the hash of its secret; ID and
 	// CreatedAt are assigned. The account must exist (ErrNotFound).
 	CreateKey(ctx context.Context, k Key, hash apikey.Hash) (Key, error)
+	// CreateKeyWithin is CreateKey, refused with ErrLimit when the account
+	// has limit keys already (deleted ones do not count). The count and the
+	// insert are one transaction that holds the account's row, so creations
+	// at the same time cannot pass the cap together.
+	CreateKeyWithin(ctx context.Context, k Key, hash apikey.Hash, limit int) (Key, error)
 	// KeyByHash finds a live (not deleted) key by its secret's hash.
 	KeyByHash(ctx context.Context, hash apikey.Hash) (Key, error)
 	KeyByID(ctx context.Context, id string) (Key, error)
@@ -372,6 +380,11 @@ type Store interface {
 	// and returns it with its ID and creation time. ErrNotFound if its
 	// account does not exist; ErrConflict if the hash is already stored.
 	CreateToken(ctx context.Context, t ManagementToken, hash apikey.Hash) (ManagementToken, error)
+	// CreateTokenWithin is CreateToken, refused with ErrLimit when the
+	// token's account has limit live (not revoked) tokens already, counted
+	// and inserted as CreateKeyWithin does. Admin tokens (no account) are
+	// not capped.
+	CreateTokenWithin(ctx context.Context, t ManagementToken, hash apikey.Hash, limit int) (ManagementToken, error)
 	// TokenByHash returns the live token stored under hash: not revoked,
 	// not expired at now. ErrNotFound otherwise.
 	TokenByHash(ctx context.Context, hash apikey.Hash, now time.Time) (ManagementToken, error)

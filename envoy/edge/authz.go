@@ -1,14 +1,12 @@
 package edge
 
 import (
-	"net"
 	"net/http"
-	"strconv"
-	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 
+	"github.com/tollgate/tollgate/clientaddr"
 	"github.com/tollgate/tollgate/envoy/contract"
 )
 
@@ -30,28 +28,7 @@ func (e *Edge) checkRequest(r *http.Request, h headers) *authv3.CheckRequest {
 }
 
 // sourceAddress is the caller's address as Envoy computes it with
-// use_remote_address and xff_num_trusted_hops: the TCP peer, or the entry
-// that many hops from the right of X-Forwarded-For.
+// use_remote_address and xff_num_trusted_hops (package clientaddr).
 func (e *Edge) sourceAddress(r *http.Request) (string, uint32) {
-	host, portStr, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	port, _ := strconv.ParseUint(portStr, 10, 32)
-	if e.opt.XFFTrustedHops > 0 {
-		var chain []string
-		for _, v := range r.Header.Values("X-Forwarded-For") {
-			for _, part := range strings.Split(v, ",") {
-				if p := strings.TrimSpace(part); p != "" {
-					chain = append(chain, p)
-				}
-			}
-		}
-		if i := len(chain) - e.opt.XFFTrustedHops; i >= 0 && i < len(chain) {
-			if ip := net.ParseIP(chain[i]); ip != nil {
-				return ip.String(), 0
-			}
-		}
-	}
-	return host, uint32(port)
+	return clientaddr.Of(r, e.opt.XFFTrustedHops)
 }

@@ -71,7 +71,7 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the HTTP listener: the built-in edge (the OpenAI-compatible API under /v1/) and the dashboard (every other path)")
 	fs.StringVar(&o.edge, "edge", edgeInProcess, "the built-in edge under /v1/ on --listen: in-process (it calls the ext_authz and ext_proc code directly), grpc (it calls them over a private gRPC connection, as Envoy would), or off (behind Envoy: the listener serves the dashboard only, and --grpc-listen is required)")
 	o.grpc.flags(fs)
-	fs.IntVar(&o.xffHops, "xff-trusted-hops", 0, "proxies in front of the edge trusted to set X-Forwarded-For (Envoy's xff_num_trusted_hops)")
+	fs.IntVar(&o.xffHops, "xff-trusted-hops", 0, "proxies in front of the edge trusted to append to X-Forwarded-For (Envoy's xff_num_trusted_hops); the client address of IP restrictions and of the dashboard's sign-in limit is the entry that many from the right (with --edge off, Envoy is one more hop in front of the dashboard)")
 	fs.DurationVar(&o.cacheTTL, "cache-ttl", 0, "how long a replica may serve a key or account from memory without hearing of a change (default 1s with SQLite; 30s with PostgreSQL, whose changes are announced at once)")
 	fs.DurationVar(&o.drain, "drain-timeout", 30*time.Second, "how long shutdown waits for in-flight streams")
 	fs.StringVar(&o.journal, "journal", "", "file that keeps usage records the database could not take (replayed at the next start; records it refused for good go to FILE.dead); default beside the SQLite database, or tollgate-usage.journal in the working directory")
@@ -94,6 +94,16 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 		return o, usageError{fmt.Sprintf("serve: --edge %q: want in-process, grpc or off", o.edge)}
 	}
 	return o, nil
+}
+
+// dashboardHops is how many proxies in front of the dashboard append to
+// X-Forwarded-For: those in front of the edge, and behind Envoy (--edge
+// off) Envoy itself, which appends the address of its peer.
+func dashboardHops(o serveOptions) int {
+	if o.edge == edgeOff {
+		return o.xffHops + 1
+	}
+	return o.xffHops
 }
 
 // The built-in edge's bindings (--edge).
@@ -310,12 +320,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	dash, err := dashboard.New(dashboard.Options{
 		Store: st, Config: cfgNow, Limiter: limiter, KeyChanged: cache.InvalidateKey, Logger: log,
-		Available: deployments.Available,
+		Available: deployments.Available, XFFTrustedHops: dashboardHops(o),
 	})
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
-	mgmt, err := manage.New(manage.Options{Store: st, Config: cfgNow, KeyChanged: cache.InvalidateKey, Logger: log, Available: deployments.Available})
+	mgmt, err := manage.New(manage.Options{Store: st, Config: cfgNow, KeyChanged: cache.InvalidateKey, Logger: log, Available: deployments.Available,
+		Limiter: limiter})
 	if err != nil {
 		return fmt.Errorf("management API: %w", err)
 	}
