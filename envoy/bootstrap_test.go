@@ -93,7 +93,7 @@ func parts(t *testing.T) bootstrapParts {
 	require.NotNil(t, b.GetDynamicResources().GetLdsConfig().GetAds(), "LDS on the ADS stream")
 	cfg, err := config.Parse([]byte(exampleConfig), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	res, err := xds.Build(cfg)
+	res, err := xds.Build(cfg, xds.ListenerOptions{})
 	require.NoError(t, err)
 	_, err = validateDeep(res.Listener)
 	require.NoError(t, err, "listener")
@@ -170,7 +170,7 @@ func TestTheBodyLimitIsTheConfigurations(t *testing.T) {
 
 	cfg, err := config.Parse([]byte("max_body_bytes: 1048576\n"+exampleConfig), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	l, err := xds.Listener(cfg)
+	l, err := xds.Listener(cfg, xds.ListenerOptions{})
 	require.NoError(t, err)
 	var hcm hcmv3.HttpConnectionManager
 	require.NoError(t, l.GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(&hcm))
@@ -340,4 +340,24 @@ func TestBootstrapMapsEnvoysUpstreamFailuresToOpenAIErrors(t *testing.T) {
 		assert.Equal(t, "service_unavailable", e.Error.Type)
 	}
 	assert.True(t, found, "no local-reply mapper for no healthy upstream")
+}
+
+// serve --envoy-listen and --xff-trusted-hops reach the listener Envoy is
+// served; anything but IP:port is refused.
+func TestTheListenerAddressAndTrustedHopsAreServed(t *testing.T) {
+	cfg, err := config.Parse([]byte(exampleConfig), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	l, err := xds.Listener(cfg, xds.ListenerOptions{Address: "127.0.0.1:18080", XFFTrustedHops: 2})
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1", l.GetAddress().GetSocketAddress().GetAddress())
+	assert.EqualValues(t, 18080, l.GetAddress().GetSocketAddress().GetPortValue())
+	var hcm hcmv3.HttpConnectionManager
+	require.NoError(t, l.GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(&hcm))
+	assert.EqualValues(t, 2, hcm.GetXffNumTrustedHops())
+	assert.True(t, hcm.GetUseRemoteAddress().GetValue())
+
+	for _, bad := range []string{"envoy:8080", "127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000"} {
+		_, err := xds.Listener(cfg, xds.ListenerOptions{Address: bad})
+		assert.Error(t, err, bad)
+	}
 }
