@@ -134,9 +134,15 @@ func startEnvoy(t *testing.T, tg *tollgate, certs string) *envoyProc {
 	require.NoError(t, os.WriteFile(bootPath, boot, 0o600))
 	adminPath := filepath.Join(dir, "admin-address")
 
+	// info, as README.md recommends; TOLLGATE_E2E_ENVOY_LOG_LEVEL=debug
+	// to see each filter's decisions.
+	level := os.Getenv("TOLLGATE_E2E_ENVOY_LOG_LEVEL")
+	if level == "" {
+		level = "info"
+	}
 	e := &envoyProc{logs: &syncBuffer{}, exited: make(chan struct{})}
 	e.cmd = exec.Command(envoyPath(t), "-c", bootPath, "--use-dynamic-base-id",
-		"--admin-address-path", adminPath, "--concurrency", "1", "--log-level", "info",
+		"--admin-address-path", adminPath, "--concurrency", "1", "--log-level", level,
 		// Quicker to stop: no drain of listeners at exit.
 		"--drain-time-s", "1", "--parent-shutdown-time-s", "2")
 	e.cmd.Stdout, e.cmd.Stderr = e.logs, e.logs

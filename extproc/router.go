@@ -374,7 +374,16 @@ func (r *routerStep) identity(ctx context.Context) (store.Key, store.Account, er
 // upstream step records only successes, since Envoy may still retry the
 // failures it sees); a failure Envoy made itself is replaced by an
 // OpenAI-shaped 503.
+//
+// Envoy also shows this step the replies that filters before it made
+// (ext_authz's denial, the buffer filter's 413): the step never saw their
+// request, and they pass untouched, in the shape their filter gave them.
 func (r *routerStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
+	if r.keyID == "" {
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+			ResponseHeaders: &extprocv3.HeadersResponse{},
+		}}, nil
+	}
 	r.answered = true
 	st := headerInt(h.GetHeaders(), ":status")
 	_, translated := headerValue(h.GetHeaders(), contract.HeaderTranslated)
