@@ -121,8 +121,14 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {
 	// The body's size was checked by the proxy before it read the body
 	// whole (Envoy's buffer filter, the built-in edge), from the same
-	// max_body_bytes.
+	// max_body_bytes; except on Envoy's route for POST /v1/responses,
+	// whose buffer must hold the conversation this step makes of it
+	// (envoy/xds/routes.yaml): the client's own body is held to
+	// max_body_bytes here.
 	body := b.GetBody()
+	if len(body) > r.cfg.MaxBodyBytes {
+		return r.reject(oaierror.BodyTooLarge), nil
+	}
 	var meta string // a Responses request's (contract.MetaResponse)
 	if r.responses {
 		var e *oaierror.Error

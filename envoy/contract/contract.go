@@ -145,6 +145,11 @@ const (
 // still spread load over all of them; one request just stops sooner.
 const UpstreamAttempts = 5
 
+// ConversationFactor bounds the chat completion the router step makes of
+// a Responses request with its earlier turns: this many times
+// max_body_bytes. Envoy's route for POST /v1/responses buffers that much.
+const ConversationFactor = 4
+
 // RequestMetadataNamespace is dynamic metadata the router step may set with
 // the request's routing state (key, account, model, stream flags, start
 // time). The bootstrap lets the router step write it and forwards it to the

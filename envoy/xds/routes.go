@@ -181,6 +181,9 @@ func Routes(cfg *config.Config) (*routev3.RouteConfiguration, error) {
 	if at < 0 {
 		return nil, fmt.Errorf("xds: routes.yaml has no route %q", templateRoute)
 	}
+	if err := setResponsesBodyCap(vh, cfg.MaxBodyBytes); err != nil {
+		return nil, fmt.Errorf("xds: routes.yaml: %w", err)
+	}
 	tmpl := vh.GetRoutes()[at]
 	perModel := make([]*routev3.Route, 0, len(cfg.Models))
 	for i := range cfg.Models {
@@ -191,6 +194,28 @@ func Routes(cfg *config.Config) (*routev3.RouteConfiguration, error) {
 		return nil, fmt.Errorf("xds: routes: %w", err)
 	}
 	return &rc, nil
+}
+
+// responsesRoute names the route of POST /v1/responses in routes.yaml.
+const responsesRoute = "responses"
+
+// setResponsesBodyCap sizes the buffer of the Responses route for the
+// conversation the router step hands back.
+func setResponsesBodyCap(vh *routev3.VirtualHost, maxBody int) error {
+	for _, r := range vh.GetRoutes() {
+		if r.GetName() != responsesRoute {
+			continue
+		}
+		a, err := anypb.New(&bufferv3.BufferPerRoute{Override: &bufferv3.BufferPerRoute_Buffer{Buffer: &bufferv3.Buffer{
+			MaxRequestBytes: wrapperspb.UInt32(uint32(contract.ConversationFactor * maxBody)),
+		}}})
+		if err != nil {
+			return err
+		}
+		r.TypedPerFilterConfig["envoy.filters.http.buffer"] = a
+		return nil
+	}
+	return fmt.Errorf("no route %q", responsesRoute)
 }
 
 // modelRoute is the template sized for one model.
