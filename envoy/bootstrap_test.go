@@ -1,9 +1,9 @@
 package envoy_test
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,10 +22,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/envoy/xds"
+	"github.com/tollgate/tollgate/oaierror"
 )
 
 // loadBootstrap decodes a bootstrap file into Envoy's proto and validates
@@ -316,30 +318,47 @@ func TestBootstrapRejectsNoUnknownModelClusterName(t *testing.T) {
 	assert.True(t, slices.ContainsFunc(p.filters, func(f *hcmv3.HttpFilter) bool { return f.GetName() == xds.FilterExtProc }))
 }
 
-// Envoy's own upstream failures reach the client in OpenAI's shape even
-// where ext_proc skips local replies: a mapper covers every such flag.
-func TestBootstrapMapsEnvoysUpstreamFailuresToOpenAIErrors(t *testing.T) {
+// Envoy's own replies reach the client in OpenAI's shape with package
+// oaierror's words: Envoy runs the mappers on the router step's immediate
+// responses too, so a mapper's body must be the one the step gives (a 5xx
+// naming the request id, as ForRequest does). Envoy's own upstream
+// failures are covered by flag, even where ext_proc skips local replies.
+func TestBootstrapLocalRepliesAreOaierrorsBodies(t *testing.T) {
 	p := parts(t)
-	var found bool
-	for _, m := range p.hcm.GetLocalReplyConfig().GetMappers() {
-		flags := m.GetFilter().GetResponseFlagFilter().GetFlags()
-		if !slices.Contains(flags, "UH") {
-			continue
-		}
-		found = true
-		for _, f := range []string{"UF", "URX", "NC"} {
-			assert.Contains(t, flags, f)
-		}
-		assert.Equal(t, uint32(503), m.GetStatusCode().GetValue())
-		body := m.GetBodyFormatOverride().GetTextFormatSource().GetInlineString()
-		var e struct {
-			Error struct{ Code, Type string } `json:"error"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(body), &e))
-		assert.Equal(t, "no_available_workers", e.Error.Code)
-		assert.Equal(t, "service_unavailable", e.Error.Type)
+	const id = "(request id: %REQ(X-REQUEST-ID)%)"
+	want := map[string]oaierror.Error{
+		"413": oaierror.BodyTooLarge, "500": oaierror.Internal, "UH": oaierror.NoAvailableWorkers,
 	}
-	assert.True(t, found, "no local-reply mapper for no healthy upstream")
+	seen := map[string]bool{}
+	for _, m := range p.hcm.GetLocalReplyConfig().GetMappers() {
+		f := m.GetFilter()
+		key := strconv.Itoa(int(f.GetStatusCodeFilter().GetComparison().GetValue().GetDefaultValue()))
+		if flags := f.GetResponseFlagFilter().GetFlags(); slices.Contains(flags, "UH") {
+			key = "UH"
+			for _, f := range []string{"UF", "URX", "NC", "UT"} {
+				assert.Contains(t, flags, f)
+			}
+			assert.Equal(t, uint32(503), m.GetStatusCode().GetValue())
+		}
+		e := m.GetBodyFormatOverride().GetJsonFormat().GetFields()["error"].GetStructValue().GetFields()
+		require.NotNil(t, e, "mapper %s: a JSON error body", key)
+		assert.Equal(t, "application/json", m.GetBodyFormatOverride().GetContentType())
+		_, isNull := e["param"].GetKind().(*structpb.Value_NullValue)
+		assert.True(t, isNull, "mapper %s: param is null", key)
+		w, ok := want[key]
+		if !ok {
+			continue // ext_authz unreachable: no oaierror of its own
+		}
+		seen[key] = true
+		msg := w.Message
+		if w.Status >= 500 {
+			msg += " " + id
+		}
+		assert.Equal(t, msg, e["message"].GetStringValue(), key)
+		assert.Equal(t, w.Code, e["code"].GetStringValue(), key)
+		assert.Equal(t, w.Type, e["type"].GetStringValue(), key)
+	}
+	assert.Len(t, seen, len(want), "a mapper for each of %v", want)
 }
 
 // serve --envoy-listen and --xff-trusted-hops reach the listener Envoy is

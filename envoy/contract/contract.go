@@ -195,8 +195,11 @@ var CredentialHeaders = []string{"authorization", "x-api-key", "api-key", "x-goo
 // the client sent them: the body's type, what the client accepts, and the
 // W3C trace context. Every other client header stays at the edge unless the
 // provider's forward_headers lists it; the provider adapter sets the
-// provider's own credential and version headers.
-var ForwardedHeaders = []string{"content-type", "accept", "traceparent", "tracestate"}
+// provider's own credential and version headers. x-request-id passes too:
+// under Envoy an attempt's filters edit the request's own header map, so
+// removing it for the provider would take it from Envoy's access log and
+// from the answer (always_set_request_id_in_response) as well.
+var ForwardedHeaders = []string{"content-type", "accept", "traceparent", "tracestate", HeaderRequestID}
 
 // ProviderHeaders are other headers a provider adapter sets or that must
 // not reach a provider: versions and betas meant for one provider, and the
