@@ -105,7 +105,7 @@ func TestAllowedRequestsCarryAnIdentityTheClientCannotForge(t *testing.T) {
 	}
 	assert.Equal(t, key.ID, set[contract.HeaderKeyID])
 	assert.Equal(t, key.AccountID, set[contract.HeaderAccountID])
-	assert.ElementsMatch(t, []string{contract.HeaderCluster, contract.HeaderTranslated, contract.HeaderAttemptCount}, ok.GetHeadersToRemove())
+	assert.ElementsMatch(t, []string{contract.HeaderCluster, contract.HeaderTranslated, contract.HeaderAttemptCount, contract.HeaderClientAddress}, ok.GetHeadersToRemove())
 	assert.Contains(t, tt, key.ID, "Last Used is noted")
 }
 

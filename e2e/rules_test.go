@@ -111,6 +111,8 @@ func TestForwardedForCountsOnlyThroughTrustedHops(t *testing.T) {
 	office := tg.newKey(t, "me@example.com", "--ip", "203.0.113.0/24", "--ip", "2001:db8::/32")
 	resp, _ := tg.post(t, office, helloBody, "X-Forwarded-For", "203.0.113.7")
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "a spoofed X-Forwarded-For is ignored")
+	resp, _ = tg.post(t, office, helloBody, "X-Tollgate-Client-Address", "203.0.113.7")
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "the edge's own client-address header cannot be forged")
 
 	// Behind one trusted proxy, the address it appended is the caller.
 	behind := startTollgate(t, configFor(p.URL), "", "--xff-trusted-hops", "1")

@@ -22,6 +22,11 @@ const (
 	// HeaderCluster is set by the router step; the route table sends the
 	// request to the cluster it names.
 	HeaderCluster = "x-tollgate-cluster"
+	// HeaderClientAddress is the caller's address as the edge determined
+	// it (the TCP peer, or the X-Forwarded-For entry xff_num_trusted_hops
+	// selects), set over whatever a client sent before ext_authz runs:
+	// Envoy's ext_authz reports only the TCP peer as the source.
+	HeaderClientAddress = "x-tollgate-client-address"
 	// HeaderRequestID identifies a request across the filters (Envoy sets
 	// it; the built-in edge does too).
 	HeaderRequestID = "x-request-id"
@@ -34,7 +39,7 @@ const (
 // InternalHeaders lists every header in the contract that must never come
 // from a client nor reach a provider.
 var InternalHeaders = []string{
-	HeaderKeyID, HeaderAccountID, HeaderCluster, HeaderTranslated, HeaderAttemptCount,
+	HeaderKeyID, HeaderAccountID, HeaderCluster, HeaderTranslated, HeaderAttemptCount, HeaderClientAddress,
 }
 
 // Endpoint metadata: every upstream endpoint carries the identity of the

@@ -16,7 +16,6 @@ import (
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"gopkg.in/yaml.v3"
@@ -26,6 +25,7 @@ import (
 	bufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/buffer/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_mutation/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
@@ -124,7 +124,7 @@ func editHCM(l *listenerv3.Listener, edit func(*hcmv3.HttpConnectionManager) err
 			if err := edit(&hcm); err != nil {
 				return err
 			}
-			a, err := anypb.New(&hcm)
+			a, err := pack(&hcm)
 			if err != nil {
 				return err
 			}
@@ -147,7 +147,7 @@ func setBodyCap(hcm *hcmv3.HttpConnectionManager, limit int) error {
 			return err
 		}
 		buf.MaxRequestBytes = wrapperspb.UInt32(uint32(limit))
-		a, err := anypb.New(&buf)
+		a, err := pack(&buf)
 		if err != nil {
 			return err
 		}
@@ -206,7 +206,7 @@ func setResponsesBodyCap(vh *routev3.VirtualHost, maxBody int) error {
 		if r.GetName() != responsesRoute {
 			continue
 		}
-		a, err := anypb.New(&bufferv3.BufferPerRoute{Override: &bufferv3.BufferPerRoute_Buffer{Buffer: &bufferv3.Buffer{
+		a, err := pack(&bufferv3.BufferPerRoute{Override: &bufferv3.BufferPerRoute_Buffer{Buffer: &bufferv3.Buffer{
 			MaxRequestBytes: wrapperspb.UInt32(uint32(contract.ConversationFactor * maxBody)),
 		}}})
 		if err != nil {
