@@ -37,6 +37,7 @@ type tollgate struct {
 	stop     func()
 	logs     *syncBuffer
 	envoy    *envoyProc // under the envoy binding
+	certs    string     // under the envoy binding: the mutual-TLS certificates' directory
 }
 
 type syncBuffer struct {
