@@ -42,6 +42,10 @@ test: envoy ## vet and run every test (PostgreSQL and Redis tests need the serve
 	@# The end-to-end suite again, the built-in edge calling the servers over
 	@# gRPC as Envoy does (the run above binds them in process).
 	TOLLGATE_E2E_BINDING=grpc $(GO) test -race -count=1 -timeout 8m ./e2e/
+	@# And behind a real Envoy (the pinned one, from make envoy; or
+	@# TOLLGATE_ENVOY=/path/to/envoy): tollgate serve --edge off, mutual TLS,
+	@# the listener, routes and clusters over xDS.
+	TOLLGATE_E2E_BINDING=envoy $(GO) test -race -count=1 -timeout 12m ./e2e/
 
 test-short: ## run the tests without the race detector, quickly
 	$(GO) test -count=1 $(PKGS)

@@ -391,3 +391,13 @@ func diffYAML(path string, a, b any, out map[string]string) {
 		}
 	}
 }
+
+// parallelUnderEnvoy lets a test that mostly waits (on a timeout, a cache's
+// expiry) run beside the others under Envoy, where every test has a
+// Tollgate and an Envoy of its own on ports of their own.
+func parallelUnderEnvoy(t *testing.T) {
+	t.Helper()
+	if binding() == bindingEnvoy {
+		t.Parallel()
+	}
+}

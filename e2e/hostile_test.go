@@ -74,6 +74,7 @@ func TestClientHeadersStayAtTheEdgeUnlessListed(t *testing.T) {
 // A client that trickles its headers is cut off at the header timeout, not
 // held forever.
 func TestSlowHeadersAreCutOffAtTheHeaderTimeout(t *testing.T) {
+	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "", "--http-header-timeout", "300ms")
 	u, err := url.Parse(tg.BaseURL)
@@ -182,6 +183,7 @@ func TestNestedAndOversizeBodiesAreRefusedCheaply(t *testing.T) {
 // The body timeout bounds reading the request, not the answer: a stream
 // that outlasts it still runs to its end.
 func TestTheBodyTimeoutDoesNotCutALongAnswer(t *testing.T) {
+	parallelUnderEnvoy(t)
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")

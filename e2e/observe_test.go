@@ -75,6 +75,7 @@ func postWithID(t *testing.T, tg *tollgate, secret, id, body string) *http.Respo
 // and the same id is on the usage record and the access-log line, which
 // names the key and account by id and never holds a secret.
 func TestRequestIDsAndTheAccessLog(t *testing.T) {
+	parallelUnderEnvoy(t)
 	p := newFaultProvider(t, always(faultNone))
 	tg := startTollgate(t, faultConfig("30s", false, p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -97,6 +98,10 @@ func TestRequestIDsAndTheAccessLog(t *testing.T) {
 	}
 	assert.NotContains(t, tg.logs.String(), secret, "no secret in any log line")
 	assert.NotContains(t, tg.logs.String(), "sk-openai-secret", "no provider credential in any log line")
+	if tg.envoy != nil { // Envoy's log at the level README.md recommends
+		assert.NotContains(t, tg.envoy.logs.String(), secret, "no secret in Envoy's log")
+		assert.NotContains(t, tg.envoy.logs.String(), "sk-openai-secret", "no provider credential in Envoy's log")
+	}
 	assert.Equal(t, "client-id-1", tg.waitDetails(t, keyID, 1)[0].RequestID, "the usage record carries the id")
 
 	// A denial carries one too.
@@ -117,6 +122,7 @@ func TestAMalformedRequestIDIsReplaced(t *testing.T) {
 
 // A 5xx error names the request, so a user can quote it.
 func TestServerErrorsNameTheRequest(t *testing.T) {
+	parallelUnderEnvoy(t)
 	p := newFaultProvider(t, always(faultHangHeaders))
 	tg := startTollgate(t, faultConfig("30s", false, p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -188,6 +194,7 @@ func sumWhere(f *dto.MetricFamily, want map[string]string, histCount bool) float
 // and status, tokens by type, cost, attempts and failovers, denials by
 // code, and the health of each deployment.
 func TestMetricsCountWhatWasSent(t *testing.T) {
+	parallelUnderEnvoy(t)
 	hung := newFaultProvider(t, always(faultHangHeaders))
 	good := newFaultProvider(t, always(faultNone))
 	tg := startTollgate(t, faultConfig("30s", false, hung.URL, good.URL), "")

@@ -193,6 +193,7 @@ func TestPerKeyRateLimitAndItsHeaders(t *testing.T) {
 }
 
 func TestModelAccessFollowsTheKeyAndThePlan(t *testing.T) {
+	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	cfg := configFor(p.URL) + `  - name: free
     models: [gpt-4o-mini]
@@ -235,6 +236,7 @@ plans:
 }
 
 func TestExpiredKeyIsRejectedAndMovingTheDateForwardRevivesIt(t *testing.T) {
+	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -254,6 +256,7 @@ func TestExpiredKeyIsRejectedAndMovingTheDateForwardRevivesIt(t *testing.T) {
 }
 
 func TestChangesMadeWithTheCLIReachTheRunningServerWithinASecond(t *testing.T) {
+	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -353,6 +356,7 @@ func TestConcurrentRequestsChargeExactlyAndNeverOverdraw(t *testing.T) {
 }
 
 func TestLastUsedIsVisibleWithinSeconds(t *testing.T) {
+	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
