@@ -12,13 +12,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 	"gopkg.in/yaml.v3"
 )
 
@@ -140,17 +143,27 @@ func envoyBootstrap(src []byte, a envoyAddrs) ([]byte, error) {
 
 // envoyProc is one running Envoy.
 type envoyProc struct {
-	cmd      *exec.Cmd
-	logs     *syncBuffer
-	admin    string // http://host:port
-	listener string // http://host:port
-	exited   chan struct{}
+	cmd       *exec.Cmd
+	logs      *syncBuffer
+	adminPath string // where Envoy writes its admin address
+	admin     string // http://host:port
+	listener  string // http://host:port
+	exited    chan struct{}
 }
 
 // startEnvoy runs an Envoy in front of tg (started with --edge off and a
 // gRPC server whose client CA is certs'), waits until its listener
 // answers, and stops it when the test ends.
 func startEnvoy(t *testing.T, tg *tollgate, certs string) *envoyProc {
+	t.Helper()
+	e := launchEnvoy(t, tg, certs)
+	require.NoError(t, e.waitReady(e.adminPath, 30*time.Second), "envoy logs:\n%s", e.logs.String())
+	return e
+}
+
+// launchEnvoy starts an Envoy for tg with the certificates in certs and
+// stops it when the test ends; it does not wait for it.
+func launchEnvoy(t *testing.T, tg *tollgate, certs string) *envoyProc {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join("..", "envoy", "envoy.yaml"))
 	require.NoError(t, err)
@@ -169,7 +182,7 @@ func startEnvoy(t *testing.T, tg *tollgate, certs string) *envoyProc {
 	if level == "" {
 		level = "info"
 	}
-	e := &envoyProc{logs: &syncBuffer{}, exited: make(chan struct{})}
+	e := &envoyProc{logs: &syncBuffer{}, exited: make(chan struct{}), adminPath: adminPath}
 	e.cmd = exec.Command(envoyPath(t), "-c", bootPath, "--use-dynamic-base-id",
 		"--admin-address-path", adminPath, "--concurrency", "1", "--log-level", level,
 		// Quicker to stop: no drain of listeners at exit.
@@ -186,7 +199,6 @@ func startEnvoy(t *testing.T, tg *tollgate, certs string) *envoyProc {
 			t.Logf("envoy logs:\n%s", e.logs.String())
 		}
 	})
-	require.NoError(t, e.waitReady(adminPath, 30*time.Second), "envoy logs:\n%s", e.logs.String())
 	return e
 }
 
@@ -400,4 +412,76 @@ func parallelUnderEnvoy(t *testing.T) {
 	if binding() == bindingEnvoy {
 		t.Parallel()
 	}
+}
+
+// requireEnvoy skips, naming why, a test of Envoy's own behaviour when the
+// suite runs without one.
+func requireEnvoy(t *testing.T) {
+	t.Helper()
+	if binding() != bindingEnvoy {
+		t.Skip("a test of the real Envoy: runs with TOLLGATE_E2E_BINDING=envoy (make test)")
+	}
+}
+
+// stat reads one counter or gauge from Envoy's admin /stats.
+func (e *envoyProc) stat(t *testing.T, name string) int {
+	t.Helper()
+	body, err := get(&http.Client{Timeout: 2 * time.Second}, e.admin+"/stats?filter=^"+regexp.QuoteMeta(name)+"$")
+	require.NoError(t, err)
+	_, v, ok := strings.Cut(strings.TrimSpace(body), ": ")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	require.NoError(t, err, "%s: %q", name, body)
+	return n
+}
+
+// When Tollgate's gRPC port cannot be reached, Envoy answers every request
+// with an OpenAI-shaped 503 and forwards nothing to a provider.
+func TestEnvoyWithoutTollgatesGRPCPortAnswers503AndForwardsNothing(t *testing.T) {
+	requireEnvoy(t)
+	parallelUnderEnvoy(t)
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "")
+	secret := tg.newAccount(t, "me@example.com", "10")
+	resp, body := tg.post(t, secret, helloBody)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Len(t, p.received(), 1)
+
+	tg.stop() // its gRPC port closes; Envoy keeps the listener and routes it had
+	resp, body = tg.post(t, secret, helloBody)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s", body)
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	requireSchema(t, schemaError, body)
+	assert.Equal(t, "no_available_workers", gjson.GetBytes(body, "error.code").String(), "%s", body)
+	assert.Contains(t, gjson.GetBytes(body, "error.message").String(), "(request id: "+resp.Header.Get("X-Request-Id")+")")
+	assert.Len(t, p.received(), 1, "nothing reached the provider")
+}
+
+// An Envoy whose client certificate is not from Tollgate's CA gets nothing
+// from Tollgate's gRPC port: no listener, no routes, no clusters, no call.
+func TestAnEnvoyWithoutTheClientCertificateGetsNothing(t *testing.T) {
+	requireEnvoy(t)
+	parallelUnderEnvoy(t)
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "")
+	require.Equal(t, 1, tg.envoy.stat(t, "control_plane.connected_state"), "the real Envoy is connected")
+
+	// Another CA's client certificate, with Tollgate's CA to check the
+	// server by: the TLS handshake fails on Tollgate's side.
+	other := t.TempDir()
+	makeCerts(t, other, false)
+	ca, err := os.ReadFile(filepath.Join(tg.certs, "ca.pem"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(other, "ca.pem"), ca, 0o600))
+	stranger := launchEnvoy(t, tg, other)
+	waitFor(t, 20*time.Second, 100*time.Millisecond, func() bool {
+		return stranger.probe(&http.Client{Timeout: time.Second}, stranger.adminPath) != nil && stranger.admin != "" &&
+			stranger.stat(t, "cluster.tollgate_grpc.upstream_cx_connect_fail")+stranger.stat(t, "cluster.tollgate_grpc.ssl.connection_error") > 0
+	}, "the stranger's connections to Tollgate fail")
+	assert.Equal(t, 0, stranger.stat(t, "control_plane.connected_state"), "no xDS stream")
+	_, err = stranger.publicListener(&http.Client{Timeout: 2 * time.Second})
+	assert.Error(t, err, "no listener from Tollgate")
+	assert.Empty(t, p.received(), "nothing reached the provider")
 }

@@ -151,6 +151,7 @@ func TestBootstrapFilterChainOrder(t *testing.T) {
 	}, names)
 	assert.Equal(t, uint32(8080), p.res.Listener.GetAddress().GetSocketAddress().GetPortValue())
 	assert.True(t, p.hcm.GetUseRemoteAddress().GetValue(), "the peer address is the client's")
+	assert.Nil(t, p.hcm.GetInternalAddressConfig(), "no client is internal: Envoy removes the x-envoy-* controls clients send")
 	assert.Equal(t, hcmv3.HttpConnectionManager_AUTO, p.hcm.GetCodecType(), "HTTP/1.1 and HTTP/2")
 }
 
@@ -183,6 +184,8 @@ func TestTheBodyLimitIsTheConfigurations(t *testing.T) {
 		}
 	}
 	assert.EqualValues(t, 1<<20, buf.GetMaxRequestBytes().GetValue(), "max_body_bytes, served over LDS")
+	assert.EqualValues(t, 1<<20, l.GetPerConnectionBufferLimitBytes().GetValue(),
+		"the connection's buffer holds a whole body while ext_authz runs (else Envoy's flow control can stall it for good)")
 }
 
 func TestBootstrapRouterStepFollowsTheContract(t *testing.T) {

@@ -76,6 +76,13 @@ func Listener(cfg *config.Config, opt ListenerOptions) (*listenerv3.Listener, er
 	if err := setAddress(&l, opt.Address); err != nil {
 		return nil, fmt.Errorf("xds: listener address: %w", err)
 	}
+	// While ext_authz runs, Envoy buffers the body under the connection's
+	// limit and stops reading above it; the buffer filter then raises the
+	// stream's limit to max_body_bytes. Had the connection's limit been
+	// lower (Envoy's default is 1 MiB), a body buffered past half the
+	// raised limit would stay above its low watermark: Envoy would never
+	// read again and the request would hang until stream_idle_timeout.
+	l.PerConnectionBufferLimitBytes = wrapperspb.UInt32(uint32(cfg.MaxBodyBytes))
 	if err := editHCM(&l, func(hcm *hcmv3.HttpConnectionManager) error {
 		hcm.XffNumTrustedHops = opt.XFFTrustedHops
 		return setBodyCap(hcm, cfg.MaxBodyBytes)
