@@ -243,10 +243,16 @@ func bearer(h string) (string, bool) {
 	return s, s != ""
 }
 
-// sourceAddr is the caller's address as Envoy determined it (the TCP peer,
-// or the X-Forwarded-For entry its trusted-hops setting selects).
+// sourceAddr is the caller's address as the edge determined it (the TCP
+// peer, or the X-Forwarded-For entry its trusted-hops setting selects):
+// contract.HeaderClientAddress, which both edges set over the client's,
+// else the source peer (which Envoy fills with the TCP peer only).
 func sourceAddr(req *authv3.CheckRequest) netip.Addr {
-	a, err := netip.ParseAddr(req.GetAttributes().GetSource().GetAddress().GetSocketAddress().GetAddress())
+	addr := req.GetAttributes().GetRequest().GetHttp().GetHeaders()[contract.HeaderClientAddress]
+	if addr == "" {
+		addr = req.GetAttributes().GetSource().GetAddress().GetSocketAddress().GetAddress()
+	}
+	a, err := netip.ParseAddr(addr)
 	if err != nil {
 		return netip.Addr{}
 	}

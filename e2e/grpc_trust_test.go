@@ -45,7 +45,7 @@ import (
 var grpcAddrRE = regexp.MustCompile(`"grpc":"([^"]+)"`)
 
 // grpcAddr is the address of the gRPC server for Envoy, from the log.
-func (tg *tollgate) grpcAddr(t *testing.T) string {
+func (tg *tollgate) grpcAddr(t testing.TB) string {
 	t.Helper()
 	m := grpcAddrRE.FindStringSubmatch(tg.logs.String())
 	require.NotNil(t, m, "no gRPC address in the log")
@@ -53,7 +53,7 @@ func (tg *tollgate) grpcAddr(t *testing.T) string {
 }
 
 // makeCerts runs tollgate certs into dir.
-func makeCerts(t *testing.T, dir string, force bool) {
+func makeCerts(t testing.TB, dir string, force bool) {
 	t.Helper()
 	args := []string{"certs", "--out", dir}
 	if force {
@@ -188,22 +188,28 @@ func TestTheGRPCPortTrustsOnlyClientCertificatesAndTheRouterStepsToken(t *testin
 func TestEdgeOffServesTheDashboardAndLeavesTheAPIToEnvoy(t *testing.T) {
 	p := newMockProvider(t, "openai")
 	tg := startTollgate(t, configFor(p.URL), "", "--edge", "off")
-	resp, err := http.Get(tg.BaseURL + "/models")
+	// Tollgate's own listener (behind Envoy, tg.BaseURL is Envoy's).
+	resp, err := http.Get(tg.Listener + "/v1/models")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Equal(t, http.StatusNotFound, resp.StatusCode, "%s", body)
 	require.Contains(t, string(body), `"code":"not_found"`)
 	require.Contains(t, string(body), "--edge off")
-	dash := strings.TrimSuffix(tg.BaseURL, "/v1") + "/login"
+	dash := tg.Listener + "/login"
 	resp, err = http.Get(dash)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the dashboard is served")
 
-	conn, err := grpc.NewClient(tg.grpcAddr(t), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
+	var conn *grpc.ClientConn
+	if tg.certs != "" { // behind Envoy, the gRPC port takes mutual TLS only
+		conn = tlsClient(t, tg.grpcAddr(t), tg.certs, true)
+	} else {
+		conn, err = grpc.NewClient(tg.grpcAddr(t), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		require.NoError(t, err)
+		defer conn.Close()
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	check, err := authv3.NewAuthorizationClient(conn).Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{

@@ -24,12 +24,20 @@ import (
 
 // tollgate is one running `tollgate serve`.
 type tollgate struct {
+	// BaseURL is where the tests reach the API: the built-in edge's
+	// /v1, or Envoy's under the envoy binding.
 	BaseURL string
-	DB      string
-	Config  string
-	Store   store.Store
-	stop    func()
-	logs    *syncBuffer
+	// Listener is Tollgate's own HTTP listener (http://host:port): the
+	// built-in edge and the dashboard, or the dashboard alone behind
+	// Envoy.
+	Listener string
+	DB       string
+	Config   string
+	Store    store.Store
+	stop     func()
+	logs     *syncBuffer
+	envoy    *envoyProc // under the envoy binding
+	certs    string     // under the envoy binding: the mutual-TLS certificates' directory
 }
 
 type syncBuffer struct {
@@ -53,12 +61,12 @@ func (s *syncBuffer) String() string {
 // --edge off) the dashboard's; either gives the listener's base.
 var apiLine = regexp.MustCompile(`(?:API|dashboard) at (http://[^/\s]+)/`)
 
-// startTollgate writes cfg to a file and runs `tollgate serve` on free
-// ports with the given database URL (a fresh SQLite file when empty).
-// binding is how the built-in edge reaches the ext_authz and ext_proc code
-// in every test of this suite: TOLLGATE_E2E_BINDING=grpc runs the whole
-// suite over gRPC (as Envoy calls them), the default in process. `make
-// test` runs it both ways.
+// binding is what serves the API in every test of this suite: the built-in
+// edge calling the ext_authz and ext_proc code in process (the default),
+// the built-in edge calling them over gRPC as Envoy does
+// (TOLLGATE_E2E_BINDING=grpc), or a real Envoy in front of Tollgate's gRPC
+// server (TOLLGATE_E2E_BINDING=envoy, envoy_test.go). `make test` runs it
+// all three ways.
 func binding() string {
 	if b := os.Getenv("TOLLGATE_E2E_BINDING"); b != "" {
 		return b
@@ -66,7 +74,25 @@ func binding() string {
 	return "in-process"
 }
 
+// startTollgate writes cfg to a file and runs `tollgate serve` on free
+// ports with the given database URL (a fresh SQLite file when empty), in
+// front of it the binding's edge.
 func startTollgate(t testing.TB, cfg string, db string, extra ...string) *tollgate {
+	t.Helper()
+	skipEnvoyLimitation(t)
+	switch b := binding(); b {
+	case bindingEnvoy:
+		return startBehindEnvoy(t, cfg, db, extra...)
+	case "in-process", "grpc":
+		return serve(t, cfg, db, append([]string{"--edge", b}, extra...)...)
+	default:
+		t.Fatalf("TOLLGATE_E2E_BINDING=%q: want in-process, grpc or envoy", b)
+		return nil
+	}
+}
+
+// serve runs `tollgate serve` with the harness's flags, then extra.
+func serve(t testing.TB, cfg string, db string, extra ...string) *tollgate {
 	t.Helper()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "config.yaml")
@@ -78,8 +104,7 @@ func startTollgate(t testing.TB, cfg string, db string, extra ...string) *tollga
 	pr, pw := io.Pipe()
 	logs := &syncBuffer{}
 	done := make(chan error, 1)
-	args := append([]string{"serve", "--config", cfgPath, "--db", db, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
-		"--edge", binding()}, extra...)
+	args := append([]string{"serve", "--config", cfgPath, "--db", db, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, extra...)
 	go func() {
 		err := cli.Run(ctx, args, pw, logs)
 		pw.Close()
@@ -106,7 +131,7 @@ func startTollgate(t testing.TB, cfg string, db string, extra ...string) *tollga
 	}
 	st, err := store.Open(context.Background(), db)
 	require.NoError(t, err)
-	tg := &tollgate{BaseURL: base, DB: db, Config: cfgPath, Store: st, logs: logs}
+	tg := &tollgate{BaseURL: base, Listener: strings.TrimSuffix(base, "/v1"), DB: db, Config: cfgPath, Store: st, logs: logs}
 	var once sync.Once
 	tg.stop = func() {
 		once.Do(func() {

@@ -74,6 +74,7 @@ func TestClientHeadersStayAtTheEdgeUnlessListed(t *testing.T) {
 // A client that trickles its headers is cut off at the header timeout, not
 // held forever.
 func TestSlowHeadersAreCutOffAtTheHeaderTimeout(t *testing.T) {
+	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "", "--http-header-timeout", "300ms")
 	u, err := url.Parse(tg.BaseURL)
@@ -182,6 +183,7 @@ func TestNestedAndOversizeBodiesAreRefusedCheaply(t *testing.T) {
 // The body timeout bounds reading the request, not the answer: a stream
 // that outlasts it still runs to its end.
 func TestTheBodyTimeoutDoesNotCutALongAnswer(t *testing.T) {
+	parallelUnderEnvoy(t)
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -204,4 +206,40 @@ func TestTheBodyTimeoutDoesNotCutALongAnswer(t *testing.T) {
 	end, text := streamEnd(t, resp.Body)
 	assert.Equal(t, "[DONE]", end, "the answer ran past the body timeout to its end")
 	assert.Equal(t, "012", text)
+}
+
+// Headers a client sends in Tollgate's or Envoy's own namespaces change
+// nothing: not the key billed, the cluster, the attempts or the timeouts.
+// And no credential header of the client's reaches a provider, whichever
+// provider's name it carries.
+func TestClientSentInternalHeadersAndCredentialsChangeNothing(t *testing.T) {
+	p := newMockProvider(t, "openai")
+	tg := startTollgate(t, failoverConfig(map[string][]upstream{"m": {p.upstream()}}), "")
+	secret := tg.newAccount(t, "me@example.com", "10")
+	keyID := tg.onlyKeyID(t, "me@example.com")
+	tg.newAccount(t, "victim@example.com", "10")
+	victim := tg.onlyKeyID(t, "victim@example.com")
+
+	resp, body := tg.post(t, secret, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+		"X-Tollgate-Key-Id", victim, "X-Tollgate-Cluster", "tollgate-model-nope", "X-Tollgate-Translated", "1",
+		"X-Tollgate-Step", "upstream", "X-Envoy-Upstream-Rq-Timeout-Ms", "1", "X-Envoy-Upstream-Rq-Per-Try-Timeout-Ms", "1",
+		"X-Envoy-Retry-On", "5xx", "X-Envoy-Max-Retries", "9", "X-Envoy-Attempt-Count", "7",
+		"X-Api-Key", "client-x-api-key", "Api-Key", "client-api-key", "X-Goog-Api-Key", "client-goog-key")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+
+	got := p.received()
+	require.Len(t, got, 1, "one request reached the provider")
+	for name, values := range got[0].Header {
+		lower := strings.ToLower(name)
+		assert.False(t, strings.HasPrefix(lower, "x-tollgate-"), "%s reached the provider", name)
+		for _, v := range values {
+			assert.NotContains(t, v, "client-", "%s: a client credential reached the provider", name)
+			assert.NotContains(t, v, secret, "%s: the client's key reached the provider", name)
+		}
+	}
+	assert.Equal(t, "Bearer sk-openai-secret", got[0].Header.Get("Authorization"), "the provider's own credential")
+	r := tg.waitDetails(t, keyID, 1)[0]
+	assert.Equal(t, 200, r.Status)
+	assert.Equal(t, 1, r.Attempts)
+	assert.Empty(t, tg.recordDetails(t, victim), "nothing billed to the key a client named")
 }

@@ -102,6 +102,7 @@ func TestAKeyMadeThroughTheManagementAPICallsModelsAndItsRulesHold(t *testing.T)
 // TestARotatedKeyWorksWithItsNewSecretAndTheOldOneOnlyThroughItsGrace:
 // rotation through the API reaches the key check at once.
 func TestARotatedKeyWorksWithItsNewSecretAndTheOldOneOnlyThroughItsGrace(t *testing.T) {
+	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	old := tg.newAccount(t, "rot@example.com", "10")

@@ -195,6 +195,7 @@ func TestEveryProviderReturnsToolCallsStreamedOrNot(t *testing.T) {
 // Real providers compress their answers for clients that accept gzip, and
 // SDKs accept it. The answer must still be translated and metered.
 func TestAnswersOfProvidersThatCompressAreTranslatedAndMetered(t *testing.T) {
+	parallelUnderEnvoy(t)
 	tg, mocks := startWithEveryProvider(t)
 	for _, m := range mocks {
 		m.gzipWhenAsked = true

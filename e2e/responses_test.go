@@ -374,3 +374,18 @@ func TestAConversationIsBoundedWithItsEarlierTurns(t *testing.T) {
 	}
 	t.Fatal("a conversation of 8 turns of 1.5 KB was never refused")
 }
+
+// TestAResponsesBodyOverTheLimitIs413: a Responses request's own body is
+// held to max_body_bytes like a chat completion's, though its route
+// (under Envoy) buffers four times that for the conversation.
+func TestAResponsesBodyOverTheLimitIs413(t *testing.T) {
+	p := newMockProvider(t, "openai")
+	tg := startTollgate(t, "max_body_bytes: 2048\n"+configFor(p.URL), "")
+	secret := tg.newAccount(t, "big@example.com", "10")
+	body := `{"model":"gpt-4o-mini","input":"` + strings.Repeat("a", 3000) + `"}`
+	resp, data := tg.do(t, http.MethodPost, "/responses", secret, body)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s", data)
+	requireSchema(t, schemaError, data)
+	assert.Equal(t, "request_too_large", gjson.GetBytes(data, "error.code").String(), "%s", data)
+	assert.Zero(t, p.count(), "nothing reached the provider")
+}

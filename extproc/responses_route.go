@@ -100,7 +100,7 @@ func (r *routerStep) responsesChat(ctx context.Context, body []byte) ([]byte, st
 
 // maxConversation bounds a Responses request with its earlier turns
 // included: four times the body limit.
-func maxConversation(maxBody int) int { return 4 * maxBody }
+func maxConversation(maxBody int) int { return contract.ConversationFactor * maxBody }
 
 // storedResponse answers GET and DELETE /v1/responses/{id}: only the
 // account that made a response may see or delete it; another's is not

@@ -122,8 +122,14 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {
 	// The body's size was checked by the proxy before it read the body
 	// whole (Envoy's buffer filter, the built-in edge), from the same
-	// max_body_bytes.
+	// max_body_bytes; except on Envoy's route for POST /v1/responses,
+	// whose buffer must hold the conversation this step makes of it
+	// (envoy/xds/routes.yaml): the client's own body is held to
+	// max_body_bytes here.
 	body := b.GetBody()
+	if len(body) > r.cfg.MaxBodyBytes {
+		return r.reject(oaierror.BodyTooLarge), nil
+	}
 	var meta string // a Responses request's (contract.MetaResponse)
 	if r.responses {
 		var e *oaierror.Error
@@ -412,7 +418,16 @@ func (r *routerStep) identity(ctx context.Context) (store.Key, store.Account, er
 // upstream step records only successes, since Envoy may still retry the
 // failures it sees); a failure Envoy made itself is replaced by an
 // OpenAI-shaped 503.
+//
+// Envoy also shows this step the replies that filters before it made
+// (ext_authz's denial, the buffer filter's 413): the step never saw their
+// request, and they pass untouched, in the shape their filter gave them.
 func (r *routerStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
+	if r.keyID == "" {
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+			ResponseHeaders: &extprocv3.HeadersResponse{},
+		}}, nil
+	}
 	r.answered = true
 	st := headerInt(h.GetHeaders(), ":status")
 	_, translated := headerValue(h.GetHeaders(), contract.HeaderTranslated)

@@ -131,3 +131,31 @@ func TestHeaderMapReadsRawAndPlainValues(t *testing.T) {
 		"x-request-id": "req-1", "x-both": "raw wins",
 	}, headerMap(hm))
 }
+
+// Envoy shows the router step the replies of the filters before it
+// (ext_authz's 401, the buffer filter's 413) without their request: they
+// pass untouched, not turned into 503 no_available_workers.
+func TestTheRouterStepLeavesRepliesOfEarlierFiltersAlone(t *testing.T) {
+	cfg := testCfg(t)
+	srv := grpc.NewServer()
+	extprocv3.RegisterExternalProcessorServer(srv, New(Options{Config: func() *config.Config { return cfg }, Keys: noKeys{}, Usage: nopUsage{}}))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	for _, status := range []string{"401", "413", "429"} {
+		ctx := metadata.AppendToOutgoingContext(t.Context(), contract.HeaderStep, contract.StepRouter)
+		stream, err := extprocv3.NewExternalProcessorClient(conn).Process(ctx)
+		require.NoError(t, err)
+		require.NoError(t, stream.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+			ResponseHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":status", RawValue: []byte(status)}}}},
+		}}))
+		resp, err := stream.Recv()
+		require.NoError(t, err)
+		assert.Nil(t, resp.GetImmediateResponse(), "status %s", status)
+		assert.Nil(t, resp.GetResponseHeaders().GetResponse().GetHeaderMutation(), "status %s", status)
+	}
+}

@@ -27,6 +27,11 @@ const (
 	// HeaderCluster is set by the router step; the route table sends the
 	// request to the cluster it names.
 	HeaderCluster = "x-tollgate-cluster"
+	// HeaderClientAddress is the caller's address as the edge determined
+	// it (the TCP peer, or the X-Forwarded-For entry xff_num_trusted_hops
+	// selects), set over whatever a client sent before ext_authz runs:
+	// Envoy's ext_authz reports only the TCP peer as the source.
+	HeaderClientAddress = "x-tollgate-client-address"
 	// HeaderRequestID identifies a request across the filters (Envoy sets
 	// it; the built-in edge does too).
 	HeaderRequestID = "x-request-id"
@@ -39,7 +44,7 @@ const (
 // InternalHeaders lists every header in the contract that must never come
 // from a client nor reach a provider.
 var InternalHeaders = []string{
-	HeaderKeyID, HeaderAccountID, HeaderDecision, HeaderCluster, HeaderTranslated, HeaderAttemptCount,
+	HeaderKeyID, HeaderAccountID, HeaderDecision, HeaderCluster, HeaderTranslated, HeaderAttemptCount, HeaderClientAddress,
 }
 
 // Endpoint metadata: every upstream endpoint carries the identity of the
@@ -150,6 +155,11 @@ const (
 // still spread load over all of them; one request just stops sooner.
 const UpstreamAttempts = 5
 
+// ConversationFactor bounds the chat completion the router step makes of
+// a Responses request with its earlier turns: this many times
+// max_body_bytes. Envoy's route for POST /v1/responses buffers that much.
+const ConversationFactor = 4
+
 // RequestMetadataNamespace is dynamic metadata the router step may set with
 // the request's routing state (key, account, model, stream flags, start
 // time). The bootstrap lets the router step write it and forwards it to the
@@ -195,8 +205,11 @@ var CredentialHeaders = []string{"authorization", "x-api-key", "api-key", "x-goo
 // the client sent them: the body's type, what the client accepts, and the
 // W3C trace context. Every other client header stays at the edge unless the
 // provider's forward_headers lists it; the provider adapter sets the
-// provider's own credential and version headers.
-var ForwardedHeaders = []string{"content-type", "accept", "traceparent", "tracestate"}
+// provider's own credential and version headers. x-request-id passes too:
+// under Envoy an attempt's filters edit the request's own header map, so
+// removing it for the provider would take it from Envoy's access log and
+// from the answer (always_set_request_id_in_response) as well.
+var ForwardedHeaders = []string{"content-type", "accept", "traceparent", "tracestate", HeaderRequestID}
 
 // AnswerHeaders are the provider's response headers a client gets: the
 // body's type, and the date. Every other one stays at the proxy — cookies,

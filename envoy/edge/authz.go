@@ -14,8 +14,10 @@ import (
 func (e *Edge) checkRequest(r *http.Request, h headers) *authv3.CheckRequest {
 	ip, port := e.sourceAddress(r)
 	// The request's own map, not a copy: ext_authz only reads it, and the
-	// edge changes it only once Check has returned.
+	// edge changes it only once Check has returned. The caller's address
+	// goes in over whatever the client sent, as Envoy's listener sets it.
 	hm := map[string]string(h)
+	hm[contract.HeaderClientAddress] = ip
 	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
 		Source: &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
 			SocketAddress: &corev3.SocketAddress{Address: ip, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}},

@@ -6,14 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"gopkg.in/yaml.v3"
@@ -23,6 +25,7 @@ import (
 	bufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/buffer/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_mutation/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
@@ -48,15 +51,42 @@ const RouteConfigName = "tollgate"
 // copied from.
 const templateRoute = "chat-completions"
 
-// Listener is the public listener (listener.yaml), its body cap (the
-// buffer filter's max_request_bytes) set to cfg's max_body_bytes: the one
-// place a body's size is checked under Envoy, before it is read whole.
-func Listener(cfg *config.Config) (*listenerv3.Listener, error) {
+// ListenerOptions are what `tollgate serve` decides about the public
+// listener beyond the configuration file. The zero value keeps
+// listener.yaml's own: 0.0.0.0:8080, no trusted X-Forwarded-For hop.
+type ListenerOptions struct {
+	// Address is where Envoy binds the listener, host:port (serve
+	// --envoy-listen); empty keeps listener.yaml's.
+	Address string
+	// XFFTrustedHops is the connection manager's xff_num_trusted_hops:
+	// the proxies in front of Envoy trusted to append X-Forwarded-For
+	// (serve --xff-trusted-hops, which the built-in edge honours too).
+	XFFTrustedHops uint32
+}
+
+// Listener is the public listener (listener.yaml) at opt's address, its
+// body cap (the buffer filter's max_request_bytes) set to cfg's
+// max_body_bytes: the one place a body's size is checked under Envoy,
+// before it is read whole.
+func Listener(cfg *config.Config, opt ListenerOptions) (*listenerv3.Listener, error) {
 	var l listenerv3.Listener
 	if err := decodeYAML(listenerYAML, &l); err != nil {
 		return nil, fmt.Errorf("xds: listener.yaml: %w", err)
 	}
-	if err := setBodyCap(&l, cfg.MaxBodyBytes); err != nil {
+	if err := setAddress(&l, opt.Address); err != nil {
+		return nil, fmt.Errorf("xds: listener address: %w", err)
+	}
+	// While ext_authz runs, Envoy buffers the body under the connection's
+	// limit and stops reading above it; the buffer filter then raises the
+	// stream's limit to max_body_bytes. Had the connection's limit been
+	// lower (Envoy's default is 1 MiB), a body buffered past half the
+	// raised limit would stay above its low watermark: Envoy would never
+	// read again and the request would hang until stream_idle_timeout.
+	l.PerConnectionBufferLimitBytes = wrapperspb.UInt32(uint32(cfg.MaxBodyBytes))
+	if err := editHCM(&l, func(hcm *hcmv3.HttpConnectionManager) error {
+		hcm.XffNumTrustedHops = opt.XFFTrustedHops
+		return setBodyCap(hcm, cfg.MaxBodyBytes)
+	}); err != nil {
 		return nil, fmt.Errorf("xds: listener.yaml: %w", err)
 	}
 	if err := l.ValidateAll(); err != nil {
@@ -65,37 +95,71 @@ func Listener(cfg *config.Config) (*listenerv3.Listener, error) {
 	return &l, nil
 }
 
-// setBodyCap sets the buffer filter's limit in the listener's HTTP
-// connection manager.
-func setBodyCap(l *listenerv3.Listener, limit int) error {
+// setAddress binds the listener to addr (host:port), when given.
+func setAddress(l *listenerv3.Listener, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return fmt.Errorf("port %q: %w", port, err)
+	}
+	if net.ParseIP(host) == nil {
+		return fmt.Errorf("%q: Envoy binds an IP address, not a name", host)
+	}
+	sa := l.GetAddress().GetSocketAddress()
+	if sa == nil {
+		return errors.New("listener.yaml has no socket address")
+	}
+	sa.Address = host
+	sa.PortSpecifier = &corev3.SocketAddress_PortValue{PortValue: uint32(n)}
+	return nil
+}
+
+// editHCM lets edit change the listener's HTTP connection manager.
+func editHCM(l *listenerv3.Listener, edit func(*hcmv3.HttpConnectionManager) error) error {
 	for _, fc := range l.GetFilterChains() {
 		for _, nf := range fc.GetFilters() {
 			var hcm hcmv3.HttpConnectionManager
 			if err := nf.GetTypedConfig().UnmarshalTo(&hcm); err != nil {
 				return err
 			}
-			for _, hf := range hcm.GetHttpFilters() {
-				if hf.GetName() != "envoy.filters.http.buffer" {
-					continue
-				}
-				var buf bufferv3.Buffer
-				if err := hf.GetTypedConfig().UnmarshalTo(&buf); err != nil {
-					return err
-				}
-				buf.MaxRequestBytes = wrapperspb.UInt32(uint32(limit))
-				a, err := anypb.New(&buf)
-				if err != nil {
-					return err
-				}
-				hf.ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: a}
-				a, err = anypb.New(&hcm)
-				if err != nil {
-					return err
-				}
-				nf.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: a}
-				return nil
+			if err := edit(&hcm); err != nil {
+				return err
 			}
+			a, err := pack(&hcm)
+			if err != nil {
+				return err
+			}
+			nf.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: a}
+			return nil
 		}
+	}
+	return errors.New("no HTTP connection manager")
+}
+
+// setBodyCap sets the buffer filter's limit in the HTTP connection
+// manager.
+func setBodyCap(hcm *hcmv3.HttpConnectionManager, limit int) error {
+	for _, hf := range hcm.GetHttpFilters() {
+		if hf.GetName() != "envoy.filters.http.buffer" {
+			continue
+		}
+		var buf bufferv3.Buffer
+		if err := hf.GetTypedConfig().UnmarshalTo(&buf); err != nil {
+			return err
+		}
+		buf.MaxRequestBytes = wrapperspb.UInt32(uint32(limit))
+		a, err := pack(&buf)
+		if err != nil {
+			return err
+		}
+		hf.ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: a}
+		return nil
 	}
 	return errors.New("no buffer filter to cap the body with")
 }
@@ -124,6 +188,9 @@ func Routes(cfg *config.Config) (*routev3.RouteConfiguration, error) {
 	if at < 0 {
 		return nil, fmt.Errorf("xds: routes.yaml has no route %q", templateRoute)
 	}
+	if err := setResponsesBodyCap(vh, cfg.MaxBodyBytes); err != nil {
+		return nil, fmt.Errorf("xds: routes.yaml: %w", err)
+	}
 	tmpl := vh.GetRoutes()[at]
 	perModel := make([]*routev3.Route, 0, len(cfg.Models))
 	for i := range cfg.Models {
@@ -134,6 +201,28 @@ func Routes(cfg *config.Config) (*routev3.RouteConfiguration, error) {
 		return nil, fmt.Errorf("xds: routes: %w", err)
 	}
 	return &rc, nil
+}
+
+// responsesRoute names the route of POST /v1/responses in routes.yaml.
+const responsesRoute = "responses"
+
+// setResponsesBodyCap sizes the buffer of the Responses route for the
+// conversation the router step hands back.
+func setResponsesBodyCap(vh *routev3.VirtualHost, maxBody int) error {
+	for _, r := range vh.GetRoutes() {
+		if r.GetName() != responsesRoute {
+			continue
+		}
+		a, err := pack(&bufferv3.BufferPerRoute{Override: &bufferv3.BufferPerRoute_Buffer{Buffer: &bufferv3.Buffer{
+			MaxRequestBytes: wrapperspb.UInt32(uint32(contract.ConversationFactor * maxBody)),
+		}}})
+		if err != nil {
+			return err
+		}
+		r.TypedPerFilterConfig["envoy.filters.http.buffer"] = a
+		return nil
+	}
+	return fmt.Errorf("no route %q", responsesRoute)
 }
 
 // modelRoute is the template sized for one model.

@@ -34,6 +34,8 @@ type Options struct {
 	// Logger receives configuration pushes and Envoy's rejections (NACKs);
 	// nil means slog.Default().
 	Logger *slog.Logger
+	// Listener places the public listener every snapshot carries.
+	Listener ListenerOptions
 }
 
 // Server serves the model clusters to Envoys over ADS (state of the world
@@ -43,6 +45,7 @@ type Server struct {
 	cache cachev3.SnapshotCache
 	xds   serverv3.Server
 	log   *slog.Logger
+	lis   ListenerOptions
 
 	mu      sync.Mutex
 	version string
@@ -56,7 +59,7 @@ func New(ctx context.Context, opt Options) *Server {
 		log = slog.Default()
 	}
 	log = log.With("component", "xds")
-	s := &Server{log: log}
+	s := &Server{log: log, lis: opt.Listener}
 	s.cache = cachev3.NewSnapshotCache(true, anyNode{}, cacheLogger{log})
 	s.xds = serverv3.NewServer(ctx, s.cache, serverv3.CallbackFuncs{
 		StreamOpenFunc: func(_ context.Context, id int64, typeURL string) error {
@@ -99,7 +102,7 @@ func (s *Server) Register(g *grpc.Server) {
 // configuration that cannot be served returns an error and leaves the
 // snapshot in force untouched.
 func (s *Server) Update(ctx context.Context, cfg *config.Config) error {
-	res, err := Build(cfg)
+	res, err := Build(cfg, s.lis)
 	if err != nil {
 		return err
 	}

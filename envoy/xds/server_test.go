@@ -25,7 +25,7 @@ import (
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func TestSnapshotIsConsistentAndHoldsTheListenerRoutesAndClusters(t *testing.T) {
-	snap, err := Snapshot(parse(t, testConfig), "v-test")
+	snap, err := Snapshot(parse(t, testConfig), ListenerOptions{}, "v-test")
 	require.NoError(t, err)
 	require.NoError(t, snap.Consistent())
 	assert.Len(t, snap.GetResources(resource.ClusterType), 2)
@@ -33,14 +33,14 @@ func TestSnapshotIsConsistentAndHoldsTheListenerRoutesAndClusters(t *testing.T) 
 	assert.Contains(t, snap.GetResources(resource.RouteType), RouteConfigName)
 	assert.Equal(t, "v-test", snap.GetVersion(resource.ClusterType))
 
-	_, err = Snapshot(parse(t, testConfig), "")
+	_, err = Snapshot(parse(t, testConfig), ListenerOptions{}, "")
 	require.ErrorIs(t, err, ErrConfig)
 }
 
 func TestVersionFollowsContentOnly(t *testing.T) {
-	a, err := Build(parse(t, testConfig))
+	a, err := Build(parse(t, testConfig), ListenerOptions{})
 	require.NoError(t, err)
-	b, err := Build(parse(t, testConfig))
+	b, err := Build(parse(t, testConfig), ListenerOptions{})
 	require.NoError(t, err)
 	va, err := Version(a)
 	require.NoError(t, err)
@@ -49,7 +49,7 @@ func TestVersionFollowsContentOnly(t *testing.T) {
 	assert.Equal(t, va, vb, "two replicas with the same configuration agree")
 
 	// Re-enabling Azure changes what Envoy receives, so the version.
-	c, err := Build(parse(t, strings.Replace(testConfig, "enabled: false", "enabled: true", 1)))
+	c, err := Build(parse(t, strings.Replace(testConfig, "enabled: false", "enabled: true", 1)), ListenerOptions{})
 	require.NoError(t, err)
 	vc, err := Version(c)
 	require.NoError(t, err)

@@ -24,8 +24,8 @@ type Resources struct {
 	Clusters []*clusterv3.Cluster
 }
 
-// Build builds and validates the resources for cfg.
-func Build(cfg *config.Config) (Resources, error) {
+// Build builds and validates the resources for cfg, the listener per opt.
+func Build(cfg *config.Config, opt ListenerOptions) (Resources, error) {
 	clusters, err := Clusters(cfg)
 	if err != nil {
 		return Resources{}, err
@@ -34,7 +34,7 @@ func Build(cfg *config.Config) (Resources, error) {
 	if err != nil {
 		return Resources{}, err
 	}
-	l, err := Listener(cfg)
+	l, err := Listener(cfg, opt)
 	if err != nil {
 		return Resources{}, err
 	}
@@ -45,8 +45,8 @@ func Build(cfg *config.Config) (Resources, error) {
 // that the snapshot is consistent: the listener names the route
 // configuration, which is in it; the routes name the model clusters, which
 // are too.
-func Snapshot(cfg *config.Config, version string) (*cachev3.Snapshot, error) {
-	res, err := Build(cfg)
+func Snapshot(cfg *config.Config, opt ListenerOptions, version string) (*cachev3.Snapshot, error) {
+	res, err := Build(cfg, opt)
 	if err != nil {
 		return nil, err
 	}

@@ -52,6 +52,7 @@ type serveOptions struct {
 	edge       string
 	grpc       grpcListenOptions
 	xffHops    int
+	envoyAddr  string
 	cacheTTL   time.Duration
 	drain      time.Duration
 	journal    string
@@ -71,7 +72,8 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the HTTP listener: the built-in edge (the OpenAI-compatible API under /v1/) and the dashboard (every other path)")
 	fs.StringVar(&o.edge, "edge", edgeInProcess, "the built-in edge under /v1/ on --listen: in-process (it calls the ext_authz and ext_proc code directly), grpc (it calls them over a private gRPC connection, as Envoy would), or off (behind Envoy: the listener serves the dashboard only, and --grpc-listen is required)")
 	o.grpc.flags(fs)
-	fs.IntVar(&o.xffHops, "xff-trusted-hops", 0, "proxies in front of the edge trusted to append to X-Forwarded-For (Envoy's xff_num_trusted_hops); the client address of IP restrictions and of the dashboard's sign-in limit is the entry that many from the right (with --edge off, Envoy is one more hop in front of the dashboard)")
+	fs.IntVar(&o.xffHops, "xff-trusted-hops", 0, "proxies in front of the edge trusted to append to X-Forwarded-For: the built-in edge's, and Envoy's xff_num_trusted_hops in the listener served over xDS; the client address of IP restrictions and of the dashboard's sign-in limit is the entry that many from the right (with --edge off, Envoy is one more hop in front of the dashboard)")
+	fs.StringVar(&o.envoyAddr, "envoy-listen", "0.0.0.0:8080", "where the Envoys served over xDS (--grpc-listen) bind the public listener: IP:port")
 	fs.DurationVar(&o.cacheTTL, "cache-ttl", 0, "how long a replica may serve a key or account from memory without hearing of a change (default 1s with SQLite; 30s with PostgreSQL, whose changes are announced at once)")
 	fs.DurationVar(&o.drain, "drain-timeout", 30*time.Second, "how long shutdown waits for in-flight streams")
 	fs.StringVar(&o.journal, "journal", "", "file that keeps usage records the database could not take (replayed at the next start; records it refused for good go to FILE.dead); default beside the SQLite database, or tollgate-usage.journal in the working directory")
@@ -83,6 +85,9 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	}
 	if o.configPath == "" {
 		return o, usageError{"serve: --config FILE is required"}
+	}
+	if o.xffHops < 0 {
+		return o, usageError{"serve: --xff-trusted-hops must not be negative"}
 	}
 	switch o.edge {
 	case edgeInProcess, edgeGRPC:
@@ -273,7 +278,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer grpcLis.Close()
 		grpcServer = grpc.NewServer(append(serverOpts, grpcCreds...)...)
-		xdsServer := xds.New(ctx, xds.Options{Logger: log})
+		xdsServer := xds.New(ctx, xds.Options{Logger: log, Listener: xds.ListenerOptions{
+			Address: o.envoyAddr, XFFTrustedHops: uint32(o.xffHops),
+		}})
 		xdsServer.Register(grpcServer)
 		if err := xdsServer.Update(ctx, cfg); err != nil {
 			return fmt.Errorf("xds: %w", err)
