@@ -184,8 +184,8 @@ func TestTheBodyLimitIsTheConfigurations(t *testing.T) {
 		}
 	}
 	assert.EqualValues(t, 1<<20, buf.GetMaxRequestBytes().GetValue(), "max_body_bytes, served over LDS")
-	assert.EqualValues(t, 1<<20, l.GetPerConnectionBufferLimitBytes().GetValue(),
-		"the connection's buffer holds a whole body while ext_authz runs (else Envoy's flow control can stall it for good)")
+	assert.EqualValues(t, 1<<20+64<<10, l.GetPerConnectionBufferLimitBytes().GetValue(),
+		"the connection's buffer holds a whole body while ext_authz runs, and a slab more, so that an oversize body is refused (else Envoy's flow control can stall either for good)")
 }
 
 func TestBootstrapRouterStepFollowsTheContract(t *testing.T) {

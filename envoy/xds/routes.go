@@ -78,11 +78,15 @@ func Listener(cfg *config.Config, opt ListenerOptions) (*listenerv3.Listener, er
 	}
 	// While ext_authz runs, Envoy buffers the body under the connection's
 	// limit and stops reading above it; the buffer filter then raises the
-	// stream's limit to max_body_bytes. Had the connection's limit been
-	// lower (Envoy's default is 1 MiB), a body buffered past half the
-	// raised limit would stay above its low watermark: Envoy would never
-	// read again and the request would hang until stream_idle_timeout.
-	l.PerConnectionBufferLimitBytes = wrapperspb.UInt32(uint32(cfg.MaxBodyBytes))
+	// stream's limit to max_body_bytes, and Envoy reads again only once the
+	// buffered body falls below half of that: never, since the buffer
+	// filter holds it. So the connection's limit must not stop a body the
+	// buffer filter would take (Envoy's default, 1 MiB, hung bodies past
+	// half of max_body_bytes until stream_idle_timeout), and must stop a
+	// body it would not take past its limit (at exactly max_body_bytes, an
+	// oversize body stopped there, neither read on nor refused): one slab
+	// over max_body_bytes, and the buffer filter answers 413 at once.
+	l.PerConnectionBufferLimitBytes = wrapperspb.UInt32(uint32(cfg.MaxBodyBytes) + connectionBufferSlack)
 	if err := editHCM(&l, func(hcm *hcmv3.HttpConnectionManager) error {
 		hcm.XffNumTrustedHops = opt.XFFTrustedHops
 		return setBodyCap(hcm, cfg.MaxBodyBytes)
@@ -94,6 +98,10 @@ func Listener(cfg *config.Config, opt ListenerOptions) (*listenerv3.Listener, er
 	}
 	return &l, nil
 }
+
+// connectionBufferSlack is how far past max_body_bytes Envoy reads a body
+// while ext_authz runs (see Listener).
+const connectionBufferSlack = 64 << 10
 
 // setAddress binds the listener to addr (host:port), when given.
 func setAddress(l *listenerv3.Listener, addr string) error {
