@@ -40,6 +40,9 @@ services: ## install (Debian) and start PostgreSQL, Redis, Chromium and Node.js 
 test: tools ## vet and run every test, then every fuzz target for FUZZTIME_TEST (PostgreSQL and Redis tests need the servers; CI starts them)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
+	@# The Helm chart's tests: a module of their own (deploy/helm/go.mod), so
+	@# Helm's and the Kubernetes API types stay out of the main module.
+	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout 5m ./...
 	@# The end-to-end suite again, the built-in edge calling the servers over
 	@# gRPC as Envoy does (the run above binds them in process).
 	TOLLGATE_E2E_BINDING=grpc $(GO) test -race -count=1 -timeout 8m ./e2e/
@@ -56,6 +59,7 @@ test-short: ## run the tests without the race detector, quickly
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	cd deploy/helm && $(GO) vet ./...
 
 bench: ## the benchmark table (each figure next to its floor, measured in the same run), then the gRPC and rate-limiter micro-benchmarks
 	$(GO) test -run '^$$' -bench '^BenchmarkTable$$' -benchtime 1x ./bench/

@@ -20,10 +20,13 @@ import (
 	"github.com/tollgate/tollgate/envoy/xds"
 )
 
-// The Kubernetes Service the mesh examples assume for Tollgate.
+// The Kubernetes Services the mesh examples (the Helm chart's output for
+// release "tollgate" in namespace "tollgate") name: every replica's gRPC
+// port (headless), and the dashboard.
 const (
-	meshService = "tollgate"
-	meshFQDN    = "tollgate.tollgate.svc.cluster.local"
+	meshService   = "tollgate-grpc"
+	meshFQDN      = "tollgate-grpc.tollgate.svc.cluster.local"
+	dashboardFQDN = "tollgate.tollgate.svc.cluster.local"
 )
 
 // byKind indexes a file's Kubernetes objects by kind and name.
@@ -139,7 +142,7 @@ func TestIstioEnvoyFilterParsesAndFollowsTheContract(t *testing.T) {
 	var names []string
 	for _, r := range routes {
 		names = append(names, fmt.Sprint(field(r, "name")))
-		assert.Equal(t, meshFQDN, field(r, "route", 0, "destination", "host"))
+		assert.Equal(t, dashboardFQDN, field(r, "route", 0, "destination", "host"))
 	}
 	assert.Equal(t, []string{"tollgate-api", "tollgate-dashboard"}, names)
 	assert.EqualValues(t, contract.UpstreamAttempts-1, field(routes[0], "retries", "attempts"))
@@ -170,7 +173,7 @@ func TestEnvoyGatewayPoliciesParseAndFollowTheContract(t *testing.T) {
 		field(ep, "spec", "extProc", 0, "metadata", "writableNamespaces"))
 
 	for name, r := range objs["HTTPRoute"] {
-		assert.Equal(t, meshService, field(r, "spec", "rules", 0, "backendRefs", 0, "name"), name)
+		assert.Equal(t, "tollgate", field(r, "spec", "rules", 0, "backendRefs", 0, "name"), name)
 	}
 
 	pp := objs["EnvoyPatchPolicy"]["tollgate-upstream"]

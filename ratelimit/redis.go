@@ -147,10 +147,8 @@ func (r *Redis) keyName(key string, start int64) string {
 // to handle, in memory, not something each request should wait out), a dial
 // bounded by a few per-call waits, and contexts that bound commands.
 func TuneClientOptions(o *redis.Options, wait time.Duration) {
-	o.ContextTimeoutEnabled = true // a stalled Redis must not hold a request
-	o.MaxRetries = -1
-	o.DialerRetries = 1
-	o.DialTimeout = max(4*wait, 500*time.Millisecond)
+	// a stalled Redis must not hold a request
+	o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries, o.DialTimeout = tunedDial(wait)
 }
 
 // QuietRedisLogs drops go-redis's own log lines (one per failed dial, to

@@ -103,6 +103,8 @@ const usageHead = `Tollgate routes OpenAI-style API calls to LLM providers.
 Usage:
   tollgate serve [flags]    run the router (see 'tollgate serve -h')
   tollgate healthcheck URL  exit 0 when URL (e.g. the admin listener's /readyz) answers 200
+  tollgate migrate [--db URL]
+                            apply the database's pending migrations, then exit
   tollgate config check FILE
                             validate a configuration and print its models and plans
   tollgate certs [--out DIR] [--hosts H,…] [--force]
@@ -168,6 +170,12 @@ func (e *env) run(ctx context.Context, args []string) error {
 		return err
 	case "healthcheck":
 		return runHealthcheck(ctx, args[1:], e.stdout)
+	case "migrate":
+		err := runMigrate(ctx, args[1:], e.stdout, e.stderr)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
 	case "config":
 		if len(args) < 2 || args[1] != "check" {
 			return usagef("config needs an action: check")

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
@@ -626,4 +627,20 @@ func TestConfigCheckSummarisesAGoodFileAndNamesTheFieldOfABadOne(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "max_tokens")
 	assert.ErrorIs(t, Run(context.Background(), []string{"config", "check"}, io.Discard, io.Discard), ErrUsage)
+}
+
+func TestMigrateAppliesTheSchemaAndExits(t *testing.T) {
+	h := newHarness(t)
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, Run(context.Background(), []string{"migrate", "--db", h.db}, &stdout, &stderr), stderr.String())
+	assert.Equal(t, "migrations applied\n", stdout.String())
+	// The schema is there, recorded migration by migration.
+	db, err := sql.Open("sqlite", strings.TrimPrefix(h.db, "sqlite://"))
+	require.NoError(t, err)
+	defer db.Close()
+	var applied int
+	require.NoError(t, db.QueryRow("SELECT count(*) FROM schema_migrations").Scan(&applied))
+	assert.Positive(t, applied)
+	err = Run(context.Background(), []string{"migrate", "extra"}, &stdout, &stderr)
+	assert.ErrorIs(t, err, ErrUsage)
 }

@@ -21,7 +21,6 @@ import (
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 
 	"github.com/tollgate/tollgate/authz"
@@ -67,7 +66,7 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	var o serveOptions
 	fs.StringVar(&o.configPath, "config", os.Getenv("TOLLGATE_CONFIG"), "configuration file (YAML); default $TOLLGATE_CONFIG")
 	fs.StringVar(&o.db, "db", defaultDB(), "database URL: sqlite:///abs/path.db, sqlite://rel/path.db or postgres://…; default $TOLLGATE_DB or sqlite://tollgate.db")
-	fs.StringVar(&o.redisURL, "redis", os.Getenv("TOLLGATE_REDIS"), "Redis URL for rate limits shared by replicas (redis://host:6379/0); empty: in-memory limiter")
+	fs.StringVar(&o.redisURL, "redis", os.Getenv("TOLLGATE_REDIS"), "Redis URL for rate limits shared by replicas: redis://host:6379/0, a Sentinel set (redis+sentinel://host:26379/0?master_name=NAME&addr=host2:26379) or a Cluster (redis+cluster://host:6379?addr=host2:6379); empty: in-memory limiter")
 	fs.DurationVar(&o.redisWait, "redis-timeout", ratelimit.DefaultPrimaryTimeout, "how long a rate-limit check waits for Redis before answering from the in-memory limiter (and treating Redis as down until a probe succeeds)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the HTTP listener: the built-in edge (the OpenAI-compatible API under /v1/) and the dashboard (every other path)")
 	fs.StringVar(&o.edge, "edge", edgeInProcess, "the built-in edge under /v1/ on --listen: in-process (it calls the ext_authz and ext_proc code directly), grpc (it calls them over a private gRPC connection, as Envoy would), or off (behind Envoy: the listener serves the dashboard only, and --grpc-listen is required)")
@@ -186,13 +185,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var limiter ratelimit.Limiter = ratelimit.NewMemory()
 	var fallback *ratelimit.Fallback
 	if o.redisURL != "" {
-		ropt, err := redis.ParseURL(o.redisURL)
+		rc, err := ratelimit.NewRedisClient(o.redisURL, o.redisWait)
 		if err != nil {
 			return fmt.Errorf("--redis: %w", err)
 		}
-		ratelimit.TuneClientOptions(ropt, o.redisWait)
 		ratelimit.QuietRedisLogs()
-		rc := redis.NewClient(ropt)
 		defer rc.Close()
 		// Permits are claimed from Redis in batches and most checks are
 		// answered from the ones in hand; the unused go back when idle and
