@@ -260,23 +260,28 @@ func usageRequestOf(r *http.Request, a Actor) (UsageRequest, error) {
 
 // rangeOf reads from and to (RFC 3339, or a date: its start, UTC).
 func rangeOf(q url.Values) (from, to time.Time, err error) {
-	for _, f := range []struct {
-		name string
-		into *time.Time
-	}{{"from", &from}, {"to", &to}} {
-		v := q.Get(f.name)
-		if v == "" {
-			continue
-		}
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			if t, err = time.Parse("2006-01-02", v); err != nil {
-				return time.Time{}, time.Time{}, oaierror.Invalid("invalid_request", f.name, f.name+" must be an RFC 3339 time or a date (YYYY-MM-DD).")
-			}
-		}
-		*f.into = t
+	if from, err = ParseInstant("from", q.Get("from")); err != nil {
+		return time.Time{}, time.Time{}, err
+	}
+	if to, err = ParseInstant("to", q.Get("to")); err != nil {
+		return time.Time{}, time.Time{}, err
 	}
 	return from, to, nil
+}
+
+// ParseInstant reads the bound of a usage range named name: an RFC 3339
+// time, or a date (its start, UTC); "" is the zero time (the default).
+func ParseInstant(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		if t, err = time.Parse("2006-01-02", v); err != nil {
+			return time.Time{}, oaierror.Invalid("invalid_request", name, name+" must be an RFC 3339 time or a date (YYYY-MM-DD).")
+		}
+	}
+	return t, nil
 }
 
 func (s *Service) usage(w http.ResponseWriter, r *http.Request, a Actor) error {
