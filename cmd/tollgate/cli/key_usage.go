@@ -80,4 +80,3 @@ func writeUsage(w io.Writer, keyID string, u manage.UsageJSON) error {
 	}
 	return tw.Flush()
 }
-
