@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -68,7 +69,7 @@ type keyRow struct {
 // order asked for, with each key's requests and spend over the last 30
 // days.
 func (d *Dashboard) listKeys(w http.ResponseWriter, r *http.Request, s *session) error {
-	keys, err := d.store.ListKeys(r.Context(), s.account.ID)
+	keys, err := d.manage.AccountKeys(r.Context(), d.actor(r, s), s.account.ID)
 	if err != nil {
 		return fmt.Errorf("list keys: %w", err)
 	}
@@ -76,7 +77,7 @@ func (d *Dashboard) listKeys(w http.ResponseWriter, r *http.Request, s *session)
 	// The 30 days up to the end of this hour: whole hours, read from the
 	// hourly rollups whatever the number of records.
 	to := now.UTC().Truncate(time.Hour).Add(time.Hour)
-	totals, err := d.store.KeyTotals(r.Context(), store.UsageQuery{AccountID: s.account.ID, From: to.Add(-30 * 24 * time.Hour), To: to})
+	totals, err := d.manage.KeyTotals(r.Context(), d.actor(r, s), manage.UsageRequest{AccountID: s.account.ID, From: to.Add(-30 * 24 * time.Hour), To: to})
 	if err != nil {
 		return fmt.Errorf("key totals: %w", err)
 	}
