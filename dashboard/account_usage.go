@@ -43,27 +43,27 @@ func accountWindow(name string) timelineWindow {
 }
 
 func (d *Dashboard) accountUsage(w http.ResponseWriter, r *http.Request, s *session) error {
-	ctx := r.Context()
+	ctx, a := r.Context(), d.actor(r, s)
 	win := accountWindow(r.URL.Query().Get("window"))
 	from, to := win.bounds(d.now())
-	q := store.UsageQuery{AccountID: s.account.ID, From: from, To: to}
-	sum, err := d.store.UsageSummaryOf(ctx, q)
+	q := manage.UsageRequest{AccountID: s.account.ID, From: from, To: to}
+	sum, err := d.manage.Summary(ctx, a, q)
 	if err != nil {
 		return fmt.Errorf("account usage: %w", err)
 	}
-	buckets, err := d.store.UsageTimelineOf(ctx, q, win.step)
+	buckets, err := d.manage.Timeline(ctx, a, q, win.step)
 	if err != nil {
 		return fmt.Errorf("account timeline: %w", err)
 	}
-	totals, err := d.store.KeyTotals(ctx, q)
+	totals, err := d.manage.KeyTotals(ctx, a, q)
 	if err != nil {
 		return fmt.Errorf("account key totals: %w", err)
 	}
-	keys, err := d.store.ListKeys(ctx, s.account.ID)
+	keys, err := d.manage.AccountKeys(ctx, a, s.account.ID)
 	if err != nil {
 		return fmt.Errorf("list keys: %w", err)
 	}
-	acct, err := d.store.AccountByID(ctx, s.account.ID)
+	acct, err := d.manage.GetAccount(ctx, a, s.account.ID)
 	if err != nil {
 		return fmt.Errorf("account: %w", err)
 	}

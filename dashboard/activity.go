@@ -1,11 +1,13 @@
 package dashboard
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/tollgate/tollgate/manage"
+	"github.com/tollgate/tollgate/oaierror"
 )
 
 // The activity page: the account's audit log (every key and token action,
@@ -41,7 +43,7 @@ func actorText(actor, own string) string {
 func (d *Dashboard) listActivity(w http.ResponseWriter, r *http.Request, s *session) error {
 	after := r.URL.Query().Get("after")
 	page, err := d.manage.ListAudit(r.Context(), d.actor(r, s), s.account.ID, after, activityPageSize)
-	if d.serviceFieldErrors(err) != nil {
+	if oe := (oaierror.Error{}); errors.As(err, &oe) && oe.Status == http.StatusBadRequest {
 		return errNotFound // a cursor this page did not give
 	}
 	if err != nil {

@@ -1,6 +1,9 @@
 // Package dashboard is the web UI where a signed-in account holder manages
 // API keys: it lists them at /keys, creates, edits, enables, disables and
 // deletes them, and shows each key's usage with a server-rendered timeline.
+// It owns the pages and sign-in (passwords, sessions); every read and write
+// of keys, accounts, tokens and usage goes through the management service
+// (package manage), whose refusals it words as its forms' sentences.
 //
 // Pages are rendered on the server from templates embedded in the binary and
 // parsed once by New, so a broken template fails at start-up. There is no
@@ -22,7 +25,6 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/ratelimit"
-	"github.com/tollgate/tollgate/store"
 )
 
 // DefaultSessionLifetime is how long a sign-in lasts when Options leave it 0.
@@ -31,7 +33,7 @@ const DefaultSessionLifetime = 7 * 24 * time.Hour
 // Options configure a Dashboard. Every field but Store and Config has a
 // usable zero value.
 type Options struct {
-	Store store.Store
+	Store Store
 	// Config is the configuration in force: key prefix, models, plans. It
 	// is called on every request that needs it, so a reload applies at once.
 	Config func() *config.Config
@@ -70,7 +72,7 @@ type Options struct {
 
 // Dashboard serves the dashboard's pages. It is an http.Handler.
 type Dashboard struct {
-	store      store.Store
+	store      SignIn
 	config     func() *config.Config
 	limiter    ratelimit.Limiter
 	xffHops    int
@@ -80,7 +82,7 @@ type Dashboard struct {
 	random     io.Reader
 	lifetime   time.Duration
 	available  func(string) bool
-	// manage applies the management rules to the account's tokens.
+	// manage is the one door to keys, accounts, tokens and usage.
 	manage *manage.Service
 
 	// hashSlots bounds concurrent password hashes, so a spray of sign-ins
@@ -144,7 +146,7 @@ func New(opt Options) (*Dashboard, error) {
 		return nil, err
 	}
 	d.pages = p
-	d.manage, err = manage.New(manage.Options{Store: d.store, Config: d.config, KeyChanged: d.keyChanged, Now: d.now,
+	d.manage, err = manage.New(manage.Options{Store: opt.Store, Config: d.config, KeyChanged: d.keyChanged, Now: d.now,
 		Random: d.random, Logger: d.log, Available: d.available})
 	if err != nil {
 		return nil, err

@@ -3,6 +3,8 @@ package dashboard
 import (
 	"fmt"
 	"net/http"
+
+	"github.com/tollgate/tollgate/store"
 )
 
 // keyCreatedPage shows a new key's secret, this once.
@@ -15,29 +17,28 @@ type keyCreatedPage struct {
 	OldUntil string
 }
 
-// createKey validates the create form and either shows it again with its
-// errors (nothing saved) or creates the key the way `tollgate key create`
-// does and shows its secret once.
+// createKey creates the key the form asks for through the management
+// service, which checks its options, and shows its secret once; or shows
+// the form again with its errors, nothing saved.
 func (d *Dashboard) createKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	f := parseKeyForm(r.PostForm)
-	cfg := d.config()
-	_, errs, err := d.checkKey(cfg, s.account, nil, f, nil)
+	var (
+		k      store.Key
+		secret string
+		err    error
+	)
+	if f.mismatched() {
+		err = d.manage.CheckKey(r.Context(), d.actor(r, s), s.account.ID, "", f.patch(nil))
+	} else {
+		k, secret, err = d.manage.CreateKey(r.Context(), d.actor(r, s), s.account.ID, f.patch(nil))
+	}
+	errs, err := d.formErrors(f, err)
 	if err != nil {
-		return err
+		return fmt.Errorf("create key: %w", err)
 	}
 	if errs != nil {
 		d.renderKeyForm(w, r, s, http.StatusUnprocessableEntity, nil, f, errs)
 		return nil
-	}
-	// The form's own checks passed; the management service checks again
-	// (the same rules), creates the key and audits it.
-	k, secret, err := d.manage.CreateKey(r.Context(), d.actor(r, s), s.account.ID, f.patch(nil))
-	if errs := d.serviceFieldErrors(err); errs != nil {
-		d.renderKeyForm(w, r, s, http.StatusUnprocessableEntity, nil, f, errs)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("create key: %w", err)
 	}
 	d.log.InfoContext(r.Context(), "dashboard: key created", "key", k.ID, "account", s.account.ID)
 	// Post/Redirect/Get: the secret crosses to the page that shows it once,

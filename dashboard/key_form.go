@@ -3,6 +3,7 @@ package dashboard
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/manage"
+	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -67,7 +70,7 @@ func keyFormOf(k store.Key) keyForm {
 
 // parseKeyForm reads the posted form. Radio values other than the known
 // ones fall back to the defaults (Off, All Models, Never). What was typed
-// beside a choice is kept whichever choice was made: checkKey refuses a
+// beside a choice is kept whichever choice was made: formErrors refuses a
 // value typed beside a choice that would drop it (mismatches).
 func parseKeyForm(v url.Values) keyForm {
 	f := keyForm{
@@ -190,59 +193,51 @@ func sameModels(a, b []string) bool {
 	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
-// fieldErrors are validation messages by keyopts field name.
+// fieldErrors are validation messages by keyopts field name ("" for a
+// sentence about the whole form).
 type fieldErrors map[string]string
 
-// checkKey applies the form to a key with keyopts: keyopts.Create when
-// base is nil, keyopts.Update of *base otherwise (was is then the form as
-// shown). Besides keyopts' rules, every model newly selected must be in
-// the account's plan. Bad input gives fieldErrors and no key; any other
-// error is unexpected.
-func (d *Dashboard) checkKey(cfg *config.Config, a store.Account, base *store.Key, f keyForm, was *keyForm) (store.Key, fieldErrors, error) {
-	rules := keyopts.Rules{
-		Now: d.now,
-		KnownModel: func(id string) bool {
-			_, ok := cfg.Model(id)
-			return ok
-		},
-	}
-	p := f.patch(was)
-	var (
-		k   store.Key
-		err error
-	)
-	if base == nil {
-		k, err = keyopts.Create(p, rules)
-	} else {
-		k, err = keyopts.Update(*base, p, rules)
-	}
+// mismatched reports whether a value was typed beside a choice that would
+// drop it (see mismatches).
+func (f keyForm) mismatched() bool {
 	errs := fieldErrors{}
-	var kerrs keyopts.Errors
+	f.mismatches(errs)
+	return len(errs) > 0
+}
+
+// formErrors words the management service's answer err to the options of
+// f as the form's sentences, beside their fields, and adds the form's own
+// findings (mismatches): nil when there are none. An error that is no
+// refusal of the form is returned as it is.
+func (d *Dashboard) formErrors(f keyForm, err error) (fieldErrors, error) {
+	errs := fieldErrors{}
+	var opts *manage.OptionsError
+	var oe oaierror.Error
 	switch {
-	case errors.As(err, &kerrs):
-		for _, e := range kerrs {
+	case err == nil:
+	case errors.As(err, &opts):
+		if opts.NotInPlan != "" {
+			errs[keyopts.FieldModels] = fmt.Sprintf("%q is not in your plan (%s)", opts.NotInPlan, opts.Plan)
+		}
+		for _, e := range opts.Fields {
 			if errs[e.Field] == "" {
 				errs[e.Field] = sentence(e.Field, e.Message)
 			}
 		}
-	case err != nil:
-		return store.Key{}, nil, fmt.Errorf("check key options: %w", err)
+	case errors.As(err, &oe) && oe.Code == manage.ErrKeyLimit.Code:
+		errs[""] = fmt.Sprintf("This account has %d keys, the most it may have. Delete a key it no longer needs, then create this one.",
+			d.config().Limits.KeysPerAccount)
+	case errors.As(err, &oe) && oe.Status == http.StatusBadRequest:
+		errs[oe.Param] = oe.Message
+	default:
+		return nil, err
 	}
 	f.explainMissing(errs)
 	f.mismatches(errs)
-	if p.Models != nil && errs[keyopts.FieldModels] == "" {
-		plan, _ := cfg.Plan(a.Plan)
-		for _, m := range *p.Models {
-			if plan == nil || !plan.AllowsModel(strings.TrimSpace(m)) {
-				errs[keyopts.FieldModels] = fmt.Sprintf("%q is not in your plan (%s)", strings.TrimSpace(m), a.Plan)
-				break
-			}
-		}
+	if len(errs) == 0 {
+		return nil, nil
 	}
-	if len(errs) > 0 {
-		return store.Key{}, errs, nil
-	}
-	return k, nil, nil
+	return errs, nil
 }
 
 // explainMissing rewords keyopts' messages about a field left empty in

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -68,7 +69,7 @@ type keyRow struct {
 // order asked for, with each key's requests and spend over the last 30
 // days.
 func (d *Dashboard) listKeys(w http.ResponseWriter, r *http.Request, s *session) error {
-	keys, err := d.store.ListKeys(r.Context(), s.account.ID)
+	keys, err := d.manage.AccountKeys(r.Context(), d.actor(r, s), s.account.ID)
 	if err != nil {
 		return fmt.Errorf("list keys: %w", err)
 	}
@@ -76,7 +77,7 @@ func (d *Dashboard) listKeys(w http.ResponseWriter, r *http.Request, s *session)
 	// The 30 days up to the end of this hour: whole hours, read from the
 	// hourly rollups whatever the number of records.
 	to := now.UTC().Truncate(time.Hour).Add(time.Hour)
-	totals, err := d.store.KeyTotals(r.Context(), store.UsageQuery{AccountID: s.account.ID, From: to.Add(-30 * 24 * time.Hour), To: to})
+	totals, err := d.manage.KeyTotals(r.Context(), d.actor(r, s), manage.UsageRequest{AccountID: s.account.ID, From: to.Add(-30 * 24 * time.Hour), To: to})
 	if err != nil {
 		return fmt.Errorf("key totals: %w", err)
 	}
@@ -99,7 +100,28 @@ func (d *Dashboard) listKeys(w http.ResponseWriter, r *http.Request, s *session)
 	default:
 		page.Status = ""
 	}
-	matching := keys[:0:0]
+	matching := page.matching(keys, now)
+	sortKeys(matching, page.Sort, totals)
+	page.paginate(len(matching), query.Get("page"))
+	saved := query.Get("saved")
+	start := (page.Page - 1) * keysPerPage
+	page.Keys = make([]keyRow, 0, keysPerPage)
+	for _, k := range matching[start:min(start+keysPerPage, len(matching))] {
+		row := keyView(k, now)
+		row.Requests, row.Spend = totals[k.ID].Requests, usd(totals[k.ID].Cost)
+		if saved != "" && k.ID == saved {
+			row.JustSaved = true
+			page.Saved = true
+		}
+		page.Keys = append(page.Keys, row)
+	}
+	d.render(w, r, http.StatusOK, "keys", s, "API keys", page)
+	return nil
+}
+
+// matching are the keys of the page's search and status filter.
+func (page *keyListPage) matching(keys []store.Key, now time.Time) []store.Key {
+	out := keys[:0:0]
 	needle := strings.ToLower(page.Q)
 	for _, k := range keys {
 		if page.Status != "" && k.Status(now) != page.Status {
@@ -108,12 +130,17 @@ func (d *Dashboard) listKeys(w http.ResponseWriter, r *http.Request, s *session)
 		if needle != "" && !strings.Contains(strings.ToLower(k.Description+" "+k.Hint+" "+k.ID), needle) {
 			continue
 		}
-		matching = append(matching, k)
+		out = append(out, k)
 	}
-	sortKeys(matching, page.Sort, totals)
-	page.Matching = len(matching)
-	page.Pages = max(1, (len(matching)+keysPerPage-1)/keysPerPage)
-	page.Page, _ = strconv.Atoi(query.Get("page"))
+	return out
+}
+
+// paginate sets the page number asked for (within the pages matching keys
+// make) and the links to its neighbours.
+func (page *keyListPage) paginate(matching int, asked string) {
+	page.Matching = matching
+	page.Pages = max(1, (matching+keysPerPage-1)/keysPerPage)
+	page.Page, _ = strconv.Atoi(asked)
 	page.Page = min(max(page.Page, 1), page.Pages)
 	link := func(n int) string {
 		v := url.Values{"page": {strconv.Itoa(n)}, "sort": {page.Sort}}
@@ -131,20 +158,6 @@ func (d *Dashboard) listKeys(w http.ResponseWriter, r *http.Request, s *session)
 	if page.Page < page.Pages {
 		page.Next = link(page.Page + 1)
 	}
-	saved := query.Get("saved")
-	start := (page.Page - 1) * keysPerPage
-	page.Keys = make([]keyRow, 0, keysPerPage)
-	for _, k := range matching[start:min(start+keysPerPage, len(matching))] {
-		row := keyView(k, now)
-		row.Requests, row.Spend = totals[k.ID].Requests, usd(totals[k.ID].Cost)
-		if saved != "" && k.ID == saved {
-			row.JustSaved = true
-			page.Saved = true
-		}
-		page.Keys = append(page.Keys, row)
-	}
-	d.render(w, r, http.StatusOK, "keys", s, "API keys", page)
-	return nil
 }
 
 // sortKeys orders keys in place for the list; ties stay newest first.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -50,7 +51,7 @@ func (d *Dashboard) keyRequests(w http.ResponseWriter, r *http.Request, s *sessi
 			page.Models = append(page.Models, m.ID)
 		}
 	}
-	q := store.UsageQuery{KeyID: k.ID, Model: page.Model, Outcome: page.Outcome}
+	q := manage.UsageRequest{KeyID: k.ID, AllTime: true, Model: page.Model, Outcome: page.Outcome}
 	var before *store.UsageRecord
 	if b := query.Get("before"); b != "" {
 		us, id, ok := strings.Cut(b, "_")
@@ -60,7 +61,7 @@ func (d *Dashboard) keyRequests(w http.ResponseWriter, r *http.Request, s *sessi
 		}
 		before = &store.UsageRecord{ID: id, CreatedAt: time.UnixMicro(micros).UTC()}
 	}
-	recs, err := d.store.UsageRecordsOf(r.Context(), q, before, requestsPerPage+1)
+	recs, err := d.manage.Records(r.Context(), d.actor(r, s), q, before, requestsPerPage+1)
 	if err != nil {
 		return fmt.Errorf("request log: %w", err)
 	}

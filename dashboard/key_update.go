@@ -8,9 +8,9 @@ import (
 	"github.com/tollgate/tollgate/manage"
 )
 
-// updateKey applies the edit form with keyopts.Update: the fields changed
-// are checked and saved, or the form is shown again with its errors and
-// nothing is saved. The secret cannot be edited.
+// updateKey saves the fields the edit form changed through the management
+// service, which checks them, or shows the form again with its errors and
+// nothing saved. The secret cannot be edited.
 func (d *Dashboard) updateKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	k, err := d.ownKey(r, s)
 	if err != nil {
@@ -18,21 +18,19 @@ func (d *Dashboard) updateKey(w http.ResponseWriter, r *http.Request, s *session
 	}
 	f := parseKeyForm(r.PostForm)
 	was := keyFormOf(k)
-	_, errs, err := d.checkKey(d.config(), s.account, &k, f, &was)
-	if err != nil {
-		return err
-	}
-	if errs == nil {
-		// Only the fields changed on the form are sent: an edit made
-		// meanwhile elsewhere to another field is kept.
+	// Only the fields changed on the form are sent: an edit made meanwhile
+	// elsewhere to another field is kept.
+	if f.mismatched() {
+		err = d.manage.CheckKey(r.Context(), d.actor(r, s), "", k.ID, f.patch(&was))
+	} else {
 		_, err = d.manage.UpdateKey(r.Context(), d.actor(r, s), k.ID, "", f.patch(&was))
-		if errors.Is(err, manage.ErrNotFound) {
-			return errNotFound // deleted meanwhile
-		}
-		errs = d.serviceFieldErrors(err)
-		if errs == nil && err != nil {
-			return fmt.Errorf("update key: %w", err)
-		}
+	}
+	if errors.Is(err, manage.ErrNotFound) {
+		return errNotFound // deleted meanwhile
+	}
+	errs, err := d.formErrors(f, err)
+	if err != nil {
+		return fmt.Errorf("update key: %w", err)
 	}
 	if errs != nil {
 		row := keyView(k, d.now())

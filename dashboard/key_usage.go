@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -72,8 +73,8 @@ func (d *Dashboard) keyUsage(w http.ResponseWriter, r *http.Request, s *session)
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
-	sum, err := d.store.KeyUsage(ctx, k.ID)
+	ctx, a := r.Context(), d.actor(r, s)
+	sum, err := d.manage.Summary(ctx, a, manage.UsageRequest{KeyID: k.ID, AllTime: true})
 	if err != nil {
 		return fmt.Errorf("key usage: %w", err)
 	}
@@ -88,7 +89,8 @@ func (d *Dashboard) keyUsage(w http.ResponseWriter, r *http.Request, s *session)
 		}
 	}
 	from, to := win.bounds(now)
-	buckets, err := d.store.KeyTimeline(ctx, k.ID, from, to, win.step)
+	q := manage.UsageRequest{KeyID: k.ID, From: from, To: to}
+	buckets, err := d.manage.Timeline(ctx, a, q, win.step)
 	if err != nil {
 		return fmt.Errorf("key timeline: %w", err)
 	}
@@ -109,8 +111,7 @@ func (d *Dashboard) keyUsage(w http.ResponseWriter, r *http.Request, s *session)
 	page.Today = now.UTC().Format(dateLayout)
 	page.Chart, page.Buckets = drawTimeline(win, buckets)
 	page.Chart.Title = "Requests over time"
-	q := store.UsageQuery{KeyID: k.ID, From: from, To: to}
-	errs, err := d.store.UsageErrorsOf(ctx, q)
+	errs, err := d.manage.UsageErrors(ctx, a, q)
 	if err != nil {
 		return fmt.Errorf("key errors: %w", err)
 	}
@@ -121,7 +122,7 @@ func (d *Dashboard) keyUsage(w http.ResponseWriter, r *http.Request, s *session)
 		}
 		page.Errors = append(page.Errors, errorRow{Status: e.Status, Code: code, Count: count(e.Count)})
 	}
-	recent, err := d.store.UsageRecordsOf(ctx, q, nil, latencySample)
+	recent, err := d.manage.Records(ctx, a, q, nil, latencySample)
 	if err != nil {
 		return fmt.Errorf("key latency: %w", err)
 	}

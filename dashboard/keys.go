@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -17,15 +18,12 @@ func (d *Dashboard) ownKey(r *http.Request, s *session) (store.Key, error) {
 	if id == "" {
 		return store.Key{}, errNotFound
 	}
-	k, err := d.store.KeyByID(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
+	k, err := d.manage.GetKey(r.Context(), d.actor(r, s), id)
+	if errors.Is(err, manage.ErrNotFound) {
 		return store.Key{}, errNotFound
 	}
 	if err != nil {
 		return store.Key{}, fmt.Errorf("look up key: %w", err)
-	}
-	if k.AccountID != s.account.ID {
-		return store.Key{}, errNotFound
 	}
 	return k, nil
 }

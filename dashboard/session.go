@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -106,7 +107,10 @@ func (d *Dashboard) currentSession(r *http.Request) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("look up session: %w", err)
 	}
-	a, err := d.store.AccountByID(ctx, sess.AccountID)
+	a, err := d.manage.GetAccount(ctx, d.actorOf(r, sess.AccountID), sess.AccountID)
+	if errors.Is(err, manage.ErrNotFound) {
+		return nil, store.ErrNotFound
+	}
 	if err != nil {
 		return nil, fmt.Errorf("look up the session's account: %w", err)
 	}

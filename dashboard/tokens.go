@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"slices"
@@ -44,11 +45,16 @@ var scopeWhat = map[string]string{
 
 // actor is the signed-in user as the management service knows them.
 func (d *Dashboard) actor(r *http.Request, s *session) manage.Actor {
+	return d.actorOf(r, s.account.ID)
+}
+
+// actorOf is the user of accountID making request r.
+func (d *Dashboard) actorOf(r *http.Request, accountID string) manage.Actor {
 	addr, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		addr = r.RemoteAddr
 	}
-	return manage.Actor{Kind: manage.ActorUser, ID: s.account.ID, AccountID: s.account.ID, Address: addr}
+	return manage.Actor{Kind: manage.ActorUser, ID: accountID, AccountID: accountID, Address: addr}
 }
 
 func expiryText(t *time.Time) string {
@@ -160,4 +166,10 @@ func (d *Dashboard) revokeToken(w http.ResponseWriter, r *http.Request, s *sessi
 	}
 	http.Redirect(w, r, "/tokens", http.StatusSeeOther)
 	return nil
+}
+
+// tokenLimitSentence is the tokens page's answer to manage.ErrTokenLimit.
+func (d *Dashboard) tokenLimitSentence() string {
+	return fmt.Sprintf("This account has %d management tokens, the most it may have. Revoke one it no longer needs, then create this one.",
+		d.config().Limits.TokensPerAccount)
 }

@@ -126,7 +126,7 @@ func TestAHungProviderFailsOverWithinItsFirstByteTimeout(t *testing.T) {
 	var listed []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(tg.run(t, "usage", "list", "--key", keyID, "--limit", "1", "--json")), &listed))
 	require.Len(t, listed, 1)
-	for _, field := range []string{"id", "time", "model", "provider", "status", "prompt_tokens", "completion_tokens", "cost_usd", "estimated", "attempts"} {
+	for _, field := range []string{"id", "created_at", "model", "provider", "status", "prompt_tokens", "completion_tokens", "cost_usd", "estimated", "attempts", "ttft_ms"} {
 		assert.Contains(t, listed[0], field)
 	}
 	assert.Equal(t, "p1", listed[0]["provider"])

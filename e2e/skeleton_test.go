@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/money"
 )
 
@@ -27,22 +28,26 @@ func chatParams() openai.ChatCompletionNewParams {
 	}
 }
 
+// usageJSON is a key's usage as the tests read it, from `tollgate key
+// usage --json` (the management API's shape, over its last 30 days).
 type usageJSON struct {
-	TotalRequests    int64       `json:"total_requests"`
-	TotalCostUSD     money.Nanos `json:"total_cost_usd"`
-	PromptTokens     int64       `json:"prompt_tokens"`
-	CompletionTokens int64       `json:"completion_tokens"`
-	ErrorRate        float64     `json:"error_rate"`
-	ByModel          []struct {
-		Model    string `json:"model"`
-		Requests int64  `json:"requests"`
-	} `json:"by_model"`
+	TotalRequests    int64
+	TotalCostUSD     money.Nanos
+	PromptTokens     int64
+	CompletionTokens int64
+	ErrorRate        float64
+	ByModel          []manage.ModelUsageJSON
 }
 
 func (tg *tollgate) keyUsage(t *testing.T, keyID string) usageJSON {
 	t.Helper()
-	var u usageJSON
-	require.NoError(t, json.Unmarshal([]byte(tg.run(t, "key", "usage", keyID, "--json")), &u))
+	var v manage.UsageJSON
+	require.NoError(t, json.Unmarshal([]byte(tg.run(t, "key", "usage", keyID, "--json")), &v))
+	u := usageJSON{TotalRequests: v.Totals.Requests, TotalCostUSD: v.Totals.CostUSD, PromptTokens: v.Totals.PromptTokens,
+		CompletionTokens: v.Totals.CompletionTokens, ByModel: v.ByModel}
+	if u.TotalRequests > 0 {
+		u.ErrorRate = float64(v.Totals.ErrorRequests) / float64(u.TotalRequests)
+	}
 	return u
 }
 

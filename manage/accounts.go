@@ -3,9 +3,11 @@ package manage
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"strings"
-	"time"
+	"unicode"
 
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
@@ -16,9 +18,10 @@ import (
 
 // More audit log actions.
 const (
-	ActionAccountCreate = "account.create"
-	ActionAccountCredit = "account.credit"
-	ActionAccountPlan   = "account.plan"
+	ActionAccountCreate   = "account.create"
+	ActionAccountCredit   = "account.credit"
+	ActionAccountPlan     = "account.plan"
+	ActionAccountPassword = "account.password"
 )
 
 // maxCredit bounds one credit (a typo of a few zeros should not pass).
@@ -31,11 +34,23 @@ func (s *Service) adminOnly(a Actor) error {
 	return nil
 }
 
+// checkPlan refuses a plan the configuration does not define; without a
+// configuration (the CLI run without --config), any short printable name.
 func (s *Service) checkPlan(plan string) error {
-	if cfg := s.opt.Config(); cfg != nil {
-		if _, ok := cfg.Plan(plan); !ok {
-			return oaierror.Invalid("invalid_request", "plan", "plan must be one of the configuration's plans.")
+	cfg := s.opt.Config()
+	if cfg == nil {
+		if plan == "" || len(plan) > 64 || strings.ContainsFunc(plan, unicode.IsControl) {
+			return oaierror.Invalid("invalid_request", "plan", "plan must be a name of at most 64 printable characters.")
 		}
+		return nil
+	}
+	if _, ok := cfg.Plan(plan); !ok {
+		names := make([]string, len(cfg.Plans))
+		for i, p := range cfg.Plans {
+			names[i] = p.Name
+		}
+		return oaierror.Invalid("invalid_request", "plan", fmt.Sprintf("plan must be one of the configuration's plans (%s), not %q.",
+			strings.Join(names, ", "), oaierror.Clip(plan, 64)))
 	}
 	return nil
 }
@@ -82,10 +97,14 @@ func (s *Service) CreditAccount(ctx context.Context, a Actor, id string, amount 
 	if amount <= 0 || amount > maxCredit {
 		return store.Account{}, oaierror.Invalid("invalid_request", "amount_usd", "amount_usd must be more than 0 and at most 1000000.")
 	}
-	if _, err := s.account(ctx, a, id, ""); err != nil {
+	acct, err := s.account(ctx, a, id, "")
+	if err != nil {
 		return store.Account{}, err
 	}
-	acct, err := s.opt.Store.CreditAccount(ctx, id, amount)
+	if acct.Balance > math.MaxInt64-amount {
+		return store.Account{}, oaierror.Invalid("invalid_request", "amount_usd", "amount_usd would take the balance past what it can hold.")
+	}
+	acct, err = s.opt.Store.CreditAccount(ctx, id, amount)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return store.Account{}, ErrNotFound
@@ -94,6 +113,39 @@ func (s *Service) CreditAccount(ctx context.Context, a Actor, id string, amount 
 	}
 	s.audit(ctx, a, id, ActionAccountCredit, id)
 	return acct, nil
+}
+
+// AccountByEmail finds an account by its email (admin only: the CLI
+// names accounts so).
+func (s *Service) AccountByEmail(ctx context.Context, a Actor, email string) (store.Account, error) {
+	if err := s.adminOnly(a); err != nil {
+		return store.Account{}, err
+	}
+	acct, err := s.opt.Store.AccountByEmail(ctx, strings.TrimSpace(email))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Account{}, ErrNotFound
+	case err != nil:
+		return store.Account{}, s.fail(ctx, "account lookup", err)
+	}
+	return acct, nil
+}
+
+// SetPassword stores the encoded hash of the password the account holder
+// signs in to the dashboard with, and signs the account out of every
+// session (admin only).
+func (s *Service) SetPassword(ctx context.Context, a Actor, id, passwordHash string) error {
+	if err := s.adminOnly(a); err != nil {
+		return err
+	}
+	switch err := s.opt.Store.SetPassword(ctx, id, passwordHash); {
+	case errors.Is(err, store.ErrNotFound):
+		return ErrNotFound
+	case err != nil:
+		return s.fail(ctx, "set password", err)
+	}
+	s.audit(ctx, a, id, ActionAccountPassword, id)
+	return nil
 }
 
 // SetPlan moves an account to another plan (admin only).
@@ -115,24 +167,6 @@ func (s *Service) SetPlan(ctx context.Context, a Actor, id, plan string) (store.
 	return acct, nil
 }
 
-// accountJSON is an account on the wire.
-type accountJSON struct {
-	ID         string      `json:"id"`
-	Object     string      `json:"object"`
-	Email      string      `json:"email"`
-	Plan       string      `json:"plan"`
-	BalanceUSD money.Nanos `json:"balance_usd"`
-	// ReservedUSD is held by requests in flight; available is the rest.
-	ReservedUSD  money.Nanos `json:"reserved_usd"`
-	AvailableUSD money.Nanos `json:"available_usd"`
-	CreatedAt    time.Time   `json:"created_at"`
-}
-
-func accountView(a store.Account) accountJSON {
-	return accountJSON{ID: a.ID, Object: "account", Email: a.Email, Plan: a.Plan, BalanceUSD: a.Balance,
-		ReservedUSD: a.Reserved, AvailableUSD: a.Balance - a.Reserved, CreatedAt: a.CreatedAt}
-}
-
 func (s *Service) createAccount(w http.ResponseWriter, r *http.Request, a Actor) error {
 	fields, err := readBody(r, "email", "plan", "balance_usd")
 	if err != nil {
@@ -150,7 +184,7 @@ func (s *Service) createAccount(w http.ResponseWriter, r *http.Request, a Actor)
 		return err
 	}
 	w.Header().Set("Location", "/api/v1/accounts/"+acct.ID)
-	return writeJSON(w, http.StatusCreated, accountView(acct))
+	return writeJSON(w, http.StatusCreated, AccountView(acct))
 }
 
 func (s *Service) getAccount(w http.ResponseWriter, r *http.Request, a Actor) error {
@@ -158,7 +192,7 @@ func (s *Service) getAccount(w http.ResponseWriter, r *http.Request, a Actor) er
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, accountView(acct))
+	return writeJSON(w, http.StatusOK, AccountView(acct))
 }
 
 func (s *Service) creditAccount(w http.ResponseWriter, r *http.Request, a Actor) error {
@@ -174,7 +208,7 @@ func (s *Service) creditAccount(w http.ResponseWriter, r *http.Request, a Actor)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, accountView(acct))
+	return writeJSON(w, http.StatusOK, AccountView(acct))
 }
 
 func (s *Service) patchAccount(w http.ResponseWriter, r *http.Request, a Actor) error {
@@ -192,7 +226,7 @@ func (s *Service) patchAccount(w http.ResponseWriter, r *http.Request, a Actor) 
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, accountView(acct))
+	return writeJSON(w, http.StatusOK, AccountView(acct))
 }
 
 // modelJSON is a model an account may use, on the wire.

@@ -16,7 +16,6 @@ import (
 
 	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/oaierror"
-	"github.com/tollgate/tollgate/store"
 )
 
 // The REST API, under /api/v1/. Every call needs a management token
@@ -322,39 +321,6 @@ func integral(raw json.RawMessage) json.RawMessage {
 	return json.RawMessage(r.Num().String())
 }
 
-// keyJSON is a key on the wire.
-type keyJSON struct {
-	ID             string     `json:"id"`
-	Object         string     `json:"object"`
-	AccountID      string     `json:"account_id"`
-	Description    string     `json:"description"`
-	Status         string     `json:"status"`
-	Enabled        bool       `json:"enabled"`
-	RateLimitRPM   *int       `json:"rate_limit_rpm"`
-	IPRestrictions []string   `json:"ip_restrictions"`
-	Models         []string   `json:"models"`
-	ExpiresAt      *time.Time `json:"expires_at"`
-	Hint           string     `json:"hint"`
-	CreatedAt      time.Time  `json:"created_at"`
-	LastUsedAt     *time.Time `json:"last_used_at"`
-	Version        int64      `json:"version"`
-	// Secret is set in the answer to a create or a rotation only.
-	Secret string `json:"secret,omitempty"`
-	// PreviousSecretUntil is set by a rotation with a grace period: the
-	// replaced secret works until then.
-	PreviousSecretUntil *time.Time `json:"previous_secret_valid_until,omitempty"`
-}
-
-func (s *Service) keyView(k store.Key) keyJSON {
-	ips := k.IPRestrictions
-	if ips == nil {
-		ips = []string{}
-	}
-	return keyJSON{ID: k.ID, Object: "key", AccountID: k.AccountID, Description: k.Description, Status: k.Status(s.opt.Now()),
-		Enabled: k.Enabled, RateLimitRPM: k.RateLimitRPM, IPRestrictions: ips, Models: k.Models, ExpiresAt: k.ExpiresAt,
-		Hint: k.Hint, CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt, Version: k.Version}
-}
-
 type listJSON[T any] struct {
 	Object  string `json:"object"`
 	Data    []T    `json:"data"`
@@ -409,9 +375,9 @@ func (s *Service) listKeys(w http.ResponseWriter, r *http.Request, a Actor) erro
 	if err != nil {
 		return err
 	}
-	views := make([]keyJSON, len(page.Keys))
+	views := make([]KeyJSON, len(page.Keys))
 	for i, k := range page.Keys {
-		views[i] = s.keyView(k)
+		views[i] = KeyView(k, s.opt.Now())
 	}
 	return writeJSON(w, http.StatusOK, list(views, page.Next))
 }
@@ -422,7 +388,7 @@ func (s *Service) getKey(w http.ResponseWriter, r *http.Request, a Actor) error 
 		return err
 	}
 	w.Header().Set("ETag", ETag(k))
-	return writeJSON(w, http.StatusOK, s.keyView(k))
+	return writeJSON(w, http.StatusOK, KeyView(k, s.opt.Now()))
 }
 
 // keyFields are the editable options of a key on the wire.
@@ -504,7 +470,7 @@ func (s *Service) createKey(w http.ResponseWriter, r *http.Request, a Actor) err
 	if err != nil {
 		return err
 	}
-	view := s.keyView(k)
+	view := KeyView(k, s.opt.Now())
 	view.Secret = secret
 	w.Header().Set("ETag", ETag(k))
 	w.Header().Set("Location", "/api/v1/keys/"+k.ID)
@@ -525,7 +491,7 @@ func (s *Service) patchKey(w http.ResponseWriter, r *http.Request, a Actor) erro
 		return err
 	}
 	w.Header().Set("ETag", ETag(k))
-	return writeJSON(w, http.StatusOK, s.keyView(k))
+	return writeJSON(w, http.StatusOK, KeyView(k, s.opt.Now()))
 }
 
 func (s *Service) enableKey(on bool) handler {
@@ -535,7 +501,7 @@ func (s *Service) enableKey(on bool) handler {
 			return err
 		}
 		w.Header().Set("ETag", ETag(k))
-		return writeJSON(w, http.StatusOK, s.keyView(k))
+		return writeJSON(w, http.StatusOK, KeyView(k, s.opt.Now()))
 	}
 }
 
@@ -555,7 +521,7 @@ func (s *Service) rotateKey(w http.ResponseWriter, r *http.Request, a Actor) err
 	if err != nil {
 		return err
 	}
-	view := s.keyView(k)
+	view := KeyView(k, s.opt.Now())
 	view.Secret = secret
 	view.PreviousSecretUntil = until
 	w.Header().Set("ETag", ETag(k))
@@ -568,32 +534,6 @@ func (s *Service) deleteKey(w http.ResponseWriter, r *http.Request, a Actor) err
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "key", "deleted": true})
-}
-
-// TokenJSON is a management token on the wire (the API's, the CLI's --json).
-type TokenJSON struct {
-	ID        string     `json:"id"`
-	Object    string     `json:"object"`
-	AccountID *string    `json:"account_id"` // null: an admin token
-	Name      string     `json:"name"`
-	Scopes    []string   `json:"scopes"`
-	Hint      string     `json:"hint"`
-	CreatedAt time.Time  `json:"created_at"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	// Token is the secret, in the answer to a create only.
-	Token string `json:"token,omitempty"`
-}
-
-// TokenView is t on the wire.
-func TokenView(t store.ManagementToken) TokenJSON {
-	v := TokenJSON{ID: t.ID, Object: "management_token", Name: t.Name, Scopes: t.Scopes, Hint: t.Hint, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
-	if v.Scopes == nil {
-		v.Scopes = []string{}
-	}
-	if t.AccountID != "" {
-		v.AccountID = &t.AccountID
-	}
-	return v
 }
 
 func (s *Service) listTokens(w http.ResponseWriter, r *http.Request, a Actor) error {

@@ -833,7 +833,7 @@ func TestRotationGivesANewSecretAndKeepsTheOldOneOnlyThroughItsGrace(t *testing.
 	byNew, err := e.st.KeyByHash(ctx, apikey.HashOf(next))
 	require.NoError(t, err)
 	assert.Nil(t, byNew.GraceUntil)
-	assert.Equal(t, apikey.Hint(next), e.call("GET", "/api/v1/keys/"+k.ID, tok, "").get("hint").String())
+	assert.Equal(t, apikey.Hint(next), e.call("GET", "/api/v1/keys/"+k.ID, tok, "").get("key_hint").String())
 
 	a = e.call("POST", "/api/v1/keys/"+k.ID+"/rotate", tok, "")
 	require.Equal(t, http.StatusOK, a.status, "%s", a.body)

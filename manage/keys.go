@@ -59,11 +59,20 @@ func (s *Service) rules(cfg *config.Config) keyopts.Rules {
 	return r
 }
 
-// ListKeys lists an account's keys, newest first.
-func (s *Service) ListKeys(ctx context.Context, a Actor, f KeyFilter) (KeyPage, error) {
-	if _, err := s.account(ctx, a, f.AccountID, ScopeKeysRead); err != nil {
-		return KeyPage{}, err
+// AccountKeys returns every key of an account, newest first.
+func (s *Service) AccountKeys(ctx context.Context, a Actor, accountID string) ([]store.Key, error) {
+	if _, err := s.account(ctx, a, accountID, ScopeKeysRead); err != nil {
+		return nil, err
 	}
+	keys, err := s.opt.Store.ListKeys(ctx, accountID)
+	if err != nil {
+		return nil, s.fail(ctx, "list keys", err)
+	}
+	return keys, nil
+}
+
+// ListKeys lists a page of an account's keys, newest first.
+func (s *Service) ListKeys(ctx context.Context, a Actor, f KeyFilter) (KeyPage, error) {
 	switch f.Status {
 	case "", store.StatusEnabled, store.StatusDisabled, store.StatusExpired:
 	default:
@@ -76,9 +85,9 @@ func (s *Service) ListKeys(ctx context.Context, a Actor, f KeyFilter) (KeyPage, 
 	case limit < 1 || limit > MaxPageSize:
 		return KeyPage{}, oaierror.Invalid("invalid_request", "limit", fmt.Sprintf("limit must be from 1 to %d.", MaxPageSize))
 	}
-	keys, err := s.opt.Store.ListKeys(ctx, f.AccountID)
+	keys, err := s.AccountKeys(ctx, a, f.AccountID)
 	if err != nil {
-		return KeyPage{}, s.fail(ctx, "list keys", err)
+		return KeyPage{}, err
 	}
 	now, text := s.opt.Now(), strings.ToLower(f.Text)
 	var page KeyPage
@@ -142,11 +151,8 @@ func (s *Service) CreateKey(ctx context.Context, a Actor, accountID string, p ke
 		return store.Key{}, "", err
 	}
 	cfg := s.opt.Config()
-	k, err := keyopts.Create(p, s.rules(cfg))
+	k, err := s.options(cfg, acct, nil, p)
 	if err != nil {
-		return store.Key{}, "", invalid(err)
-	}
-	if err := inPlan(cfg, acct, p); err != nil {
 		return store.Key{}, "", err
 	}
 	secret, err := apikey.Generate(s.keyPrefix(), s.opt.Random)
@@ -166,6 +172,49 @@ func (s *Service) CreateKey(ctx context.Context, a Actor, accountID string, p ke
 	return k, secret, nil
 }
 
+// options are the key's options once p is applied to base (a new key when
+// nil), by keyopts' rules for cfg and within the account's plan; an
+// *OptionsError when they break one.
+func (s *Service) options(cfg *config.Config, acct store.Account, base *store.Key, p keyopts.Patch) (store.Key, error) {
+	var (
+		k   store.Key
+		err error
+	)
+	if base == nil {
+		k, err = keyopts.Create(p, s.rules(cfg))
+	} else {
+		k, err = keyopts.Update(*base, p, s.rules(cfg))
+	}
+	if err != nil {
+		return store.Key{}, invalid(err)
+	}
+	if err := inPlan(cfg, acct, p); err != nil {
+		return store.Key{}, err
+	}
+	return k, nil
+}
+
+// CheckKey checks p as CreateKey (keyID "") or UpdateKey of keyID would,
+// and saves nothing: nil when they would accept it, else their refusal
+// (an *OptionsError for bad options). A form that finds its own fault
+// with what was typed asks it, to show every fault at once.
+func (s *Service) CheckKey(ctx context.Context, a Actor, accountID, keyID string, p keyopts.Patch) error {
+	var base *store.Key
+	if keyID != "" {
+		k, err := s.key(ctx, a, keyID, ScopeKeysWrite)
+		if err != nil {
+			return err
+		}
+		base, accountID = &k, k.AccountID
+	}
+	acct, err := s.account(ctx, a, accountID, ScopeKeysWrite)
+	if err != nil {
+		return err
+	}
+	_, err = s.options(s.opt.Config(), acct, base, p)
+	return err
+}
+
 // inPlan refuses an allow-list naming a model outside the account's plan.
 func inPlan(cfg *config.Config, acct store.Account, p keyopts.Patch) error {
 	if p.Models == nil || cfg == nil {
@@ -174,7 +223,9 @@ func inPlan(cfg *config.Config, acct store.Account, p keyopts.Patch) error {
 	plan, _ := cfg.Plan(acct.Plan)
 	for _, m := range *p.Models {
 		if m = strings.TrimSpace(m); plan == nil || !plan.AllowsModel(m) {
-			return oaierror.Invalid("invalid_request", keyopts.FieldModels, fmt.Sprintf("models: %q is not in the account's plan (%s).", oaierror.Clip(m, 100), acct.Plan))
+			m = oaierror.Clip(m, 100)
+			return &OptionsError{NotInPlan: m, Plan: acct.Plan, Fields: keyopts.Errors{{Field: keyopts.FieldModels,
+				Message: fmt.Sprintf("%q is not in the account's plan (%s)", m, acct.Plan)}}}
 		}
 	}
 	return nil
@@ -198,7 +249,7 @@ func (s *Service) UpdateKey(ctx context.Context, a Actor, id, ifMatch string, p 
 			return store.Key{}, err
 		}
 		s.opt.KeyChanged(updated.ID)
-		s.audit(ctx, a, updated.AccountID, KeyUpdateAction(p), updated.ID)
+		s.audit(ctx, a, updated.AccountID, keyUpdateAction(p), updated.ID)
 		return updated, nil
 	}
 }
@@ -213,16 +264,12 @@ func (s *Service) updateKey(ctx context.Context, a Actor, id, ifMatch string, p 
 	if ifMatch != "" && ifMatch != "*" && ifMatch != ETag(k) {
 		return store.Key{}, ErrPrecondition
 	}
-	cfg := s.opt.Config()
-	updated, err := keyopts.Update(k, p, s.rules(cfg))
-	if err != nil {
-		return store.Key{}, invalid(err)
-	}
 	acct, err := s.account(ctx, a, k.AccountID, ScopeKeysWrite)
 	if err != nil {
 		return store.Key{}, err
 	}
-	if err := inPlan(cfg, acct, p); err != nil {
+	updated, err := s.options(s.opt.Config(), acct, &k, p)
+	if err != nil {
 		return store.Key{}, err
 	}
 	updated, err = s.opt.Store.UpdateKeyIfVersion(ctx, updated, k.Version)

@@ -1,6 +1,9 @@
-// Package manage is the management service: the rules for managing keys and
-// management tokens, who may do what, and the audit log of every action.
-// The REST API (/api/v1/, api.go) is its HTTP face; a rule lives here once.
+// Package manage is the management service: the one door through which
+// accounts, API keys, management tokens and usage are read and written.
+// It owns the rules (key options and the plan, scopes, caps, who may do
+// what), the wire views of these objects, and the audit log of every
+// action. The REST API (/api/v1/, api.go) is its HTTP face; the dashboard
+// and the CLI call the Service directly. A rule lives here once.
 package manage
 
 import (
@@ -46,9 +49,9 @@ const (
 	ActionTokenRevoke = "token.revoke"
 )
 
-// KeyUpdateAction names an update in the audit log: enable or disable
+// keyUpdateAction names an update in the audit log: enable or disable
 // when it only switched the key, else update.
-func KeyUpdateAction(p keyopts.Patch) string {
+func keyUpdateAction(p keyopts.Patch) string {
 	if p.Enabled != nil && p.Description == nil && p.RateLimit == nil && p.IPRestrictions == nil && p.Models == nil && p.Expiry == nil {
 		if *p.Enabled {
 			return ActionKeyEnable
@@ -56,13 +59,6 @@ func KeyUpdateAction(p keyopts.Patch) string {
 		return ActionKeyDisable
 	}
 	return ActionKeyUpdate
-}
-
-// Audit records an action done outside the Service (the dashboard's forms,
-// the CLI's key commands) in the same log; a failure is logged by the
-// caller, as the action is done.
-func Audit(ctx context.Context, st store.Store, a Actor, accountID, action, target string, at time.Time) error {
-	return st.AddAudit(ctx, store.AuditEntry{AccountID: accountID, Actor: a.String(), Action: action, Target: target, Address: a.Address, At: at})
 }
 
 // Actor kinds.
@@ -128,7 +124,8 @@ var (
 
 // Options configure a Service.
 type Options struct {
-	Store store.Store
+	// Store keeps everything; store.Open's stores will do.
+	Store Store
 	// Config is the configuration in force (key prefix, models, plans).
 	Config func() *config.Config
 	// KeyChanged is told a key's id after it changes, so that this
@@ -221,7 +218,8 @@ func (s *Service) account(ctx context.Context, a Actor, accountID, scope string)
 // audit records an action; a failure to record is logged, not returned
 // (the action is done).
 func (s *Service) audit(ctx context.Context, a Actor, accountID, action, target string) {
-	if err := Audit(ctx, s.opt.Store, a, accountID, action, target, s.opt.Now()); err != nil {
+	e := store.AuditEntry{AccountID: accountID, Actor: a.String(), Action: action, Target: target, Address: a.Address, At: s.opt.Now()}
+	if err := s.opt.Store.AddAudit(ctx, e); err != nil {
 		s.opt.Logger.ErrorContext(ctx, "manage: audit entry not recorded", "action", action, "target", target, "err", err)
 	}
 }
@@ -240,19 +238,42 @@ func limits(cfg *config.Config) config.Limits {
 	}
 }
 
-// invalid turns keyopts' field errors into a 400 naming the first field.
+// OptionsError refuses a key's options: every field's error, in field
+// order, so that a form can show each beside its field. It unwraps to the
+// API's answer: 400 invalid_request naming the first field, with every
+// message.
+type OptionsError struct {
+	Fields keyopts.Errors
+	// NotInPlan, when set, is the model of the allow-list that is not in
+	// Plan, the account's plan: the refusal is that, and Fields says so.
+	NotInPlan, Plan string
+}
+
+func (e *OptionsError) Error() string { return e.api().Error() }
+
+// Unwrap is the API's answer (an oaierror.Error).
+func (e *OptionsError) Unwrap() error { return e.api() }
+
+func (e *OptionsError) api() oaierror.Error {
+	if len(e.Fields) == 0 {
+		return oaierror.Invalid("invalid_request", "", "The key's options are not valid.")
+	}
+	msgs := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		msgs[i] = f.Error()
+	}
+	return oaierror.Invalid("invalid_request", e.Fields[0].Field, strings.Join(msgs, "; ")+".")
+}
+
+// invalid turns keyopts' field errors into an *OptionsError.
 func invalid(err error) error {
 	var es keyopts.Errors
 	if errors.As(err, &es) && len(es) > 0 {
-		msgs := make([]string, len(es))
-		for i, e := range es {
-			msgs[i] = e.Error()
-		}
-		return oaierror.Invalid("invalid_request", es[0].Field, strings.Join(msgs, "; ")+".")
+		return &OptionsError{Fields: es}
 	}
 	var fe *keyopts.FieldError
 	if errors.As(err, &fe) {
-		return oaierror.Invalid("invalid_request", fe.Field, fe.Error()+".")
+		return &OptionsError{Fields: keyopts.Errors{fe}}
 	}
 	return oaierror.Invalid("invalid_request", "", fmt.Sprint(err))
 }

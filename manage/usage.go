@@ -3,13 +3,13 @@ package manage
 import (
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
-	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
 )
@@ -35,9 +35,20 @@ const (
 // UsageRequest selects usage: a key's (KeyID) or an account's.
 type UsageRequest struct {
 	AccountID, KeyID string
-	From, To         time.Time
+	// From and To bound the range: by default the DefaultUsageSpan up to
+	// now, at most MaxUsageSpan.
+	From, To time.Time
+	// AllTime reads every record, from the first on, whatever From and To
+	// say (the dashboard's request log, a key's totals); not for timelines.
+	AllTime bool
 	// Group is "hour" or "day" (the default).
 	Group string
+	// Model and Outcome (store.OutcomeOK or store.OutcomeError) narrow
+	// the records; "" takes every one.
+	Model, Outcome string
+	// OrDeleted lets an admin read a deleted key's usage (its records
+	// stay): a KeyID that names no live key is then taken as it is.
+	OrDeleted bool
 }
 
 // UsageReport answers a UsageRequest.
@@ -51,24 +62,20 @@ type UsageReport struct {
 // usageQuery checks the actor may read the usage asked for and returns the
 // store's query for it.
 func (s *Service) usageQuery(ctx context.Context, a Actor, r UsageRequest) (store.UsageQuery, error) {
-	q := store.UsageQuery{From: r.From.UTC(), To: r.To.UTC()}
-	switch {
-	case r.KeyID != "":
-		k, err := s.key(ctx, a, r.KeyID, ScopeUsageRead)
-		if err != nil {
-			return store.UsageQuery{}, err
-		}
-		if r.AccountID != "" && r.AccountID != k.AccountID {
-			return store.UsageQuery{}, ErrNotFound
-		}
-		q.KeyID, q.AccountID = k.ID, k.AccountID
-	default:
-		acct, err := s.account(ctx, a, r.AccountID, ScopeUsageRead)
-		if err != nil {
-			return store.UsageQuery{}, err
-		}
-		q.AccountID = acct.ID
+	q, err := s.usageOwner(ctx, a, r)
+	if err != nil {
+		return store.UsageQuery{}, err
 	}
+	switch r.Outcome {
+	case "", store.OutcomeOK, store.OutcomeError:
+		q.Model, q.Outcome = r.Model, r.Outcome
+	default:
+		return store.UsageQuery{}, oaierror.Invalid("invalid_request", "outcome", "outcome must be ok or error.")
+	}
+	if r.AllTime {
+		return q, nil
+	}
+	q.From, q.To = r.From.UTC(), r.To.UTC()
 	if q.To.IsZero() {
 		q.To = s.opt.Now().UTC()
 	}
@@ -84,6 +91,103 @@ func (s *Service) usageQuery(ctx context.Context, a Actor, r UsageRequest) (stor
 	return q, nil
 }
 
+// usageOwner is the query of the key's or the account's usage r asks
+// for, if the actor may read it.
+func (s *Service) usageOwner(ctx context.Context, a Actor, r UsageRequest) (store.UsageQuery, error) {
+	if r.KeyID == "" {
+		acct, err := s.account(ctx, a, r.AccountID, ScopeUsageRead)
+		if err != nil {
+			return store.UsageQuery{}, err
+		}
+		return store.UsageQuery{AccountID: acct.ID}, nil
+	}
+	k, err := s.key(ctx, a, r.KeyID, ScopeUsageRead)
+	switch {
+	case errors.Is(err, ErrNotFound) && r.OrDeleted && a.Admin() && r.AccountID == "":
+		return store.UsageQuery{KeyID: r.KeyID}, nil
+	case err != nil:
+		return store.UsageQuery{}, err
+	case r.AccountID != "" && r.AccountID != k.AccountID:
+		return store.UsageQuery{}, ErrNotFound
+	}
+	return store.UsageQuery{KeyID: k.ID, AccountID: k.AccountID}, nil
+}
+
+// Summary totals the usage r selects, per model.
+func (s *Service) Summary(ctx context.Context, a Actor, r UsageRequest) (store.UsageSummary, error) {
+	q, err := s.usageQuery(ctx, a, r)
+	if err != nil {
+		return store.UsageSummary{}, err
+	}
+	sum, err := s.opt.Store.UsageSummaryOf(ctx, q)
+	if err != nil {
+		return store.UsageSummary{}, s.fail(ctx, "usage summary", err)
+	}
+	return sum, nil
+}
+
+// Timeline sums the usage r selects into buckets of step (at least a
+// minute) from r.From to r.To.
+func (s *Service) Timeline(ctx context.Context, a Actor, r UsageRequest, step time.Duration) ([]store.UsageBucket, error) {
+	r.AllTime = false
+	q, err := s.usageQuery(ctx, a, r)
+	if err != nil {
+		return nil, err
+	}
+	buckets, err := s.opt.Store.UsageTimelineOf(ctx, q, step)
+	if err != nil {
+		return nil, s.fail(ctx, "usage timeline", err)
+	}
+	return buckets, nil
+}
+
+// UsageErrors counts the failed requests r selects by status and error
+// code, most frequent first.
+func (s *Service) UsageErrors(ctx context.Context, a Actor, r UsageRequest) ([]store.ErrorCount, error) {
+	q, err := s.usageQuery(ctx, a, r)
+	if err != nil {
+		return nil, err
+	}
+	errs, err := s.opt.Store.UsageErrorsOf(ctx, q)
+	if err != nil {
+		return nil, s.fail(ctx, "usage errors", err)
+	}
+	return errs, nil
+}
+
+// KeyTotals sums an account's usage r selects per key (keys without
+// usage are absent).
+func (s *Service) KeyTotals(ctx context.Context, a Actor, r UsageRequest) (map[string]store.KeyTotal, error) {
+	r.KeyID = ""
+	q, err := s.usageQuery(ctx, a, r)
+	if err != nil {
+		return nil, err
+	}
+	totals, err := s.opt.Store.KeyTotals(ctx, q)
+	if err != nil {
+		return nil, s.fail(ctx, "key totals", err)
+	}
+	return totals, nil
+}
+
+// Records reads the records r selects, newest first, older than before
+// when it is given (only its CreatedAt and ID are read), at most limit (1
+// to store.MaxUsageRecords).
+func (s *Service) Records(ctx context.Context, a Actor, r UsageRequest, before *store.UsageRecord, limit int) ([]store.UsageRecord, error) {
+	if limit < 1 || limit > store.MaxUsageRecords {
+		return nil, oaierror.Invalid("invalid_request", "limit", fmt.Sprintf("limit must be from 1 to %d.", store.MaxUsageRecords))
+	}
+	q, err := s.usageQuery(ctx, a, r)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := s.opt.Store.UsageRecordsOf(ctx, q, before, limit)
+	if err != nil {
+		return nil, s.fail(ctx, "usage records", err)
+	}
+	return recs, nil
+}
+
 // Usage totals a key's or an account's usage over a range, by model and by
 // hour or day (buckets start at from).
 func (s *Service) Usage(ctx context.Context, a Actor, r UsageRequest) (UsageReport, error) {
@@ -91,7 +195,7 @@ func (s *Service) Usage(ctx context.Context, a Actor, r UsageRequest) (UsageRepo
 	if err != nil {
 		return UsageReport{}, err
 	}
-	r.Group = group
+	r.Group, r.AllTime = group, false
 	q, err := s.usageQuery(ctx, a, r)
 	if err != nil {
 		return UsageReport{}, err
@@ -116,10 +220,6 @@ func (s *Service) UsageRecords(ctx context.Context, a Actor, r UsageRequest, aft
 	case limit < 1 || limit > MaxPageSize:
 		return nil, "", oaierror.Invalid("invalid_request", "limit", fmt.Sprintf("limit must be from 1 to %d.", MaxPageSize))
 	}
-	q, err := s.usageQuery(ctx, a, r)
-	if err != nil {
-		return nil, "", err
-	}
 	var before *store.UsageRecord
 	if after != "" {
 		at, id, ok := decodeCursor(after, "use_")
@@ -128,9 +228,9 @@ func (s *Service) UsageRecords(ctx context.Context, a Actor, r UsageRequest, aft
 		}
 		before = &store.UsageRecord{ID: id, CreatedAt: at}
 	}
-	recs, err := s.opt.Store.UsageRecordsOf(ctx, q, before, limit+1)
+	recs, err := s.Records(ctx, a, r, before, limit+1)
 	if err != nil {
-		return nil, "", s.fail(ctx, "usage records", err)
+		return nil, "", err
 	}
 	next := ""
 	if len(recs) > limit {
@@ -160,53 +260,28 @@ func usageRequestOf(r *http.Request, a Actor) (UsageRequest, error) {
 
 // rangeOf reads from and to (RFC 3339, or a date: its start, UTC).
 func rangeOf(q url.Values) (from, to time.Time, err error) {
-	for _, f := range []struct {
-		name string
-		into *time.Time
-	}{{"from", &from}, {"to", &to}} {
-		v := q.Get(f.name)
-		if v == "" {
-			continue
-		}
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			if t, err = time.Parse("2006-01-02", v); err != nil {
-				return time.Time{}, time.Time{}, oaierror.Invalid("invalid_request", f.name, f.name+" must be an RFC 3339 time or a date (YYYY-MM-DD).")
-			}
-		}
-		*f.into = t
+	if from, err = ParseInstant("from", q.Get("from")); err != nil {
+		return time.Time{}, time.Time{}, err
+	}
+	if to, err = ParseInstant("to", q.Get("to")); err != nil {
+		return time.Time{}, time.Time{}, err
 	}
 	return from, to, nil
 }
 
-type usageCounts struct {
-	Requests         int64       `json:"requests"`
-	ErrorRequests    int64       `json:"error_requests"`
-	PromptTokens     int64       `json:"prompt_tokens"`
-	CompletionTokens int64       `json:"completion_tokens"`
-	CostUSD          money.Nanos `json:"cost_usd"`
-}
-
-type modelUsageJSON struct {
-	Model string `json:"model"`
-	usageCounts
-}
-
-type bucketJSON struct {
-	Start time.Time `json:"start"`
-	usageCounts
-}
-
-type usageJSON struct {
-	Object    string           `json:"object"`
-	AccountID string           `json:"account_id"`
-	KeyID     *string          `json:"key_id"`
-	From      time.Time        `json:"from"`
-	To        time.Time        `json:"to"`
-	Group     string           `json:"group"`
-	Totals    usageCounts      `json:"totals"`
-	ByModel   []modelUsageJSON `json:"by_model"`
-	Buckets   []bucketJSON     `json:"buckets"`
+// ParseInstant reads the bound of a usage range named name: an RFC 3339
+// time, or a date (its start, UTC); "" is the zero time (the default).
+func ParseInstant(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		if t, err = time.Parse("2006-01-02", v); err != nil {
+			return time.Time{}, oaierror.Invalid("invalid_request", name, name+" must be an RFC 3339 time or a date (YYYY-MM-DD).")
+		}
+	}
+	return t, nil
 }
 
 func (s *Service) usage(w http.ResponseWriter, r *http.Request, a Actor) error {
@@ -218,53 +293,7 @@ func (s *Service) usage(w http.ResponseWriter, r *http.Request, a Actor) error {
 	if err != nil {
 		return err
 	}
-	out := usageJSON{Object: "usage", AccountID: rep.Query.AccountID, From: rep.Query.From, To: rep.Query.To, Group: rep.Group,
-		Totals: usageCounts{Requests: rep.Summary.TotalRequests, ErrorRequests: rep.Summary.ErrorRequests,
-			PromptTokens: rep.Summary.PromptTokens, CompletionTokens: rep.Summary.CompletionTokens, CostUSD: rep.Summary.Cost},
-		ByModel: []modelUsageJSON{}, Buckets: make([]bucketJSON, len(rep.Buckets))}
-	if rep.Query.KeyID != "" {
-		out.KeyID = &rep.Query.KeyID
-	}
-	for _, m := range rep.Summary.ByModel {
-		out.ByModel = append(out.ByModel, modelUsageJSON{Model: m.Model, usageCounts: usageCounts{Requests: m.Requests,
-			PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens, CostUSD: m.Cost}})
-	}
-	for i, b := range rep.Buckets {
-		out.Buckets[i] = bucketJSON{Start: b.Start, usageCounts: usageCounts{Requests: b.Requests, ErrorRequests: b.ErrorRequests,
-			PromptTokens: b.PromptTokens, CompletionTokens: b.CompletionTokens, CostUSD: b.Cost}}
-	}
-	return writeJSON(w, http.StatusOK, out)
-}
-
-// recordJSON is a usage record on the wire.
-type recordJSON struct {
-	ID               string      `json:"id"`
-	Object           string      `json:"object"`
-	KeyID            string      `json:"key_id"`
-	AccountID        string      `json:"account_id"`
-	CreatedAt        time.Time   `json:"created_at"`
-	Model            string      `json:"model"`
-	Provider         string      `json:"provider"`
-	Deployment       string      `json:"deployment"`
-	Status           int         `json:"status"`
-	ErrorCode        string      `json:"error_code"`
-	PromptTokens     int64       `json:"prompt_tokens"`
-	CompletionTokens int64       `json:"completion_tokens"`
-	CachedTokens     int64       `json:"cached_tokens"`
-	ReasoningTokens  int64       `json:"reasoning_tokens"`
-	CostUSD          money.Nanos `json:"cost_usd"`
-	Estimated        bool        `json:"estimated"`
-	LatencyMS        int64       `json:"latency_ms"`
-	Attempts         int         `json:"attempts"`
-	RequestID        string      `json:"request_id"`
-}
-
-func recordView(u store.UsageRecord) recordJSON {
-	return recordJSON{ID: u.ID, Object: "usage_record", KeyID: u.KeyID, AccountID: u.AccountID, CreatedAt: u.CreatedAt,
-		Model: u.Model, Provider: u.Provider, Deployment: u.Deployment, Status: u.Status, ErrorCode: u.ErrorCode,
-		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens,
-		ReasoningTokens: u.ReasoningTokens, CostUSD: u.Cost, Estimated: u.Estimated, LatencyMS: u.Latency.Milliseconds(),
-		Attempts: u.Attempts, RequestID: u.RequestID}
+	return writeJSON(w, http.StatusOK, UsageView(rep))
 }
 
 func (s *Service) usageRecords(w http.ResponseWriter, r *http.Request, a Actor) error {
@@ -287,9 +316,9 @@ func (s *Service) usageRecords(w http.ResponseWriter, r *http.Request, a Actor) 
 	if err != nil {
 		return err
 	}
-	views := make([]recordJSON, len(recs))
+	views := make([]RecordJSON, len(recs))
 	for i, u := range recs {
-		views[i] = recordView(u)
+		views[i] = RecordView(u)
 	}
 	return writeJSON(w, http.StatusOK, list(views, next))
 }

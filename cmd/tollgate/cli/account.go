@@ -4,48 +4,77 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/mail"
 	"strings"
-	"unicode"
 
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/manage"
+	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
 )
 
-// parseEmail trims s and checks that it is a bare email address. Its case is
-// kept: the store compares emails exactly.
-func parseEmail(s string) (string, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return "", errors.New("email: is required")
+// The account, key, usage and token commands act through the management
+// service, as the API and the dashboard do: a rule lives there once, and
+// every change is audited with actor "cli". A command parses its flags,
+// opens the service over --db and --config, makes its calls and prints
+// the answer: --json in the API's shape (manage's views), else as text.
+
+// cliStore is what the commands open: the management service's store, and
+// Close.
+type cliStore interface {
+	manage.Store
+	Close()
+}
+
+// openService opens --config and --db and the management service over
+// them; the caller calls the close function returned.
+func openService(ctx context.Context, e *env, f *flags) (*manage.Service, func(), error) {
+	cfg, err := f.loadConfig()
+	if err != nil {
+		return nil, nil, err
 	}
-	a, err := mail.ParseAddress(s)
-	if err != nil || a.Name != "" || a.Address != s || len(s) > 254 {
-		return "", fmt.Errorf("email: %q is not an email address", s)
+	var s cliStore
+	if s, err = f.openStore(ctx); err != nil {
+		return nil, nil, err
 	}
-	return s, nil
+	svc, err := manage.New(manage.Options{Store: s, Config: func() *config.Config { return cfg }, Now: e.now, Random: e.random})
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	return svc, s.Close, nil
+}
+
+// cliActor is the CLI as the management service knows it: an admin.
+var cliActor = manage.Actor{Kind: manage.ActorCLI}
+
+// serviceError turns the service's OpenAI-shaped errors into plain CLI
+// errors.
+func serviceError(err error) error {
+	var oe oaierror.Error
+	if errors.As(err, &oe) {
+		if oe.Param != "" && !strings.HasPrefix(oe.Message, oe.Param) {
+			return fmt.Errorf("%s (%s)", oe.Message, oe.Param)
+		}
+		return errors.New(oe.Message)
+	}
+	return err
+}
+
+// notFound says plainly that there is no such object: what stands for
+// %q in what, with id.
+func notFound(err error, what, id string) error {
+	if errors.Is(err, manage.ErrNotFound) {
+		return fmt.Errorf(what, id)
+	}
+	return serviceError(err)
 }
 
 // accountByEmail finds an account, saying so plainly when there is none.
-func accountByEmail(ctx context.Context, s store.Store, email string) (store.Account, error) {
+func accountByEmail(ctx context.Context, svc *manage.Service, email string) (store.Account, error) {
 	email = strings.TrimSpace(email)
-	a, err := s.AccountByEmail(ctx, email)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Account{}, fmt.Errorf("no account with email %q", email)
-	}
+	a, err := svc.AccountByEmail(ctx, cliActor, email)
 	if err != nil {
-		return store.Account{}, err
+		return store.Account{}, notFound(err, "no account with email %q", email)
 	}
 	return a, nil
-}
-
-// checkPlanName checks a plan name when there is no configuration to look it
-// up in: any short printable name.
-func checkPlanName(p string) error {
-	if p == "" {
-		return errors.New("plan: is required")
-	}
-	if len(p) > 64 || strings.ContainsFunc(p, unicode.IsControl) {
-		return fmt.Errorf("plan: %q is not a plan name", p)
-	}
-	return nil
 }

@@ -22,50 +22,22 @@ func runAccountCreate(ctx context.Context, e *env, f *flags, args []string) erro
 	if err := f.require("email", "plan"); err != nil {
 		return err
 	}
-
-	addr, err := parseEmail(*email)
-	if err != nil {
-		return err
-	}
-	planName := strings.TrimSpace(*plan)
-	if err := checkPlanName(planName); err != nil {
-		return err
-	}
-	cfg, err := f.loadConfig()
-	if err != nil {
-		return err
-	}
-	if cfg != nil {
-		if _, ok := cfg.Plan(planName); !ok {
-			names := make([]string, len(cfg.Plans))
-			for i, p := range cfg.Plans {
-				names[i] = p.Name
-			}
-			return fmt.Errorf("plan: unknown plan %q (the config defines: %s)", planName, strings.Join(names, ", "))
-		}
-	}
 	amount, err := money.ParseUSD(strings.TrimSpace(*balance))
 	if err != nil {
 		return fmt.Errorf("balance: %w", err)
 	}
-	if amount < 0 {
-		return fmt.Errorf("balance: must not be negative, got %s", amount)
-	}
-
-	svc, s, err := manageService(ctx, e, f, cfg)
+	svc, done, err := openService(ctx, e, f)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	a, err := svc.CreateAccount(ctx, cliActor, addr, planName, amount)
+	defer done()
+	addr := strings.TrimSpace(*email)
+	a, err := svc.CreateAccount(ctx, cliActor, addr, strings.TrimSpace(*plan), amount)
 	if oe := (oaierror.Error{}); errors.As(err, &oe) && oe.Status == http.StatusConflict {
 		return fmt.Errorf("an account with email %q already exists", addr)
 	}
 	if err != nil {
 		return serviceError(err)
 	}
-	if *asJSON {
-		return writeJSON(e.stdout, accountView(a))
-	}
-	return writeAccount(e.stdout, a)
+	return printAccount(e, a, *asJSON)
 }

@@ -18,7 +18,8 @@ import (
 // dashboard with. The password is read from standard input, never from a
 // flag (flags end up in shell history and process lists): typed twice
 // without echo at a terminal, or the first line of a pipe. Setting it signs
-// the account out of every dashboard session.
+// the account out of every dashboard session (audited as account.password
+// by cli).
 func runAccountPassword(ctx context.Context, e *env, f *flags, args []string) error {
 	email := f.fs.String("email", "", "the account's email address")
 	if _, err := f.parse(args); err != nil {
@@ -36,17 +37,17 @@ func runAccountPassword(ctx context.Context, e *env, f *flags, args []string) er
 		return fmt.Errorf("password: %w", err)
 	}
 
-	s, err := f.openStore(ctx)
+	svc, done, err := openService(ctx, e, f)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	a, err := accountByEmail(ctx, s, *email)
+	defer done()
+	a, err := accountByEmail(ctx, svc, *email)
 	if err != nil {
 		return err
 	}
-	if err := s.SetPassword(ctx, a.ID, hash); err != nil {
-		return err
+	if err := svc.SetPassword(ctx, cliActor, a.ID, hash); err != nil {
+		return serviceError(err)
 	}
 	_, err = fmt.Fprintf(e.stderr, "tollgate: password set for %s; its dashboard sessions were signed out\n", a.Email)
 	return err

@@ -21,11 +21,7 @@ func runAccountPlan(ctx context.Context, e *env, f *flags, args []string) error 
 	if err := f.require("email", "plan"); err != nil {
 		return err
 	}
-	planName := strings.TrimSpace(*plan)
-	if err := checkPlanName(planName); err != nil {
-		return err
-	}
 	return changeAccount(ctx, e, f, *email, *asJSON, func(svc *manage.Service, a store.Account) (store.Account, error) {
-		return svc.SetPlan(ctx, cliActor, a.ID, planName)
+		return svc.SetPlan(ctx, cliActor, a.ID, strings.TrimSpace(*plan))
 	})
 }

@@ -11,17 +11,14 @@ func runAccountShow(ctx context.Context, e *env, f *flags, args []string) error 
 	if err := f.require("email"); err != nil {
 		return err
 	}
-	s, err := f.openStore(ctx)
+	svc, done, err := openService(ctx, e, f)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	a, err := accountByEmail(ctx, s, *email)
+	defer done()
+	a, err := accountByEmail(ctx, svc, *email)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return writeJSON(e.stdout, accountView(a))
-	}
-	return writeAccount(e.stdout, a)
+	return printAccount(e, a, *asJSON)
 }

@@ -288,6 +288,7 @@ func TestKeyUpdateChangesOnlyTheGivenOption(t *testing.T) {
 			for f, v := range tt.want {
 				want[f] = v
 			}
+			want["version"] = json.Number("2") // one update
 			if !equalJSON(after, want) {
 				t.Errorf("after update:\n got %v\nwant %v", after, want)
 			}
@@ -334,9 +335,11 @@ func TestKeyUsage(t *testing.T) {
 	acct := h.obj("account", "show", "--email", "a@example.com", "--json")["id"].(string)
 
 	empty := h.obj("key", "usage", id, "--json")
-	if empty["total_requests"] != json.Number("0") || empty["error_rate"] != json.Number("0") ||
-		empty["total_cost_usd"] != json.Number("0") || len(empty["by_model"].([]any)) != 0 {
-		t.Errorf("usage of an unused key: %v", empty)
+	if empty["object"] != "usage" || empty["key_id"] != id || empty["account_id"] != acct || empty["group"] != "day" ||
+		!equalJSON(empty["totals"], map[string]any{"requests": json.Number("0"), "error_requests": json.Number("0"),
+			"prompt_tokens": json.Number("0"), "completion_tokens": json.Number("0"), "cost_usd": json.Number("0")}) ||
+		len(empty["by_model"].([]any)) != 0 || len(empty["buckets"].([]any)) != 30 {
+		t.Errorf("usage of an unused key, the API's shape over the last 30 days by day: %v", empty)
 	}
 
 	now := time.Now().UTC()
@@ -349,29 +352,27 @@ func TestKeyUsage(t *testing.T) {
 		rec("u2", "gpt-4o", 200, 10, 5, 1),
 		rec("u3", "gpt-4o-mini", 200, 1000, 0, 150_000),
 		rec("u4", "gpt-4o-mini", 503, 0, 0, 0),
+		{ID: "old", KeyID: id, AccountID: acct, Model: "gpt-4o", Status: 200, Cost: 7, CreatedAt: now.Add(-40 * 24 * time.Hour)},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	u := h.obj("key", "usage", id, "--json")
-	want := map[string]any{
-		"key_id":            id,
-		"total_requests":    json.Number("4"),
-		"error_requests":    json.Number("1"),
-		"error_rate":        json.Number("0.25"),
-		"prompt_tokens":     json.Number("1110"),
-		"completion_tokens": json.Number("55"),
-		"total_cost_usd":    json.Number("0.000900002"),
-		"by_model": []any{
-			map[string]any{"model": "gpt-4o", "requests": json.Number("2"), "prompt_tokens": json.Number("110"),
-				"completion_tokens": json.Number("55"), "cost_usd": json.Number("0.000750002")},
-			map[string]any{"model": "gpt-4o-mini", "requests": json.Number("2"), "prompt_tokens": json.Number("1000"),
-				"completion_tokens": json.Number("0"), "cost_usd": json.Number("0.00015")},
-		},
+	wantTotals := map[string]any{"requests": json.Number("4"), "error_requests": json.Number("1"), "prompt_tokens": json.Number("1110"),
+		"completion_tokens": json.Number("55"), "cost_usd": json.Number("0.000900002")}
+	wantByModel := []any{
+		map[string]any{"model": "gpt-4o", "requests": json.Number("2"), "error_requests": json.Number("0"), "prompt_tokens": json.Number("110"),
+			"completion_tokens": json.Number("55"), "cost_usd": json.Number("0.000750002")},
+		map[string]any{"model": "gpt-4o-mini", "requests": json.Number("2"), "error_requests": json.Number("0"), "prompt_tokens": json.Number("1000"),
+			"completion_tokens": json.Number("0"), "cost_usd": json.Number("0.00015")},
 	}
-	if !equalJSON(u, want) {
-		t.Errorf("usage:\n got %v\nwant %v", u, want)
+	if !equalJSON(u["totals"], wantTotals) || !equalJSON(u["by_model"], wantByModel) {
+		t.Errorf("usage of the last 30 days (not the record of 40 days ago):\n got %v\nwant totals %v, by_model %v", u, wantTotals, wantByModel)
+	}
+	older := h.obj("key", "usage", id, "--json", "--from", now.Add(-50*24*time.Hour).Format("2006-01-02"))
+	if tot := older["totals"].(map[string]any); tot["requests"] != json.Number("5") {
+		t.Errorf("--from 50 days back counts the old record too: %v", tot)
 	}
 
 	out := h.ok("key", "usage", id)
@@ -383,9 +384,10 @@ func TestKeyUsage(t *testing.T) {
 
 	// A deleted key's history stays.
 	h.ok("key", "delete", id)
-	if u := h.obj("key", "usage", id, "--json"); u["total_requests"] != json.Number("4") {
+	if u := h.obj("key", "usage", id, "--json"); !equalJSON(u["totals"], wantTotals) {
 		t.Errorf("usage after delete: %v", u)
 	}
+	h.fails("no key with id", "key", "usage", "key_neverexisted")
 }
 
 func TestBadInputChangesNothing(t *testing.T) {
@@ -419,9 +421,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 			[]string{"key", "update", id, "--description", "new", "--ip", "10.0.0.1", "--ip", "bad"}},
 		{"bad date on update", "expires_at:",
 			[]string{"key", "update", id, "--expires", "31/12/2030"}},
-		{"negative amount", "amount: must be positive",
+		{"negative amount", "amount_usd must be more than 0",
 			[]string{"account", "credit", "--email", "a@example.com", "--amount", "-5"}},
-		{"zero amount", "amount: must be positive",
+		{"zero amount", "amount_usd must be more than 0",
 			[]string{"account", "credit", "--email", "a@example.com", "--amount", "0"}},
 		{"amount not a number", "amount: not a dollar amount",
 			[]string{"account", "credit", "--email", "a@example.com", "--amount", "5 USD"}},
@@ -429,9 +431,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 			[]string{"account", "credit", "--email", "a@example.com", "--amount", "0.0000000001"}},
 		{"credit unknown account", "no account with email",
 			[]string{"account", "credit", "--email", "b@example.com", "--amount", "1"}},
-		{"negative balance", "balance: must not be negative",
+		{"negative balance", "balance_usd must be from 0",
 			[]string{"account", "create", "--email", "c@example.com", "--plan", "free", "--balance", "-1"}},
-		{"bad email", "email:",
+		{"bad email", "email must be an email address",
 			[]string{"account", "create", "--email", "Someone <c@example.com>", "--plan", "free"}},
 	}
 	for _, tt := range tests {
@@ -454,7 +456,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 func TestConfigGivesPrefixPlansAndModels(t *testing.T) {
 	h := newHarness(t)
 	cfg := filepath.Join("testdata", "config.yaml")
-	h.fails(`plan: unknown plan "gold" (the config defines: free, pro)`,
+	h.fails(`plan must be one of the configuration's plans (free, pro), not "gold"`,
 		"account", "create", "--email", "a@example.com", "--plan", "gold", "--config", cfg)
 	h.ok("account", "create", "--email", "a@example.com", "--plan", "free", "--config", cfg)
 

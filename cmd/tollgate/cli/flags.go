@@ -154,7 +154,7 @@ func (f *flags) printHelp(w io.Writer) {
 }
 
 // openStore opens the database named by --db.
-func (f *flags) openStore(ctx context.Context) (store.Store, error) {
+func (f *flags) openStore(ctx context.Context) (cliStore, error) {
 	s, err := store.Open(ctx, f.db)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)

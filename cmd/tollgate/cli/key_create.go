@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/manage"
 )
 
 func runKeyCreate(ctx context.Context, e *env, f *flags, args []string) error {
@@ -22,11 +23,6 @@ func runKeyCreate(ctx context.Context, e *env, f *flags, args []string) error {
 	if err := f.require("account", "description"); err != nil {
 		return err
 	}
-	cfg, err := f.loadConfig()
-	if err != nil {
-		return err
-	}
-
 	enabled := !*disabled
 	p := keyopts.Patch{Description: description, RateLimit: rpm, Expiry: expires, Enabled: &enabled}
 	if ips.set {
@@ -35,16 +31,13 @@ func runKeyCreate(ctx context.Context, e *env, f *flags, args []string) error {
 	if models.set {
 		p.Models = &models.values
 	}
-	if _, err := keyopts.Create(p, keyRules(e, cfg)); err != nil {
-		return err // before opening the database, in keyopts' own words
-	}
 
-	svc, s, err := manageService(ctx, e, f, cfg)
+	svc, done, err := openService(ctx, e, f)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	a, err := accountByEmail(ctx, s, *account)
+	defer done()
+	a, err := accountByEmail(ctx, svc, *account)
 	if err != nil {
 		return err
 	}
@@ -54,7 +47,9 @@ func runKeyCreate(ctx context.Context, e *env, f *flags, args []string) error {
 	}
 	fmt.Fprintf(e.stderr, "tollgate: created key %s for %s; its secret is shown only this once\n", k.ID, a.Email)
 	if *asJSON {
-		return writeJSON(e.stdout, createdKeyJSON{keyJSON: keyView(k, e.now()), Secret: secret})
+		v := manage.KeyView(k, e.now())
+		v.Secret = secret
+		return writeJSON(e.stdout, v)
 	}
 	_, err = fmt.Fprintln(e.stdout, secret)
 	return err

@@ -2,10 +2,7 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"github.com/tollgate/tollgate/manage"
 )
 
 func runKeyDelete(ctx context.Context, e *env, f *flags, args []string) error {
@@ -14,21 +11,13 @@ func runKeyDelete(ctx context.Context, e *env, f *flags, args []string) error {
 		return err
 	}
 	id := pos[0]
-	cfg, err := f.loadConfig()
+	svc, done, err := openService(ctx, e, f)
 	if err != nil {
 		return err
 	}
-	svc, s, err := manageService(ctx, e, f, cfg)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	err = svc.DeleteKey(ctx, cliActor, id)
-	if errors.Is(err, manage.ErrNotFound) {
-		return fmt.Errorf("no key with id %q", id)
-	}
-	if err != nil {
-		return serviceError(err)
+	defer done()
+	if err := svc.DeleteKey(ctx, cliActor, id); err != nil {
+		return notFound(err, "no key with id %q", id)
 	}
 	_, err = fmt.Fprintf(e.stdout, "deleted key %s\n", id)
 	return err

@@ -1,6 +1,10 @@
 package cli
 
-import "context"
+import (
+	"context"
+
+	"github.com/tollgate/tollgate/manage"
+)
 
 func runKeyList(ctx context.Context, e *env, f *flags, args []string) error {
 	account := f.fs.String("account", "", "email of the account whose keys to list")
@@ -11,24 +15,24 @@ func runKeyList(ctx context.Context, e *env, f *flags, args []string) error {
 	if err := f.require("account"); err != nil {
 		return err
 	}
-	s, err := f.openStore(ctx)
+	svc, done, err := openService(ctx, e, f)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	a, err := accountByEmail(ctx, s, *account)
+	defer done()
+	a, err := accountByEmail(ctx, svc, *account)
 	if err != nil {
 		return err
 	}
-	keys, err := s.ListKeys(ctx, a.ID)
+	keys, err := svc.AccountKeys(ctx, cliActor, a.ID)
 	if err != nil {
-		return err
+		return serviceError(err)
 	}
 	now := e.now()
 	if *asJSON {
-		out := make([]keyJSON, len(keys))
+		out := make([]manage.KeyJSON, len(keys))
 		for i, k := range keys {
-			out[i] = keyView(k, now)
+			out[i] = manage.KeyView(k, now)
 		}
 		return writeJSON(e.stdout, out)
 	}

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/manage"
@@ -62,25 +60,17 @@ func runKeyUpdate(ctx context.Context, e *env, f *flags, args []string) error {
 	if !changed {
 		return usagef("%s: nothing to change; give at least one option", f.cmd.name)
 	}
-	cfg, err := f.loadConfig()
+	svc, done, err := openService(ctx, e, f)
 	if err != nil {
 		return err
 	}
-
-	svc, s, err := manageService(ctx, e, f, cfg)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
+	defer done()
 	k, err := svc.UpdateKey(ctx, cliActor, id, "", p)
-	if errors.Is(err, manage.ErrNotFound) {
-		return fmt.Errorf("no key with id %q", id)
-	}
 	if err != nil {
-		return serviceError(err)
+		return notFound(err, "no key with id %q", id)
 	}
 	if *asJSON {
-		return writeJSON(e.stdout, keyView(k, e.now()))
+		return writeJSON(e.stdout, manage.KeyView(k, e.now()))
 	}
 	return writeKey(e.stdout, k, e.now())
 }

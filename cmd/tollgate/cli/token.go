@@ -2,63 +2,15 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/manage"
-	"github.com/tollgate/tollgate/oaierror"
-	"github.com/tollgate/tollgate/store"
 )
 
-// The management tokens of the REST API (/api/v1/), made, listed and
-// revoked through the same service as the API, as the CLI actor: every
-// action lands in the audit log with actor "cli".
-
-// tokenService opens --config and --db and the management service over
-// them; the caller closes the store.
-func tokenService(ctx context.Context, e *env, f *flags) (*manage.Service, store.Store, error) {
-	cfg, err := f.loadConfig()
-	if err != nil {
-		return nil, nil, err
-	}
-	return manageService(ctx, e, f, cfg)
-}
-
-// manageService opens --db and the management service over it and cfg
-// (nil without --config): the CLI's key, account and token commands act
-// through the same service as the API and the dashboard, so a rule lives
-// in one place and every action is audited with actor "cli". The caller
-// closes the store.
-func manageService(ctx context.Context, e *env, f *flags, cfg *config.Config) (*manage.Service, store.Store, error) {
-	s, err := f.openStore(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	svc, err := manage.New(manage.Options{Store: s, Config: func() *config.Config { return cfg }, Now: e.now, Random: e.random})
-	if err != nil {
-		s.Close()
-		return nil, nil, err
-	}
-	return svc, s, nil
-}
-
-var cliActor = manage.Actor{Kind: manage.ActorCLI}
-
-// serviceError turns the service's OpenAI-shaped errors into plain CLI
-// errors.
-func serviceError(err error) error {
-	var oe oaierror.Error
-	if errors.As(err, &oe) {
-		if oe.Param != "" && !strings.HasPrefix(oe.Message, oe.Param) {
-			return fmt.Errorf("%s (%s)", oe.Message, oe.Param)
-		}
-		return errors.New(oe.Message)
-	}
-	return err
-}
+// The management tokens of the REST API are made, listed and revoked
+// through the same service as the API's own.
 
 // parseTokenExpiry reads --expires: an RFC 3339 instant, or a date (the
 // token works through that day, UTC), or "never".
@@ -98,17 +50,17 @@ func runTokenCreate(ctx context.Context, e *env, f *flags, args []string) error 
 	if err != nil {
 		return err
 	}
-	svc, s, err := tokenService(ctx, e, f)
+	svc, done, err := openService(ctx, e, f)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	defer done()
 	req := manage.TokenRequest{Name: *name, Scopes: scopes.values, ExpiresAt: exp}
 	if req.Name == "" {
 		req.Name = "admin"
 	}
 	if *account != "" {
-		a, err := accountByEmail(ctx, s, *account)
+		a, err := accountByEmail(ctx, svc, *account)
 		if err != nil {
 			return err
 		}
@@ -137,14 +89,14 @@ func runTokenList(ctx context.Context, e *env, f *flags, args []string) error {
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
-	svc, s, err := tokenService(ctx, e, f)
+	svc, done, err := openService(ctx, e, f)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	defer done()
 	accountID := ""
 	if *account != "" {
-		a, err := accountByEmail(ctx, s, *account)
+		a, err := accountByEmail(ctx, svc, *account)
 		if err != nil {
 			return err
 		}
@@ -176,16 +128,13 @@ func runTokenRevoke(ctx context.Context, e *env, f *flags, args []string) error 
 	if err != nil {
 		return err
 	}
-	svc, s, err := tokenService(ctx, e, f)
+	svc, done, err := openService(ctx, e, f)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	defer done()
 	if err := svc.RevokeToken(ctx, cliActor, rest[0]); err != nil {
-		if errors.Is(err, manage.ErrNotFound) {
-			return fmt.Errorf("no live token with id %q", rest[0])
-		}
-		return serviceError(err)
+		return notFound(err, "no live token with id %q", rest[0])
 	}
 	fmt.Fprintf(e.stderr, "tollgate: revoked management token %s\n", rest[0])
 	return nil

@@ -653,11 +653,11 @@ type Key struct {
 
 	// ExpiresAt null: never.
 	ExpiresAt *time.Time `json:"expires_at"`
-	Hint      string     `json:"hint"`
 	Id        string     `json:"id"`
 
 	// IpRestrictions Addresses or CIDRs; empty: any address.
 	IpRestrictions []string   `json:"ip_restrictions"`
+	KeyHint        string     `json:"key_hint"`
 	LastUsedAt     *time.Time `json:"last_used_at"`
 
 	// Models The allow-list; null: all the plan's models.
@@ -703,11 +703,11 @@ type KeyCreated struct {
 
 	// ExpiresAt null: never.
 	ExpiresAt *time.Time `json:"expires_at"`
-	Hint      string     `json:"hint"`
 	Id        string     `json:"id"`
 
 	// IpRestrictions Addresses or CIDRs; empty: any address.
 	IpRestrictions []string   `json:"ip_restrictions"`
+	KeyHint        string     `json:"key_hint"`
 	LastUsedAt     *time.Time `json:"last_used_at"`
 
 	// Models The allow-list; null: all the plan's models.
@@ -767,11 +767,11 @@ type KeyRotated struct {
 
 	// ExpiresAt null: never.
 	ExpiresAt *time.Time `json:"expires_at"`
-	Hint      string     `json:"hint"`
 	Id        string     `json:"id"`
 
 	// IpRestrictions Addresses or CIDRs; empty: any address.
 	IpRestrictions []string   `json:"ip_restrictions"`
+	KeyHint        string     `json:"key_hint"`
 	LastUsedAt     *time.Time `json:"last_used_at"`
 
 	// Models The allow-list; null: all the plan's models.
@@ -961,6 +961,9 @@ type UsageRecord struct {
 	ReasoningTokens  int               `json:"reasoning_tokens"`
 	RequestId        string            `json:"request_id"`
 	Status           int               `json:"status"`
+
+	// TtftMs Time from admission to the first byte of the answer, in milliseconds; 0 when none was sent.
+	TtftMs int `json:"ttft_ms"`
 }
 
 // UsageRecordObject defines model for UsageRecord.Object.

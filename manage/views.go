@@ -1,0 +1,188 @@
+package manage
+
+import (
+	"time"
+
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/store"
+)
+
+// The objects on the wire: the API's answers, the CLI's --json output.
+// Times are UTC.
+
+// KeyJSON is a key on the wire.
+type KeyJSON struct {
+	ID             string     `json:"id"`
+	Object         string     `json:"object"`
+	AccountID      string     `json:"account_id"`
+	Description    string     `json:"description"`
+	Status         string     `json:"status"`
+	Enabled        bool       `json:"enabled"`
+	RateLimitRPM   *int       `json:"rate_limit_rpm"`
+	IPRestrictions []string   `json:"ip_restrictions"`
+	Models         []string   `json:"models"`
+	ExpiresAt      *time.Time `json:"expires_at"`
+	KeyHint        string     `json:"key_hint"`
+	CreatedAt      time.Time  `json:"created_at"`
+	LastUsedAt     *time.Time `json:"last_used_at"`
+	Version        int64      `json:"version"`
+	// Secret is set in the answer to a create or a rotation only.
+	Secret string `json:"secret,omitempty"`
+	// PreviousSecretUntil is set by a rotation with a grace period: the
+	// replaced secret works until then.
+	PreviousSecretUntil *time.Time `json:"previous_secret_valid_until,omitempty"`
+}
+
+// KeyView is k on the wire; its status is the one at now.
+func KeyView(k store.Key, now time.Time) KeyJSON {
+	ips := k.IPRestrictions
+	if ips == nil {
+		ips = []string{}
+	}
+	return KeyJSON{ID: k.ID, Object: "key", AccountID: k.AccountID, Description: k.Description, Status: k.Status(now),
+		Enabled: k.Enabled, RateLimitRPM: k.RateLimitRPM, IPRestrictions: ips, Models: k.Models, ExpiresAt: utc(k.ExpiresAt),
+		KeyHint: k.Hint, CreatedAt: k.CreatedAt.UTC(), LastUsedAt: utc(k.LastUsedAt), Version: k.Version}
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// AccountJSON is an account on the wire.
+type AccountJSON struct {
+	ID         string      `json:"id"`
+	Object     string      `json:"object"`
+	Email      string      `json:"email"`
+	Plan       string      `json:"plan"`
+	BalanceUSD money.Nanos `json:"balance_usd"`
+	// ReservedUSD is held by requests in flight; available is the rest.
+	ReservedUSD  money.Nanos `json:"reserved_usd"`
+	AvailableUSD money.Nanos `json:"available_usd"`
+	CreatedAt    time.Time   `json:"created_at"`
+}
+
+// AccountView is a on the wire.
+func AccountView(a store.Account) AccountJSON {
+	return AccountJSON{ID: a.ID, Object: "account", Email: a.Email, Plan: a.Plan, BalanceUSD: a.Balance,
+		ReservedUSD: a.Reserved, AvailableUSD: a.Balance - a.Reserved, CreatedAt: a.CreatedAt.UTC()}
+}
+
+// TokenJSON is a management token on the wire.
+type TokenJSON struct {
+	ID        string     `json:"id"`
+	Object    string     `json:"object"`
+	AccountID *string    `json:"account_id"` // null: an admin token
+	Name      string     `json:"name"`
+	Scopes    []string   `json:"scopes"`
+	Hint      string     `json:"hint"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	// Token is the secret, in the answer to a create only.
+	Token string `json:"token,omitempty"`
+}
+
+// TokenView is t on the wire.
+func TokenView(t store.ManagementToken) TokenJSON {
+	v := TokenJSON{ID: t.ID, Object: "management_token", Name: t.Name, Scopes: t.Scopes, Hint: t.Hint,
+		CreatedAt: t.CreatedAt.UTC(), ExpiresAt: utc(t.ExpiresAt)}
+	if v.Scopes == nil {
+		v.Scopes = []string{}
+	}
+	if t.AccountID != "" {
+		v.AccountID = &t.AccountID
+	}
+	return v
+}
+
+// UsageCounts are a total, a model's share or a bucket of usage.
+type UsageCounts struct {
+	Requests         int64       `json:"requests"`
+	ErrorRequests    int64       `json:"error_requests"`
+	PromptTokens     int64       `json:"prompt_tokens"`
+	CompletionTokens int64       `json:"completion_tokens"`
+	CostUSD          money.Nanos `json:"cost_usd"`
+}
+
+// ModelUsageJSON is one model's share of usage.
+type ModelUsageJSON struct {
+	Model string `json:"model"`
+	UsageCounts
+}
+
+// BucketJSON is one hour or day of usage.
+type BucketJSON struct {
+	Start time.Time `json:"start"`
+	UsageCounts
+}
+
+// UsageJSON is a key's or an account's usage over a range on the wire.
+type UsageJSON struct {
+	Object    string           `json:"object"`
+	AccountID string           `json:"account_id"`
+	KeyID     *string          `json:"key_id"`
+	From      time.Time        `json:"from"`
+	To        time.Time        `json:"to"`
+	Group     string           `json:"group"`
+	Totals    UsageCounts      `json:"totals"`
+	ByModel   []ModelUsageJSON `json:"by_model"`
+	Buckets   []BucketJSON     `json:"buckets"`
+}
+
+// UsageView is rep on the wire.
+func UsageView(rep UsageReport) UsageJSON {
+	sum := rep.Summary
+	out := UsageJSON{Object: "usage", AccountID: rep.Query.AccountID, From: rep.Query.From.UTC(), To: rep.Query.To.UTC(), Group: rep.Group,
+		Totals: UsageCounts{Requests: sum.TotalRequests, ErrorRequests: sum.ErrorRequests,
+			PromptTokens: sum.PromptTokens, CompletionTokens: sum.CompletionTokens, CostUSD: sum.Cost},
+		ByModel: []ModelUsageJSON{}, Buckets: make([]BucketJSON, len(rep.Buckets))}
+	if rep.Query.KeyID != "" {
+		out.KeyID = &rep.Query.KeyID
+	}
+	for _, m := range sum.ByModel {
+		out.ByModel = append(out.ByModel, ModelUsageJSON{Model: m.Model, UsageCounts: UsageCounts{Requests: m.Requests,
+			PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens, CostUSD: m.Cost}})
+	}
+	for i, b := range rep.Buckets {
+		out.Buckets[i] = BucketJSON{Start: b.Start.UTC(), UsageCounts: UsageCounts{Requests: b.Requests, ErrorRequests: b.ErrorRequests,
+			PromptTokens: b.PromptTokens, CompletionTokens: b.CompletionTokens, CostUSD: b.Cost}}
+	}
+	return out
+}
+
+// RecordJSON is a usage record on the wire.
+type RecordJSON struct {
+	ID               string      `json:"id"`
+	Object           string      `json:"object"`
+	KeyID            string      `json:"key_id"`
+	AccountID        string      `json:"account_id"`
+	CreatedAt        time.Time   `json:"created_at"`
+	Model            string      `json:"model"`
+	Provider         string      `json:"provider"`
+	Deployment       string      `json:"deployment"`
+	Status           int         `json:"status"`
+	ErrorCode        string      `json:"error_code"`
+	PromptTokens     int64       `json:"prompt_tokens"`
+	CompletionTokens int64       `json:"completion_tokens"`
+	CachedTokens     int64       `json:"cached_tokens"`
+	ReasoningTokens  int64       `json:"reasoning_tokens"`
+	CostUSD          money.Nanos `json:"cost_usd"`
+	Estimated        bool        `json:"estimated"`
+	LatencyMS        int64       `json:"latency_ms"`
+	// TTFTMS is the time to the answer's first byte, 0 when none came.
+	TTFTMS    int64  `json:"ttft_ms"`
+	Attempts  int    `json:"attempts"`
+	RequestID string `json:"request_id"`
+}
+
+// RecordView is u on the wire.
+func RecordView(u store.UsageRecord) RecordJSON {
+	return RecordJSON{ID: u.ID, Object: "usage_record", KeyID: u.KeyID, AccountID: u.AccountID, CreatedAt: u.CreatedAt.UTC(),
+		Model: u.Model, Provider: u.Provider, Deployment: u.Deployment, Status: u.Status, ErrorCode: u.ErrorCode,
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens,
+		ReasoningTokens: u.ReasoningTokens, CostUSD: u.Cost, Estimated: u.Estimated, LatencyMS: u.Latency.Milliseconds(),
+		TTFTMS: u.TTFT.Milliseconds(), Attempts: u.Attempts, RequestID: u.RequestID}
+}
