@@ -1,7 +1,7 @@
-// Package cli is the tollgate command line: it dispatches "serve" to the
-// server and runs the administrator's account and key commands against the
-// store. Run is the whole program minus signals and the exit code, so tests
-// call it directly.
+// Package cli is the tollgate command line: it parses "serve"'s flags into
+// the server's options (package internal/app runs the server) and runs the
+// administrator's account, key, usage and token commands. Run is the whole
+// program minus signals and the exit code, so tests call it directly.
 package cli
 
 import (
