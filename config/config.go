@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -749,61 +750,70 @@ func unmarshalNanos(value *yaml.Node) (money.Nanos, error) {
 	return n, nil
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler for Model so prices are exact.
-func (m *Model) UnmarshalYAML(value *yaml.Node) error {
-	type plain struct {
-		ID                    string       `yaml:"id"`
-		MaxTokens             int          `yaml:"max_tokens"`
-		InputPricePerMillion  yaml.Node    `yaml:"input_price_per_million"`
-		OutputPricePerMillion yaml.Node    `yaml:"output_price_per_million"`
-		CachedInputPrice      yaml.Node    `yaml:"cached_input_price_per_million"`
-		CacheWritePrice       yaml.Node    `yaml:"cache_write_price_per_million"`
-		Deployments           []Deployment `yaml:"deployments"`
-		RequestTimeout        Duration     `yaml:"request_timeout"`
-		Created               time.Time    `yaml:"created"`
-		Reasoning             bool         `yaml:"reasoning"`
-		ImageTokens           int          `yaml:"image_tokens"`
-		FileTokens            int          `yaml:"file_tokens"`
-		AllowParameters       []string     `yaml:"allow_parameters"`
+// modelFields is the field index of each of Model's YAML keys, read from
+// its tags: the struct is the one list of a model's fields.
+var modelFields = yamlFields(reflect.TypeFor[Model]())
+
+func yamlFields(t reflect.Type) map[string]int {
+	out := map[string]int{}
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if name != "" && name != "-" {
+			out[name] = i
+		}
 	}
-	// Decode does not apply the decoder's KnownFields here, so check the
-	// field names ourselves: a misspelt price must not be silently free.
+	return out
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler for Model so prices (its
+// money.Nanos fields) are exact dollar amounts, and so a misspelt field is
+// an error (Decode does not apply the decoder's KnownFields here, and a
+// misspelt price must not be silently free).
+func (m *Model) UnmarshalYAML(value *yaml.Node) error {
+	type plain Model // Model's fields without this method
+	rest := *value
+	type price struct {
+		field int
+		name  string
+		node  *yaml.Node
+	}
+	var prices []price
 	if value.Kind == yaml.MappingNode {
+		rest.Content = nil
 		for i := 0; i+1 < len(value.Content); i += 2 {
-			switch k := value.Content[i].Value; k {
-			case "id", "max_tokens", "input_price_per_million", "output_price_per_million",
-				"cached_input_price_per_million", "cache_write_price_per_million", "deployments", "request_timeout", "created",
-				"reasoning", "image_tokens", "file_tokens", "allow_parameters":
+			k := value.Content[i]
+			f, ok := modelFields[k.Value]
+			switch {
+			case !ok:
+				return fmt.Errorf("line %d: field %s not found in type config.Model", k.Line, k.Value)
+			case reflect.TypeFor[Model]().Field(f).Type == reflect.TypeFor[money.Nanos]():
+				prices = append(prices, price{f, k.Value, value.Content[i+1]})
 			default:
-				return fmt.Errorf("line %d: field %s not found in type config.Model", value.Content[i].Line, k)
+				rest.Content = append(rest.Content, k, value.Content[i+1])
 			}
 		}
 	}
 	var p plain
-	if err := value.Decode(&p); err != nil {
+	if err := rest.Decode(&p); err != nil {
 		return err
 	}
-	m.ID, m.MaxTokens, m.Deployments, m.RequestTimeout, m.Created = p.ID, p.MaxTokens, p.Deployments, p.RequestTimeout, p.Created
-	m.Reasoning, m.ImageTokens, m.FileTokens, m.AllowParameters = p.Reasoning, p.ImageTokens, p.FileTokens, p.AllowParameters
-	for _, price := range []struct {
-		node *yaml.Node
-		dst  *money.Nanos
-		name string
-	}{{&p.InputPricePerMillion, &m.InputPricePerMillion, "input_price_per_million"}, {&p.OutputPricePerMillion, &m.OutputPricePerMillion, "output_price_per_million"},
-		{&p.CachedInputPrice, &m.CachedInputPricePerMillion, "cached_input_price_per_million"}, {&p.CacheWritePrice, &m.CacheWritePricePerMillion, "cache_write_price_per_million"}} {
-		if price.node.Kind == 0 {
-			continue // absent: free (the cache prices: the input price, below)
-		}
-		n, err := unmarshalNanos(price.node)
+	*m = Model(p)
+	fields := reflect.ValueOf(m).Elem()
+	given := map[string]bool{}
+	for _, pr := range prices {
+		n, err := unmarshalNanos(pr.node)
 		if err != nil {
-			return fmt.Errorf("model %q: %s: %w", p.ID, price.name, err)
+			return fmt.Errorf("model %q: %s: %w", m.ID, pr.name, err)
 		}
-		*price.dst = n
+		fields.Field(pr.field).Set(reflect.ValueOf(n))
+		given[pr.name] = true
 	}
-	if p.CachedInputPrice.Kind == 0 {
+	// An absent price is free, but the cache prices default to the input
+	// price.
+	if !given["cached_input_price_per_million"] {
 		m.CachedInputPricePerMillion = m.InputPricePerMillion
 	}
-	if p.CacheWritePrice.Kind == 0 {
+	if !given["cache_write_price_per_million"] {
 		m.CacheWritePricePerMillion = m.InputPricePerMillion
 	}
 	return nil
