@@ -104,7 +104,7 @@ func TestReplicasSharingRedisAdmitExactlyTheLimit(t *testing.T) {
 	a, b := twoReplicasOnRedis(t)
 	const limit, total = 10, 40
 	secret := a.newAccount(t, "me@example.com", "10", "--rpm", "10")
-	awayFromMinuteEdge()
+	windows.freshWindow()
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -138,10 +138,7 @@ func TestReplicasLeasingPermitsAdmitTheLimitAndNoMore(t *testing.T) {
 	a, b := twoReplicasOnRedis(t)
 	const limit = 100
 	secret := a.newAccount(t, "me@example.com", "10", "--rpm", strconv.Itoa(limit))
-	// The whole test runs in one window.
-	if now := time.Now(); now.Truncate(time.Minute).Add(time.Minute).Sub(now) < 20*time.Second {
-		time.Sleep(now.Truncate(time.Minute).Add(time.Minute).Sub(now) + 100*time.Millisecond)
-	}
+	windows.freshWindow() // the whole test runs in one window
 	status := func(tg *tollgate) int {
 		resp, _ := tg.post(t, secret, helloBody)
 		return resp.StatusCode

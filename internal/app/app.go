@@ -70,6 +70,10 @@ type Options struct {
 	// Stdout gets the one line that says where Tollgate serves; Stderr
 	// the logs.
 	Stdout, Stderr io.Writer
+	// RateLimitClock is the clock of the per-key rate-limit windows (and
+	// of the return of idle Redis permits); nil: time.Now. Tests set one
+	// that starts a fresh window when they need their requests in one.
+	RateLimitClock func() time.Time
 }
 
 // App is a built server: every part it owns, and what closes them.

@@ -108,6 +108,9 @@ func applyChange(c *store.Cache, ch store.Change) {
 // does not. The unused permits go back when idle and at the end, before
 // the client closes.
 func (a *App) buildLimiter(context.Context) error {
+	if a.opt.RateLimitClock == nil {
+		a.opt.RateLimitClock = time.Now
+	}
 	a.limiter = ratelimit.NewMemory()
 	if a.opt.RedisURL == "" {
 		return nil
@@ -120,7 +123,7 @@ func (a *App) buildLimiter(context.Context) error {
 	ratelimit.QuietRedisLogs()
 	rc := redis.NewClient(ropt)
 	a.onClose(func() { _ = rc.Close() })
-	leased := ratelimit.NewLeased(ratelimit.NewRedis(rc, ratelimit.RedisOptions{}), ratelimit.LeaseOptions{Logger: a.log})
+	leased := ratelimit.NewLeased(ratelimit.NewRedis(rc, ratelimit.RedisOptions{}), ratelimit.LeaseOptions{Logger: a.log, Now: a.opt.RateLimitClock})
 	a.onClose(leased.Close)
 	a.fallback = ratelimit.NewFallback(leased, ratelimit.NewMemory(), a.log,
 		ratelimit.WithPrimaryTimeout(a.opt.RedisTimeout))
@@ -231,7 +234,7 @@ func (a *App) buildServers(ctx context.Context) error {
 	}
 	m := a.metrics
 	a.authz = metrics.Authz{Next: authz.New(authz.Options{
-		Keys: a.cache, Limiter: a.limiter, Config: a.cfg.Load, Toucher: a.lastUsed, Logger: a.log,
+		Keys: a.cache, Limiter: clockedLimiter{a.limiter, a.opt.RateLimitClock}, Config: a.cfg.Load, Toucher: a.lastUsed, Logger: a.log,
 		Spare: a.leaser.Spare, DecisionKey: stepKey,
 	}), Metrics: m}
 	a.deployments = health.New(health.Options{})
@@ -267,4 +270,15 @@ func (a *App) watchConfig(ctx context.Context) {
 	if err != nil {
 		a.log.Error("not watching the configuration file", "err", err)
 	}
+}
+
+// clockedLimiter counts every request at the time its own clock reads
+// (Options.RateLimitClock), whatever the caller says.
+type clockedLimiter struct {
+	next ratelimit.Limiter
+	now  func() time.Time
+}
+
+func (c clockedLimiter) Allow(ctx context.Context, key string, limit int, _ time.Time) (ratelimit.Result, error) {
+	return c.next.Allow(ctx, key, limit, c.now())
 }

@@ -56,6 +56,7 @@ type env struct {
 	getenv         func(string) string
 	now            func() time.Time
 	random         io.Reader // source of key secrets
+	hooks          Hooks
 }
 
 // command is one "group action" pair, e.g. "key create".
@@ -143,7 +144,19 @@ func printUsage(w io.Writer) {
 // Flag defaults come from the process environment (TOLLGATE_DB,
 // TOLLGATE_CONFIG).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	e := &env{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, now: time.Now, random: rand.Reader}
+	return RunWith(ctx, args, stdout, stderr, Hooks{})
+}
+
+// Hooks are what a test may give the program besides its arguments.
+type Hooks struct {
+	// RateLimitClock is serve's clock of rate-limit windows; nil:
+	// time.Now. See app.Options.
+	RateLimitClock func() time.Time
+}
+
+// RunWith is Run with hooks.
+func RunWith(ctx context.Context, args []string, stdout, stderr io.Writer, hooks Hooks) error {
+	e := &env{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, now: time.Now, random: rand.Reader, hooks: hooks}
 	return e.run(ctx, args)
 }
 
@@ -161,7 +174,7 @@ func (e *env) run(ctx context.Context, args []string) error {
 		printUsage(e.stdout)
 		return nil
 	case "serve":
-		err := runServe(ctx, args[1:], e.stdout, e.stderr)
+		err := runServe(ctx, args[1:], e)
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // the flag set has printed serve's help
 		}

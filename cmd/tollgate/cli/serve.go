@@ -14,12 +14,12 @@ import (
 
 // runServe parses serve's flags and runs the server (package app) until
 // ctx ends.
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseServe(args, stderr)
+func runServe(ctx context.Context, args []string, e *env) error {
+	o, err := parseServe(args, e.stderr)
 	if err != nil {
 		return err
 	}
-	o.Stdout, o.Stderr = stdout, stderr
+	o.Stdout, o.Stderr, o.RateLimitClock = e.stdout, e.stderr, e.hooks.RateLimitClock
 	return app.Serve(ctx, o)
 }
 
@@ -103,4 +103,3 @@ func httpFlags(fs *flag.FlagSet, l *app.HTTPLimits) {
 	fs.IntVar(&l.MaxHeaderBytes, "http-max-header-bytes", 64<<10, "the largest request header block accepted")
 	fs.IntVar(&l.ConnsPerIP, "http-max-conns-per-ip", 256, "the most connections one client address may hold open at once (0: no limit)")
 }
-
