@@ -505,152 +505,184 @@ func (c *Config) validate() error {
 		return err
 	}
 
+	if err := c.validateProviders(); err != nil {
+		return err
+	}
+	if err := c.validateModels(); err != nil {
+		return err
+	}
+	return c.validatePlans()
+}
+
+// validateProviders checks and completes every provider, and indexes
+// them by name.
+func (c *Config) validateProviders() error {
 	c.providers = make(map[string]*Provider, len(c.Providers))
 	for i := range c.Providers {
 		p := &c.Providers[i]
-		f := fmt.Sprintf("providers[%d]", i)
-		if p.Name == "" {
-			return fieldErr(f+".name", "is required")
-		}
-		f = fmt.Sprintf("providers[%d] (%s)", i, p.Name)
-		if _, dup := c.providers[p.Name]; dup {
-			return fieldErr(f+".name", "%q is defined twice", p.Name)
-		}
-		switch p.Type {
-		case TypeOpenAI, TypeAzure, TypeAnthropic, TypeGemini:
-		case "":
-			return fieldErr(f+".type", "is required (openai, azure, anthropic or gemini)")
-		default:
-			return fieldErr(f+".type", "must be openai, azure, anthropic or gemini, got %q", p.Type)
-		}
-		if p.BaseURL == "" {
-			return fieldErr(f+".base_url", "is required")
-		}
-		if p.ResponsesAPI && p.Type != TypeOpenAI {
-			return fieldErr(f+".responses_api", "is for openai-type providers only; %s providers are served by translation", p.Type)
-		}
-		u, err := url.Parse(p.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return fieldErr(f+".base_url", "must be an http(s) URL without query, got %q", p.BaseURL)
-		}
-		p.BaseURL = strings.TrimRight(p.BaseURL, "/")
-		for _, t := range []struct {
-			name string
-			d    *Duration
-			def  time.Duration
-		}{
-			{"connect_timeout", &p.ConnectTimeout, DefaultConnectTimeout},
-			{"first_byte_timeout", &p.FirstByteTimeout, DefaultFirstByteTimeout},
-			{"stream_idle_timeout", &p.StreamIdleTimeout, DefaultStreamIdleTimeout},
-		} {
-			if *t.d == 0 {
-				*t.d = Duration(t.def)
-			}
-			if *t.d < 0 {
-				return fieldErr(f+"."+t.name, "must be positive, got %s", t.d.D())
-			}
-		}
-		for j, h := range p.ForwardHeaders {
-			h = strings.ToLower(strings.TrimSpace(h))
-			if !validHeaderName(h) {
-				return fieldErr(fmt.Sprintf("%s.forward_headers[%d]", f, j), "%q is not a header name", p.ForwardHeaders[j])
-			}
-			if strings.HasPrefix(h, "x-tollgate-") || h == "host" || h == "content-length" || h == "transfer-encoding" || h == "connection" {
-				return fieldErr(fmt.Sprintf("%s.forward_headers[%d]", f, j), "%q is Tollgate's to set and cannot be forwarded", h)
-			}
-			p.ForwardHeaders[j] = h
-		}
-		if err := checkAllowed(f+".allow_parameters", p.AllowParameters); err != nil {
+		f, err := namedEntry("providers", i, "name", p.Name, c.providers)
+		if err != nil {
 			return err
 		}
-		if p.Type == TypeAzure && p.APIVersion == "" {
-			p.APIVersion = DefaultAzureVersion
-		}
-		if p.Type == TypeAnthropic && p.APIVersion == "" {
-			p.APIVersion = "2023-06-01"
+		if err := validateProvider(f, p); err != nil {
+			return err
 		}
 		c.providers[p.Name] = p
 	}
+	return nil
+}
 
+// validateProvider checks and completes the provider at field f.
+func validateProvider(f string, p *Provider) error {
+	switch p.Type {
+	case TypeOpenAI, TypeAzure, TypeAnthropic, TypeGemini:
+	case "":
+		return fieldErr(f+".type", "is required (openai, azure, anthropic or gemini)")
+	default:
+		return fieldErr(f+".type", "must be openai, azure, anthropic or gemini, got %q", p.Type)
+	}
+	if p.BaseURL == "" {
+		return fieldErr(f+".base_url", "is required")
+	}
+	if p.ResponsesAPI && p.Type != TypeOpenAI {
+		return fieldErr(f+".responses_api", "is for openai-type providers only; %s providers are served by translation", p.Type)
+	}
+	u, err := url.Parse(p.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fieldErr(f+".base_url", "must be an http(s) URL without query, got %q", p.BaseURL)
+	}
+	p.BaseURL = strings.TrimRight(p.BaseURL, "/")
+	for _, t := range []struct {
+		name string
+		d    *Duration
+		def  time.Duration
+	}{
+		{"connect_timeout", &p.ConnectTimeout, DefaultConnectTimeout},
+		{"first_byte_timeout", &p.FirstByteTimeout, DefaultFirstByteTimeout},
+		{"stream_idle_timeout", &p.StreamIdleTimeout, DefaultStreamIdleTimeout},
+	} {
+		if *t.d == 0 {
+			*t.d = Duration(t.def)
+		}
+		if *t.d < 0 {
+			return fieldErr(f+"."+t.name, "must be positive, got %s", t.d.D())
+		}
+	}
+	for j, h := range p.ForwardHeaders {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if !validHeaderName(h) {
+			return fieldErr(fmt.Sprintf("%s.forward_headers[%d]", f, j), "%q is not a header name", p.ForwardHeaders[j])
+		}
+		if strings.HasPrefix(h, "x-tollgate-") || h == "host" || h == "content-length" || h == "transfer-encoding" || h == "connection" {
+			return fieldErr(fmt.Sprintf("%s.forward_headers[%d]", f, j), "%q is Tollgate's to set and cannot be forwarded", h)
+		}
+		p.ForwardHeaders[j] = h
+	}
+	if err := checkAllowed(f+".allow_parameters", p.AllowParameters); err != nil {
+		return err
+	}
+	if p.Type == TypeAzure && p.APIVersion == "" {
+		p.APIVersion = DefaultAzureVersion
+	}
+	if p.Type == TypeAnthropic && p.APIVersion == "" {
+		p.APIVersion = "2023-06-01"
+	}
+	return nil
+}
+
+// validateModels checks and completes every model, and indexes them by
+// id; the providers they name must be indexed already.
+func (c *Config) validateModels() error {
 	c.models = make(map[string]*Model, len(c.Models))
 	for i := range c.Models {
 		m := &c.Models[i]
-		f := fmt.Sprintf("models[%d]", i)
-		if m.ID == "" {
-			return fieldErr(f+".id", "is required")
+		f, err := namedEntry("models", i, "id", m.ID, c.models)
+		if err != nil {
+			return err
 		}
-		f = fmt.Sprintf("models[%d] (%s)", i, m.ID)
-		if strings.ContainsAny(m.ID, "#\x00\r\n") || len(m.ID) > 256 {
-			return fieldErr(f+".id", "must not contain '#' or control characters, nor exceed 256 bytes")
-		}
-		if _, dup := c.models[m.ID]; dup {
-			return fieldErr(f+".id", "%q is defined twice", m.ID)
-		}
-		if m.MaxTokens < 1 {
-			return fieldErr(f+".max_tokens", "must be at least 1")
-		}
-		if m.InputPricePerMillion < 0 {
-			return fieldErr(f+".input_price_per_million", "must not be negative")
-		}
-		if m.OutputPricePerMillion < 0 {
-			return fieldErr(f+".output_price_per_million", "must not be negative")
-		}
-		if m.RequestTimeout == 0 {
-			m.RequestTimeout = Duration(DefaultRequestTimeout)
-		}
-		if m.RequestTimeout < 0 {
-			return fieldErr(f+".request_timeout", "must be positive, got %s", m.RequestTimeout.D())
-		}
-		if len(m.Deployments) == 0 {
-			return fieldErr(f+".deployments", "needs at least one deployment")
-		}
-		seen := make(map[string]int, len(m.Deployments))
-		for j := range m.Deployments {
-			d := &m.Deployments[j]
-			df := fmt.Sprintf("%s.deployments[%d]", f, j)
-			if d.Provider == "" {
-				return fieldErr(df+".provider", "is required")
-			}
-			if _, ok := c.providers[d.Provider]; !ok {
-				return fieldErr(df+".provider", "names unknown provider %q", d.Provider)
-			}
-			if d.Model == "" {
-				return fieldErr(df+".model", "is required (the provider's name for the model)")
-			}
-			if d.Priority < 0 {
-				return fieldErr(df+".priority", "must not be negative")
-			}
-			if d.Weight == 0 {
-				d.Weight = 1
-			}
-			if d.Weight < 0 || d.Weight > 128 {
-				return fieldErr(df+".weight", "must be between 1 and 128")
-			}
-			d.ID = DeploymentID(m.ID, d.Provider, d.Model)
-			if k, dup := seen[d.ID]; dup {
-				return fieldErr(df, "repeats deployments[%d] (provider %q, model %q)", k, d.Provider, d.Model)
-			}
-			seen[d.ID] = j
-		}
-		if err := c.modelCosts(f, m); err != nil {
+		if err := c.validateModel(f, m); err != nil {
 			return err
 		}
 		c.models[m.ID] = m
 	}
+	return nil
+}
 
+// validateModel checks and completes the model at field f.
+func (c *Config) validateModel(f string, m *Model) error {
+	if strings.ContainsAny(m.ID, "#\x00\r\n") || len(m.ID) > 256 {
+		return fieldErr(f+".id", "must not contain '#' or control characters, nor exceed 256 bytes")
+	}
+	if m.MaxTokens < 1 {
+		return fieldErr(f+".max_tokens", "must be at least 1")
+	}
+	if m.InputPricePerMillion < 0 {
+		return fieldErr(f+".input_price_per_million", "must not be negative")
+	}
+	if m.OutputPricePerMillion < 0 {
+		return fieldErr(f+".output_price_per_million", "must not be negative")
+	}
+	if m.RequestTimeout == 0 {
+		m.RequestTimeout = Duration(DefaultRequestTimeout)
+	}
+	if m.RequestTimeout < 0 {
+		return fieldErr(f+".request_timeout", "must be positive, got %s", m.RequestTimeout.D())
+	}
+	if len(m.Deployments) == 0 {
+		return fieldErr(f+".deployments", "needs at least one deployment")
+	}
+	if err := c.validateDeployments(f, m); err != nil {
+		return err
+	}
+	return c.modelCosts(f, m)
+}
+
+// validateDeployments checks and completes the deployments of the model
+// at field f, and gives each its id.
+func (c *Config) validateDeployments(f string, m *Model) error {
+	seen := make(map[string]int, len(m.Deployments))
+	for j := range m.Deployments {
+		d := &m.Deployments[j]
+		df := fmt.Sprintf("%s.deployments[%d]", f, j)
+		if d.Provider == "" {
+			return fieldErr(df+".provider", "is required")
+		}
+		if _, ok := c.providers[d.Provider]; !ok {
+			return fieldErr(df+".provider", "names unknown provider %q", d.Provider)
+		}
+		if d.Model == "" {
+			return fieldErr(df+".model", "is required (the provider's name for the model)")
+		}
+		if d.Priority < 0 {
+			return fieldErr(df+".priority", "must not be negative")
+		}
+		if d.Weight == 0 {
+			d.Weight = 1
+		}
+		if d.Weight < 0 || d.Weight > 128 {
+			return fieldErr(df+".weight", "must be between 1 and 128")
+		}
+		d.ID = DeploymentID(m.ID, d.Provider, d.Model)
+		if k, dup := seen[d.ID]; dup {
+			return fieldErr(df, "repeats deployments[%d] (provider %q, model %q)", k, d.Provider, d.Model)
+		}
+		seen[d.ID] = j
+	}
+	return nil
+}
+
+// validatePlans checks every plan and indexes them by name; the models
+// they name must be indexed already.
+func (c *Config) validatePlans() error {
 	c.plans = make(map[string]*Plan, len(c.Plans))
 	if len(c.Plans) == 0 {
 		return fieldErr("plans", "needs at least one plan")
 	}
 	for i := range c.Plans {
 		p := &c.Plans[i]
-		f := fmt.Sprintf("plans[%d]", i)
-		if p.Name == "" {
-			return fieldErr(f+".name", "is required")
-		}
-		f = fmt.Sprintf("plans[%d] (%s)", i, p.Name)
-		if _, dup := c.plans[p.Name]; dup {
-			return fieldErr(f+".name", "%q is defined twice", p.Name)
+		f, err := namedEntry("plans", i, "name", p.Name, c.plans)
+		if err != nil {
+			return err
 		}
 		if p.DefaultRPM < 0 {
 			return fieldErr(f+".default_rpm", "must not be negative (0 means unlimited)")
@@ -666,6 +698,21 @@ func (c *Config) validate() error {
 		c.plans[p.Name] = p
 	}
 	return nil
+}
+
+// namedEntry checks the name (or id) of entry i of a list, which must be
+// given and not already in seen, and returns the entry's field name for
+// messages: "models[2] (gpt-4o)".
+func namedEntry[T any](list string, i int, key, name string, seen map[string]*T) (string, error) {
+	f := fmt.Sprintf("%s[%d]", list, i)
+	if name == "" {
+		return f, fieldErr(f+"."+key, "is required")
+	}
+	f = fmt.Sprintf("%s[%d] (%s)", list, i, name)
+	if _, dup := seen[name]; dup {
+		return f, fieldErr(f+"."+key, "%q is defined twice", name)
+	}
+	return f, nil
 }
 
 // modelCosts checks and completes what the hold of a model's request
