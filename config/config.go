@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -504,152 +505,184 @@ func (c *Config) validate() error {
 		return err
 	}
 
+	if err := c.validateProviders(); err != nil {
+		return err
+	}
+	if err := c.validateModels(); err != nil {
+		return err
+	}
+	return c.validatePlans()
+}
+
+// validateProviders checks and completes every provider, and indexes
+// them by name.
+func (c *Config) validateProviders() error {
 	c.providers = make(map[string]*Provider, len(c.Providers))
 	for i := range c.Providers {
 		p := &c.Providers[i]
-		f := fmt.Sprintf("providers[%d]", i)
-		if p.Name == "" {
-			return fieldErr(f+".name", "is required")
-		}
-		f = fmt.Sprintf("providers[%d] (%s)", i, p.Name)
-		if _, dup := c.providers[p.Name]; dup {
-			return fieldErr(f+".name", "%q is defined twice", p.Name)
-		}
-		switch p.Type {
-		case TypeOpenAI, TypeAzure, TypeAnthropic, TypeGemini:
-		case "":
-			return fieldErr(f+".type", "is required (openai, azure, anthropic or gemini)")
-		default:
-			return fieldErr(f+".type", "must be openai, azure, anthropic or gemini, got %q", p.Type)
-		}
-		if p.BaseURL == "" {
-			return fieldErr(f+".base_url", "is required")
-		}
-		if p.ResponsesAPI && p.Type != TypeOpenAI {
-			return fieldErr(f+".responses_api", "is for openai-type providers only; %s providers are served by translation", p.Type)
-		}
-		u, err := url.Parse(p.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return fieldErr(f+".base_url", "must be an http(s) URL without query, got %q", p.BaseURL)
-		}
-		p.BaseURL = strings.TrimRight(p.BaseURL, "/")
-		for _, t := range []struct {
-			name string
-			d    *Duration
-			def  time.Duration
-		}{
-			{"connect_timeout", &p.ConnectTimeout, DefaultConnectTimeout},
-			{"first_byte_timeout", &p.FirstByteTimeout, DefaultFirstByteTimeout},
-			{"stream_idle_timeout", &p.StreamIdleTimeout, DefaultStreamIdleTimeout},
-		} {
-			if *t.d == 0 {
-				*t.d = Duration(t.def)
-			}
-			if *t.d < 0 {
-				return fieldErr(f+"."+t.name, "must be positive, got %s", t.d.D())
-			}
-		}
-		for j, h := range p.ForwardHeaders {
-			h = strings.ToLower(strings.TrimSpace(h))
-			if !validHeaderName(h) {
-				return fieldErr(fmt.Sprintf("%s.forward_headers[%d]", f, j), "%q is not a header name", p.ForwardHeaders[j])
-			}
-			if strings.HasPrefix(h, "x-tollgate-") || h == "host" || h == "content-length" || h == "transfer-encoding" || h == "connection" {
-				return fieldErr(fmt.Sprintf("%s.forward_headers[%d]", f, j), "%q is Tollgate's to set and cannot be forwarded", h)
-			}
-			p.ForwardHeaders[j] = h
-		}
-		if err := checkAllowed(f+".allow_parameters", p.AllowParameters); err != nil {
+		f, err := namedEntry("providers", i, "name", p.Name, c.providers)
+		if err != nil {
 			return err
 		}
-		if p.Type == TypeAzure && p.APIVersion == "" {
-			p.APIVersion = DefaultAzureVersion
-		}
-		if p.Type == TypeAnthropic && p.APIVersion == "" {
-			p.APIVersion = "2023-06-01"
+		if err := validateProvider(f, p); err != nil {
+			return err
 		}
 		c.providers[p.Name] = p
 	}
+	return nil
+}
 
+// validateProvider checks and completes the provider at field f.
+func validateProvider(f string, p *Provider) error {
+	switch p.Type {
+	case TypeOpenAI, TypeAzure, TypeAnthropic, TypeGemini:
+	case "":
+		return fieldErr(f+".type", "is required (openai, azure, anthropic or gemini)")
+	default:
+		return fieldErr(f+".type", "must be openai, azure, anthropic or gemini, got %q", p.Type)
+	}
+	if p.BaseURL == "" {
+		return fieldErr(f+".base_url", "is required")
+	}
+	if p.ResponsesAPI && p.Type != TypeOpenAI {
+		return fieldErr(f+".responses_api", "is for openai-type providers only; %s providers are served by translation", p.Type)
+	}
+	u, err := url.Parse(p.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fieldErr(f+".base_url", "must be an http(s) URL without query, got %q", p.BaseURL)
+	}
+	p.BaseURL = strings.TrimRight(p.BaseURL, "/")
+	for _, t := range []struct {
+		name string
+		d    *Duration
+		def  time.Duration
+	}{
+		{"connect_timeout", &p.ConnectTimeout, DefaultConnectTimeout},
+		{"first_byte_timeout", &p.FirstByteTimeout, DefaultFirstByteTimeout},
+		{"stream_idle_timeout", &p.StreamIdleTimeout, DefaultStreamIdleTimeout},
+	} {
+		if *t.d == 0 {
+			*t.d = Duration(t.def)
+		}
+		if *t.d < 0 {
+			return fieldErr(f+"."+t.name, "must be positive, got %s", t.d.D())
+		}
+	}
+	for j, h := range p.ForwardHeaders {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if !validHeaderName(h) {
+			return fieldErr(fmt.Sprintf("%s.forward_headers[%d]", f, j), "%q is not a header name", p.ForwardHeaders[j])
+		}
+		if strings.HasPrefix(h, "x-tollgate-") || h == "host" || h == "content-length" || h == "transfer-encoding" || h == "connection" {
+			return fieldErr(fmt.Sprintf("%s.forward_headers[%d]", f, j), "%q is Tollgate's to set and cannot be forwarded", h)
+		}
+		p.ForwardHeaders[j] = h
+	}
+	if err := checkAllowed(f+".allow_parameters", p.AllowParameters); err != nil {
+		return err
+	}
+	if p.Type == TypeAzure && p.APIVersion == "" {
+		p.APIVersion = DefaultAzureVersion
+	}
+	if p.Type == TypeAnthropic && p.APIVersion == "" {
+		p.APIVersion = "2023-06-01"
+	}
+	return nil
+}
+
+// validateModels checks and completes every model, and indexes them by
+// id; the providers they name must be indexed already.
+func (c *Config) validateModels() error {
 	c.models = make(map[string]*Model, len(c.Models))
 	for i := range c.Models {
 		m := &c.Models[i]
-		f := fmt.Sprintf("models[%d]", i)
-		if m.ID == "" {
-			return fieldErr(f+".id", "is required")
+		f, err := namedEntry("models", i, "id", m.ID, c.models)
+		if err != nil {
+			return err
 		}
-		f = fmt.Sprintf("models[%d] (%s)", i, m.ID)
-		if strings.ContainsAny(m.ID, "#\x00\r\n") || len(m.ID) > 256 {
-			return fieldErr(f+".id", "must not contain '#' or control characters, nor exceed 256 bytes")
-		}
-		if _, dup := c.models[m.ID]; dup {
-			return fieldErr(f+".id", "%q is defined twice", m.ID)
-		}
-		if m.MaxTokens < 1 {
-			return fieldErr(f+".max_tokens", "must be at least 1")
-		}
-		if m.InputPricePerMillion < 0 {
-			return fieldErr(f+".input_price_per_million", "must not be negative")
-		}
-		if m.OutputPricePerMillion < 0 {
-			return fieldErr(f+".output_price_per_million", "must not be negative")
-		}
-		if m.RequestTimeout == 0 {
-			m.RequestTimeout = Duration(DefaultRequestTimeout)
-		}
-		if m.RequestTimeout < 0 {
-			return fieldErr(f+".request_timeout", "must be positive, got %s", m.RequestTimeout.D())
-		}
-		if len(m.Deployments) == 0 {
-			return fieldErr(f+".deployments", "needs at least one deployment")
-		}
-		seen := make(map[string]int, len(m.Deployments))
-		for j := range m.Deployments {
-			d := &m.Deployments[j]
-			df := fmt.Sprintf("%s.deployments[%d]", f, j)
-			if d.Provider == "" {
-				return fieldErr(df+".provider", "is required")
-			}
-			if _, ok := c.providers[d.Provider]; !ok {
-				return fieldErr(df+".provider", "names unknown provider %q", d.Provider)
-			}
-			if d.Model == "" {
-				return fieldErr(df+".model", "is required (the provider's name for the model)")
-			}
-			if d.Priority < 0 {
-				return fieldErr(df+".priority", "must not be negative")
-			}
-			if d.Weight == 0 {
-				d.Weight = 1
-			}
-			if d.Weight < 0 || d.Weight > 128 {
-				return fieldErr(df+".weight", "must be between 1 and 128")
-			}
-			d.ID = DeploymentID(m.ID, d.Provider, d.Model)
-			if k, dup := seen[d.ID]; dup {
-				return fieldErr(df, "repeats deployments[%d] (provider %q, model %q)", k, d.Provider, d.Model)
-			}
-			seen[d.ID] = j
-		}
-		if err := c.modelCosts(f, m); err != nil {
+		if err := c.validateModel(f, m); err != nil {
 			return err
 		}
 		c.models[m.ID] = m
 	}
+	return nil
+}
 
+// validateModel checks and completes the model at field f.
+func (c *Config) validateModel(f string, m *Model) error {
+	if strings.ContainsAny(m.ID, "#\x00\r\n") || len(m.ID) > 256 {
+		return fieldErr(f+".id", "must not contain '#' or control characters, nor exceed 256 bytes")
+	}
+	if m.MaxTokens < 1 {
+		return fieldErr(f+".max_tokens", "must be at least 1")
+	}
+	if m.InputPricePerMillion < 0 {
+		return fieldErr(f+".input_price_per_million", "must not be negative")
+	}
+	if m.OutputPricePerMillion < 0 {
+		return fieldErr(f+".output_price_per_million", "must not be negative")
+	}
+	if m.RequestTimeout == 0 {
+		m.RequestTimeout = Duration(DefaultRequestTimeout)
+	}
+	if m.RequestTimeout < 0 {
+		return fieldErr(f+".request_timeout", "must be positive, got %s", m.RequestTimeout.D())
+	}
+	if len(m.Deployments) == 0 {
+		return fieldErr(f+".deployments", "needs at least one deployment")
+	}
+	if err := c.validateDeployments(f, m); err != nil {
+		return err
+	}
+	return c.modelCosts(f, m)
+}
+
+// validateDeployments checks and completes the deployments of the model
+// at field f, and gives each its id.
+func (c *Config) validateDeployments(f string, m *Model) error {
+	seen := make(map[string]int, len(m.Deployments))
+	for j := range m.Deployments {
+		d := &m.Deployments[j]
+		df := fmt.Sprintf("%s.deployments[%d]", f, j)
+		if d.Provider == "" {
+			return fieldErr(df+".provider", "is required")
+		}
+		if _, ok := c.providers[d.Provider]; !ok {
+			return fieldErr(df+".provider", "names unknown provider %q", d.Provider)
+		}
+		if d.Model == "" {
+			return fieldErr(df+".model", "is required (the provider's name for the model)")
+		}
+		if d.Priority < 0 {
+			return fieldErr(df+".priority", "must not be negative")
+		}
+		if d.Weight == 0 {
+			d.Weight = 1
+		}
+		if d.Weight < 0 || d.Weight > 128 {
+			return fieldErr(df+".weight", "must be between 1 and 128")
+		}
+		d.ID = DeploymentID(m.ID, d.Provider, d.Model)
+		if k, dup := seen[d.ID]; dup {
+			return fieldErr(df, "repeats deployments[%d] (provider %q, model %q)", k, d.Provider, d.Model)
+		}
+		seen[d.ID] = j
+	}
+	return nil
+}
+
+// validatePlans checks every plan and indexes them by name; the models
+// they name must be indexed already.
+func (c *Config) validatePlans() error {
 	c.plans = make(map[string]*Plan, len(c.Plans))
 	if len(c.Plans) == 0 {
 		return fieldErr("plans", "needs at least one plan")
 	}
 	for i := range c.Plans {
 		p := &c.Plans[i]
-		f := fmt.Sprintf("plans[%d]", i)
-		if p.Name == "" {
-			return fieldErr(f+".name", "is required")
-		}
-		f = fmt.Sprintf("plans[%d] (%s)", i, p.Name)
-		if _, dup := c.plans[p.Name]; dup {
-			return fieldErr(f+".name", "%q is defined twice", p.Name)
+		f, err := namedEntry("plans", i, "name", p.Name, c.plans)
+		if err != nil {
+			return err
 		}
 		if p.DefaultRPM < 0 {
 			return fieldErr(f+".default_rpm", "must not be negative (0 means unlimited)")
@@ -665,6 +698,21 @@ func (c *Config) validate() error {
 		c.plans[p.Name] = p
 	}
 	return nil
+}
+
+// namedEntry checks the name (or id) of entry i of a list, which must be
+// given and not already in seen, and returns the entry's field name for
+// messages: "models[2] (gpt-4o)".
+func namedEntry[T any](list string, i int, key, name string, seen map[string]*T) (string, error) {
+	f := fmt.Sprintf("%s[%d]", list, i)
+	if name == "" {
+		return f, fieldErr(f+"."+key, "is required")
+	}
+	f = fmt.Sprintf("%s[%d] (%s)", list, i, name)
+	if _, dup := seen[name]; dup {
+		return f, fieldErr(f+"."+key, "%q is defined twice", name)
+	}
+	return f, nil
 }
 
 // modelCosts checks and completes what the hold of a model's request
@@ -749,61 +797,70 @@ func unmarshalNanos(value *yaml.Node) (money.Nanos, error) {
 	return n, nil
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler for Model so prices are exact.
-func (m *Model) UnmarshalYAML(value *yaml.Node) error {
-	type plain struct {
-		ID                    string       `yaml:"id"`
-		MaxTokens             int          `yaml:"max_tokens"`
-		InputPricePerMillion  yaml.Node    `yaml:"input_price_per_million"`
-		OutputPricePerMillion yaml.Node    `yaml:"output_price_per_million"`
-		CachedInputPrice      yaml.Node    `yaml:"cached_input_price_per_million"`
-		CacheWritePrice       yaml.Node    `yaml:"cache_write_price_per_million"`
-		Deployments           []Deployment `yaml:"deployments"`
-		RequestTimeout        Duration     `yaml:"request_timeout"`
-		Created               time.Time    `yaml:"created"`
-		Reasoning             bool         `yaml:"reasoning"`
-		ImageTokens           int          `yaml:"image_tokens"`
-		FileTokens            int          `yaml:"file_tokens"`
-		AllowParameters       []string     `yaml:"allow_parameters"`
+// modelFields is the field index of each of Model's YAML keys, read from
+// its tags: the struct is the one list of a model's fields.
+var modelFields = yamlFields(reflect.TypeFor[Model]())
+
+func yamlFields(t reflect.Type) map[string]int {
+	out := map[string]int{}
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if name != "" && name != "-" {
+			out[name] = i
+		}
 	}
-	// Decode does not apply the decoder's KnownFields here, so check the
-	// field names ourselves: a misspelt price must not be silently free.
+	return out
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler for Model so prices (its
+// money.Nanos fields) are exact dollar amounts, and so a misspelt field is
+// an error (Decode does not apply the decoder's KnownFields here, and a
+// misspelt price must not be silently free).
+func (m *Model) UnmarshalYAML(value *yaml.Node) error {
+	type plain Model // Model's fields without this method
+	rest := *value
+	type price struct {
+		field int
+		name  string
+		node  *yaml.Node
+	}
+	var prices []price
 	if value.Kind == yaml.MappingNode {
+		rest.Content = nil
 		for i := 0; i+1 < len(value.Content); i += 2 {
-			switch k := value.Content[i].Value; k {
-			case "id", "max_tokens", "input_price_per_million", "output_price_per_million",
-				"cached_input_price_per_million", "cache_write_price_per_million", "deployments", "request_timeout", "created",
-				"reasoning", "image_tokens", "file_tokens", "allow_parameters":
+			k := value.Content[i]
+			f, ok := modelFields[k.Value]
+			switch {
+			case !ok:
+				return fmt.Errorf("line %d: field %s not found in type config.Model", k.Line, k.Value)
+			case reflect.TypeFor[Model]().Field(f).Type == reflect.TypeFor[money.Nanos]():
+				prices = append(prices, price{f, k.Value, value.Content[i+1]})
 			default:
-				return fmt.Errorf("line %d: field %s not found in type config.Model", value.Content[i].Line, k)
+				rest.Content = append(rest.Content, k, value.Content[i+1])
 			}
 		}
 	}
 	var p plain
-	if err := value.Decode(&p); err != nil {
+	if err := rest.Decode(&p); err != nil {
 		return err
 	}
-	m.ID, m.MaxTokens, m.Deployments, m.RequestTimeout, m.Created = p.ID, p.MaxTokens, p.Deployments, p.RequestTimeout, p.Created
-	m.Reasoning, m.ImageTokens, m.FileTokens, m.AllowParameters = p.Reasoning, p.ImageTokens, p.FileTokens, p.AllowParameters
-	for _, price := range []struct {
-		node *yaml.Node
-		dst  *money.Nanos
-		name string
-	}{{&p.InputPricePerMillion, &m.InputPricePerMillion, "input_price_per_million"}, {&p.OutputPricePerMillion, &m.OutputPricePerMillion, "output_price_per_million"},
-		{&p.CachedInputPrice, &m.CachedInputPricePerMillion, "cached_input_price_per_million"}, {&p.CacheWritePrice, &m.CacheWritePricePerMillion, "cache_write_price_per_million"}} {
-		if price.node.Kind == 0 {
-			continue // absent: free (the cache prices: the input price, below)
-		}
-		n, err := unmarshalNanos(price.node)
+	*m = Model(p)
+	fields := reflect.ValueOf(m).Elem()
+	given := map[string]bool{}
+	for _, pr := range prices {
+		n, err := unmarshalNanos(pr.node)
 		if err != nil {
-			return fmt.Errorf("model %q: %s: %w", p.ID, price.name, err)
+			return fmt.Errorf("model %q: %s: %w", m.ID, pr.name, err)
 		}
-		*price.dst = n
+		fields.Field(pr.field).Set(reflect.ValueOf(n))
+		given[pr.name] = true
 	}
-	if p.CachedInputPrice.Kind == 0 {
+	// An absent price is free, but the cache prices default to the input
+	// price.
+	if !given["cached_input_price_per_million"] {
 		m.CachedInputPricePerMillion = m.InputPricePerMillion
 	}
-	if p.CacheWritePrice.Kind == 0 {
+	if !given["cache_write_price_per_million"] {
 		m.CacheWritePricePerMillion = m.InputPricePerMillion
 	}
 	return nil

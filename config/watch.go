@@ -39,6 +39,32 @@ const watchDebounce = 100 * time.Millisecond
 // Watch returns nil when ctx ends, and an error when the watch cannot be
 // set up or the file cannot be read or parsed at the start.
 func Watch(ctx context.Context, path string, lookup func(string) (string, bool), onChange func(*Config), onError func(error)) error {
+	return watch(ctx, path, lookup, onChange, onError, newTimerDebounce())
+}
+
+// debounce is Watch's quiet period: a timer restarted by every event
+// about the file, on whose firing the file is read. Tests fire it by hand.
+type debounce interface {
+	Restart()
+	C() <-chan time.Time
+	Stop()
+}
+
+// timerDebounce is the real quiet period, watchDebounce long.
+type timerDebounce struct{ t *time.Timer }
+
+func newTimerDebounce() *timerDebounce {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &timerDebounce{t: t}
+}
+
+func (d *timerDebounce) Restart()            { d.t.Reset(watchDebounce) }
+func (d *timerDebounce) C() <-chan time.Time { return d.t.C }
+func (d *timerDebounce) Stop()               { d.t.Stop() }
+
+// watch is Watch with the quiet period given.
+func watch(ctx context.Context, path string, lookup func(string) (string, bool), onChange func(*Config), onError func(error), quiet debounce) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return fmt.Errorf("config watch: %w", err)
@@ -61,9 +87,7 @@ func Watch(ctx context.Context, path string, lookup func(string) (string, bool),
 	}
 	onChange(cfg)
 
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
+	defer quiet.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -78,13 +102,13 @@ func Watch(ctx context.Context, path string, lookup func(string) (string, bool),
 				// and it must not hold back the debounce.
 				continue
 			}
-			timer.Reset(watchDebounce)
+			quiet.Restart()
 		case err, ok := <-w.Errors:
 			if !ok {
 				return nil
 			}
 			onError(fmt.Errorf("config watch: %w", err))
-		case <-timer.C:
+		case <-quiet.C():
 			fw.followTarget()
 			cfg, err := fw.read()
 			switch {

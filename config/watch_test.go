@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -32,11 +33,17 @@ type watchRun struct {
 
 func startWatch(t *testing.T, path string) *watchRun {
 	t.Helper()
+	return startWatchWith(t, path, newTimerDebounce())
+}
+
+// startWatchWith runs watch with the quiet period given.
+func startWatchWith(t *testing.T, path string, quiet debounce) *watchRun {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &watchRun{changes: make(chan *Config, 16), errs: make(chan error, 16), done: make(chan error, 1), cancel: cancel}
 	lookup := func(string) (string, bool) { return "sk-test", true }
 	go func() {
-		r.done <- Watch(ctx, path, lookup, func(c *Config) { r.changes <- c }, func(err error) { r.errs <- err })
+		r.done <- watch(ctx, path, lookup, func(c *Config) { r.changes <- c }, func(err error) { r.errs <- err }, quiet)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -182,38 +189,52 @@ func TestWatchReportsARemovedFile(t *testing.T) {
 	r.quiet(t)
 }
 
+// handDebounce is a quiet period the test ends: it counts the restarts
+// and fires when the test says.
+type handDebounce struct {
+	restarts atomic.Int64
+	fire     chan time.Time
+}
+
+func (d *handDebounce) Restart()            { d.restarts.Add(1) }
+func (d *handDebounce) C() <-chan time.Time { return d.fire }
+func (d *handDebounce) Stop()               {}
+
+// A burst of writes only restarts the quiet period: the file is read
+// once, when the period ends, and what is read is the last write.
 func TestWatchDebouncesABurstOfWrites(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	write(t, path, watchedConfig(100))
-	r := startWatch(t, path)
-	// Five writes, each well within the debounce of the one before. The
-	// writes are paced by the wall clock, which a loaded machine may stall:
-	// the test measures the gaps it got and judges by them.
-	var longest time.Duration
-	last := time.Now()
+	quiet := &handDebounce{fire: make(chan time.Time)}
+	r := startWatchWith(t, path, quiet)
 	for i := 1; i <= 5; i++ {
 		write(t, path, watchedConfig(100+i))
-		now := time.Now()
-		if i > 1 {
-			longest = max(longest, now.Sub(last))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for quiet.restarts.Load() < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d restarts of the quiet period for 5 writes, want at least 5", quiet.restarts.Load())
 		}
-		last = now
-		time.Sleep(watchDebounce / 10)
+		time.Sleep(time.Millisecond)
 	}
-	// Whatever the pacing, the last write is delivered, and it is the last.
-	reloads := 0
-	for {
-		reloads++
-		if r.nextChange(t).Models[0].MaxTokens == 105 {
-			break
-		}
+	select {
+	case c := <-r.changes:
+		t.Fatalf("read before the quiet period ended (max_tokens %d)", c.Models[0].MaxTokens)
+	default:
 	}
-	r.quiet(t)
-	if longest < watchDebounce && reloads != 1 {
-		t.Fatalf("%d reloads for a burst whose writes were at most %v apart (debounce %v), want 1", reloads, longest, watchDebounce)
+	quiet.fire <- time.Time{}
+	if got := r.nextChange(t).Models[0].MaxTokens; got != 105 {
+		t.Fatalf("max_tokens %d, want the last write's 105", got)
 	}
-	if longest >= watchDebounce {
-		t.Logf("the machine stalled the burst (a gap of %v, debounce %v): %d reloads, not judged", longest, watchDebounce, reloads)
+	// The loop takes the next firing only once it has handled the first:
+	// nothing more was read.
+	quiet.fire <- time.Time{}
+	select {
+	case c := <-r.changes:
+		t.Fatalf("a second reload (max_tokens %d) for one burst", c.Models[0].MaxTokens)
+	case err := <-r.errs:
+		t.Fatalf("unexpected error: %v", err)
+	default:
 	}
 }
 

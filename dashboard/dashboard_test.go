@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -24,6 +23,7 @@ import (
 	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/testclock"
+	"github.com/tollgate/tollgate/internal/testenv"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
@@ -73,22 +73,7 @@ type testEnv struct {
 	down    map[string]bool // deployment ids reported down
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testenv.Buffer
 
 func newEnv(t *testing.T) *testEnv {
 	return newEnvWith(t, nil)

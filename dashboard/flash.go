@@ -1,14 +1,12 @@
 package dashboard
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/seal"
 )
 
 // A secret shown once, after a POST that made it (a key, a rotated key, a
@@ -24,34 +22,17 @@ const (
 	flashMaxAge = time.Minute
 )
 
-// flashKey is the session's key for sealing secrets: HMAC-SHA256(session
-// secret, a label of its own), never the CSRF token's.
-func (s *session) flashKey() []byte {
-	m := hmac.New(sha256.New, s.secret)
-	m.Write([]byte("tollgate secret flash"))
-	return m.Sum(nil)
-}
-
-func flashAEAD(s *session) (cipher.AEAD, error) {
-	block, err := aes.NewCipher(s.flashKey())
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(block)
-}
+// flashKey is the session's key for sealing secrets: derived from the
+// session secret under a label of its own, never the CSRF token's.
+func (s *session) flashKey() []byte { return seal.Key(s.secret, "tollgate secret flash") }
 
 // setFlash seals secret for the page at path (the redirect's target),
 // bound to that path so it cannot be replayed on another.
 func (d *Dashboard) setFlash(w http.ResponseWriter, r *http.Request, s *session, path, secret string) error {
-	aead, err := flashAEAD(s)
+	sealed, err := seal.Seal(s.flashKey(), []byte(secret), []byte(path), rand.Reader)
 	if err != nil {
 		return err
 	}
-	nonce := make([]byte, aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return err
-	}
-	sealed := aead.Seal(nonce, nonce, []byte(secret), []byte(path))
 	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: base64.RawURLEncoding.EncodeToString(sealed), Path: path,
 		MaxAge: int(flashMaxAge.Seconds()), HttpOnly: true, Secure: isHTTPS(r), SameSite: http.SameSiteStrictMode})
 	return nil
@@ -70,11 +51,7 @@ func (d *Dashboard) takeFlash(w http.ResponseWriter, r *http.Request, s *session
 	if err != nil {
 		return ""
 	}
-	aead, err := flashAEAD(s)
-	if err != nil || len(sealed) < aead.NonceSize() {
-		return ""
-	}
-	plain, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], []byte(r.URL.Path))
+	plain, err := seal.Open(s.flashKey(), sealed, []byte(r.URL.Path))
 	if err != nil {
 		return ""
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/dashboard"
+	"github.com/tollgate/tollgate/internal/testenv"
 )
 
 // chromiumPath is Debian's Chromium (apt-get install chromium).
@@ -27,11 +28,7 @@ const chromiumPath = "/usr/bin/chromium"
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
-		msg := "the dashboard's browser test needs Chromium at " + chromiumPath + " (apt-get install chromium)"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg + "; skipped only outside CI (in CI this test fails instead)")
+		testenv.Need(t, "the dashboard's browser test needs Chromium at "+chromiumPath+" (apt-get install chromium)")
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/cli"
+	"github.com/tollgate/tollgate/internal/testenv"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -40,22 +41,8 @@ type tollgate struct {
 	certs    string     // under the envoy binding: the mutual-TLS certificates' directory
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is the log sink each server writes to and its test reads.
+type syncBuffer = testenv.Buffer
 
 // apiLine is the line serve prints when it is up: the API's URL, or (with
 // --edge off) the dashboard's; either gives the listener's base.
@@ -106,7 +93,7 @@ func serve(t testing.TB, cfg string, db string, extra ...string) *tollgate {
 	done := make(chan error, 1)
 	args := append([]string{"serve", "--config", cfgPath, "--db", db, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, extra...)
 	go func() {
-		err := cli.Run(ctx, args, pw, logs)
+		err := cli.RunWith(ctx, args, pw, logs, cli.Hooks{RateLimitClock: windows.Now})
 		pw.Close()
 		done <- err
 	}()

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/internal/testenv"
 )
 
 // needPython returns the Python of the project's .venv, where `make tools`
@@ -32,10 +35,7 @@ func needPython(t *testing.T) string {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, py, "-c", "import openai; print(openai.__version__)").CombinedOutput()
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the Python openai client is required in CI (make tools): %s: %v: %s", py, err, out)
-		}
-		t.Skipf("no Python with the openai package at %s (%v); run make tools, or CI runs it", py, err)
+		testenv.Need(t, fmt.Sprintf("no Python with the openai package at %s (%v: %s); run make tools", py, err, out))
 	}
 	want := pinnedPython(t, "openai")
 	require.Equal(t, want, strings.TrimSpace(string(out)), "the openai package in %s is the pinned one", py)

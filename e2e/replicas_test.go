@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate/tollgate/internal/testenv"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 	"github.com/tollgate/tollgate/store/storetest"
@@ -33,10 +35,7 @@ func testRedisURL(t *testing.T) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Redis not reachable at %s: %v; CI must run the Redis tests", opt.Addr, err)
-		}
-		t.Skipf("Redis not reachable at %s (%v); CI runs this test", opt.Addr, err)
+		testenv.Need(t, fmt.Sprintf("Redis not reachable at %s (%v)", opt.Addr, err))
 	}
 	return u
 }
@@ -105,7 +104,7 @@ func TestReplicasSharingRedisAdmitExactlyTheLimit(t *testing.T) {
 	a, b := twoReplicasOnRedis(t)
 	const limit, total = 10, 40
 	secret := a.newAccount(t, "me@example.com", "10", "--rpm", "10")
-	awayFromMinuteEdge()
+	windows.freshWindow()
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -139,10 +138,7 @@ func TestReplicasLeasingPermitsAdmitTheLimitAndNoMore(t *testing.T) {
 	a, b := twoReplicasOnRedis(t)
 	const limit = 100
 	secret := a.newAccount(t, "me@example.com", "10", "--rpm", strconv.Itoa(limit))
-	// The whole test runs in one window.
-	if now := time.Now(); now.Truncate(time.Minute).Add(time.Minute).Sub(now) < 20*time.Second {
-		time.Sleep(now.Truncate(time.Minute).Add(time.Minute).Sub(now) + 100*time.Millisecond)
-	}
+	windows.freshWindow() // the whole test runs in one window
 	status := func(tg *tollgate) int {
 		resp, _ := tg.post(t, secret, helloBody)
 		return resp.StatusCode

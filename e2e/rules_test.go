@@ -135,13 +135,30 @@ func TestForwardedForCountsOnlyThroughTrustedHops(t *testing.T) {
 	}
 }
 
-// awayFromMinuteEdge waits, if the UTC minute is about to turn, until it
-// has, so that a test's requests fall in one rate-limit window.
-func awayFromMinuteEdge() {
-	now := time.Now().UTC()
-	if left := now.Truncate(time.Minute).Add(time.Minute).Sub(now); left < 5*time.Second {
-		time.Sleep(left + 100*time.Millisecond)
-	}
+// windows is the clock of every server's rate-limit windows in this test
+// binary (replicas on one Redis must share it): real time, moved forward
+// by an offset that freshWindow pushes to the start of a new minute.
+var windows windowClock
+
+type windowClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *windowClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+// freshWindow moves the clock to the start of the next UTC minute, so a
+// test's requests for the next 59 seconds fall in one window, without
+// waiting for it. Only tests that do not run in parallel call it.
+func (c *windowClock) freshWindow() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now().Add(c.offset)
+	c.offset += now.Truncate(time.Minute).Add(time.Minute).Sub(now)
 }
 
 func TestPerKeyRateLimitAndItsHeaders(t *testing.T) {
@@ -151,7 +168,7 @@ func TestPerKeyRateLimitAndItsHeaders(t *testing.T) {
 	tg.run(t, "account", "create", "--email", "me@example.com", "--plan", "pro", "--balance", "10")
 	own := tg.newKey(t, "me@example.com", "--rpm", "3")
 	planDefault := tg.newKey(t, "me@example.com") // Rate Limit Off: the plan's default_rpm
-	awayFromMinuteEdge()
+	windows.freshWindow()
 
 	for i := 1; i <= 3; i++ {
 		resp, b := tg.post(t, own, helloBody)
@@ -161,6 +178,9 @@ func TestPerKeyRateLimitAndItsHeaders(t *testing.T) {
 		reset, err := time.ParseDuration(resp.Header.Get("x-ratelimit-reset-requests"))
 		require.NoError(t, err, "OpenAI's duration format")
 		assert.True(t, reset > 0 && reset <= time.Minute, "%s", reset)
+		if i == 1 {
+			assert.Greater(t, reset, 50*time.Second, "the window the test's clock has just started")
+		}
 	}
 	resp, b := tg.post(t, own, helloBody)
 	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)

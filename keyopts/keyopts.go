@@ -1,7 +1,8 @@
-// Package keyopts validates and normalizes an API key's editable options for
-// every place that edits keys: the CLI now, the dashboard later. Each field
-// has its own parser; Create and Update check every field of a Patch and
-// change nothing unless all of them are valid.
+// Package keyopts owns the rules of an API key's editable options
+// (description, rate limit, IP restrictions, models, expiry): one parser
+// per field, and Create and Update, which check every field of a Patch and
+// change nothing unless all of them are valid. The management service,
+// the dashboard and the CLI edit keys by these rules.
 package keyopts
 
 import (

@@ -6,15 +6,9 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
-	"reflect"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -31,7 +25,6 @@ import (
 	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
-	"github.com/tollgate/tollgate/store/storetest"
 )
 
 const testConfig = `
@@ -61,16 +54,10 @@ type apiEnv struct {
 	a, b  store.Account
 }
 
-// onPostgres names the test whose subtests run on PostgreSQL.
-const onPostgres = "TestTheAPIOnPostgreSQL/"
-
 func newAPIEnv(t *testing.T) *apiEnv {
 	t.Helper()
 	ctx := context.Background()
-	url := "sqlite://" + filepath.Join(t.TempDir(), "t.db")
-	if strings.HasPrefix(t.Name(), onPostgres) {
-		url = storetest.PostgresURL(t)
-	}
+	url := databaseFor(t).url(t)
 	clock := testclock.New(time.Date(2026, 6, 15, 14, 30, 0, 0, time.UTC))
 	st, err := store.OpenWith(ctx, url, store.Options{Now: clock.Now})
 	require.NoError(t, err)
@@ -854,46 +841,6 @@ func TestRotationGivesANewSecretAndKeepsTheOldOneOnlyThroughItsGrace(t *testing.
 		}
 	}
 	assert.Equal(t, 2, rotations, "both rotations, not the refused ones")
-}
-
-// TestTheAPIOnPostgreSQL runs the API's tests again on PostgreSQL (each on
-// a fresh schema); the tests above run on SQLite.
-func TestTheAPIOnPostgreSQL(t *testing.T) {
-	ran := map[string]bool{}
-	for name, test := range map[string]func(*testing.T){
-		"Unauthorized": TestWithoutAValidManagementTokenEveryCallIs401,
-		"Keys":         TestKeysAcrossTokenKindsScopesAndAccounts,
-		"KeysPages":    TestKeysListPagesFiltersAndCursors,
-		"IfMatch":      TestIfMatchKeepsTwoEditorsFromOverwritingEachOther,
-		"Tokens":       TestTokensAreMadeByAdminsOnlyAndAuditedWithEveryAction,
-		"Idempotency":  TestARetriedCreateWithAnIdempotencyKeyGetsTheFirstAnswer,
-		"Usage":        TestUsageOfAKeyOrAnAccountOverARangeAndAsCSV,
-		"CSVDeadlines": TestACSVExportBoundsEachPagesWrite,
-		"Accounts":     TestAccountsAreAdminsAndARetriedCreditIsNeverASecondCredit,
-		"Models":       TestModelsAreThePlansWithPricesAndAvailability,
-		"Rotation":     TestRotationGivesANewSecretAndKeepsTheOldOneOnlyThroughItsGrace,
-		"Balance":      TestBalanceHistoryWorksBackFromTheBalanceNow,
-		"Client":       TestTheGeneratedClientDrivesEveryEndpoint,
-		"Caps":         TestAnAccountHoldsAtMostItsCapOfKeysAndTokens,
-		"RateLimit":    TestManagementCallsAreLimitedPerToken,
-		"Scopes":       TestNoRouteAnswersATokenWithoutItsScope,
-		"Document":     TestTheAPIAcceptsAndRefusesWhatItsDocumentSays,
-		"Query":        TestQueryParametersAreTheDocumentsWithTheirValues,
-	} {
-		t.Run(name, test)
-		ran[runtime.FuncForPC(reflect.ValueOf(test).Pointer()).Name()] = true
-	}
-	// Every test of the API above runs here too: none is forgotten.
-	f, err := parser.ParseFile(token.NewFileSet(), "api_test.go", nil, 0)
-	require.NoError(t, err)
-	for _, d := range f.Decls {
-		fn, ok := d.(*ast.FuncDecl)
-		if !ok || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestTheAPIOnPostgreSQL" || fn.Name.Name == "TestTheOpenAPIDocumentIsServedAndDescribesEveryRoute" ||
-			fn.Name.Name == "TestTheGeneratedClientIsUpToDate" {
-			continue
-		}
-		assert.True(t, ran["github.com/tollgate/tollgate/manage."+fn.Name.Name], "%s does not run on PostgreSQL", fn.Name.Name)
-	}
 }
 
 // deadlineWriter is a ResponseWriter whose connection takes write

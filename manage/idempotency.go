@@ -2,16 +2,14 @@ package manage
 
 import (
 	"bytes"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/seal"
 	"github.com/tollgate/tollgate/oaierror"
 )
 
@@ -64,41 +62,10 @@ func (r *recorder) Write(b []byte) (int, error) {
 	return r.body.Write(b)
 }
 
+// sealKey is the key a stored answer is sealed under: one only the
+// token's holder, retrying with the same Idempotency-Key, can derive.
 func sealKey(tokenSecret, idemKey string) []byte {
-	mac := hmac.New(sha256.New, []byte(tokenSecret))
-	mac.Write([]byte("tollgate idempotency\x00" + idemKey))
-	return mac.Sum(nil)
-}
-
-func seal(key []byte, plain []byte, random io.Reader) ([]byte, error) {
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	gcm, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	nonce := make([]byte, gcm.NonceSize())
-	if _, err := io.ReadFull(random, nonce); err != nil {
-		return nil, err
-	}
-	return gcm.Seal(nonce, nonce, plain, nil), nil
-}
-
-func unseal(key, sealed []byte) ([]byte, error) {
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	gcm, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	if len(sealed) < gcm.NonceSize() {
-		return nil, errors.New("sealed answer too short")
-	}
-	return gcm.Open(nil, sealed[:gcm.NonceSize()], sealed[gcm.NonceSize():], nil)
+	return seal.Key([]byte(tokenSecret), "tollgate idempotency\x00"+idemKey)
 }
 
 // idempotent runs a POST handler at most once per (token, Idempotency-Key).
@@ -134,7 +101,7 @@ func (s *Service) idempotent(w http.ResponseWriter, r *http.Request, a Actor, h 
 		case stored.Sealed == nil:
 			return errIdempotencyRunning
 		}
-		plain, err := unseal(sk, stored.Sealed)
+		plain, err := seal.Open(sk, stored.Sealed, nil)
 		if err != nil {
 			return s.fail(ctx, "idempotency: unseal the first answer", err)
 		}
@@ -171,7 +138,7 @@ func (s *Service) idempotent(w http.ResponseWriter, r *http.Request, a Actor, h 
 		plain, err := json.Marshal(answer)
 		if err == nil {
 			var sealed []byte
-			if sealed, err = seal(sk, plain, s.opt.Random); err == nil {
+			if sealed, err = seal.Seal(sk, plain, nil, s.opt.Random); err == nil {
 				err = s.opt.Store.FinishIdempotent(ctx, actor, key, sealed)
 			}
 		}

@@ -42,3 +42,7 @@ func (s *sqlStore) changeTx(ctx context.Context, c Change, fn func(querier) erro
 func (s *sqlStore) Subscribe(ctx context.Context, fn func(Change)) error {
 	return s.db.listen(ctx, fn)
 }
+
+// HasChangeFeed reports whether Subscribe delivers changes; see
+// Store.HasChangeFeed.
+func (s *sqlStore) HasChangeFeed() bool { return s.db.hasFeed() }

@@ -202,3 +202,16 @@ func TestSubscribeOnSQLiteIsUnsupported(t *testing.T) {
 	require.True(t, errors.Is(err, store.ErrNotifyUnsupported), "got %v", err)
 	require.False(t, called)
 }
+
+// HasChangeFeed answers, without subscribing, what Subscribe would do:
+// deliver changes on PostgreSQL, return ErrNotifyUnsupported on SQLite.
+func TestHasChangeFeedSaysWhetherSubscribeDeliversChanges(t *testing.T) {
+	lite, err := store.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "tollgate.db"))
+	require.NoError(t, err)
+	defer lite.Close()
+	require.False(t, lite.HasChangeFeed(), "SQLite")
+	pg, err := store.Open(t.Context(), storetest.PostgresURL(t))
+	require.NoError(t, err)
+	defer pg.Close()
+	require.True(t, pg.HasChangeFeed(), "PostgreSQL")
+}

@@ -44,6 +44,8 @@ type database interface {
 	notify(ctx context.Context, q querier, c Change) error
 	// listen implements Store.Subscribe.
 	listen(ctx context.Context, fn func(Change)) error
+	// hasFeed reports whether listen delivers changes.
+	hasFeed() bool
 	// unixMicros returns an SQL expression for the time in column as a
 	// BIGINT count of microseconds since the Unix epoch: the one piece of
 	// query text that differs between the databases, for bucketing in SQL.

@@ -24,6 +24,9 @@ func (d *postgresDB) notify(ctx context.Context, q querier, c Change) error {
 	return nil
 }
 
+// hasFeed: changes are announced with NOTIFY.
+func (d *postgresDB) hasFeed() bool { return true }
+
 // listen LISTENs on changesChannel on a connection of its own, outside the
 // pool so that it takes none of the pool's connections, and connects again
 // whenever that connection fails. It returns only when ctx ends.

@@ -110,6 +110,9 @@ func (d *sqliteDB) notify(context.Context, querier, Change) error { return nil }
 // listen returns ErrNotifyUnsupported at once.
 func (d *sqliteDB) listen(context.Context, func(Change)) error { return ErrNotifyUnsupported }
 
+// hasFeed: SQLite announces nothing to other processes.
+func (d *sqliteDB) hasFeed() bool { return false }
+
 func (d *sqliteDB) inTx(ctx context.Context, fn func(querier) error) error {
 	tx, err := d.writer.BeginTx(ctx, nil)
 	if err != nil {

@@ -375,6 +375,11 @@ type Store interface {
 	// Close does not stop it: cancel ctx. On a database without
 	// notifications (SQLite) it returns ErrNotifyUnsupported at once.
 	Subscribe(ctx context.Context, fn func(Change)) error
+	// HasChangeFeed reports whether Subscribe delivers changes on this
+	// database (PostgreSQL), rather than returning ErrNotifyUnsupported at
+	// once (SQLite), so that a caller can size its caches before
+	// subscribing.
+	HasChangeFeed() bool
 
 	// CreateToken stores a management token under the hash of its secret
 	// and returns it with its ID and creation time. ErrNotFound if its

@@ -102,18 +102,9 @@ func (a *Answer) Body(piece []byte, end bool) ([]byte, error) {
 	}
 	a.out = a.out[:0]
 	a.begin()
-	a.parser.Feed(chat)
-	for {
-		ev, ok := a.parser.Next()
-		if !ok {
-			break
-		}
-		a.event(ev.Data)
-	}
+	eachEvent(&a.parser, chat, a.event)
 	if end && err == nil && !a.ended {
-		if ev, ok := a.parser.Finish(); ok {
-			a.event(ev.Data)
-		}
+		lastEvent(&a.parser, a.event)
 		switch {
 		case a.ended:
 		case a.inner.Completed():

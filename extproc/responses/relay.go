@@ -86,18 +86,9 @@ func (r *Relay) Body(piece []byte, end bool) ([]byte, error) {
 		return obj, nil
 	}
 	r.out = r.out[:0]
-	r.parser.Feed(piece)
-	for {
-		ev, ok := r.parser.Next()
-		if !ok {
-			break
-		}
-		r.event(ev.Data)
-	}
+	eachEvent(&r.parser, piece, r.event)
 	if end {
-		if ev, ok := r.parser.Finish(); ok {
-			r.event(ev.Data)
-		}
+		lastEvent(&r.parser, r.event)
 		if !r.completed && !r.failed {
 			r.end("The provider's stream ended before its response was complete.")
 		}

@@ -18,16 +18,22 @@ type Loop struct {
 // that Stop ends. A call of f that is under way when Stop is called
 // finishes first.
 func Start(interval time.Duration, f func()) *Loop {
+	t := time.NewTicker(interval)
+	return start(t.C, t.Stop, f)
+}
+
+// start calls f for each tick until Stop, then calls release; tests give
+// it ticks of their own.
+func start(ticks <-chan time.Time, release func(), f func()) *Loop {
 	l := &Loop{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
+		defer release()
 		for {
 			select {
 			case <-l.stop:
 				return
-			case <-t.C:
+			case <-ticks:
 				f()
 			}
 		}

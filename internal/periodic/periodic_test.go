@@ -9,37 +9,48 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestALoopCallsUntilStoppedAndNotAfter(t *testing.T) {
+func TestALoopCallsOncePerTickUntilStoppedAndNotAfter(t *testing.T) {
+	ticks := make(chan time.Time) // unbuffered: a send returns once the loop took the tick
 	var n atomic.Int64
-	l := Start(time.Millisecond, func() { n.Add(1) })
-	require.Eventually(t, func() bool { return n.Load() >= 3 }, 5*time.Second, time.Millisecond)
+	released := false
+	l := start(ticks, func() { released = true }, func() { n.Add(1) })
+	for range 3 {
+		ticks <- time.Time{}
+	}
 	l.Stop()
-	after := n.Load()
-	time.Sleep(20 * time.Millisecond)
-	assert.Equal(t, after, n.Load(), "no call after Stop returned")
+	assert.Equal(t, int64(3), n.Load(), "one call per tick")
+	assert.True(t, released, "the ticker is released when the loop ends")
+	select {
+	case ticks <- time.Time{}:
+		t.Fatal("the loop still takes ticks after Stop returned")
+	default:
+	}
 	l.Stop() // again: nothing more
 }
 
 func TestStopWaitsForACallUnderWay(t *testing.T) {
+	ticks := make(chan time.Time)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var finished atomic.Bool
-	l := Start(time.Millisecond, func() {
-		select {
-		case entered <- struct{}{}:
-			<-release
-			finished.Store(true)
-		default:
-		}
+	l := start(ticks, func() {}, func() {
+		close(entered)
+		<-release
+		finished.Store(true)
 	})
+	ticks <- time.Time{}
 	<-entered
-	stopped := make(chan struct{})
-	go func() { l.Stop(); close(stopped) }()
-	select {
-	case <-stopped:
-		t.Fatal("Stop returned while a call was under way")
-	case <-time.After(20 * time.Millisecond):
-	}
+	stopped := make(chan bool)
+	go func() {
+		l.Stop()
+		stopped <- finished.Load()
+	}()
 	close(release)
-	<-stopped
-	assert.True(t, finished.Load())
+	require.True(t, <-stopped, "Stop returned before the call under way had finished")
+}
+
+func TestStartTicksOnTheClock(t *testing.T) {
+	var n atomic.Int64
+	l := Start(time.Millisecond, func() { n.Add(1) })
+	defer l.Stop()
+	require.Eventually(t, func() bool { return n.Load() >= 3 }, 5*time.Second, time.Millisecond)
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate/tollgate/internal/testenv"
 )
 
 // DefaultPostgres is the test server used when $TOLLGATE_TEST_POSTGRES is unset.
@@ -37,11 +39,7 @@ func PostgresURL(t testing.TB) string {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
-		msg := "PostgreSQL not reachable at " + u.Redacted() + ": " + err.Error()
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s; CI must run the PostgreSQL tests", msg)
-		}
-		t.Skipf("%s; CI runs these tests (set TOLLGATE_TEST_POSTGRES to run them here)", msg)
+		testenv.Need(t, "PostgreSQL not reachable at "+u.Redacted()+": "+err.Error()+" (set TOLLGATE_TEST_POSTGRES to run the PostgreSQL tests here)")
 	}
 	defer closeConn(t, conn)
 

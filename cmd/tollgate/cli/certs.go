@@ -55,7 +55,18 @@ func runCerts(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	now := time.Now()
+	if err := makeCerts(*out, *hosts, time.Now()); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s, %s (for tollgate serve --grpc-tls-cert/--grpc-tls-key, --grpc-client-ca %s, --grpc-client-san %s) and %s, %s (for Envoy) into %s\n",
+		certServer, certServerKey, certCA, certClientName, certClient, certClientKey, *out)
+	return nil
+}
+
+// makeCerts writes into dir a CA valid from now and the server and client
+// certificates it signs, the server's for hosts (comma-separated names and
+// addresses).
+func makeCerts(dir, hosts string, now time.Time) error {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return fmt.Errorf("certs: %w", err)
@@ -77,21 +88,10 @@ func runCerts(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("certs: CA: %w", err)
 	}
-	if err := writeCert(*out, certCA, certCAKey, caDER, caKey); err != nil {
+	if err := writeCert(dir, certCA, certCAKey, caDER, caKey); err != nil {
 		return err
 	}
-	var dns []string
-	var ips []net.IP
-	for _, h := range strings.Split(*hosts, ",") {
-		h = strings.TrimSpace(h)
-		switch ip := net.ParseIP(h); {
-		case h == "":
-		case ip != nil:
-			ips = append(ips, ip)
-		default:
-			dns = append(dns, h)
-		}
-	}
+	dns, ips := splitHosts(hosts)
 	for _, leaf := range []struct {
 		cert, key, cn string
 		usage         x509.ExtKeyUsage
@@ -121,13 +121,29 @@ func runCerts(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("certs: %s: %w", leaf.cert, err)
 		}
-		if err := writeCert(*out, leaf.cert, leaf.key, der, key); err != nil {
+		if err := writeCert(dir, leaf.cert, leaf.key, der, key); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "wrote %s, %s (for tollgate serve --grpc-tls-cert/--grpc-tls-key, --grpc-client-ca %s, --grpc-client-san %s) and %s, %s (for Envoy) into %s\n",
-		certServer, certServerKey, certCA, certClientName, certClient, certClientKey, *out)
 	return nil
+}
+
+// splitHosts separates a comma-separated list into DNS names and IP
+// addresses.
+func splitHosts(hosts string) ([]string, []net.IP) {
+	var dns []string
+	var ips []net.IP
+	for _, h := range strings.Split(hosts, ",") {
+		h = strings.TrimSpace(h)
+		switch ip := net.ParseIP(h); {
+		case h == "":
+		case ip != nil:
+			ips = append(ips, ip)
+		default:
+			dns = append(dns, h)
+		}
+	}
+	return dns, ips
 }
 
 func serial() *big.Int {

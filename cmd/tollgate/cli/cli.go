@@ -1,7 +1,7 @@
-// Package cli is the tollgate command line: it dispatches "serve" to the
-// server and runs the administrator's account and key commands against the
-// store. Run is the whole program minus signals and the exit code, so tests
-// call it directly.
+// Package cli is the tollgate command line: it parses "serve"'s flags into
+// the server's options (package internal/app runs the server) and runs the
+// administrator's account, key, usage and token commands. Run is the whole
+// program minus signals and the exit code, so tests call it directly.
 package cli
 
 import (
@@ -56,6 +56,7 @@ type env struct {
 	getenv         func(string) string
 	now            func() time.Time
 	random         io.Reader // source of key secrets
+	hooks          Hooks
 }
 
 // command is one "group action" pair, e.g. "key create".
@@ -145,7 +146,19 @@ func printUsage(w io.Writer) {
 // Flag defaults come from the process environment (TOLLGATE_DB,
 // TOLLGATE_CONFIG).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	e := &env{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, now: time.Now, random: rand.Reader}
+	return RunWith(ctx, args, stdout, stderr, Hooks{})
+}
+
+// Hooks are what a test may give the program besides its arguments.
+type Hooks struct {
+	// RateLimitClock is serve's clock of rate-limit windows; nil:
+	// time.Now. See app.Options.
+	RateLimitClock func() time.Time
+}
+
+// RunWith is Run with hooks.
+func RunWith(ctx context.Context, args []string, stdout, stderr io.Writer, hooks Hooks) error {
+	e := &env{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, now: time.Now, random: rand.Reader, hooks: hooks}
 	return e.run(ctx, args)
 }
 
@@ -163,7 +176,7 @@ func (e *env) run(ctx context.Context, args []string) error {
 		printUsage(e.stdout)
 		return nil
 	case "serve":
-		err := runServe(ctx, args[1:], e.stdout, e.stderr)
+		err := runServe(ctx, args[1:], e)
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // the flag set has printed serve's help
 		}

@@ -1,15 +1,10 @@
-package cli
+package app
 
 import (
-	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -47,22 +42,8 @@ func TestAClientCertificateMustNameAnAllowedSAN(t *testing.T) {
 }
 
 func TestClientSANsNeedMutualTLS(t *testing.T) {
-	g := grpcListenOptions{addr: "127.0.0.1:0", clientSANs: stringList{values: []string{"envoy"}}}
+	g := GRPCListen{Addr: "127.0.0.1:0", ClientSANs: []string{"envoy"}}
 	_, _, err := g.listen(nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--grpc-client-san needs mutual TLS")
-}
-
-func TestCertsMakesAClientCertificateNamedEnvoy(t *testing.T) {
-	dir := t.TempDir()
-	var out bytes.Buffer
-	require.NoError(t, Run(context.Background(), []string{"certs", "--out", dir}, &out, &out), out.String())
-	assert.Contains(t, out.String(), "--grpc-client-san envoy")
-	raw, err := os.ReadFile(filepath.Join(dir, certClient))
-	require.NoError(t, err)
-	block, _ := pem.Decode(raw)
-	c, err := x509.ParseCertificate(block.Bytes)
-	require.NoError(t, err)
-	assert.Equal(t, []string{"envoy"}, c.DNSNames)
-	assert.True(t, certNames(c, []string{"envoy"}))
 }

@@ -1,7 +1,6 @@
-package cli
+package app
 
 import (
-	"flag"
 	"io"
 	"log/slog"
 	"strings"
@@ -11,31 +10,13 @@ import (
 	"github.com/tollgate/tollgate/internal/periodic"
 )
 
-// logOptions choose the server's log format and level.
-type logOptions struct {
-	format string
-	level  string
-}
-
-func (l *logOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&l.format, "log-format", "json", "log format: json (one object a line, for log pipelines) or text")
-	fs.StringVar(&l.level, "log-level", "info", "least severe level logged: debug, info, warn or error")
-}
-
-// logger builds the server's logger on w.
-func (l *logOptions) logger(w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(l.level)); err != nil {
-		return nil, usagef("serve: --log-level %q: want debug, info, warn or error", l.level)
-	}
+// newLogger builds a logger writing format ("json" or "text") to w.
+func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
-	switch strings.ToLower(l.format) {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+	if strings.EqualFold(format, LogText) {
+		return slog.New(slog.NewTextHandler(w, opts))
 	}
-	return nil, usagef("serve: --log-format %q: want json or text", l.format)
+	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
 // Access-log buffering: the access log writes a line per request, and a

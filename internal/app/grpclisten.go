@@ -1,11 +1,10 @@
-package cli
+package app
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -21,29 +20,20 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 )
 
-// grpcListenOptions say where the gRPC server for Envoy listens and how
-// callers prove who they are.
-type grpcListenOptions struct {
-	addr     string // unix:///path.sock or host:port
-	certFile string
-	keyFile  string
-	caFile   string
-	// clientSANs, when any, are the only client certificate names (DNS,
+// GRPCListen says where the gRPC server for Envoy listens and how callers
+// prove who they are (the --grpc-* flags).
+type GRPCListen struct {
+	Addr     string // unix:///path.sock or host:port; empty: no gRPC server
+	CertFile string
+	KeyFile  string
+	CAFile   string
+	// ClientSANs, when any, are the only client certificate names (DNS,
 	// URI, IP or email SANs) the server accepts; none: any certificate
 	// the CA signed.
-	clientSANs stringList
-	// meshTLS acknowledges plaintext off loopback: a service mesh's sidecar
+	ClientSANs []string
+	// MeshTLS acknowledges plaintext off loopback: a service mesh's sidecar
 	// terminates mutual TLS in front of Tollgate.
-	meshTLS bool
-}
-
-func (g *grpcListenOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&g.addr, "grpc-listen", "", "where the gRPC server (ext_authz, ext_proc, xDS) for Envoy listens: host:port (127.0.0.1:9001 beside a local Envoy), or unix:///path.sock; empty (the default): no gRPC server, the built-in edge alone serves the API. Plaintext TCP is allowed on a loopback address only; elsewhere give --grpc-tls-cert, --grpc-tls-key and --grpc-client-ca")
-	fs.StringVar(&g.certFile, "grpc-tls-cert", "", "the gRPC server's TLS certificate (PEM); reloaded when the file changes")
-	fs.StringVar(&g.keyFile, "grpc-tls-key", "", "the gRPC server's TLS private key (PEM)")
-	fs.StringVar(&g.caFile, "grpc-client-ca", "", "the CA whose client certificates may call the gRPC server (PEM); with TLS, a client without one is refused")
-	fs.Var(&g.clientSANs, "grpc-client-san", "a name (DNS, URI such as spiffe://…, IP or email SAN) a client certificate must carry to call the gRPC server; repeat for several; none: any certificate --grpc-client-ca signed is accepted")
-	fs.BoolVar(&g.meshTLS, "grpc-mesh-mtls", false, "serve plaintext gRPC off loopback because a service mesh's sidecar enforces mutual TLS in front of Tollgate (Istio with a STRICT PeerAuthentication, Linkerd); never without one")
+	MeshTLS bool
 }
 
 // errPlaintextOffLoopback refuses an unauthenticated gRPC port that others
@@ -51,17 +41,17 @@ func (g *grpcListenOptions) flags(fs *flag.FlagSet) {
 var errPlaintextOffLoopback = errors.New("--grpc-listen: plaintext gRPC is allowed only on a loopback address or a unix socket; give --grpc-tls-cert, --grpc-tls-key and --grpc-client-ca to serve it with mutual TLS (tollgate certs makes a local CA and the certificates)")
 
 // listen opens the listener and, for TLS, the server credentials.
-func (g *grpcListenOptions) listen(log *slog.Logger) (net.Listener, []grpc.ServerOption, error) {
-	anyTLS := g.certFile != "" || g.keyFile != "" || g.caFile != ""
-	if anyTLS && (g.certFile == "" || g.keyFile == "" || g.caFile == "") {
+func (g *GRPCListen) listen(log *slog.Logger) (net.Listener, []grpc.ServerOption, error) {
+	anyTLS := g.CertFile != "" || g.KeyFile != "" || g.CAFile != ""
+	if anyTLS && (g.CertFile == "" || g.KeyFile == "" || g.CAFile == "") {
 		return nil, nil, errors.New("--grpc-tls-cert, --grpc-tls-key and --grpc-client-ca go together: give all three")
 	}
-	if len(g.clientSANs.values) > 0 && !anyTLS {
+	if len(g.ClientSANs) > 0 && !anyTLS {
 		return nil, nil, errors.New("--grpc-client-san needs mutual TLS: give --grpc-tls-cert, --grpc-tls-key and --grpc-client-ca (behind a mesh's sidecar, its own authorization policy names the allowed callers)")
 	}
-	if path, ok := strings.CutPrefix(g.addr, "unix://"); ok {
+	if path, ok := strings.CutPrefix(g.Addr, "unix://"); ok {
 		if path == "" {
-			return nil, nil, fmt.Errorf("--grpc-listen %q: no socket path", g.addr)
+			return nil, nil, fmt.Errorf("--grpc-listen %q: no socket path", g.Addr)
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, nil, fmt.Errorf("--grpc-listen: remove a stale socket: %w", err)
@@ -76,14 +66,14 @@ func (g *grpcListenOptions) listen(log *slog.Logger) (net.Listener, []grpc.Serve
 		}
 		return l, g.tlsOptions(log, anyTLS), nil
 	}
-	host, _, err := net.SplitHostPort(g.addr)
+	host, _, err := net.SplitHostPort(g.Addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--grpc-listen %q: want host:port or unix:///path.sock", g.addr)
+		return nil, nil, fmt.Errorf("--grpc-listen %q: want host:port or unix:///path.sock", g.Addr)
 	}
-	if !anyTLS && !g.meshTLS && !isLoopback(host) {
+	if !anyTLS && !g.MeshTLS && !isLoopback(host) {
 		return nil, nil, errPlaintextOffLoopback
 	}
-	l, err := net.Listen("tcp", g.addr)
+	l, err := net.Listen("tcp", g.Addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--grpc-listen: %w", err)
 	}
@@ -98,11 +88,11 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func (g *grpcListenOptions) tlsOptions(log *slog.Logger, on bool) []grpc.ServerOption {
+func (g *GRPCListen) tlsOptions(log *slog.Logger, on bool) []grpc.ServerOption {
 	if !on {
 		return nil
 	}
-	r := &certReloader{certFile: g.certFile, keyFile: g.keyFile, caFile: g.caFile, sans: g.clientSANs.values, log: log}
+	r := &certReloader{certFile: g.CertFile, keyFile: g.KeyFile, caFile: g.CAFile, sans: g.ClientSANs, log: log}
 	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(&tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		GetConfigForClient: r.config,
@@ -110,11 +100,11 @@ func (g *grpcListenOptions) tlsOptions(log *slog.Logger, on bool) []grpc.ServerO
 }
 
 // load checks the certificate files once, so a bad file stops the start.
-func (g *grpcListenOptions) load() error {
-	if g.certFile == "" {
+func (g *GRPCListen) load() error {
+	if g.CertFile == "" {
 		return nil
 	}
-	r := &certReloader{certFile: g.certFile, keyFile: g.keyFile, caFile: g.caFile}
+	r := &certReloader{certFile: g.CertFile, keyFile: g.KeyFile, caFile: g.CAFile}
 	_, err := r.build()
 	return err
 }

@@ -1,12 +1,12 @@
-package cli
+package app
 
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/metrics"
 )
@@ -40,18 +40,19 @@ func TestReadinessFollowsTheDatabaseAndTheDrain(t *testing.T) {
 	}
 }
 
-func TestHealthcheckSucceedsOnlyOnA200(t *testing.T) {
-	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
-	defer ok.Close()
-	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
-	defer down.Close()
-	if err := Run(context.Background(), []string{"healthcheck", ok.URL}, io.Discard, io.Discard); err != nil {
-		t.Errorf("a 200: %v", err)
-	}
-	if err := Run(context.Background(), []string{"healthcheck", down.URL}, io.Discard, io.Discard); err == nil {
-		t.Error("a 503 passed")
-	}
-	if err := Run(context.Background(), []string{"healthcheck"}, io.Discard, io.Discard); !errors.Is(err, ErrUsage) {
-		t.Errorf("no URL: %v", err)
+func TestTheCacheLivesLongOnlyWhereChangesAreAnnounced(t *testing.T) {
+	for _, tc := range []struct {
+		flag time.Duration
+		feed bool
+		want time.Duration
+	}{
+		{0, true, 30 * time.Second},
+		{0, false, time.Second},
+		{5 * time.Second, true, 5 * time.Second},
+		{5 * time.Second, false, 5 * time.Second},
+	} {
+		if got := cacheTTL(tc.flag, tc.feed); got != tc.want {
+			t.Errorf("cacheTTL(%v, feed %v) = %v, want %v", tc.flag, tc.feed, got, tc.want)
+		}
 	}
 }

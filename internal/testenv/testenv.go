@@ -1,0 +1,48 @@
+// Package testenv is what the tests of several packages share: a buffer
+// that concurrent writers (loggers, servers) and the test may use at once,
+// and the rule for a test that needs something the machine may lack (a
+// database, a browser, a client library): it skips outside CI and fails
+// in CI, which must run every test.
+package testenv
+
+import (
+	"bytes"
+	"os"
+	"sync"
+	"testing"
+)
+
+// Buffer is a bytes.Buffer safe for concurrent use: a log sink a test
+// reads while servers write to it.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// InCI reports whether the tests run in CI (CI is set), where every test
+// must run.
+func InCI() bool { return os.Getenv("CI") != "" }
+
+// Need ends a test that cannot run here for the reason given: it fails in
+// CI and skips elsewhere, saying so.
+func Need(t testing.TB, reason string) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("%s; CI must run this test", reason)
+		return
+	}
+	t.Skipf("skipping: %s; CI runs this test (it fails there instead)", reason)
+}
