@@ -156,7 +156,6 @@ func startBehindEnvoy(t testing.TB, cfg, db string, extra ...string) *tollgate {
 	return tg
 }
 
-
 // parallelUnderEnvoy lets a test that mostly waits (on a timeout, a cache's
 // expiry) run beside the others under Envoy, where every test has a
 // Tollgate and an Envoy of its own on ports of their own.
