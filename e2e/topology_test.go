@@ -466,6 +466,9 @@ func TestAReplicaKilledBehindEnvoyFailsOnlyItsInFlightRequests(t *testing.T) {
 		require.Equal(t, http.StatusOK, a.status, "request %d after the kill: %v", i, a.err)
 		answers = append(answers, a)
 	}
+	waitFor(t, 5*time.Second, 50*time.Millisecond, func() bool {
+		return (&envoyProc{Envoy: tp.Envoy}).stat(t, "cluster.tollgate_grpc.outlier_detection.ejections_enforced_consecutive_local_origin_failure") == 1
+	}, "Envoy ejects the killed replica after its refused connections")
 	close(p.hold)
 	failed := 0
 	for _, s := range streams {
