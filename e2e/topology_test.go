@@ -417,7 +417,17 @@ func TestTwoReplicasBehindOneEnvoy(t *testing.T) {
 		for i := range 5 {
 			assert.Equal(t, http.StatusOK, tg.complete(secret, "gpt-4o-mini", 0).status, "request %d after the drain", i)
 		}
-		recs := tp.records(t, keyID)
+		// The survivor writes its records from a queue: wait for them.
+		var recs map[string][]store.UsageRecord
+		eventually(t, func() bool {
+			recs = tp.records(t, keyID)
+			for _, id := range ids {
+				if len(recs[id]) == 0 {
+					return false
+				}
+			}
+			return true
+		}, "every stream recorded")
 		for i, id := range ids {
 			require.Len(t, recs[id], 1, "stream %d (%s) recorded exactly once", i, id)
 			assert.Equal(t, 200, recs[id][0].Status)
