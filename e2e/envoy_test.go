@@ -1,28 +1,21 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
-	"gopkg.in/yaml.v3"
+
+	"github.com/tollgate/tollgate/envoy/local"
 )
 
 // The real-Envoy binding (TOLLGATE_E2E_BINDING=envoy): `tollgate serve
@@ -30,7 +23,7 @@ import (
 // from the repository's own envoy/envoy.yaml, its listener, routes and
 // model clusters served by that Tollgate over xDS exactly as in
 // production. Only addresses, ports and certificate paths in the bootstrap
-// are changed (envoyBootstrap), and the tests reach the API and the
+// are changed (local.Bootstrap), and the tests reach the API and the
 // dashboard through Envoy's listener.
 
 const bindingEnvoy = "envoy"
@@ -86,69 +79,16 @@ func skipEnvoyLimitation(t testing.TB) {
 // envoy` installed (its path is in .venv/envoy-path).
 func envoyPath(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("TOLLGATE_ENVOY"); p != "" {
-		return p
-	}
-	b, err := os.ReadFile(filepath.Join("..", ".venv", "envoy-path"))
-	require.NoError(t, err, "no Envoy: run `make envoy`, or set TOLLGATE_ENVOY=/path/to/envoy")
-	return strings.TrimSpace(string(b))
+	p, err := local.EnvoyPath("..")
+	require.NoError(t, err)
+	return p
 }
 
-// envoyAddrs are what the bootstrap's addresses, ports and certificate
-// paths become.
-type envoyAddrs struct {
-	GRPC  string // Tollgate's gRPC server, host:port
-	HTTP  string // Tollgate's HTTP listener (the dashboard), host:port
-	Admin string // Envoy's admin listener, host:port (port 0: any)
-	Certs string // the directory `tollgate certs` wrote
-}
-
-// envoyBootstrap is envoy.yaml with exactly its addresses, ports and
-// certificate paths replaced, by exact string replacement: each original
-// must occur as often as expected, so a changed bootstrap fails here
-// rather than being started half-substituted.
-func envoyBootstrap(src []byte, a envoyAddrs) ([]byte, error) {
-	sock := func(hostport string) (string, error) {
-		host, port, err := net.SplitHostPort(hostport)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("socket_address: {address: %s, port_value: %s}", host, port), nil
-	}
-	out := string(src)
-	for _, r := range []struct {
-		from, to string
-		n        int
-	}{
-		{"socket_address: {address: 127.0.0.1, port_value: 9901}", a.Admin, 1},
-		{"socket_address: {address: tollgate, port_value: 9001}", a.GRPC, 1},
-		{"socket_address: {address: tollgate, port_value: 8081}", a.HTTP, 1},
-	} {
-		if got := strings.Count(out, r.from); got != r.n {
-			return nil, fmt.Errorf("envoy.yaml has %q %d times, want %d", r.from, got, r.n)
-		}
-		to, err := sock(r.to)
-		if err != nil {
-			return nil, err
-		}
-		out = strings.ReplaceAll(out, r.from, to)
-	}
-	const certs = "{filename: /etc/tollgate-certs/"
-	if got := strings.Count(out, certs); got != 3 {
-		return nil, fmt.Errorf("envoy.yaml names /etc/tollgate-certs/ %d times, want 3", got)
-	}
-	out = strings.ReplaceAll(out, certs, "{filename: "+filepath.ToSlash(a.Certs)+"/")
-	return []byte(out), nil
-}
-
-// envoyProc is one running Envoy.
+// envoyProc is one running Envoy, started by package envoy/local as `make
+// run-envoy` starts it.
 type envoyProc struct {
-	cmd       *exec.Cmd
-	logs      *syncBuffer
-	adminPath string // where Envoy writes its admin address
-	admin     string // http://host:port
-	listener  string // http://host:port
-	exited    chan struct{}
+	*local.Envoy
+	logs *syncBuffer
 }
 
 // startEnvoy runs an Envoy in front of tg (started with --edge off and a
@@ -156,157 +96,37 @@ type envoyProc struct {
 // answers, and stops it when the test ends.
 func startEnvoy(t testing.TB, tg *tollgate, certs string) *envoyProc {
 	t.Helper()
-	e := launchEnvoy(t, tg, certs)
-	require.NoError(t, e.waitReady(e.adminPath, 30*time.Second), "envoy logs:\n%s", e.logs.String())
+	e := launchEnvoy(t, certs, []string{tg.grpcAddr(t)}, []string{strings.TrimPrefix(tg.Listener, "http://")})
+	require.NoError(t, e.Ready(context.Background(), 30*time.Second), "envoy logs:\n%s", e.logs.String())
 	return e
 }
 
-// launchEnvoy starts an Envoy for tg with the certificates in certs and
-// stops it when the test ends; it does not wait for it.
-func launchEnvoy(t testing.TB, tg *tollgate, certs string) *envoyProc {
+// launchEnvoy starts an Envoy for the Tollgates at grpc (and their
+// dashboards at dashboards) with the certificates in certs, and stops it
+// when the test ends; it does not wait for it.
+func launchEnvoy(t testing.TB, certs string, grpc, dashboards []string) *envoyProc {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join("..", "envoy", "envoy.yaml"))
 	require.NoError(t, err)
-	boot, err := envoyBootstrap(src, envoyAddrs{
-		GRPC: tg.grpcAddr(t), HTTP: strings.TrimPrefix(tg.Listener, "http://"), Admin: "127.0.0.1:0", Certs: certs,
-	})
+	boot, err := local.Bootstrap(src, local.Addrs{GRPC: grpc, HTTP: dashboards, Admin: "127.0.0.1:0", Certs: certs})
 	require.NoError(t, err)
-	dir := t.TempDir()
-	bootPath := filepath.Join(dir, "envoy.yaml")
-	require.NoError(t, os.WriteFile(bootPath, boot, 0o600))
-	adminPath := filepath.Join(dir, "admin-address")
-
 	// info, as README.md recommends; TOLLGATE_E2E_ENVOY_LOG_LEVEL=debug
 	// to see each filter's decisions.
-	level := os.Getenv("TOLLGATE_E2E_ENVOY_LOG_LEVEL")
-	if level == "" {
-		level = "info"
-	}
-	e := &envoyProc{logs: &syncBuffer{}, exited: make(chan struct{}), adminPath: adminPath}
-	e.cmd = exec.Command(envoyPath(t), "-c", bootPath, "--use-dynamic-base-id",
-		"--admin-address-path", adminPath, "--concurrency", "1", "--log-level", level,
-		// Quicker to stop: no drain of listeners at exit.
-		"--drain-time-s", "1", "--parent-shutdown-time-s", "2")
-	e.cmd.Stdout, e.cmd.Stderr = e.logs, e.logs
-	require.NoError(t, e.cmd.Start())
-	go func() {
-		_ = e.cmd.Wait()
-		close(e.exited)
-	}()
+	logs := &syncBuffer{}
+	e, err := local.StartEnvoy(local.EnvoyOptions{Binary: envoyPath(t), Bootstrap: boot, Dir: t.TempDir(),
+		LogLevel: os.Getenv("TOLLGATE_E2E_ENVOY_LOG_LEVEL"), Logs: logs, Quick: true})
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		e.stop()
+		e.Stop(5 * time.Second)
 		if t.Failed() {
-			t.Logf("envoy logs:\n%s", e.logs.String())
+			t.Logf("envoy logs:\n%s", logs.String())
 		}
 	})
-	return e
-}
-
-// stop ends Envoy: SIGTERM, then SIGKILL after 5 s.
-func (e *envoyProc) stop() {
-	_ = e.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-e.exited:
-	case <-time.After(5 * time.Second):
-		_ = e.cmd.Process.Kill()
-		<-e.exited
-	}
-}
-
-// waitReady waits for the admin address, /ready, the public listener's
-// address, and the listener taking a connection.
-func (e *envoyProc) waitReady(adminPath string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	client := &http.Client{Timeout: 2 * time.Second}
-	var last error
-	for time.Now().Before(deadline) {
-		select {
-		case <-e.exited:
-			return fmt.Errorf("envoy exited: %v", e.cmd.ProcessState)
-		default:
-		}
-		last = e.probe(client, adminPath)
-		if last == nil {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("envoy not ready within %v: %w", d, last)
-}
-
-func (e *envoyProc) probe(client *http.Client, adminPath string) error {
-	if e.admin == "" {
-		b, err := os.ReadFile(adminPath)
-		if err != nil || len(bytes.TrimSpace(b)) == 0 {
-			return errors.New("no admin address yet")
-		}
-		e.admin = "http://" + strings.TrimSpace(string(b))
-	}
-	body, err := get(client, e.admin+"/ready")
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(body) != "LIVE" {
-		return fmt.Errorf("/ready: %s", body)
-	}
-	if e.listener == "" {
-		addr, err := e.publicListener(client)
-		if err != nil {
-			return err
-		}
-		e.listener = "http://" + addr
-	}
-	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(e.listener, "http://"), time.Second)
-	if err != nil {
-		return err
-	}
-	return conn.Close()
-}
-
-// publicListener reads the bound address of the listener "public" from
-// the admin's /listeners (it was asked for port 0).
-func (e *envoyProc) publicListener(client *http.Client) (string, error) {
-	body, err := get(client, e.admin+"/listeners?format=json")
-	if err != nil {
-		return "", err
-	}
-	var ls struct {
-		ListenerStatuses []struct {
-			Name         string `json:"name"`
-			LocalAddress struct {
-				SocketAddress struct {
-					Address   string `json:"address"`
-					PortValue int    `json:"port_value"`
-				} `json:"socket_address"`
-			} `json:"local_address"`
-		} `json:"listener_statuses"`
-	}
-	if err := json.Unmarshal([]byte(body), &ls); err != nil {
-		return "", fmt.Errorf("/listeners: %w", err)
-	}
-	for _, l := range ls.ListenerStatuses {
-		sa := l.LocalAddress.SocketAddress
-		if l.Name == "public" && sa.PortValue != 0 {
-			return net.JoinHostPort(sa.Address, strconv.Itoa(sa.PortValue)), nil
-		}
-	}
-	return "", fmt.Errorf("no public listener yet: %s", body)
+	return &envoyProc{Envoy: e, logs: logs}
 }
 
 func get(client *http.Client, url string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return string(b), err
+	return local.Get(context.Background(), client, url)
 }
 
 // startBehindEnvoy runs Tollgate as production does behind Envoy (--edge
@@ -331,77 +151,9 @@ func startBehindEnvoy(t testing.TB, cfg, db string, extra ...string) *tollgate {
 	tg := serve(t, cfg, db, append(args, extra...)...)
 	tg.certs = certs
 	tg.envoy = startEnvoy(t, tg, certs)
-	tg.BaseURL = tg.envoy.listener + "/v1"
-	t.Logf("envoy: listener %s, admin %s", tg.envoy.listener, tg.envoy.admin)
+	tg.BaseURL = tg.envoy.Listener + "/v1"
+	t.Logf("envoy: listener %s, admin %s", tg.envoy.Listener, tg.envoy.Admin)
 	return tg
-}
-
-// TestTheEnvoyBindingChangesOnlyAddressesPortsAndCertificatePaths: the
-// Envoy the suite runs is the production bootstrap; the substitution
-// touches no other value (compared on the parsed YAML, leaf by leaf).
-func TestTheEnvoyBindingChangesOnlyAddressesPortsAndCertificatePaths(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join("..", "envoy", "envoy.yaml"))
-	require.NoError(t, err)
-	out, err := envoyBootstrap(src, envoyAddrs{GRPC: "127.0.0.1:40001", HTTP: "127.0.0.1:40002", Admin: "127.0.0.1:0", Certs: "/tmp/certs-x"})
-	require.NoError(t, err)
-	var before, after any
-	require.NoError(t, yaml.Unmarshal(src, &before))
-	require.NoError(t, yaml.Unmarshal(out, &after))
-	changed := map[string]string{}
-	diffYAML("", before, after, changed)
-	require.Equal(t, map[string]string{
-		"admin.address.socket_address.port_value": "0",
-		"static_resources.clusters.0.load_assignment.endpoints.0.lb_endpoints.0.endpoint.address.socket_address.address":             "127.0.0.1",
-		"static_resources.clusters.0.load_assignment.endpoints.0.lb_endpoints.0.endpoint.address.socket_address.port_value":          "40001",
-		"static_resources.clusters.1.load_assignment.endpoints.0.lb_endpoints.0.endpoint.address.socket_address.address":             "127.0.0.1",
-		"static_resources.clusters.1.load_assignment.endpoints.0.lb_endpoints.0.endpoint.address.socket_address.port_value":          "40002",
-		"static_resources.clusters.0.transport_socket.typed_config.common_tls_context.tls_certificates.0.certificate_chain.filename": "/tmp/certs-x/client.pem",
-		"static_resources.clusters.0.transport_socket.typed_config.common_tls_context.tls_certificates.0.private_key.filename":       "/tmp/certs-x/client-key.pem",
-		"static_resources.clusters.0.transport_socket.typed_config.common_tls_context.validation_context.trusted_ca.filename":        "/tmp/certs-x/ca.pem",
-	}, changed)
-
-	_, err = envoyBootstrap([]byte(strings.Replace(string(src), "port_value: 9001", "port_value: 9002", 1)), envoyAddrs{})
-	require.Error(t, err, "a bootstrap whose addresses moved is not started half-substituted")
-}
-
-// diffYAML records, by dotted path, every leaf of b that differs from a's
-// (and every key or element only one of them has).
-func diffYAML(path string, a, b any, out map[string]string) {
-	join := func(k string) string {
-		if path == "" {
-			return k
-		}
-		return path + "." + k
-	}
-	switch av := a.(type) {
-	case map[string]any:
-		bv, ok := b.(map[string]any)
-		if !ok {
-			out[path] = fmt.Sprint(b)
-			return
-		}
-		for k := range av {
-			diffYAML(join(k), av[k], bv[k], out)
-		}
-		for k := range bv {
-			if _, ok := av[k]; !ok {
-				out[join(k)] = fmt.Sprint(bv[k])
-			}
-		}
-	case []any:
-		bv, ok := b.([]any)
-		if !ok || len(bv) != len(av) {
-			out[path] = fmt.Sprint(b)
-			return
-		}
-		for i := range av {
-			diffYAML(join(strconv.Itoa(i)), av[i], bv[i], out)
-		}
-	default:
-		if fmt.Sprint(a) != fmt.Sprint(b) {
-			out[path] = fmt.Sprint(b)
-		}
-	}
 }
 
 // parallelUnderEnvoy lets a test that mostly waits (on a timeout, a cache's
@@ -426,7 +178,7 @@ func requireEnvoy(t *testing.T) {
 // stat reads one counter or gauge from Envoy's admin /stats.
 func (e *envoyProc) stat(t *testing.T, name string) int {
 	t.Helper()
-	body, err := get(&http.Client{Timeout: 2 * time.Second}, e.admin+"/stats?filter=^"+regexp.QuoteMeta(name)+"$")
+	body, err := get(&http.Client{Timeout: 2 * time.Second}, e.Admin+"/stats?filter=^"+regexp.QuoteMeta(name)+"$")
 	require.NoError(t, err)
 	_, v, ok := strings.Cut(strings.TrimSpace(body), ": ")
 	if !ok {
@@ -475,13 +227,13 @@ func TestAnEnvoyWithoutTheClientCertificateGetsNothing(t *testing.T) {
 	ca, err := os.ReadFile(filepath.Join(tg.certs, "ca.pem"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(other, "ca.pem"), ca, 0o600))
-	stranger := launchEnvoy(t, tg, other)
+	stranger := launchEnvoy(t, other, []string{tg.grpcAddr(t)}, []string{strings.TrimPrefix(tg.Listener, "http://")})
 	waitFor(t, 20*time.Second, 100*time.Millisecond, func() bool {
-		return stranger.probe(&http.Client{Timeout: time.Second}, stranger.adminPath) != nil && stranger.admin != "" &&
+		return stranger.Probe(context.Background(), &http.Client{Timeout: time.Second}) != nil && stranger.Admin != "" &&
 			stranger.stat(t, "cluster.tollgate_grpc.upstream_cx_connect_fail")+stranger.stat(t, "cluster.tollgate_grpc.ssl.connection_error") > 0
 	}, "the stranger's connections to Tollgate fail")
 	assert.Equal(t, 0, stranger.stat(t, "control_plane.connected_state"), "no xDS stream")
-	_, err = stranger.publicListener(&http.Client{Timeout: 2 * time.Second})
+	_, err = stranger.PublicListener(context.Background(), &http.Client{Timeout: 2 * time.Second})
 	assert.Error(t, err, "no listener from Tollgate")
 	assert.Empty(t, p.received(), "nothing reached the provider")
 }

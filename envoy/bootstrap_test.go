@@ -164,6 +164,8 @@ func TestBootstrapAuthzFailsClosed(t *testing.T) {
 	assert.Equal(t, contract.ClusterGRPC, authz.GetGrpcService().GetEnvoyGrpc().GetClusterName())
 	assert.Nil(t, authz.GetWithRequestBody(), "the key check needs no body")
 	assert.EqualValues(t, 503, authz.GetStatusOnError().GetCode())
+	assert.True(t, proto.Equal(xds.GRPCRetryPolicy(), authz.GetGrpcService().GetRetryPolicy()),
+		"a check no replica saw goes to another, as the ext_proc steps' calls do: %v", authz.GetGrpcService().GetRetryPolicy())
 }
 
 func TestTheBodyLimitIsTheConfigurations(t *testing.T) {

@@ -103,6 +103,7 @@ func TestIstioEnvoyFilterParsesAndFollowsTheContract(t *testing.T) {
 				var a extauthzv3.ExtAuthz
 				require.NoError(t, f.GetTypedConfig().UnmarshalTo(&a))
 				assert.Equal(t, contract.ClusterGRPC, a.GetGrpcService().GetEnvoyGrpc().GetClusterName())
+				assert.True(t, proto.Equal(xds.GRPCRetryPolicy(), a.GetGrpcService().GetRetryPolicy()))
 				assert.False(t, a.GetFailureModeAllow())
 			case xds.FilterExtProc:
 				var s extprocfilterv3.ExternalProcessor

@@ -29,6 +29,7 @@ import (
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	upstreamcodecv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/upstream_codec/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -384,11 +385,41 @@ func tlsTransportSocket() (*corev3.TransportSocket, error) {
 
 // GRPCService addresses Tollgate's gRPC server through the proxy's
 // contract.ClusterGRPC cluster, naming the ext_proc step in the call's
-// initial metadata.
+// initial metadata, with GRPCRetryPolicy.
 func GRPCService(step string) *corev3.GrpcService {
 	return &corev3.GrpcService{
 		TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: contract.ClusterGRPC}},
 		InitialMetadata: []*corev3.HeaderValue{{Key: contract.HeaderStep, Value: step}},
+		RetryPolicy:     GRPCRetryPolicy(),
+	}
+}
+
+// GRPCRetryPolicy moves a call to Tollgate that no replica saw to another
+// replica: a replica that is stopping (it no longer accepts connections,
+// and refuses new streams on the ones it has) or gone (SIGKILL) answers
+// every new call with a connection failure or a refused stream until
+// Envoy's health checks or outlier detection take it out. A call a
+// replica began is never retried (a check counted against the rate limit,
+// a step that holds money). listener.yaml's ext_authz and router step
+// carry the same.
+func GRPCRetryPolicy() *corev3.RetryPolicy {
+	// The predicate has no fields: packed, it is its type URL alone.
+	previousHosts := &anypb.Any{TypeUrl: "type.googleapis.com/" + string((&previoushostsv3.PreviousHostsPredicate{}).ProtoReflect().Descriptor().FullName())}
+	return &corev3.RetryPolicy{
+		RetryOn:    "connect-failure,refused-stream",
+		NumRetries: wrapperspb.UInt32(2),
+		// Envoy also makes MaxInterval each try's timeout (until the
+		// answer begins): a short one fails checks that wait on the
+		// database under load (504, ext_authz_error). The back-off itself
+		// stays near BaseInterval for two retries.
+		RetryBackOff: &corev3.BackoffStrategy{
+			BaseInterval: durationpb.New(25 * time.Millisecond), MaxInterval: durationpb.New(extProcMsgTimeout),
+		},
+		RetryHostPredicate: []*corev3.RetryPolicy_RetryHostPredicate{{
+			Name:       "envoy.retry_host_predicates.previous_hosts",
+			ConfigType: &corev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: previousHosts},
+		}},
+		HostSelectionRetryMaxAttempts: 3,
 	}
 }
 
