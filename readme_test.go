@@ -10,11 +10,11 @@ import (
 	"github.com/tollgate/tollgate/extproc/provider"
 )
 
-// TestTheREADMEParameterTableIsTheCodes: the README's table of request
+// TestTheParameterTableIsTheCodes: docs/providers.md's table of request
 // parameters × provider types is the one the code enforces
 // (provider.ParameterTable), so the two cannot drift.
-func TestTheREADMEParameterTableIsTheCodes(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+func TestTheParameterTableIsTheCodes(t *testing.T) {
+	readme, err := os.ReadFile("docs/providers.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,10 +22,10 @@ func TestTheREADMEParameterTableIsTheCodes(t *testing.T) {
 	s := string(readme)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no %q … %q section", begin, end)
+		t.Fatalf("docs/providers.md has no %q … %q section", begin, end)
 	}
 	if got, want := s[i+len(begin):j], provider.ParameterTable(); got != want {
-		t.Fatalf("README.md's parameter table is not the code's; put this between the markers:\n%s", want)
+		t.Fatalf("docs/providers.md's parameter table is not the code's; put this between the markers:\n%s", want)
 	}
 }
 

@@ -29,8 +29,8 @@ import (
 const bindingEnvoy = "envoy"
 
 // envoyLimitations are the tests that cannot run under Envoy, each with
-// the Envoy behaviour that makes it so. README.md ("Envoy and the built-in
-// edge") lists the same.
+// the Envoy behaviour that makes it so. docs/deploy.md ("Which Envoy")
+// lists the same.
 var envoyLimitations = map[string]string{
 	"TestAMalformedRequestIDIsReplaced": "Envoy's preserve_external_request_id keeps whatever x-request-id a client sends; " +
 		"it checks no format (the local replies escape it in JSON)",
@@ -110,7 +110,7 @@ func launchEnvoy(t testing.TB, certs string, grpc, dashboards []string) *envoyPr
 	require.NoError(t, err)
 	boot, err := local.Bootstrap(src, local.Addrs{GRPC: grpc, HTTP: dashboards, Admin: "127.0.0.1:0", Certs: certs})
 	require.NoError(t, err)
-	// info, as README.md recommends; TOLLGATE_E2E_ENVOY_LOG_LEVEL=debug
+	// info, as docs/deploy.md recommends; TOLLGATE_E2E_ENVOY_LOG_LEVEL=debug
 	// to see each filter's decisions.
 	logs := &syncBuffer{}
 	e, err := local.StartEnvoy(local.EnvoyOptions{Binary: envoyPath(t), Bootstrap: boot, Dir: t.TempDir(),

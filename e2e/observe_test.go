@@ -98,7 +98,7 @@ func TestRequestIDsAndTheAccessLog(t *testing.T) {
 	}
 	assert.NotContains(t, tg.logs.String(), secret, "no secret in any log line")
 	assert.NotContains(t, tg.logs.String(), "sk-openai-secret", "no provider credential in any log line")
-	if tg.envoy != nil { // Envoy's log at the level README.md recommends
+	if tg.envoy != nil { // Envoy's log at the level docs/deploy.md recommends
 		assert.NotContains(t, tg.envoy.logs.String(), secret, "no secret in Envoy's log")
 		assert.NotContains(t, tg.envoy.logs.String(), "sk-openai-secret", "no provider credential in Envoy's log")
 	}

@@ -13,7 +13,7 @@ import (
 // This file is the one table of what each provider type does with each
 // request parameter of OpenAI's chat completions. No parameter is ever
 // ignored: it passes as it is, is translated, or the request is refused
-// with 400 unsupported_parameter naming it. The README's parameter table is
+// with 400 unsupported_parameter naming it. The parameter table of docs/providers.md is
 // generated from it (ParameterTable), and a test keeps the two equal.
 
 // Support is what a provider type does with a parameter.
@@ -21,7 +21,7 @@ type Support struct {
 	// Refused: a request that sets the parameter (to anything but its
 	// neutral value) is refused.
 	Refused bool
-	// How is the short description in the README's table: "passes",
+	// How is the short description in docs/providers.md's table: "passes",
 	// "as stop_sequences"…
 	How string
 }
@@ -194,7 +194,7 @@ func checkParameters(providerType string, body []byte) error {
 	return err
 }
 
-// ParameterTable is the README's table of parameters × provider types.
+// ParameterTable is docs/providers.md's table of parameters × provider types.
 func ParameterTable() string {
 	var b strings.Builder
 	b.WriteString("| parameter |")
