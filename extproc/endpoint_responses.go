@@ -105,7 +105,7 @@ func (r *routerStep) responsesChat(ctx context.Context, body []byte) ([]byte, st
 		req.Store = false // nothing to keep it in: answered, not stored
 	}
 	meta, err := json.Marshal(responseMeta{Endpoint: "responses", ID: responses.IDPrefix + rand.Text(), Store: req.Store,
-		Instructions: responses.HasInstructions(body), Created: r.s.opt.Now().Unix(), Echo: req.Echo})
+		Instructions: req.Instructions, Created: r.s.opt.Now().Unix(), Echo: req.Echo})
 	if err != nil {
 		e := oaierror.Internal
 		return nil, "", &e

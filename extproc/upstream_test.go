@@ -303,11 +303,11 @@ func TestTheUpstreamStepTellsHealth(t *testing.T) {
 // API's parameters.
 func TestTheResponsesPath(t *testing.T) {
 	g := newRig(t)
-	const req = `{"model":"gpt-4o-mini","input":"hi","store":true,"max_output_tokens":50}`
+	const req = `{"model":"gpt-4o-mini","instructions":"be brief","input":"hi","store":true,"max_output_tokens":50}`
 	router, routed := g.admitted(contract.PathResponses, req)
 	chat := routed.GetRequestBody().GetResponse().GetBodyMutation().GetBody()
 	require.NotNil(t, chat, "the chat request goes on in place of the client's")
-	assert.Equal(t, "hi", gjson.GetBytes(chat, "messages.0.content").String())
+	assert.Equal(t, "hi", gjson.GetBytes(chat, "messages.1.content").String())
 	assert.EqualValues(t, 50, gjson.GetBytes(chat, "max_completion_tokens").Int())
 
 	x, _ := g.attempt(routed, gpt, req, 1)
@@ -327,7 +327,7 @@ func TestTheResponsesPath(t *testing.T) {
 	require.NoError(t, err, "stored")
 	var conv []json.RawMessage
 	require.NoError(t, json.Unmarshal(stored.Conversation, &conv))
-	assert.Len(t, conv, 2, "the input and the answer")
+	assert.Len(t, conv, 2, "the input and the answer, without the instructions")
 
 	get := func(method string) (int, string) {
 		x := g.open(contract.StepRouter)
