@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"testing"
@@ -180,6 +181,7 @@ func TestTheUpstreamStepRefuses(t *testing.T) {
 	claude := config.DeploymentID("claude", "anthropic", "claude-x")
 	tests := []struct {
 		name       string
+		path       string // default chat completions
 		body       string
 		deployment string
 		meta       func(f map[string]*structpb.Value)
@@ -190,6 +192,9 @@ func TestTheUpstreamStepRefuses(t *testing.T) {
 	}{
 		{name: "a parameter the provider refuses", body: `{"model":"claude","seed":1,"messages":[{"role":"user","content":"hi"}]}`, deployment: claude,
 			wantStatus: 400, wantCode: "unsupported_parameter", wantParam: "seed"},
+		{name: "a Responses parameter the provider refuses, by its Responses name", path: contract.PathResponses,
+			body: `{"model":"claude","input":"hi","reasoning":{"effort":"low"}}`, deployment: claude,
+			wantStatus: 400, wantCode: "unsupported_parameter", wantParam: "reasoning.effort"},
 		{name: "a request the provider cannot express", body: `{"model":"claude","tools":[{"type":"retrieval"}],"messages":[{"role":"user","content":"hi"}]}`, deployment: claude,
 			wantStatus: 400, wantCode: "invalid_request"},
 		{name: "a deployment of another model", body: chatBody, deployment: claude, wantStatus: 500, wantCode: "internal_error"},
@@ -209,7 +214,7 @@ func TestTheUpstreamStepRefuses(t *testing.T) {
 			if tt.stepKey {
 				router, routed = g.signedAdmission(tt.body)
 			} else {
-				router, routed = g.admitted(contract.PathChatCompletions, tt.body)
+				router, routed = g.admitted(cmp.Or(tt.path, contract.PathChatCompletions), tt.body)
 			}
 			if tt.meta != nil {
 				tt.meta(routed.GetDynamicMetadata().GetFields()[contract.RequestMetadataNamespace].GetStructValue().GetFields())
@@ -220,7 +225,11 @@ func TestTheUpstreamStepRefuses(t *testing.T) {
 			x := g.open(contract.StepUpstream)
 			resp := g.send(x, upstreamHeaders(routed, tt.deployment, 1))
 			if resp.GetImmediateResponse() == nil {
-				resp = g.send(x, requestBody(tt.body))
+				body := tt.body
+				if m := routed.GetRequestBody().GetResponse().GetBodyMutation(); m != nil {
+					body = string(m.GetBody())
+				}
+				resp = g.send(x, requestBody(body))
 			}
 			st, e := errorOf(t, resp)
 			assert.Equal(t, tt.wantStatus, st)
@@ -369,4 +378,17 @@ func TestTheResponsesPathRefuses(t *testing.T) {
 			require.Len(t, g.usage.all(), 1)
 		})
 	}
+}
+
+// TestARequestIsRecordedOncePerStep: however often a step asks, it writes
+// a request's record once.
+func TestARequestIsRecordedOncePerStep(t *testing.T) {
+	g := newRig(t)
+	a := &admission{keyID: testKey, accountID: testAccount, requestID: "r1", started: g.now}
+	_, first := g.srv.record(contract.StepRouter, a, outcome{status: 500, code: "internal_error"})
+	_, second := g.srv.record(contract.StepRouter, a, outcome{status: 499, code: "no_answer"})
+	assert.True(t, first)
+	assert.False(t, second)
+	require.Len(t, g.usage.all(), 1)
+	assert.Equal(t, 500, g.usage.all()[0].Status)
 }
