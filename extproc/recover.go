@@ -70,14 +70,15 @@ func (u *upstreamStep) panicked(_ context.Context, req *extprocv3.ProcessingRequ
 	}}
 }
 
-// panicEvent is the error event that ends a broken stream: the Responses
-// API's own ending for its requests, a chat error event otherwise. (Should
-// the Responses answer panic again, the stream fails: errPanicked.)
+// panicEvent is the error event that ends a broken stream, in the
+// endpoint's shape (should that panic again, the stream fails:
+// errPanicked).
 func (u *upstreamStep) panicEvent() []byte {
-	if u.answer != nil {
-		return u.answer.ErrorEvent(panicMessage + " (request id: " + u.clientRequestID + ")")
+	e := oaierror.Internal.With(panicMessage, "").ForRequest(u.clientRequestID)
+	if u.part == nil {
+		return streamErrorEvent(e)
 	}
-	return streamErrorEvent(oaierror.Internal.With(panicMessage, "").ForRequest(u.clientRequestID))
+	return u.part.errorEvent(e)
 }
 
 // streamErrorEvent is e as a stream's error event.

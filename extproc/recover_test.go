@@ -66,8 +66,8 @@ func upstreamInStream(t *testing.T, rec *recordedUsage, stream bool) (*Session, 
 	srv := New(Options{Config: func() *config.Config { return cfg }, Keys: noKeys{}, Usage: rec})
 	m := &cfg.Models[0]
 	target := provider.Target{Model: m, Deployment: &m.Deployments[0], Provider: &cfg.Providers[0]}
-	u := &upstreamStep{s: srv, cfg: cfg, requestID: "r1", clientRequestID: "client-1", keyID: "k", accountID: "a",
-		model: m.ID, preq: provider.Request{Stream: stream}, target: target, resp: panickyAnswer{}, status: 200}
+	u := &upstreamStep{s: srv, cfg: cfg, admission: admission{requestID: "r1", clientRequestID: "client-1", keyID: "k", accountID: "a",
+		model: m, stream: stream, held: 5}, preq: provider.Request{Stream: stream}, target: target, part: chatAttempt{}, resp: panickyAnswer{}, status: 200}
 	return &Session{ctx: context.Background(), p: u, step: contract.StepUpstream, obs: noObserver{}, log: slog.Default()}, u
 }
 
@@ -144,8 +144,9 @@ func TestARouterStepPanicIs500AndReleasesTheHold(t *testing.T) {
 	cfg := testCfg(t)
 	rec, bal := &recordedUsage{}, &doneBalance{}
 	srv := New(Options{Config: func() *config.Config { return cfg }, Keys: panickyKeys{}, Usage: rec, Balance: bal})
-	r := &routerStep{s: srv, cfg: cfg, requestID: "r2", clientRequestID: "client-2", accountID: "a", model: "gpt-4o-mini",
-		held: 5, leaseID: "lease-1"}
+	m, _ := cfg.Model("gpt-4o-mini")
+	r := &routerStep{s: srv, cfg: cfg, admission: admission{requestID: "r2", clientRequestID: "client-2", accountID: "a", model: m,
+		held: 5, leaseID: "lease-1"}}
 	x := &Session{ctx: context.Background(), p: r, step: contract.StepRouter, obs: noObserver{}, log: slog.Default()}
 	before := guard.CountOf("extproc_router")
 	var hs []*corev3.HeaderValue

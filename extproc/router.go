@@ -23,7 +23,6 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/extproc/provider"
-	"github.com/tollgate/tollgate/extproc/responses"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
@@ -39,20 +38,13 @@ type routerStep struct {
 	// The identity, from ext_authz's verified decision (see authenticate),
 	// and the key as the cache had it then.
 	key store.Key
-
-	keyID, accountID string
-	clientRequestID  string // the x-request-id header
-	attempts         int    // x-envoy-attempt-count of the final response
-	started          time.Time
-	model            string
-	stream           bool
-	requestID        string      // drawn at admission; names the hold and the usage record
-	body             []byte      // kept to estimate the prompt of a request cut off early
-	held             money.Nanos // money held for this request
-	leaseID          string      // the lease it came from; "" for a reservation of its own
-	recorded         bool        // a usage record was written by this step
-	answered         bool        // the response headers were seen
-	responses        bool        // a request of the Responses API (POST /v1/responses)
+	// admission is the request's: its identity, its model (looked up once,
+	// by validation), its request id and hold.
+	admission
+	ep       *endpoint // the request's endpoint (POST paths)
+	attempts int       // x-envoy-attempt-count of the final response
+	body     []byte    // kept to estimate the prompt of a request cut off early
+	answered bool      // the response headers were seen
 }
 
 func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
@@ -84,33 +76,18 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 	if i := strings.IndexByte(path, '?'); i >= 0 {
 		path = path[:i]
 	}
-	switch path {
-	case contract.PathModels:
-		if method != http.MethodGet {
-			return immediate(oaierror.MethodNotAllowed, nil), nil
-		}
-		return r.models(ctx)
-	case contract.PathChatCompletions:
-		if method != http.MethodPost {
-			return immediate(oaierror.MethodNotAllowed, nil), nil
-		}
-	case contract.PathResponses:
-		if method != http.MethodPost {
-			return immediate(oaierror.MethodNotAllowed, nil), nil
-		}
-		r.responses = true
-	default:
-		if id, ok := strings.CutPrefix(path, contract.PathResponses+"/"); ok && id != "" {
-			return r.storedResponse(ctx, method, id)
-		}
-		if id, ok := strings.CutPrefix(path, contract.PathModels+"/"); ok && id != "" {
-			if method != http.MethodGet {
-				return immediate(oaierror.MethodNotAllowed, nil), nil
-			}
-			return r.oneModel(ctx, id)
-		}
+	ep, id, ok := route(path)
+	switch {
+	case !ok:
 		return immediate(oaierror.NotFound, nil), nil
+	case id != "":
+		return ep.item(r, ctx, method, id)
+	case method != ep.method:
+		return immediate(oaierror.MethodNotAllowed, nil), nil
+	case ep.reply != nil:
+		return ep.reply(r, ctx)
 	}
+	r.ep = ep
 	if h.GetEndOfStream() {
 		return r.reject(oaierror.Invalid("invalid_request", "", "The request has no body; send a chat-completion request as JSON.")), nil
 	}
@@ -130,25 +107,17 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 	if len(body) > r.cfg.MaxBodyBytes {
 		return r.reject(oaierror.BodyTooLarge), nil
 	}
-	var meta string // a Responses request's (contract.MetaResponse)
-	if r.responses {
+	var state string // the endpoint's, for the upstream step (contract.MetaResponse)
+	if r.ep.toChat != nil {
 		var e *oaierror.Error
-		if body, meta, e = r.responsesChat(ctx, body); e != nil {
+		if body, state, e = r.ep.toChat(r, ctx, body); e != nil {
 			return r.reject(*e), nil
 		}
 	}
-	cr, verr := validate(body, r.cfg)
-	if verr != nil {
-		if r.responses {
-			verr.Param = responses.ChatParam(verr.Param)
-		}
-		return r.reject(*verr), nil
-	}
-	r.model, r.stream = cr.Model.ID, cr.Stream
-	if e := r.admit(ctx, cr.Model); e != nil {
+	cr, e := r.admit(ctx, body)
+	if e != nil {
 		return r.reject(*e), nil
 	}
-	r.requestID = rand.Text()
 	held, e := r.limitBody(ctx, body, cr)
 	if e != nil {
 		return r.reject(*e), nil
@@ -161,19 +130,37 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 		HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID))},
 		ClearRouteCache: true,
 	}
-	if r.responses || !sameBytes(held, body) {
-		body = held
+	if r.ep.toChat != nil || !sameBytes(held, b.GetBody()) {
 		// The chat request (with its held output limit) goes on in place
 		// of the client's.
-		common.HeaderMutation.SetHeaders = contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID), "content-length", strconv.Itoa(len(body)))
-		common.BodyMutation = &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: body}}
+		common.HeaderMutation.SetHeaders = contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID), "content-length", strconv.Itoa(len(held)))
+		common.BodyMutation = &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: held}}
 	}
 	return &extprocv3.ProcessingResponse{
 		Response: &extprocv3.ProcessingResponse_RequestBody{
 			RequestBody: &extprocv3.BodyResponse{Response: common},
 		},
-		DynamicMetadata: requestMetadata(r.s.opt.StepKey, r.keyID, r.accountID, r.requestID, r.leaseID, r.held, cr, r.started, meta),
+		DynamicMetadata: requestMetadata(r.s.opt.StepKey, &r.admission, cr, state),
 	}, nil
+}
+
+// admit validates the chat request (its parameters named as the
+// endpoint's clients know them), checks model access and availability,
+// and draws the request id.
+func (r *routerStep) admit(ctx context.Context, body []byte) (chatRequest, *oaierror.Error) {
+	cr, e := validate(body, r.cfg)
+	if e != nil {
+		if r.ep.param != nil {
+			e.Param = r.ep.param(e.Param)
+		}
+		return cr, e
+	}
+	r.model, r.stream = cr.Model, cr.Stream
+	if e := r.access(ctx, cr.Model); e != nil {
+		return cr, e
+	}
+	r.requestID = rand.Text()
+	return cr, nil
 }
 
 // limitBody is the body the providers get: its output limit is the one
@@ -242,24 +229,24 @@ func (r *routerStep) hold(ctx context.Context, cr chatRequest, bodyLen int) *oai
 
 // requestMetadata is what every upstream attempt needs to know of the
 // request, handed over as dynamic metadata (see contract.RequestMetadataNamespace).
-func requestMetadata(stepKey []byte, keyID, accountID, requestID, leaseID string, held money.Nanos, cr chatRequest, started time.Time, response string) *structpb.Struct {
+func requestMetadata(stepKey []byte, a *admission, cr chatRequest, response string) *structpb.Struct {
 	v := new(metaValues) // every value in one allocation
 	fields := make(map[string]*structpb.Value, 12)
-	fields[contract.MetaKeyID] = v.str(keyID)
-	fields[contract.MetaAccountID] = v.str(accountID)
-	fields[contract.MetaRequestID] = v.str(requestID)
+	fields[contract.MetaKeyID] = v.str(a.keyID)
+	fields[contract.MetaAccountID] = v.str(a.accountID)
+	fields[contract.MetaRequestID] = v.str(a.requestID)
 	fields[contract.MetaModel] = v.str(cr.Model.ID)
 	fields[contract.MetaStream] = v.flag(cr.Stream)
 	fields[contract.MetaClientUsage] = v.flag(cr.ClientUsage)
-	fields[contract.MetaStarted] = v.number(float64(started.UnixMicro()))
-	fields[contract.MetaLease] = v.str(leaseID)
-	fields[contract.MetaHeld] = v.number(float64(held))
+	fields[contract.MetaStarted] = v.number(float64(a.started.UnixMicro()))
+	fields[contract.MetaLease] = v.str(a.leaseID)
+	fields[contract.MetaHeld] = v.number(float64(a.held))
 	if response != "" {
 		fields[contract.MetaResponse] = v.str(response)
 	}
 	if len(stepKey) > 0 {
 		// Attempts may run until the request timeout, and a little after.
-		expires := started.Add(cr.Model.RequestTimeout.D() + time.Minute).Unix()
+		expires := a.started.Add(cr.Model.RequestTimeout.D() + time.Minute).Unix()
 		fields[contract.MetaExpires] = v.number(float64(expires))
 		fields[contract.MetaToken] = v.str(stepToken(stepKey, fields))
 	}
@@ -384,9 +371,9 @@ func validStepToken(key []byte, f map[string]*structpb.Value, now time.Time) boo
 	return hmac.Equal([]byte(got), []byte(stepToken(key, f)))
 }
 
-// admit checks model access (403) and availability (503): the same function
-// that lists the key's models.
-func (r *routerStep) admit(ctx context.Context, m *config.Model) *oaierror.Error {
+// access checks model access (403) and availability (503): the same
+// function that lists the key's models.
+func (r *routerStep) access(ctx context.Context, m *config.Model) *oaierror.Error {
 	key, acct, err := r.identity(ctx)
 	if err != nil {
 		e := oaierror.Internal
@@ -456,14 +443,10 @@ var internalAnswerHeaders = []string{contract.HeaderTranslated, contract.HeaderA
 // recorded once either way.
 func (r *routerStep) finish(context.Context, error) {
 	if r.requestID != "" && !r.recorded && !r.answered {
-		rec := store.UsageRecord{Status: StatusClientClosed, ErrorCode: "no_answer", Estimated: true}
-		if m, ok := r.cfg.Model(r.model); ok {
-			// What the provider will charge: a reasoning model may have
-			// spent its held output thinking (see estimateUsage).
-			u := estimateUsage(provider.Usage{}, r.body, "", m)
-			rec.PromptTokens, rec.CompletionTokens = u.PromptTokens, u.CompletionTokens
-		}
-		r.recordRequest(rec)
+		// What the provider will charge: a reasoning model may have spent
+		// its held output thinking (see estimateUsage).
+		r.s.record(contract.StepRouter, &r.admission, outcome{status: StatusClientClosed, code: "no_answer", estimated: true,
+			usage: estimateUsage(provider.Usage{}, r.body, "", r.model), attempts: r.attempts})
 	}
 	if r.held > 0 {
 		// The request is over here: its hold leaves this replica's lease
@@ -479,44 +462,9 @@ func (r *routerStep) reject(e oaierror.Error) *extprocv3.ProcessingResponse {
 	return immediate(e.ForRequest(r.clientRequestID), nil)
 }
 
+// record writes the request's record of a failure.
 func (r *routerStep) record(st int, code string) {
-	r.recordRequest(store.UsageRecord{Status: st, ErrorCode: code})
-}
-
-// recordRequest completes rec with the request's identity, its cost at the
-// model's prices, and its hold (released by writing the record).
-func (r *routerStep) recordRequest(rec store.UsageRecord) {
-	if r.recorded {
-		return
-	}
-	r.recorded = true
-	now := r.s.opt.Now()
-	rec.KeyID, rec.AccountID, rec.Model = r.keyID, r.accountID, r.model
-	rec.Latency, rec.CreatedAt = now.Sub(r.started), now.UTC()
-	rec.RequestID, rec.Attempts, rec.Streamed = r.clientRequestID, r.attempts, r.stream
-	if r.requestID != "" {
-		rec.ID = usageID(r.requestID)
-	}
-	if r.held > 0 {
-		setHold(&rec, r.requestID, r.leaseID, r.held)
-	}
-	if m, ok := r.cfg.Model(r.model); ok {
-		rec.Cost = m.Cost(config.Tokens{Prompt: rec.PromptTokens, Completion: rec.CompletionTokens})
-	}
-	r.s.overcharged(rec, r.held)
-	if err := r.s.opt.Usage.Record(rec); err != nil {
-		r.s.opt.Logger.Error("router step: usage record refused", "err", err)
-	}
-}
-
-// setHold names the request's hold on its record: the lease it came from
-// and its amount, or the reservation of its own.
-func setHold(rec *store.UsageRecord, requestID, leaseID string, held money.Nanos) {
-	if leaseID != "" {
-		rec.LeaseID, rec.Held = leaseID, held
-		return
-	}
-	rec.ReservationID = reservationID(requestID)
+	r.s.record(contract.StepRouter, &r.admission, outcome{status: st, code: code, attempts: r.attempts})
 }
 
 // errorCodeFor names the failure of a translated upstream error by status.

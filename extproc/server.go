@@ -1,9 +1,12 @@
 // Package extproc is Tollgate's Envoy ext_proc server. It runs in two steps
-// on every request: the router step (an HCM filter) validates the body,
-// checks model access and picks the model's cluster; the upstream step (a
-// cluster filter, run again on every attempt Envoy makes) rewrites the body
-// and credentials for the deployment Envoy picked, then translates and meters
-// the provider's answer, streamed or not.
+// on every request: the router step (an HCM filter, router.go) picks the
+// path's endpoint (endpoint.go), validates the body, checks model access,
+// holds the request's cost and picks the model's cluster; the upstream step
+// (a cluster filter, run again on every attempt Envoy makes, upstream.go)
+// rewrites the body and credentials for the deployment Envoy picked, then
+// translates and meters the provider's answer, streamed or not. Both write
+// a request's one usage record with record.go; the Recorder writes the
+// records to the store in batches.
 package extproc
 
 import (

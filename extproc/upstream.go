@@ -2,7 +2,6 @@ package extproc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -14,12 +13,9 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/extproc/provider"
-	"github.com/tollgate/tollgate/extproc/responses"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
@@ -37,34 +33,19 @@ const StatusClientClosed = 499
 type upstreamStep struct {
 	s   *Server
 	cfg *config.Config
-
-	keyID, accountID, model string
-	requestID               string
-	leaseID                 string      // the lease the hold came from (see Balance)
-	held                    money.Nanos // the hold
-	clientRequestID         string      // the x-request-id header
-	attempt                 int         // x-envoy-attempt-count: 1 for the first attempt
-	started                 time.Time
-	firstByte               time.Time // when the first translated byte was handed back
-	preq                    provider.Request
-	target                  provider.Target
-	resp                    provider.Response
-	status                  int  // the status the client gets
-	ended                   bool // the response body reached its end
-	recorded                bool
-	// response is set for a request of the Responses API: its answer is
-	// wrapped (or relayed, from a server that speaks that API), and kept
-	// once complete when the request asked to store it.
-	response *responseMeta
-	answer   responsesAnswer
-}
-
-// responsesAnswer is a Responses request's answer: responses.Answer
-// (translated from chat) or responses.Relay (from a Responses server).
-type responsesAnswer interface {
-	provider.Response
-	Final() (response, reply json.RawMessage)
-	ErrorEvent(message string) []byte
+	// admission is the request's, from the signed request metadata; its
+	// model is the deployment's (the one lookup of the step).
+	admission
+	attempt   int       // x-envoy-attempt-count: 1 for the first attempt
+	firstByte time.Time // when the first translated byte was handed back
+	preq      provider.Request
+	target    provider.Target
+	// ep is the request's endpoint, and part its part of the attempt.
+	ep     *endpoint
+	part   endpointAttempt
+	resp   provider.Response
+	status int  // the status the client gets
+	ended  bool // the response body reached its end
 }
 
 func (u *upstreamStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
@@ -118,40 +99,55 @@ func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.Proces
 	}
 	u.keyID = meta[contract.MetaKeyID].GetStringValue()
 	u.accountID = meta[contract.MetaAccountID].GetStringValue()
-	u.model = meta[contract.MetaModel].GetStringValue()
+	modelID := meta[contract.MetaModel].GetStringValue()
 	u.requestID = meta[contract.MetaRequestID].GetStringValue()
 	u.leaseID = meta[contract.MetaLease].GetStringValue()
 	u.held = money.Nanos(meta[contract.MetaHeld].GetNumberValue())
 	u.preq.Stream = meta[contract.MetaStream].GetBoolValue()
+	u.stream = u.preq.Stream
 	u.preq.ClientUsage = meta[contract.MetaClientUsage].GetBoolValue()
-	if v := meta[contract.MetaResponse].GetStringValue(); v != "" {
-		u.response = new(responseMeta)
-		if err := json.Unmarshal([]byte(v), u.response); err != nil {
-			u.s.opt.Logger.ErrorContext(ctx, "upstream step: unreadable response metadata", "err", err)
-			return u.failure(), nil
-		}
-	}
 	u.started = u.s.opt.Now()
 	if us := meta[contract.MetaStarted].GetNumberValue(); us > 0 {
 		u.started = time.UnixMicro(int64(us))
 	}
-	if u.keyID == "" || u.accountID == "" || u.model == "" {
+	if u.keyID == "" || u.accountID == "" || modelID == "" {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: no request metadata; is "+contract.RequestMetadataNamespace+" forwarded to the upstream ext_proc filter?")
 		return u.failure(), nil
 	}
+	if e := u.endpoint(ctx, meta[contract.MetaResponse].GetStringValue()); e != nil {
+		return e, nil
+	}
 	depID := req.GetAttributes()[contract.AttributesNamespace].GetFields()[contract.AttrDeployment].GetStringValue()
 	m, d, p, ok := u.cfg.Deployment(depID)
-	if !ok || m.ID != u.model || p == nil {
+	if !ok || m.ID != modelID || p == nil {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: unknown deployment for this attempt",
-			"deployment", depID, "model", u.model)
+			"deployment", depID, "model", modelID)
 		return u.failure(), nil
 	}
+	u.model = m
 	u.target = provider.Target{Model: m, Deployment: d, Provider: p}
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
 		RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
 			HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: notForwarded(hm, p.ForwardHeaders)},
 		}},
 	}}, nil
+}
+
+// endpoint sets the attempt's endpoint from the state the router step
+// left for it (contract.MetaResponse); a failure answers the attempt.
+func (u *upstreamStep) endpoint(ctx context.Context, state string) *extprocv3.ProcessingResponse {
+	ep, ok := endpointState(state)
+	if !ok {
+		u.s.opt.Logger.ErrorContext(ctx, "upstream step: the request metadata names no endpoint this server serves")
+		return u.failure()
+	}
+	part, err := ep.attempt(u, state)
+	if err != nil {
+		u.s.opt.Logger.ErrorContext(ctx, "upstream step: unreadable endpoint state", "endpoint", ep.name, "err", err)
+		return u.failure()
+	}
+	u.ep, u.part = ep, part
+	return nil
 }
 
 // notForwarded lists the client's headers that must not reach the
@@ -180,23 +176,11 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 		return u.failure(), nil
 	}
 	u.preq.Body = b.GetBody()
-	if u.response != nil && u.target.Provider.ResponsesAPI {
-		return u.relayRequest(ctx)
-	}
-	up, resp, err := adapter.Translate(&u.preq, u.target)
+	up, resp, err := u.part.translate(u, adapter)
 	if errors.Is(err, provider.ErrUnsupportedRequest) {
 		// The request is valid OpenAI but this provider cannot take it; the
 		// message is written for the client.
-		e := oaierror.Invalid("invalid_request", "", err.Error())
-		if pe := (*provider.UnsupportedParameterError)(nil); errors.As(err, &pe) {
-			param := pe.Param
-			if u.response != nil {
-				param = responses.ChatParam(param)
-			}
-			e = oaierror.Invalid("unsupported_parameter", param,
-				strings.Replace(pe.Error(), strconv.Quote(pe.Param), strconv.Quote(param), 1))
-		}
-		return immediate(e, contract.SetRawHeaders(contract.HeaderTranslated, "1")), nil
+		return immediate(u.unsupported(err), contract.SetRawHeaders(contract.HeaderTranslated, "1")), nil
 	}
 	if err != nil {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: translating the request failed",
@@ -204,38 +188,22 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 		return u.failure(), nil
 	}
 	u.resp = resp
-	if r := u.response; r != nil {
-		u.answer = responses.Wrap(resp, responses.Options{ID: r.ID, Model: u.model, Created: time.Unix(r.Created, 0),
-			Stream: u.preq.Stream, Echo: r.Echo})
-		u.resp = u.answer
-	}
 	return u.send(up), nil
 }
 
-// relayRequest sends a Responses request to a server that speaks the
-// Responses API: the chat request rebuilt as one (the deployment's model,
-// the whole conversation, nothing stored there), its answer relayed.
-func (u *upstreamStep) relayRequest(ctx context.Context) (*extprocv3.ProcessingResponse, error) {
-	chat, err := provider.UnsignToolCallIDs(u.preq.Body)
-	if err == nil {
-		// The held output limit, as max_output_tokens.
-		chat, err = provider.LimitBody(chat, "max_completion_tokens", provider.OutputLimit(chat, int64(u.target.Model.MaxTokens)))
+// unsupported is the 400 of a request the provider cannot take, naming
+// the parameter as the endpoint's clients know it.
+func (u *upstreamStep) unsupported(err error) oaierror.Error {
+	pe := (*provider.UnsupportedParameterError)(nil)
+	if !errors.As(err, &pe) {
+		return oaierror.Invalid("invalid_request", "", err.Error())
 	}
-	if err == nil {
-		var body []byte
-		if body, err = responses.FromChat(chat, u.target.Deployment.Model); err == nil {
-			var up provider.Upstream
-			if up, err = provider.ResponsesUpstream(u.target, body); err == nil {
-				r := u.response
-				relay := responses.NewRelay(responses.Options{ID: r.ID, Model: u.model, Created: time.Unix(r.Created, 0),
-					Stream: u.preq.Stream, Echo: r.Echo})
-				u.answer, u.resp = relay, relay
-				return u.send(up), nil
-			}
-		}
+	param := pe.Param
+	if u.ep.param != nil {
+		param = u.ep.param(param)
 	}
-	u.s.opt.Logger.ErrorContext(ctx, "upstream step: building the Responses request failed", "provider", u.target.Provider.Name, "err", err)
-	return u.failure(), nil
+	return oaierror.Invalid("unsupported_parameter", param,
+		strings.Replace(pe.Error(), strconv.Quote(pe.Param), strconv.Quote(param), 1))
 }
 
 // send is the request body's answer: the attempt's upstream request.
@@ -340,11 +308,7 @@ func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 		// Keep what was translated before the failure, then end with one
 		// error event.
 		const msg = "The provider sent a response Tollgate could not translate."
-		if u.answer != nil {
-			out = append(append([]byte(nil), out...), u.answer.ErrorEvent(msg)...)
-		} else {
-			out = append(append([]byte(nil), out...), provider.StreamErrorEvent(msg)...)
-		}
+		out = append(append([]byte(nil), out...), u.part.errorEvent(oaierror.UpstreamFailed.With(msg, ""))...)
 		end = true
 	}
 	if len(out) > 0 && u.firstByte.IsZero() {
@@ -362,7 +326,7 @@ func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 		if rec, ok := u.record(u.status, ""); ok {
 			resp.DynamicMetadata = usageMetadata(rec)
 		}
-		u.keep(ctx)
+		u.part.completed(ctx, u)
 	}
 	return resp, nil
 }
@@ -378,7 +342,7 @@ func (u *upstreamStep) finish(context.Context, error) {
 	switch {
 	case u.resp.Completed():
 		u.record(u.status, "")
-		u.keep(context.Background())
+		u.part.completed(context.Background(), u)
 		return
 	case u.resp.Failed():
 		// The provider broke off first (the client got its error event,
@@ -396,57 +360,19 @@ func (u *upstreamStep) record(st int, code string) (store.UsageRecord, bool) {
 	if u.recorded || u.resp == nil || u.status < 200 || u.status >= 300 {
 		return store.UsageRecord{}, false
 	}
-	u.recorded = true
 	usage := u.resp.Usage()
 	estimated := !usage.Reported
 	if estimated {
-		usage = estimateUsage(usage, u.preq.Body, u.resp.Completion(), u.target.Model)
+		usage = estimateUsage(usage, u.preq.Body, u.resp.Completion(), u.model)
 	}
 	if u.resp.Failed() && code == "" {
 		st, code = StatusUpstreamFailed, "upstream_error"
 	}
-	m := u.target.Model
-	now := u.s.opt.Now()
-	rec := store.UsageRecord{
-		KeyID: u.keyID, AccountID: u.accountID, Model: m.ID, Provider: u.target.Provider.Name,
-		PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens,
-		Cost: m.Cost(config.Tokens{Prompt: usage.PromptTokens, CachedPrompt: usage.CachedTokens,
-			CacheWrite: usage.CacheWriteTokens, Completion: usage.CompletionTokens}),
-		Status: st, ErrorCode: code, Latency: now.Sub(u.started), CreatedAt: now.UTC(), Estimated: estimated,
-		RequestID: u.clientRequestID, Deployment: u.target.Deployment.ID, Attempts: max(u.attempt, 1), Streamed: u.preq.Stream,
-		CachedTokens: usage.CachedTokens, CacheWriteTokens: usage.CacheWriteTokens, ReasoningTokens: usage.ReasoningTokens,
-	}
+	o := outcome{status: st, code: code, usage: usage, estimated: estimated, target: &u.target, attempts: max(u.attempt, 1)}
 	if !u.firstByte.IsZero() {
-		rec.TTFT = u.firstByte.Sub(u.started)
+		o.ttft = u.firstByte.Sub(u.started)
 	}
-	if u.requestID != "" {
-		rec.ID = usageID(u.requestID)
-		setHold(&rec, u.requestID, u.leaseID, u.held)
-	}
-	u.s.overcharged(rec, u.held)
-	if err := u.s.opt.Usage.Record(rec); err != nil {
-		u.s.opt.Logger.Error("upstream step: usage record refused", "err", err)
-	}
-	return rec, true
-}
-
-// estimateUsage completes the usage of an answer whose provider reported
-// no final counts (the client left, or the provider broke off), billing
-// what the provider will charge: what it did report is kept (Anthropic
-// counts the prompt at a stream's start); the prompt is estimated with
-// images and files at what their hold counted; the completion is what was
-// seen, or, for a reasoning model, its whole held output, since its hidden
-// reasoning tokens cannot be seen (neither edge reads on after the client
-// leaves: docs/decisions.md).
-func estimateUsage(usage provider.Usage, body []byte, completion string, m *config.Model) provider.Usage {
-	if usage.PromptTokens == 0 {
-		usage.PromptTokens = provider.EstimatePromptTokens(body, m)
-	}
-	usage.CompletionTokens = max(usage.CompletionTokens, provider.EstimateTokens(completion))
-	if m.Reasoning {
-		usage.CompletionTokens = max(usage.CompletionTokens, provider.HeldOutput(body, m))
-	}
-	return usage
+	return u.s.record(contract.StepUpstream, &u.admission, o)
 }
 
 // usageMetadata is the dynamic metadata the access log reads.
@@ -470,43 +396,4 @@ func usageMetadata(rec store.UsageRecord) *structpb.Struct {
 
 func sameBytes(a, b []byte) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
-}
-
-// storeTimeout bounds the write of a stored response.
-const storeTimeout = 5 * time.Second
-
-// keep stores a completed response of the Responses API that asked to be
-// stored: its object, and its conversation (the chat request's messages
-// without the instructions, then the answer) for previous_response_id. A
-// failure to store is logged; the answer has been given.
-func (u *upstreamStep) keep(ctx context.Context) {
-	r := u.response
-	if r == nil || !r.Store || u.answer == nil || u.s.opt.Responses == nil {
-		return
-	}
-	body, reply := u.answer.Final()
-	if body == nil {
-		return
-	}
-	u.response = nil // once
-	var msgs []json.RawMessage
-	if err := json.Unmarshal([]byte(gjson.GetBytes(u.preq.Body, "messages").Raw), &msgs); err != nil {
-		u.s.opt.Logger.ErrorContext(ctx, "upstream step: the chat request has no messages to store", "err", err)
-		return
-	}
-	if r.Instructions && len(msgs) > 0 {
-		msgs = msgs[1:]
-	}
-	conversation, err := json.Marshal(append(msgs, reply))
-	if err != nil {
-		return
-	}
-	now := u.s.opt.Now()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	defer cancel()
-	err = u.s.opt.Responses.SaveResponse(ctx, store.StoredResponse{ID: r.ID, AccountID: u.accountID, Body: body,
-		Conversation: conversation, CreatedAt: now, ExpiresAt: now.Add(u.cfg.ResponseRetention.D())})
-	if err != nil {
-		u.s.opt.Logger.ErrorContext(ctx, "upstream step: storing a response failed", "response", r.ID, "err", err)
-	}
 }

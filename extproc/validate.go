@@ -81,26 +81,60 @@ var validRoles = map[string]bool{"system": true, "developer": true, "user": true
 // decoding it into structs. The first problem found is returned as the
 // client-facing error; a nil error means the body may go to a provider.
 func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
-	fail := func(code, param, format string, args ...any) (chatRequest, *oaierror.Error) {
-		e := oaierror.Invalid(code, param, fmt.Sprintf(format, args...))
-		return chatRequest{}, &e
+	top, e := topLevel(body)
+	if e != nil {
+		return chatRequest{}, e
 	}
+	var r chatRequest
+	model := top.model
+	if model.Type != gjson.String || model.Str == "" {
+		return chatRequest{}, invalid("invalid_model", "model", "You must provide a model parameter (a string).")
+	}
+	m, ok := cfg.Model(model.Str)
+	if !ok {
+		return chatRequest{}, invalid("invalid_model", "model", "The model %q does not exist.", truncate(model.Str))
+	}
+	r.Model = m
+	for _, check := range [...]func(*fields, *chatRequest) *oaierror.Error{
+		func(top *fields, r *chatRequest) *oaierror.Error { return validateMessages(top.messages, m, r) },
+		validateStream, validateRanges, validateLimits,
+		func(top *fields, _ *chatRequest) *oaierror.Error { return checkUnpriced(top, m) },
+		validateChoices, validateStop,
+	} {
+		if e := check(&top, &r); e != nil {
+			return chatRequest{}, e
+		}
+	}
+	r.Tools = top.tools.IsArray() && top.tools.Get("#").Int() > 0
+	return r, nil
+}
+
+// invalid is a 400 invalid_request_error with the code, the parameter and
+// the message.
+func invalid(code, param, format string, args ...any) *oaierror.Error {
+	e := oaierror.Invalid(code, param, fmt.Sprintf(format, args...))
+	return &e
+}
+
+// topLevel reads the body's top-level values, once: each later check
+// reads them from the table it returns.
+func topLevel(body []byte) (fields, *oaierror.Error) {
+	var top fields
 	// Nesting first, without recursion: the JSON validator and every walk
 	// after it recurse, and a body of a few megabytes of brackets would
 	// otherwise cost gigabytes of stack, or the process.
 	if tooDeep(body, MaxJSONDepth) {
-		return fail("invalid_request", "", "The request body nests JSON deeper than %d levels.", MaxJSONDepth)
+		return top, invalid("invalid_request", "", "The request body nests JSON deeper than %d levels.", MaxJSONDepth)
 	}
 	if !gjson.ValidBytes(body) {
-		return fail("invalid_request", "", "The request body is not valid JSON.")
+		return top, invalid("invalid_request", "", "The request body is not valid JSON.")
 	}
 	// Read the body in place (no copy into a string) and walk its top
 	// level once; a value is looked up later by name from this table.
 	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
 	if !root.IsObject() {
-		return fail("invalid_request", "", "The request body must be a JSON object.")
+		return top, invalid("invalid_request", "", "The request body must be a JSON object.")
 	}
-	var top fields
 	dup := ""
 	root.ForEach(func(k, v gjson.Result) bool {
 		if !top.set(k.Str, v) {
@@ -112,44 +146,35 @@ func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
 	if dup != "" {
 		// Parsers disagree on which copy wins; a validated value must be
 		// the one the provider uses, so an ambiguous body is refused.
-		return fail("invalid_request", dup, "The request body gives %q more than once.", dup)
+		return top, invalid("invalid_request", dup, "The request body gives %q more than once.", dup)
 	}
-	var r chatRequest
+	return top, nil
+}
 
-	model := top.model
-	if model.Type != gjson.String || model.Str == "" {
-		return fail("invalid_model", "model", "You must provide a model parameter (a string).")
-	}
-	m, ok := cfg.Model(model.Str)
-	if !ok {
-		return fail("invalid_model", "model", "The model %q does not exist.", truncate(model.Str))
-	}
-	r.Model = m
-
-	if e := validateMessages(top.messages, m, &r); e != nil {
-		return chatRequest{}, e
-	}
-
+func validateStream(top *fields, r *chatRequest) *oaierror.Error {
 	if s := top.stream; s.Exists() && s.Type != gjson.Null {
 		if s.Type != gjson.True && s.Type != gjson.False {
-			return fail("invalid_request", "stream", "stream must be a boolean.")
+			return invalid("invalid_request", "stream", "stream must be a boolean.")
 		}
 		r.Stream = s.Type == gjson.True
 	}
 	if so := top.streamOptions; so.Exists() && so.Type != gjson.Null {
 		if !so.IsObject() {
-			return fail("invalid_request", "stream_options", "stream_options must be an object.")
+			return invalid("invalid_request", "stream_options", "stream_options must be an object.")
 		}
 		if !r.Stream {
-			return fail("invalid_request", "stream_options", "stream_options is only allowed when stream is true.")
+			return invalid("invalid_request", "stream_options", "stream_options is only allowed when stream is true.")
 		}
 		iu := so.Get("include_usage")
 		if iu.Exists() && iu.Type != gjson.True && iu.Type != gjson.False && iu.Type != gjson.Null {
-			return fail("invalid_request", "stream_options.include_usage", "include_usage must be a boolean.")
+			return invalid("invalid_request", "stream_options.include_usage", "include_usage must be a boolean.")
 		}
 		r.ClientUsage = iu.Type == gjson.True
 	}
+	return nil
+}
 
+func validateRanges(top *fields, _ *chatRequest) *oaierror.Error {
 	ranges := [...]struct {
 		name, code string
 		min, max   float64
@@ -166,10 +191,16 @@ func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
 			continue
 		}
 		if v.Type != gjson.Number || math.IsNaN(v.Num) || v.Num < rg.min || v.Num > rg.max {
-			return fail(rg.code, rg.name, "%s must be a number from %g to %g.", rg.name, rg.min, rg.max)
+			return invalid(rg.code, rg.name, "%s must be a number from %g to %g.", rg.name, rg.min, rg.max)
 		}
 	}
+	return nil
+}
 
+// validateLimits checks the output limits and sets the one held: the
+// smaller of the client's, or the model's maximum.
+func validateLimits(top *fields, r *chatRequest) *oaierror.Error {
+	m := r.Model
 	r.MaxTokens = int64(m.MaxTokens)
 	limits := 0
 	for _, mt := range [...]struct {
@@ -181,53 +212,54 @@ func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
 			continue
 		}
 		if v.Type != gjson.Number || v.Num != math.Trunc(v.Num) {
-			return fail("invalid_max_tokens", name, "%s must be an integer.", name)
+			return invalid("invalid_max_tokens", name, "%s must be an integer.", name)
 		}
 		if v.Num < 1 {
-			return fail("invalid_max_tokens", name, "%s must be at least 1.", name)
+			return invalid("invalid_max_tokens", name, "%s must be at least 1.", name)
 		}
 		if v.Num > float64(m.MaxTokens) {
-			return fail("invalid_max_tokens", name, "%s is too large: %s allows at most %d.", name, m.ID, m.MaxTokens)
+			return invalid("invalid_max_tokens", name, "%s is too large: %s allows at most %d.", name, m.ID, m.MaxTokens)
 		}
 		r.MaxTokens = min(r.MaxTokens, int64(v.Num))
 		limits++
 	}
 	r.LimitSent = limits == 1 && (top.maxTokens.Num == float64(r.MaxTokens) || top.maxCompletionTokens.Num == float64(r.MaxTokens))
-	if e := checkUnpriced(&top, m); e != nil {
-		return chatRequest{}, e
-	}
-	r.Tools = top.tools.IsArray() && top.tools.Get("#").Int() > 0
+	return nil
+}
 
+func validateChoices(top *fields, r *chatRequest) *oaierror.Error {
 	r.Choices = 1
 	if n := top.n; n.Exists() && n.Type != gjson.Null {
 		if n.Type != gjson.Number || n.Num != math.Trunc(n.Num) || n.Num < 1 || n.Num > MaxChoices {
-			return fail("invalid_request", "n", "n must be an integer from 1 to %d.", MaxChoices)
+			return invalid("invalid_request", "n", "n must be an integer from 1 to %d.", MaxChoices)
 		}
 		r.Choices = int64(n.Num)
 	}
+	return nil
+}
 
-	if stop := top.stop; stop.Exists() && stop.Type != gjson.Null {
-		switch {
-		case stop.Type == gjson.String:
-		case stop.IsArray():
-			n := 0
-			bad := false
-			stop.ForEach(func(_, v gjson.Result) bool {
-				n++
-				bad = v.Type != gjson.String
-				return !bad
-			})
-			if bad {
-				return fail("invalid_stop", "stop", "stop must be a string or an array of strings.")
-			}
-			if n > 4 {
-				return fail("invalid_stop", "stop", "stop allows at most 4 sequences; got %d.", n)
-			}
-		default:
-			return fail("invalid_stop", "stop", "stop must be a string or an array of strings.")
+func validateStop(top *fields, _ *chatRequest) *oaierror.Error {
+	stop := top.stop
+	switch {
+	case !stop.Exists() || stop.Type == gjson.Null, stop.Type == gjson.String:
+		return nil
+	case stop.IsArray():
+		n := 0
+		bad := false
+		stop.ForEach(func(_, v gjson.Result) bool {
+			n++
+			bad = v.Type != gjson.String
+			return !bad
+		})
+		if bad {
+			return invalid("invalid_stop", "stop", "stop must be a string or an array of strings.")
 		}
+		if n > 4 {
+			return invalid("invalid_stop", "stop", "stop allows at most 4 sequences; got %d.", n)
+		}
+		return nil
 	}
-	return r, nil
+	return invalid("invalid_stop", "stop", "stop must be a string or an array of strings.")
 }
 
 // checkUnpriced refuses a price-changing parameter the model does not

@@ -27,6 +27,9 @@ type Request struct {
 	Store bool
 	// Previous is previous_response_id, "" for none.
 	Previous string
+	// Instructions is true when the body sets instructions: the chat
+	// body's first message is then theirs.
+	Instructions bool
 	// Echo is the request's own parameters, as a response object repeats
 	// them (instructions, tools, tool_choice, text, temperature…): a JSON
 	// object.
@@ -148,6 +151,7 @@ func ToChat(body []byte, history []json.RawMessage, resolve Resolver) (Request, 
 
 	var msgs []chatMessage
 	if v := root.Get("instructions"); v.Exists() && v.Type != gjson.Null {
+		r.Instructions = true
 		if v.Type != gjson.String {
 			return Request{}, nil, nil, invalid("instructions", "instructions must be a string.")
 		}
@@ -490,13 +494,6 @@ func PreviousID(body []byte) string {
 		return ""
 	}
 	return v.String()
-}
-
-// HasInstructions reports whether the body sets instructions (ToChat then
-// makes them the chat body's first message).
-func HasInstructions(body []byte) bool {
-	v := gjson.GetBytes(body, "instructions")
-	return v.Exists() && v.Type != gjson.Null
 }
 
 // Resolver reads the output item an item_reference names.

@@ -15,17 +15,30 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/extproc/provider"
 	"github.com/tollgate/tollgate/extproc/responses"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
 )
 
-// The Responses API (/v1/responses) in the router step: a request becomes
+// The Responses API (/v1/responses): in the router step a request becomes
 // the chat-completion request it stands for (with the conversation of
 // previous_response_id before its input), which the rest of the path —
 // validation, admission, the hold, every provider's adapter — serves as it
 // serves chat; what the upstream step needs to answer in the Responses
-// API's shape travels in the request metadata (contract.MetaResponse).
+// API's shape travels in the request metadata (contract.MetaResponse), from
+// which its attempt wraps the chat answer (or relays the answer of a
+// server that speaks the Responses API) and stores it when asked.
+
+// responsesEndpoint is POST /v1/responses, and GET and DELETE
+// /v1/responses/{id}.
+var responsesEndpoint = &endpoint{
+	name: "responses", path: contract.PathResponses, method: http.MethodPost,
+	item:    (*routerStep).storedResponse,
+	toChat:  (*routerStep).responsesChat,
+	param:   responses.ChatParam,
+	attempt: newResponsesAttempt,
+}
 
 // Responses stores the Responses API's responses (a store.Store).
 type Responses interface {
@@ -36,8 +49,10 @@ type Responses interface {
 
 // responseMeta is contract.MetaResponse's value (JSON).
 type responseMeta struct {
-	ID    string `json:"id"`
-	Store bool   `json:"store"`
+	// Endpoint names the endpoint (see endpointState).
+	Endpoint string `json:"endpoint,omitempty"`
+	ID       string `json:"id"`
+	Store    bool   `json:"store"`
 	// Instructions says the chat body's first message is the request's
 	// instructions, which a stored conversation leaves out (they are not
 	// carried over to the next turn).
@@ -89,8 +104,8 @@ func (r *routerStep) responsesChat(ctx context.Context, body []byte) ([]byte, st
 	if req.Store && r.s.opt.Responses == nil {
 		req.Store = false // nothing to keep it in: answered, not stored
 	}
-	meta, err := json.Marshal(responseMeta{ID: responses.IDPrefix + rand.Text(), Store: req.Store,
-		Instructions: responses.HasInstructions(body), Created: r.s.opt.Now().Unix(), Echo: req.Echo})
+	meta, err := json.Marshal(responseMeta{Endpoint: "responses", ID: responses.IDPrefix + rand.Text(), Store: req.Store,
+		Instructions: req.Instructions, Created: r.s.opt.Now().Unix(), Echo: req.Echo})
 	if err != nil {
 		e := oaierror.Internal
 		return nil, "", &e
@@ -137,11 +152,6 @@ func (r *routerStep) storedResponse(ctx context.Context, method, id string) (*ex
 	return immediate(oaierror.MethodNotAllowed, nil), nil
 }
 
-// isResponsesPath reports a path of the Responses API.
-func isResponsesPath(path string) bool {
-	return path == contract.PathResponses || strings.HasPrefix(path, contract.PathResponses+"/")
-}
-
 // itemResolver reads the output items item_references name from the
 // account's stored responses (each response read once per request).
 func (r *routerStep) itemResolver(ctx context.Context) responses.Resolver {
@@ -173,5 +183,116 @@ func (r *routerStep) itemResolver(ctx context.Context) responses.Resolver {
 			return nil, &notFound
 		}
 		return json.RawMessage(item.Raw), nil
+	}
+}
+
+// responsesAttempt answers an attempt of a Responses request in the
+// Responses API's shape.
+type responsesAttempt struct {
+	meta   responseMeta
+	answer responsesAnswer // set by translate
+}
+
+// responsesAnswer is a Responses request's answer: responses.Answer
+// (translated from chat) or responses.Relay (from a Responses server).
+type responsesAnswer interface {
+	provider.Response
+	Final() (response, reply json.RawMessage)
+	ErrorEvent(message string) []byte
+}
+
+func newResponsesAttempt(_ *upstreamStep, state string) (endpointAttempt, error) {
+	a := &responsesAttempt{}
+	if err := json.Unmarshal([]byte(state), &a.meta); err != nil {
+		return nil, fmt.Errorf("response metadata: %w", err)
+	}
+	return a, nil
+}
+
+// translate wraps the adapter's chat answer, or, for a server that speaks
+// the Responses API, relays its answer to the chat request rebuilt as a
+// Responses request.
+func (a *responsesAttempt) translate(u *upstreamStep, adapter provider.Adapter) (provider.Upstream, provider.Response, error) {
+	opt := responses.Options{ID: a.meta.ID, Model: u.model.ID, Created: time.Unix(a.meta.Created, 0),
+		Stream: u.preq.Stream, Echo: a.meta.Echo}
+	if u.target.Provider.ResponsesAPI {
+		up, err := relayUpstream(u.preq.Body, u.target)
+		if err != nil {
+			return provider.Upstream{}, nil, fmt.Errorf("building the Responses request: %w", err)
+		}
+		relay := responses.NewRelay(opt)
+		a.answer = relay
+		return up, relay, nil
+	}
+	up, resp, err := adapter.Translate(&u.preq, u.target)
+	if err != nil {
+		return up, nil, err
+	}
+	a.answer = responses.Wrap(resp, opt)
+	return up, a.answer, nil
+}
+
+// relayUpstream is the request to a server that speaks the Responses API:
+// the chat request rebuilt as one (the deployment's model, the whole
+// conversation, nothing stored there, the held output limit as
+// max_output_tokens).
+func relayUpstream(chat []byte, t provider.Target) (provider.Upstream, error) {
+	chat, err := provider.UnsignToolCallIDs(chat)
+	if err != nil {
+		return provider.Upstream{}, err
+	}
+	if chat, err = provider.LimitBody(chat, "max_completion_tokens", provider.OutputLimit(chat, int64(t.Model.MaxTokens))); err != nil {
+		return provider.Upstream{}, err
+	}
+	body, err := responses.FromChat(chat, t.Deployment.Model)
+	if err != nil {
+		return provider.Upstream{}, err
+	}
+	return provider.ResponsesUpstream(t, body)
+}
+
+func (a *responsesAttempt) errorEvent(e oaierror.Error) []byte {
+	if a.answer == nil {
+		return streamErrorEvent(e)
+	}
+	return a.answer.ErrorEvent(e.Message)
+}
+
+// storeTimeout bounds the write of a stored response.
+const storeTimeout = 5 * time.Second
+
+// completed stores a completed response that asked to be stored: its
+// object, and its conversation (the chat request's messages without the
+// instructions, then the answer) for previous_response_id. A failure to
+// store is logged; the answer has been given.
+func (a *responsesAttempt) completed(ctx context.Context, u *upstreamStep) {
+	r := &a.meta
+	if !r.Store || a.answer == nil || u.s.opt.Responses == nil {
+		return
+	}
+	body, reply := a.answer.Final()
+	if body == nil {
+		return
+	}
+	r.Store = false // once
+	var msgs []json.RawMessage
+	if err := json.Unmarshal([]byte(gjson.GetBytes(u.preq.Body, "messages").Raw), &msgs); err != nil {
+		u.s.opt.Logger.ErrorContext(ctx, "upstream step: the chat request has no messages to store", "err", err)
+		return
+	}
+	if r.Instructions && len(msgs) > 0 {
+		msgs = msgs[1:]
+	}
+	conversation, err := json.Marshal(append(msgs, reply))
+	if err != nil {
+		return
+	}
+	now := u.s.opt.Now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	err = u.s.opt.Responses.SaveResponse(ctx, store.StoredResponse{ID: r.ID, AccountID: u.accountID, Body: body,
+		Conversation: conversation, CreatedAt: now, ExpiresAt: now.Add(u.cfg.ResponseRetention.D())})
+	if err != nil {
+		u.s.opt.Logger.ErrorContext(ctx, "upstream step: storing a response failed", "response", r.ID, "err", err)
 	}
 }

@@ -1,0 +1,112 @@
+package extproc
+
+import (
+	"time"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/extproc/provider"
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/store"
+)
+
+// This file makes a request's one usage record, for both steps. Each step
+// knows the request's admission (the router step made it; the upstream
+// step reads it from the signed request metadata) and how the request
+// ended there (an outcome); record turns the two into the record, prices
+// it, and writes it once per step. The record's id derives from the
+// request id the router step drew, so that a request both steps record is
+// stored once (records are idempotent by id).
+
+// admission is what both steps know of an admitted request.
+type admission struct {
+	keyID, accountID string
+	clientRequestID  string // the x-request-id header
+	requestID        string // drawn at admission; names the hold and the usage record
+	model            *config.Model
+	stream           bool
+	started          time.Time
+	leaseID          string      // the lease the hold came from; "" for a reservation of its own
+	held             money.Nanos // money held for this request
+	recorded         bool        // this step wrote the request's record
+}
+
+// outcome is how a request ended in one step.
+type outcome struct {
+	status    int
+	code      string
+	usage     provider.Usage
+	estimated bool
+	// target is the deployment that answered (the upstream step's); nil
+	// when none did.
+	target   *provider.Target
+	attempts int
+	ttft     time.Duration
+}
+
+// record writes the request's usage record, priced at the model's prices,
+// naming its hold (which writing it releases); once per step: it reports
+// false, writing nothing, when the step recorded the request already.
+func (s *Server) record(step string, a *admission, o outcome) (store.UsageRecord, bool) {
+	if a.recorded {
+		return store.UsageRecord{}, false
+	}
+	a.recorded = true
+	now := s.opt.Now()
+	u := o.usage
+	rec := store.UsageRecord{
+		KeyID: a.keyID, AccountID: a.accountID, RequestID: a.clientRequestID,
+		Status: o.status, ErrorCode: o.code, Estimated: o.estimated,
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+		CachedTokens: u.CachedTokens, CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens,
+		Latency: now.Sub(a.started), CreatedAt: now.UTC(), TTFT: o.ttft,
+		Attempts: o.attempts, Streamed: a.stream,
+	}
+	if m := a.model; m != nil {
+		rec.Model = m.ID
+		rec.Cost = m.Cost(config.Tokens{Prompt: u.PromptTokens, CachedPrompt: u.CachedTokens,
+			CacheWrite: u.CacheWriteTokens, Completion: u.CompletionTokens})
+	}
+	if t := o.target; t != nil {
+		rec.Provider, rec.Deployment = t.Provider.Name, t.Deployment.ID
+	}
+	if a.requestID != "" {
+		rec.ID = usageID(a.requestID)
+		if a.held > 0 {
+			setHold(&rec, a.requestID, a.leaseID, a.held)
+		}
+	}
+	s.overcharged(rec, a.held)
+	if err := s.opt.Usage.Record(rec); err != nil {
+		s.opt.Logger.Error(step+" step: usage record refused", "err", err)
+	}
+	return rec, true
+}
+
+// setHold names the request's hold on its record: the lease it came from
+// and its amount, or the reservation of its own.
+func setHold(rec *store.UsageRecord, requestID, leaseID string, held money.Nanos) {
+	if leaseID != "" {
+		rec.LeaseID, rec.Held = leaseID, held
+		return
+	}
+	rec.ReservationID = reservationID(requestID)
+}
+
+// estimateUsage completes the usage of an answer whose provider reported
+// no final counts (the client left, or the provider broke off), billing
+// what the provider will charge: what it did report is kept (Anthropic
+// counts the prompt at a stream's start); the prompt is estimated with
+// images and files at what their hold counted; the completion is what was
+// seen, or, for a reasoning model, its whole held output, since its hidden
+// reasoning tokens cannot be seen (neither edge reads on after the client
+// leaves: docs/decisions.md).
+func estimateUsage(usage provider.Usage, body []byte, completion string, m *config.Model) provider.Usage {
+	if usage.PromptTokens == 0 {
+		usage.PromptTokens = provider.EstimatePromptTokens(body, m)
+	}
+	usage.CompletionTokens = max(usage.CompletionTokens, provider.EstimateTokens(completion))
+	if m.Reasoning {
+		usage.CompletionTokens = max(usage.CompletionTokens, provider.HeldOutput(body, m))
+	}
+	return usage
+}
