@@ -93,6 +93,20 @@ func tlsClientWith(t *testing.T, addr, dir, certFile, keyFile string) *grpc.Clie
 	return conn
 }
 
+// grpcConn dials tg's gRPC server as a process on the same host would: in
+// plaintext, or behind Envoy (where the port takes mutual TLS only) with
+// the client certificate the harness made for Envoy. Closed with the test.
+func (tg *tollgate) grpcConn(t *testing.T) *grpc.ClientConn {
+	t.Helper()
+	if tg.certs != "" {
+		return tlsClient(t, tg.grpcAddr(t), tg.certs, true)
+	}
+	conn, err := grpc.NewClient(tg.grpcAddr(t), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
 func check(conn *grpc.ClientConn) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -373,8 +387,9 @@ func (tg *tollgate) accountID(t *testing.T, email string) string {
 	return a.ID
 }
 
-// A process that reaches the gRPC port (here in plaintext on loopback; a
-// mesh workload or a holder of a client certificate alike) and holds a key
+// A process that reaches the gRPC port (here in plaintext on loopback, or
+// behind Envoy, where the port takes mutual TLS only, as a holder of a
+// client certificate; a mesh workload alike) and holds a key
 // of its own cannot act as another key or account, through any door:
 // every forged, altered, expired or replayed decision and every altered or
 // minted step token is refused, nothing reaches the provider and nothing
@@ -386,10 +401,7 @@ func TestAHostileGRPCCallerCannotActAsAnotherAccount(t *testing.T) {
 	victimKey, victimAcct := tg.onlyKeyID(t, "victim@example.com"), tg.accountID(t, "victim@example.com")
 	mySecret := tg.newAccount(t, "me@example.com", "10")
 	myKey, myAcct := tg.onlyKeyID(t, "me@example.com"), tg.accountID(t, "me@example.com")
-	conn, err := grpc.NewClient(tg.grpcAddr(t), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close() })
-	h := hostileCaller{conn: conn}
+	h := hostileCaller{conn: tg.grpcConn(t)}
 
 	mine := h.decide(t, mySecret, "atk-1")
 	captured := h.decide(t, victimSecret, "victim-1") // as if read off the wire

@@ -83,7 +83,7 @@ func TestOddStreamsLeaveTheProcessUp(t *testing.T) {
 // TestProviderAnswerHeadersStayAtTheProxy: a provider's cookies, its
 // organization and project, its rate limits and its server never reach a
 // client, streamed or not, whatever the provider; Tollgate's own rate-limit
-// headers do.
+// headers and request id do (and, behind Envoy, Envoy's own Server name).
 func TestProviderAnswerHeadersStayAtTheProxy(t *testing.T) {
 	tg, mocks := startWithEveryProvider(t)
 	for _, m := range mocks {
@@ -95,11 +95,18 @@ func TestProviderAnswerHeadersStayAtTheProxy(t *testing.T) {
 			resp, body := chat(t, tg, secret, k.model, stream)
 			require.Equal(t, http.StatusOK, resp.StatusCode, "%s stream=%t: %s", k.kind, stream, body)
 			for name := range providerSecrets {
-				if strings.HasSuffix(name, "-Requests") {
+				if strings.HasSuffix(name, "-Requests") || name == "Server" {
 					continue // Tollgate's own names; their values are checked below
 				}
 				assert.Empty(t, resp.Header.Values(name), "%s stream=%t: %s", k.kind, stream, name)
 			}
+			// Envoy names itself by the listener's server_name, in place of
+			// the provider's; the built-in edge sends no Server header.
+			wantServer := []string(nil)
+			if binding() == bindingEnvoy {
+				wantServer = []string{"tollgate"}
+			}
+			assert.Equal(t, wantServer, resp.Header.Values("Server"), "%s stream=%t: Server", k.kind, stream)
 			assert.Equal(t, "600", resp.Header.Get("X-Ratelimit-Limit-Requests"), "%s stream=%t: Tollgate's limit", k.kind, stream)
 			assert.Len(t, resp.Header.Values("X-Ratelimit-Remaining-Requests"), 1)
 			assert.NotEqual(t, "999998", resp.Header.Get("X-Ratelimit-Remaining-Requests"))

@@ -84,10 +84,13 @@ func TestAClientThatStopsReadingCannotPinItsStream(t *testing.T) {
 			u, err := url.Parse(tg.BaseURL)
 			require.NoError(t, err)
 
+			// The client's receive buffer is the system's default: one set
+			// small before the connection fixes its receive window for
+			// good, and what the server had written before it closed
+			// would then trickle in for minutes after the close.
 			conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
 			require.NoError(t, err)
 			defer conn.Close()
-			require.NoError(t, conn.(*net.TCPConn).SetReadBuffer(4096))
 			body := `{"model":"m","stream":true,` + faultMessages + `}`
 			start := time.Now()
 			_, err = fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: tollgate\r\nAuthorization: Bearer %s\r\n"+
@@ -118,10 +121,15 @@ func TestAClientThatStopsReadingCannotPinItsStream(t *testing.T) {
 				return err == nil && a.Reserved == 0
 			}, "nothing stays held")
 
-			// The server closed the connection: what it had sent drains
-			// (with a receive buffer that no longer slows it), then EOF
-			// or a reset, not a silence.
-			require.NoError(t, conn.(*net.TCPConn).SetReadBuffer(4<<20))
+			// Envoy holds no connection any more: it reset the stream and
+			// closed the connection (after its delayed_close_timeout, 1 s).
+			if tg.envoy != nil {
+				waitFor(t, tc.bound+slack, 50*time.Millisecond, func() bool {
+					return tg.envoy.stat(t, "http.public.downstream_cx_active") == 0
+				}, "Envoy closed the connection")
+			}
+			// The server closed the connection: what it had sent drains,
+			// then EOF or a reset, not a silence.
 			require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
 			n, err := io.Copy(io.Discard, conn)
 			t.Logf("drained %d bytes", n)

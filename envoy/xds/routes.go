@@ -21,6 +21,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	// The typed configs the listener and routes name, for protojson.
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/filters/cel/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
 	bufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/buffer/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
@@ -76,17 +77,10 @@ func Listener(cfg *config.Config, opt ListenerOptions) (*listenerv3.Listener, er
 	if err := setAddress(&l, opt.Address); err != nil {
 		return nil, fmt.Errorf("xds: listener address: %w", err)
 	}
-	// While ext_authz runs, Envoy buffers the body under the connection's
-	// limit and stops reading above it; the buffer filter then raises the
-	// stream's limit to max_body_bytes, and Envoy reads again only once the
-	// buffered body falls below half of that: never, since the buffer
-	// filter holds it. So the connection's limit must not stop a body the
-	// buffer filter would take (Envoy's default, 1 MiB, hung bodies past
-	// half of max_body_bytes until stream_idle_timeout), and must stop a
-	// body it would not take past its limit (at exactly max_body_bytes, an
-	// oversize body stopped there, neither read on nor refused): one slab
-	// over max_body_bytes, and the buffer filter answers 413 at once.
-	l.PerConnectionBufferLimitBytes = wrapperspb.UInt32(uint32(cfg.MaxBodyBytes) + connectionBufferSlack)
+	// The connection's buffer limit is the stream's while ext_authz runs,
+	// before the buffer filter sets max_body_bytes: see
+	// connectionBufferLimit.
+	l.PerConnectionBufferLimitBytes = wrapperspb.UInt32(connectionBufferLimit(cfg.MaxBodyBytes))
 	if err := editHCM(&l, func(hcm *hcmv3.HttpConnectionManager) error {
 		hcm.XffNumTrustedHops = opt.XFFTrustedHops
 		return setBodyCap(hcm, cfg.MaxBodyBytes)
@@ -99,9 +93,26 @@ func Listener(cfg *config.Config, opt ListenerOptions) (*listenerv3.Listener, er
 	return &l, nil
 }
 
-// connectionBufferSlack is how far past max_body_bytes Envoy reads a body
-// while ext_authz runs (see Listener).
-const connectionBufferSlack = 64 << 10
+// connectionBufferLimit is the listener's per-connection buffer limit for
+// a body cap of maxBody bytes: an eighth of it.
+//
+// While ext_authz runs, Envoy buffers the body under the connection's
+// limit and, past it, stops reading the client (the watermark's "above
+// high" fires once). The buffer filter then sets the stream's limit to
+// max_body_bytes, and Envoy's watermark buffer re-checks only the low
+// mark: reading resumes if what is buffered is at most half of
+// max_body_bytes, and the buffer filter answers 413 when a body then
+// crosses max_body_bytes. Anything more buffered by then is neither read
+// on nor refused (the "above" already fired, and the buffer filter holds
+// it all), and the stream hangs until stream_idle_timeout; a whole
+// oversize body read in that time would even pass the buffer filter (it
+// lets a body through that ends in the data it is handed). Envoy may
+// hold up to about twice the limit by then (the connection's read buffer
+// and the stream's), so an eighth of max_body_bytes keeps it under half,
+// and under max_body_bytes whole.
+func connectionBufferLimit(maxBody int) uint32 {
+	return uint32(maxBody / 8)
+}
 
 // setAddress binds the listener to addr (host:port), when given.
 func setAddress(l *listenerv3.Listener, addr string) error {
