@@ -376,13 +376,13 @@ func (p *envoyPath) cpu(b testing.TB) (envoy, server time.Duration) {
 	return envoy, server
 }
 
-// rss is Envoy's resident memory plus the gRPC server's.
-func (p *envoyPath) rss(b testing.TB) int64 {
-	n := rss(b, p.envoy.cmd.Process.Pid)
+// rss is Envoy's resident memory and the gRPC server's.
+func (p *envoyPath) rss(b testing.TB) (envoy, server int64) {
+	envoy = rss(b, p.envoy.cmd.Process.Pid)
 	if p.server != nil {
-		n += rss(b, p.server.cmd.Process.Pid)
+		server = rss(b, p.server.cmd.Process.Pid)
 	}
-	return n
+	return envoy, server
 }
 
 // waitServing sends requests until one is answered 200 (Envoy has its
@@ -414,7 +414,7 @@ func startTollgateBehindEnvoy(b testing.TB, mockURL, db string, v grpcVariant, e
 	email := fmt.Sprintf("bench-%d@example.com", time.Now().UnixNano())
 	runCLI(b, "--db", db, "--config", cfg, "account", "create", "--email", email, "--plan", "pro", "--balance", "100000")
 	secret := strings.TrimSpace(runCLI(b, "--db", db, "--config", cfg, "key", "create", "--account", email, "--description", "bench"))
-	certs := filepath.Join(dir, "certs")
+	certs := plainTempDir(b)
 	runCLI(b, "certs", "--out", certs)
 	listen := "127.0.0.1:0"
 	if v.unix {
@@ -446,8 +446,7 @@ func startTollgateBehindEnvoy(b testing.TB, mockURL, db string, v grpcVariant, e
 // as env says) behind an Envoy from envoy/envoy.yaml changed by v. Both
 // request shapes are recorded before it returns.
 func startNoopBehindEnvoy(b testing.TB, mockURL string, v grpcVariant, env []string) *envoyPath {
-	dir := b.TempDir()
-	certs := filepath.Join(dir, "certs")
+	certs := plainTempDir(b)
 	runCLI(b, "certs", "--out", certs)
 	listen := "127.0.0.1:0"
 	if v.unix {
@@ -494,11 +493,15 @@ func startFloorEnvoy(b testing.TB, mockURL string) *envoyPath {
 }
 
 // shortSocketPath is a fresh Unix socket path short enough for sun_path.
-func shortSocketPath(b testing.TB) string {
+func shortSocketPath(b testing.TB) string { return filepath.Join(plainTempDir(b), "grpc.sock") }
+
+// plainTempDir is a fresh directory whose path is short and plain (no
+// test name in it): the bootstrap's flow-style YAML takes it unquoted.
+func plainTempDir(b testing.TB) string {
 	dir, err := os.MkdirTemp("", "tgb")
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return filepath.Join(dir, "grpc.sock")
+	return dir
 }
 
 // envoyCPU is one measurement of a path: CPU µs per request of Envoy and
@@ -532,12 +535,12 @@ func measureEnvoy(b testing.TB, p *envoyPath, body string, n int) envoyCPU {
 }
 
 // envoyMemoryPerStream opens n slow streams through p at once, waits for
-// each one's first chunk, and returns (Envoy's + the server's resident
-// memory) per open stream over their idle figure.
-func envoyMemoryPerStream(b testing.TB, p *envoyPath, m *mock, n int) float64 {
+// each one's first chunk, and returns Envoy's and the server's resident
+// memory per open stream over their idle figures.
+func envoyMemoryPerStream(b testing.TB, p *envoyPath, m *mock, n int) (envoy, server float64) {
 	cl := p.cl
 	require.NoError(b, cl.do(p.api, requestBody))
-	idle := p.rss(b)
+	idleE, idleS := p.rss(b)
 	slow := strings.Replace(streamBody, "Say hello in five words.", "slow", 1)
 	var (
 		wg      sync.WaitGroup
@@ -572,11 +575,11 @@ func envoyMemoryPerStream(b testing.TB, p *envoyPath, m *mock, n int) float64 {
 		})
 	}
 	started.Wait()
-	open := p.rss(b)
+	openE, openS := p.rss(b)
 	close(m.release)
 	wg.Wait()
 	require.Empty(b, errs, "every slow stream opened")
-	return float64(open-idle) / float64(n)
+	return float64(openE-idleE) / float64(n), float64(openS-idleS) / float64(n)
 }
 
 // extProcMessages sums Envoy's ext_proc message counters (sent and

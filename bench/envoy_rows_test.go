@@ -86,21 +86,25 @@ func envoyRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio st
 		row("Envoy path, "+s.name+": CPU µs/request, (c) Tollgate vs (a) Envoy alone", us(c.total()), us(a.total()), x(c.total(), a.total()))
 	}
 	const streams = 1000
-	ours, floor := envoyMemory(b, streams)
+	envoy, tollgate, floor := envoyMemory(b, streams)
+	kib := func(v float64) string { return fmt.Sprintf("%.1f", v/1024) }
 	row(fmt.Sprintf("Envoy path: memory per concurrent slow stream (%d open), KiB, (c) Envoy + Tollgate vs (a) Envoy alone", streams),
-		fmt.Sprintf("%.1f", ours/1024), fmt.Sprintf("%.1f", floor/1024), x(ours, floor))
+		kib(envoy+tollgate), kib(floor), x(envoy+tollgate, floor))
+	row("… Envoy's share, (c) vs (a)", kib(envoy), kib(floor), x(envoy, floor))
+	row("… Tollgate's share", kib(tollgate), "", "")
 	envoyLatencyRows(b, row)
 }
 
-// envoyMemory is memory per slow stream through (c) and through (a), each
-// over a mock of its own (a mock releases its slow streams once).
-func envoyMemory(b testing.TB, streams int) (ours, floor float64) {
+// envoyMemory is resident memory per slow stream through (c), Envoy's
+// and Tollgate's, and through (a), each over a mock of its own (a mock
+// releases its slow streams once).
+func envoyMemory(b testing.TB, streams int) (envoy, tollgate, floor float64) {
 	m1 := newMock(b, 100)
 	c := startTollgateBehindEnvoy(b, m1.URL, "", grpcVariant{name: "production"}, nil)
-	ours = envoyMemoryPerStream(b, c, m1, streams)
+	envoy, tollgate = envoyMemoryPerStream(b, c, m1, streams)
 	m2 := newMock(b, 100)
-	floor = envoyMemoryPerStream(b, startFloorEnvoy(b, m2.URL), m2, streams)
-	return ours, floor
+	floor, _ = envoyMemoryPerStream(b, startFloorEnvoy(b, m2.URL), m2, streams)
+	return envoy, tollgate, floor
 }
 
 // envoyLatencyRows: 500 requests per second through (c) — every core,
