@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,13 @@ func TestEveryVariantServes(t *testing.T) {
 			for _, p := range []*envoyPath{startNoopBehindEnvoy(t, m.URL, v, nil), startTollgateBehindEnvoy(t, m.URL, "", v, nil)} {
 				for _, s := range envoyShapes {
 					require.NoError(t, p.cl.do(p.api, s.body), "%s, %s", p.name, s.name)
+				}
+				// The variant is the one in force: Envoy's Google gRPC
+				// client counts its streams under its stat prefix.
+				if strings.HasPrefix(v.name, "google_grpc") {
+					assert.Positive(t, p.envoy.stat(t, "grpc.tollgate.streams_total"), "%s: calls go through google_grpc", p.name)
+				} else {
+					assert.Zero(t, p.envoy.stat(t, "grpc.tollgate.streams_total"), "%s: calls go through envoy_grpc", p.name)
 				}
 			}
 		})

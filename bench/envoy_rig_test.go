@@ -108,16 +108,25 @@ type grpcVariant struct {
 	unix      bool           // a Unix socket between Envoy and the gRPC server
 	plaintext bool           // no TLS on that connection
 	h2        map[string]any // merged into the cluster's http2_protocol_options
+	// edit changes the listener and clusters Tollgate serves; they are
+	// then served from the bench (envoy_xds_test.go).
+	edit resourceEdit
 }
 
-// apply edits the substituted bootstrap for v.
-func (v grpcVariant) apply(boot []byte) ([]byte, error) {
-	if !v.unix && !v.plaintext && v.h2 == nil {
+// apply edits the substituted bootstrap for v; xdsAddr, when not empty,
+// is the bench's xDS server, which ADS then asks.
+func (v grpcVariant) apply(boot []byte, xdsAddr string) ([]byte, error) {
+	if !v.unix && !v.plaintext && v.h2 == nil && xdsAddr == "" {
 		return boot, nil
 	}
 	var doc map[string]any
 	if err := yaml.Unmarshal(boot, &doc); err != nil {
 		return nil, err
+	}
+	if xdsAddr != "" {
+		if err := benchADS(doc, xdsAddr); err != nil {
+			return nil, err
+		}
 	}
 	clusters, _ := doc["static_resources"].(map[string]any)["clusters"].([]any)
 	var c map[string]any
@@ -149,6 +158,32 @@ func (v grpcVariant) apply(boot []byte) ([]byte, error) {
 		}
 	}
 	return yaml.Marshal(doc)
+}
+
+// benchADS points the bootstrap's ADS at the bench's xDS server.
+func benchADS(doc map[string]any, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return err
+	}
+	ads := doc["dynamic_resources"].(map[string]any)["ads_config"].(map[string]any)
+	ads["grpc_services"] = []any{map[string]any{"envoy_grpc": map[string]any{"cluster_name": "bench_xds"}}}
+	sr := doc["static_resources"].(map[string]any)
+	sr["clusters"] = append(sr["clusters"].([]any), map[string]any{
+		"name": "bench_xds", "type": "STATIC", "connect_timeout": "2s",
+		"typed_extension_protocol_options": map[string]any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": map[string]any{
+			"@type":                "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+			"explicit_http_config": map[string]any{"http2_protocol_options": map[string]any{}},
+		}},
+		"load_assignment": map[string]any{"cluster_name": "bench_xds", "endpoints": []any{map[string]any{"lb_endpoints": []any{
+			map[string]any{"endpoint": map[string]any{"address": map[string]any{"socket_address": map[string]any{"address": host, "port_value": n}}}},
+		}}}},
+	})
+	return nil
 }
 
 // floorBootstrap is row (a)'s Envoy: the public listener Tollgate serves,
@@ -436,7 +471,7 @@ func startTollgateBehindEnvoy(b testing.TB, mockURL, db string, v grpcVariant, e
 		grpcAddr = "unix://" + grpcAddr
 	}
 	p := &envoyPath{name: "(c) " + v.name, server: c, secret: secret, cl: newClient(secret)}
-	p.envoy = startEnvoy(b, bootstrapFor(b, v, bootstrapAddrs{GRPC: grpcAddr, HTTP: m[1], Admin: "127.0.0.1:0", Certs: certs}))
+	p.envoy = startEnvoy(b, bootstrapFor(b, v, mockURL, bootstrapAddrs{GRPC: grpcAddr, HTTP: m[1], Admin: "127.0.0.1:0", Certs: certs}))
 	p.api = p.envoy.listener + "/v1"
 	p.waitServing(b)
 	return p
@@ -463,28 +498,40 @@ func startNoopBehindEnvoy(b testing.TB, mockURL string, v grpcVariant, env []str
 	}
 	p := &envoyPath{name: "(b) " + v.name, server: c, secret: secret, cl: newClient(secret)}
 	// No dashboard behind this one: its cluster points at a closed port.
-	p.envoy = startEnvoy(b, bootstrapFor(b, v, bootstrapAddrs{GRPC: grpcAddr, HTTP: "127.0.0.1:9", Admin: "127.0.0.1:0", Certs: certs}))
+	p.envoy = startEnvoy(b, bootstrapFor(b, v, mockURL, bootstrapAddrs{GRPC: grpcAddr, HTTP: "127.0.0.1:9", Admin: "127.0.0.1:0", Certs: certs}))
 	p.api = p.envoy.listener + "/v1"
 	p.waitServing(b)
 	require.NoError(b, p.cl.do(p.api, streamBody), "the streamed shape recorded")
 	return p
 }
 
-func bootstrapFor(b testing.TB, v grpcVariant, a bootstrapAddrs) []byte {
+// bootstrapFor is envoy.yaml for a, changed by v; with v.edit, the
+// resources for the bench configuration over mockURL are served from the
+// bench.
+func bootstrapFor(b testing.TB, v grpcVariant, mockURL string, a bootstrapAddrs) []byte {
 	src, err := os.ReadFile(filepath.Join("..", "envoy", "envoy.yaml"))
 	require.NoError(b, err)
 	boot, err := productionBootstrap(src, a)
 	require.NoError(b, err)
-	boot, err = v.apply(boot)
+	xdsAddr := ""
+	if v.edit != nil {
+		xdsAddr = startBenchXDS(b, benchCfg(b, mockURL), grpcTarget{addr: a.GRPC, certs: a.Certs, plaintext: v.plaintext}, v.edit)
+	}
+	boot, err = v.apply(boot, xdsAddr)
 	require.NoError(b, err)
 	return boot
 }
 
-// startFloorEnvoy is row (a): Envoy alone in front of the mock.
-func startFloorEnvoy(b testing.TB, mockURL string) *envoyPath {
+// benchCfg is the bench configuration over mockURL, parsed.
+func benchCfg(b testing.TB, mockURL string) *config.Config {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(benchConfig, mockURL)), func(string) (string, bool) { return "", false })
 	require.NoError(b, err)
-	boot, err := floorBootstrap(cfg, mockURL)
+	return cfg
+}
+
+// startFloorEnvoy is row (a): Envoy alone in front of the mock.
+func startFloorEnvoy(b testing.TB, mockURL string) *envoyPath {
+	boot, err := floorBootstrap(benchCfg(b, mockURL), mockURL)
 	require.NoError(b, err)
 	p := &envoyPath{name: "(a) Envoy alone", envoy: startEnvoy(b, boot), secret: "none", cl: newClient("none")}
 	p.api = p.envoy.listener + "/v1"
@@ -600,4 +647,20 @@ func (e *envoyProc) extProcMessages(b testing.TB) int64 {
 		total += n
 	}
 	return total
+}
+
+// stat reads one counter from Envoy's admin /stats (0 when absent).
+func (e *envoyProc) stat(b testing.TB, name string) int64 {
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(e.admin + "/stats?filter=^" + regexp.QuoteMeta(name) + "$")
+	require.NoError(b, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	require.NoError(b, err)
+	_, v, ok := strings.Cut(strings.TrimSpace(string(body)), ": ")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	require.NoError(b, err, "%s: %q", name, body)
+	return n
 }

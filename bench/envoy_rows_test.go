@@ -145,6 +145,10 @@ var sidecarVariants = []grpcVariant{
 		"initial_stream_window_size": 1 << 20, "initial_connection_window_size": 4 << 20}},
 	{name: "HTTP/2 max_concurrent_streams 100", h2: map[string]any{"max_concurrent_streams": 100}},
 	{name: "no HTTP/2 keepalive", h2: map[string]any{"connection_keepalive": nil}},
+	{name: "resources served by the bench, unchanged (control for the next)", edit: unchanged},
+	{name: "google_grpc, mutual TLS", edit: googleGRPC},
+	{name: "google_grpc, TCP loopback, plaintext", edit: googleGRPC, plaintext: true},
+	{name: "ext_proc send_body_without_waiting_for_header_response", edit: sendBodyEarly},
 }
 
 // variantRows measures each sidecar variant's (c) and (b), non-streamed
