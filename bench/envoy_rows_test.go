@@ -162,17 +162,23 @@ func variantRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio 
 		paths[i] = pair{b: startNoopBehindEnvoy(b, m.URL, v, env), c: startTollgateBehindEnvoy(b, m.URL, "", v, env)}
 	}
 	for _, s := range envoyShapes {
-		sums := make([][2]float64, len(paths)) // (c), (b)
+		sums := make([][2]envoyCPU, len(paths)) // (c), (b)
 		per := max(n/s.div/rounds, 1)
+		add := func(sum *envoyCPU, x envoyCPU) {
+			sum.envoy += x.envoy / float64(rounds)
+			sum.server += x.server / float64(rounds)
+		}
 		for range rounds {
 			for i, p := range paths {
-				sums[i][0] += measureEnvoy(b, p.c, s.body, per).total() / float64(rounds)
-				sums[i][1] += measureEnvoy(b, p.b, s.body, per).total() / float64(rounds)
+				add(&sums[i][0], measureEnvoy(b, p.c, s.body, per))
+				add(&sums[i][1], measureEnvoy(b, p.b, s.body, per))
 			}
 		}
 		for i, v := range sidecarVariants {
-			row(fmt.Sprintf("variant %q, %s: CPU µs/request (c) vs (b); (c) vs production (c) %.2f×", v.name, s.name, sums[i][0]/sums[0][0]),
-				fmt.Sprintf("%.0f", sums[i][0]), fmt.Sprintf("%.0f", sums[i][1]), fmt.Sprintf("%.2f×", sums[i][0]/sums[i][1]))
+			c, bb := sums[i][0], sums[i][1]
+			row(fmt.Sprintf("variant %q, %s: CPU µs/request (c) vs (b), Envoy + server; (c) vs production (c) %.2f×", v.name, s.name, c.total()/sums[0][0].total()),
+				fmt.Sprintf("%.0f (%.0f + %.0f)", c.total(), c.envoy, c.server), fmt.Sprintf("%.0f (%.0f + %.0f)", bb.total(), bb.envoy, bb.server),
+				fmt.Sprintf("%.2f×", c.total()/bb.total()))
 		}
 	}
 }
