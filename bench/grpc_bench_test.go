@@ -197,14 +197,14 @@ func (r *rig) records(b testing.TB) int {
 	return n
 }
 
-// cpuProfile profiles a child into FILE.<mode> when
+// cpuProfile profiles a child into FILE.<mode>.<pid> (every child its own) when
 // TOLLGATE_BENCH_CPUPROFILE=FILE is set; the returned function stops it.
 func cpuProfile(mode string) (func(), error) {
 	path := os.Getenv("TOLLGATE_BENCH_CPUPROFILE")
 	if path == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(path + "." + mode)
+	f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, mode, os.Getpid()))
 	if err != nil {
 		return nil, err
 	}

@@ -58,28 +58,10 @@ const (
 // the address of a stats listener (the process's allocation count and
 // memory in use, after a GC) and then serves until its stdin closes.
 func runChild(mode string) error {
-	stats, err := net.Listen("tcp", "127.0.0.1:0")
+	stats, err := serveStats(mode)
 	if err != nil {
 		return err
 	}
-	go func() {
-		_ = http.Serve(stats, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			runtime.GC()
-			// With TOLLGATE_BENCH_MEMPROFILE=FILE, the stats taken while the
-			// slow streams are open also write what is in use then
-			// (FILE.inuse.<mode>).
-			if path := os.Getenv("TOLLGATE_BENCH_MEMPROFILE"); path != "" && r.URL.Query().Has("open") {
-				if f, err := os.Create(path + ".inuse." + mode); err == nil {
-					_ = pprof.Lookup("heap").WriteTo(f, 0)
-					_ = f.Close()
-				}
-			}
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			_ = json.NewEncoder(w).Encode(childStats{Mallocs: m.Mallocs, InUse: m.HeapInuse + m.StackInuse, Goroutines: runtime.NumGoroutine(),
-				Forwarded: forwarded.Load()})
-		}))
-	}()
 	fmt.Printf("stats http://%s\n", stats.Addr())
 	// TOLLGATE_BENCH_CPUPROFILE=FILE profiles the child (the gateway or the
 	// floor) for a look at where its time goes.
@@ -94,7 +76,7 @@ func runChild(mode string) error {
 	if path := os.Getenv("TOLLGATE_BENCH_MEMPROFILE"); path != "" {
 		runtime.MemProfileRate = 1
 		defer func() {
-			if f, err := os.Create(path + "." + mode); err == nil {
+			if f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, mode, os.Getpid())); err == nil {
 				_ = pprof.Lookup("allocs").WriteTo(f, 0)
 				_ = f.Close()
 			}
@@ -148,6 +130,35 @@ func runChild(mode string) error {
 		defer logs.Close()
 		return cli.Run(ctx, args, os.Stdout, logs)
 	}
+}
+
+// serveStats serves the child's stats (its allocation count, memory in
+// use after a GC, goroutines, and what the no-op servers forwarded) on a
+// loopback listener for as long as the child lives.
+func serveStats(mode string) (net.Listener, error) {
+	stats, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		_ = http.Serve(stats, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runtime.GC()
+			// With TOLLGATE_BENCH_MEMPROFILE=FILE, the stats taken while the
+			// slow streams are open also write what is in use then
+			// (FILE.inuse.<mode>.<pid>).
+			if path := os.Getenv("TOLLGATE_BENCH_MEMPROFILE"); path != "" && r.URL.Query().Has("open") {
+				if f, err := os.Create(fmt.Sprintf("%s.inuse.%s.%d", path, mode, os.Getpid())); err == nil {
+					_ = pprof.Lookup("heap").WriteTo(f, 0)
+					_ = f.Close()
+				}
+			}
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			_ = json.NewEncoder(w).Encode(childStats{Mallocs: m.Mallocs, InUse: m.HeapInuse + m.StackInuse, Goroutines: runtime.NumGoroutine(),
+				Forwarded: forwarded.Load()})
+		}))
+	}()
+	return stats, nil
 }
 
 type childStats struct {
