@@ -84,7 +84,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(serverEnv); mode != "" {
 		var err error
 		switch mode {
-		case childEmbedded, childProxy:
+		case childEmbedded, childProxy, childNoopEnvoy:
 			err = runChild(mode)
 		default:
 			err = serve(mode)
@@ -157,9 +157,9 @@ func serve(mode string) error {
 	return nil
 }
 
-func newRig(b *testing.B) *rig { return newRigMode(b, childGRPC) }
+func newRig(b testing.TB) *rig { return newRigMode(b, childGRPC) }
 
-func newRigMode(b *testing.B, mode string) *rig {
+func newRigMode(b testing.TB, mode string) *rig {
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), serverEnv+"="+mode, "GOMAXPROCS=1")
 	child.Stderr = os.Stderr
@@ -188,7 +188,7 @@ func newRigMode(b *testing.B, mode string) *rig {
 
 // records closes the child's stdin and reads how many usage records it
 // counted.
-func (r *rig) records(b *testing.B) int {
+func (r *rig) records(b testing.TB) int {
 	require.NoError(b, r.stdin.Close())
 	line, err := r.out.ReadString('\n')
 	require.NoError(b, err)
@@ -197,14 +197,14 @@ func (r *rig) records(b *testing.B) int {
 	return n
 }
 
-// cpuProfile profiles a child into FILE.<mode> when
+// cpuProfile profiles a child into FILE.<mode>.<pid> (every child its own) when
 // TOLLGATE_BENCH_CPUPROFILE=FILE is set; the returned function stops it.
 func cpuProfile(mode string) (func(), error) {
 	path := os.Getenv("TOLLGATE_BENCH_CPUPROFILE")
 	if path == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(path + "." + mode)
+	f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, mode, os.Getpid()))
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +219,7 @@ func cpuProfile(mode string) (func(), error) {
 // (/proc/<pid>/stat counts in 10 ms ticks, too coarse for a few hundred
 // requests). Go's threads live as long as the process, so none of the
 // time is lost with an exited thread.
-func childCPU(b *testing.B, pid int) time.Duration {
+func childCPU(b testing.TB, pid int) time.Duration {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	require.NoError(b, err)
 	var total time.Duration

@@ -58,27 +58,10 @@ const (
 // the address of a stats listener (the process's allocation count and
 // memory in use, after a GC) and then serves until its stdin closes.
 func runChild(mode string) error {
-	stats, err := net.Listen("tcp", "127.0.0.1:0")
+	stats, err := serveStats(mode)
 	if err != nil {
 		return err
 	}
-	go func() {
-		_ = http.Serve(stats, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			runtime.GC()
-			// With TOLLGATE_BENCH_MEMPROFILE=FILE, the stats taken while the
-			// slow streams are open also write what is in use then
-			// (FILE.inuse.<mode>).
-			if path := os.Getenv("TOLLGATE_BENCH_MEMPROFILE"); path != "" && r.URL.Query().Has("open") {
-				if f, err := os.Create(path + ".inuse." + mode); err == nil {
-					_ = pprof.Lookup("heap").WriteTo(f, 0)
-					_ = f.Close()
-				}
-			}
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			_ = json.NewEncoder(w).Encode(childStats{Mallocs: m.Mallocs, InUse: m.HeapInuse + m.StackInuse, Goroutines: runtime.NumGoroutine()})
-		}))
-	}()
 	fmt.Printf("stats http://%s\n", stats.Addr())
 	// TOLLGATE_BENCH_CPUPROFILE=FILE profiles the child (the gateway or the
 	// floor) for a look at where its time goes.
@@ -93,7 +76,7 @@ func runChild(mode string) error {
 	if path := os.Getenv("TOLLGATE_BENCH_MEMPROFILE"); path != "" {
 		runtime.MemProfileRate = 1
 		defer func() {
-			if f, err := os.Create(path + "." + mode); err == nil {
+			if f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, mode, os.Getpid())); err == nil {
 				_ = pprof.Lookup("allocs").WriteTo(f, 0)
 				_ = f.Close()
 			}
@@ -105,6 +88,8 @@ func runChild(mode string) error {
 		cancel()
 	}()
 	switch mode {
+	case childNoopEnvoy:
+		return serveNoopEnvoy(ctx)
 	case childProxy:
 		target, err := url.Parse(os.Getenv("TOLLGATE_BENCH_TARGET"))
 		if err != nil {
@@ -147,10 +132,43 @@ func runChild(mode string) error {
 	}
 }
 
+// serveStats serves the child's stats (its allocation count, memory in
+// use after a GC, goroutines, and what the no-op servers forwarded) on a
+// loopback listener for as long as the child lives.
+func serveStats(mode string) (net.Listener, error) {
+	stats, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		_ = http.Serve(stats, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runtime.GC()
+			// With TOLLGATE_BENCH_MEMPROFILE=FILE, the stats taken while the
+			// slow streams are open also write what is in use then
+			// (FILE.inuse.<mode>.<pid>).
+			if path := os.Getenv("TOLLGATE_BENCH_MEMPROFILE"); path != "" && r.URL.Query().Has("open") {
+				if f, err := os.Create(fmt.Sprintf("%s.inuse.%s.%d", path, mode, os.Getpid())); err == nil {
+					_ = pprof.Lookup("heap").WriteTo(f, 0)
+					_ = f.Close()
+				}
+			}
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			_ = json.NewEncoder(w).Encode(childStats{Mallocs: m.Mallocs, InUse: m.HeapInuse + m.StackInuse, Goroutines: runtime.NumGoroutine(),
+				Forwarded: forwarded.Load()})
+		}))
+	}()
+	return stats, nil
+}
+
 type childStats struct {
 	Mallocs    uint64 `json:"mallocs"`
 	InUse      uint64 `json:"in_use"`
 	Goroutines int    `json:"goroutines"`
+	// Forwarded counts the checks and streams the no-op servers behind
+	// Envoy passed to the real ones, to record their answers
+	// (envoy_noop_test.go); 0 in other children.
+	Forwarded int64 `json:"forwarded"`
 }
 
 // child is a gateway (or floor) process under measurement.
@@ -163,7 +181,13 @@ type child struct {
 
 var apiRE = regexp.MustCompile(`API at (http://\S+/v1)`)
 
-func startChild(b *testing.B, mode string, env ...string) *child {
+func startChild(b testing.TB, mode string, env ...string) *child {
+	return startChildReady(b, mode, apiRE, env...)
+}
+
+// startChildReady starts a child and waits for the line ready matches;
+// the match's first group is the child's c.api.
+func startChildReady(b testing.TB, mode string, ready *regexp.Regexp, env ...string) *child {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), serverEnv+"="+mode, "GOMAXPROCS=1"), env...)
 	cmd.Stderr = os.Stderr
@@ -183,7 +207,7 @@ func startChild(b *testing.B, mode string, env ...string) *child {
 		if s, ok := strings.CutPrefix(line, "stats "); ok {
 			c.stats = s
 		}
-		if m := apiRE.FindStringSubmatch(line); m != nil {
+		if m := ready.FindStringSubmatch(line); m != nil {
 			c.api = m[1]
 			break
 		}
@@ -193,9 +217,9 @@ func startChild(b *testing.B, mode string, env ...string) *child {
 	return c
 }
 
-func (c *child) readStats(b *testing.B) childStats { return c.readStatsQuery(b, "") }
+func (c *child) readStats(b testing.TB) childStats { return c.readStatsQuery(b, "") }
 
-func (c *child) readStatsQuery(b *testing.B, query string) childStats {
+func (c *child) readStatsQuery(b testing.TB, query string) childStats {
 	resp, err := http.Get(c.stats + "?" + query)
 	require.NoError(b, err)
 	defer resp.Body.Close()
@@ -204,7 +228,7 @@ func (c *child) readStatsQuery(b *testing.B, query string) childStats {
 	return s
 }
 
-func (c *child) cpu(b *testing.B) time.Duration { return childCPU(b, c.cmd.Process.Pid) }
+func (c *child) cpu(b testing.TB) time.Duration { return childCPU(b, c.cmd.Process.Pid) }
 
 // mock is an OpenAI-type provider: a whole answer, a stream of `chunks`
 // content chunks (each flushed) with the usage chunk and [DONE], or — for
@@ -212,11 +236,16 @@ func (c *child) cpu(b *testing.B) time.Duration { return childCPU(b, c.cmd.Proce
 type mock struct {
 	*httptest.Server
 	chunks  int
+	gap     time.Duration // between a stream's chunks
 	release chan struct{}
 }
 
-func newMock(b *testing.B, chunks int) *mock {
-	m := &mock{chunks: chunks, release: make(chan struct{})}
+func newMock(b testing.TB, chunks int) *mock { return newPacedMock(b, chunks, 0) }
+
+// newPacedMock is a mock whose streams wait gap between chunks, as a
+// provider's tokens come apart: a proxy then reads each chunk alone.
+func newPacedMock(b testing.TB, chunks int, gap time.Duration) *mock {
+	m := &mock{chunks: chunks, gap: gap, release: make(chan struct{})}
 	var stream bytes.Buffer
 	for i := range chunks {
 		fmt.Fprintf(&stream, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"word%d "},"finish_reason":null}]}`+"\n\n", i)
@@ -247,6 +276,9 @@ func newMock(b *testing.B, chunks int) *mock {
 			if len(p) > 0 {
 				_, _ = w.Write(p)
 				f.Flush()
+				if m.gap > 0 {
+					time.Sleep(m.gap)
+				}
 			}
 		}
 		_, _ = w.Write(tail)
@@ -257,12 +289,12 @@ func newMock(b *testing.B, chunks int) *mock {
 
 // startEmbedded writes a config for the mock, makes an account and a key
 // with the CLI, and starts `tollgate serve` in a child.
-func startEmbedded(b *testing.B, mockURL, db string, extra ...string) (*child, string) {
+func startEmbedded(b testing.TB, mockURL, db string, extra ...string) (*child, string) {
 	return startEmbeddedEnv(b, mockURL, db, nil, extra...)
 }
 
 // startEmbeddedEnv is startEmbedded with more environment for the child.
-func startEmbeddedEnv(b *testing.B, mockURL, db string, env []string, extra ...string) (*child, string) {
+func startEmbeddedEnv(b testing.TB, mockURL, db string, env []string, extra ...string) (*child, string) {
 	dir := b.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
 	require.NoError(b, os.WriteFile(cfg, []byte(fmt.Sprintf(benchConfig, mockURL)), 0o600))
@@ -277,7 +309,7 @@ func startEmbeddedEnv(b *testing.B, mockURL, db string, env []string, extra ...s
 	return startChild(b, childEmbedded, append([]string{"TOLLGATE_BENCH_ARGS=" + strings.Join(args, "\x1f")}, env...)...), secret
 }
 
-func runCLI(b *testing.B, args ...string) string {
+func runCLI(b testing.TB, args ...string) string {
 	var out, errb bytes.Buffer
 	require.NoError(b, cli.Run(context.Background(), args, &out, &errb), "%v: %s", args, errb.String())
 	return out.String()
@@ -325,7 +357,7 @@ type perRequest struct {
 	allocs    float64
 }
 
-func measure(b *testing.B, c *child, cl *client, body string, n int) perRequest {
+func measure(b testing.TB, c *child, cl *client, body string, n int) perRequest {
 	for range 50 { // warm connections and caches
 		require.NoError(b, cl.do(c.api, body))
 	}
@@ -343,7 +375,7 @@ func measure(b *testing.B, c *child, cl *client, body string, n int) perRequest 
 // memoryPerStream opens n slow streams at once through the child, waits
 // for each to have its first chunk, and returns the child's memory in use
 // per open stream (after a GC) over its idle figure.
-func memoryPerStream(b *testing.B, c *child, cl *client, m *mock, n int) float64 {
+func memoryPerStream(b testing.TB, c *child, cl *client, m *mock, n int) float64 {
 	require.NoError(b, cl.do(c.api, requestBody))
 	idle := c.readStats(b)
 	slow := strings.Replace(streamBody, "Say hello in five words.", "slow", 1)
@@ -385,7 +417,7 @@ func memoryPerStream(b *testing.B, c *child, cl *client, m *mock, n int) float64
 // against each of two bases, their requests interleaved (a tick for one,
 // half a period later a tick for the other), so that both see the same
 // machine; it returns each one's p50 and p99 latencies.
-func latency(b *testing.B, cl *client, bases [2]string, body string, rate int, d time.Duration) (p50, p99 [2]time.Duration) {
+func latency(b testing.TB, cl *client, bases [2]string, body string, rate int, d time.Duration) (p50, p99 [2]time.Duration) {
 	var (
 		mu    sync.Mutex
 		lat   [2][]time.Duration
@@ -435,7 +467,9 @@ func BenchmarkTable(b *testing.B) {
 	var rows [][4]string
 	row := func(what, ours, floor, ratio string) { rows = append(rows, [4]string{what, ours, floor, ratio}) }
 
-	// TOLLGATE_BENCH_ONLY=embedded|grpc|latency measures those rows alone.
+	// TOLLGATE_BENCH_ONLY=embedded|grpc|latency|envoy measures those rows
+	// alone; =variants measures the sidecar variants of the Envoy path
+	// (only when named).
 	only := os.Getenv("TOLLGATE_BENCH_ONLY")
 	part := func(name string) bool { return only == "" || strings.Contains(only, name) }
 
@@ -448,6 +482,12 @@ func BenchmarkTable(b *testing.B) {
 	if part("latency") {
 		latencyRows(b, row)
 	}
+	if part("envoy") {
+		envoyRows(b, n, rounds, row)
+	}
+	if strings.Contains(only, "variants") {
+		variantRows(b, n, rounds, row)
+	}
 
 	var out strings.Builder
 	fmt.Fprintf(&out, "\n| measure | Tollgate | floor | ratio |\n|---|---|---|---|\n")
@@ -459,7 +499,7 @@ func BenchmarkTable(b *testing.B) {
 
 // embeddedRows measures the embedded path against httputil.ReverseProxy:
 // CPU and allocations per request, and memory per slow stream.
-func embeddedRows(b *testing.B, n, rounds int, row func(what, ours, floor, ratio string)) {
+func embeddedRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio string)) {
 	m := newMock(b, 100)
 	emb, secret := startEmbedded(b, m.URL, "")
 	proxy := startChild(b, childProxy, "TOLLGATE_BENCH_TARGET="+m.URL)
@@ -491,7 +531,7 @@ func embeddedRows(b *testing.B, n, rounds int, row func(what, ours, floor, ratio
 
 // grpcRows measures the gRPC path against no-op servers: server CPU per
 // request.
-func grpcRows(b *testing.B, n, rounds int, row func(what, ours, floor, ratio string)) {
+func grpcRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio string)) {
 	for _, c := range []struct {
 		name   string
 		stream bool
@@ -508,35 +548,48 @@ func grpcRows(b *testing.B, n, rounds int, row func(what, ours, floor, ratio str
 
 // latencyRows measures the added latency at 500 requests per second,
 // PostgreSQL and Redis on (outside CI only when they are named).
-func latencyRows(b *testing.B, row func(what, ours, floor, ratio string)) {
-	if pg, redisURL := os.Getenv("TOLLGATE_BENCH_POSTGRES"), os.Getenv("TOLLGATE_BENCH_REDIS"); pg != "" || os.Getenv("CI") == "" {
-		if pg == "" {
-			pg = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-		}
-		if redisURL == "" {
-			redisURL = "redis://127.0.0.1:6379/0"
-		}
-		m3 := newMock(b, 100)
-		// Every core, as in production (the CPU rows pin their children to
-		// one, to count CPU per request).
-		gw, secret := startEmbeddedEnv(b, m3.URL, pg, []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}, "--redis", redisURL)
-		cl := newClient(secret)
-		for range 100 {
-			require.NoError(b, cl.do(gw.api, requestBody))
-			require.NoError(b, cl.do(m3.URL+"/v1", requestBody))
-		}
-		const rate, d = 500, 10 * time.Second
-		p50, p99 := latency(b, cl, [2]string{m3.URL + "/v1", gw.api}, requestBody, rate, d)
-		row("added latency at 500 req/s (PostgreSQL, Redis), p50", ms(p50[1]-p50[0]), "direct: "+ms(p50[0]), "")
-		row("added latency at 500 req/s (PostgreSQL, Redis), p99", ms(p99[1]-p99[0]), "direct: "+ms(p99[0]), "")
+func latencyRows(b testing.TB, row func(what, ours, floor, ratio string)) {
+	pg, redisURL, ok := latencyStores()
+	if !ok {
+		return
 	}
+	m3 := newMock(b, 100)
+	// Every core, as in production (the CPU rows pin their children to
+	// one, to count CPU per request).
+	gw, secret := startEmbeddedEnv(b, m3.URL, pg, []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}, "--redis", redisURL)
+	cl := newClient(secret)
+	for range 100 {
+		require.NoError(b, cl.do(gw.api, requestBody))
+		require.NoError(b, cl.do(m3.URL+"/v1", requestBody))
+	}
+	const rate, d = 500, 10 * time.Second
+	p50, p99 := latency(b, cl, [2]string{m3.URL + "/v1", gw.api}, requestBody, rate, d)
+	row("added latency at 500 req/s (PostgreSQL, Redis), p50", ms(p50[1]-p50[0]), "direct: "+ms(p50[0]), "")
+	row("added latency at 500 req/s (PostgreSQL, Redis), p99", ms(p99[1]-p99[0]), "direct: "+ms(p99[0]), "")
+}
+
+// latencyStores are the PostgreSQL and Redis URLs of the latency rows:
+// TOLLGATE_BENCH_POSTGRES and TOLLGATE_BENCH_REDIS, else localhost's;
+// under CI only when named (ok false: no latency on them).
+func latencyStores() (pg, redisURL string, ok bool) {
+	pg, redisURL = os.Getenv("TOLLGATE_BENCH_POSTGRES"), os.Getenv("TOLLGATE_BENCH_REDIS")
+	if pg == "" && os.Getenv("CI") != "" {
+		return "", "", false
+	}
+	if pg == "" {
+		pg = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	if redisURL == "" {
+		redisURL = "redis://127.0.0.1:6379/0"
+	}
+	return pg, redisURL, true
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 
 // grpcCPU plays n requests against a gRPC child and returns its CPU µs per
 // request.
-func grpcCPU(b *testing.B, mode string, stream bool, pieces [][]byte, n int) float64 {
+func grpcCPU(b testing.TB, mode string, stream bool, pieces [][]byte, n int) float64 {
 	r := newRigMode(b, mode)
 	ctx := context.Background()
 	for range 100 { // warm the child: caches, connections, the runtime

@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The Envoy path's rows (TOLLGATE_BENCH_ONLY=envoy), Tollgate's production
+// shape: Envoy 1.40 in front (two worker threads, --concurrency 2: the
+// machine's two cores), the gRPC server behind it in a child process.
+//
+//   - (a) Envoy alone, proxying to the mock;
+//   - (b) Envoy with the no-op ext_authz and ext_proc servers, which
+//     exchange Tollgate's real message sequence (envoy_noop_test.go);
+//   - (c) Envoy with `tollgate serve --edge off` (SQLite, the in-memory
+//     limiter), over mutual TLS as in production.
+//
+// CPU per request is Envoy's process plus the gRPC server's (schedstat,
+// as the other rows), the three paths taking turns in rounds. (c)/(b)
+// isolates Tollgate's own work; (c)/(a) is the whole cost of the
+// gateway over a bare Envoy.
+
+// envoyChunkGap paces the mock's streamed chunks, so that Envoy reads
+// each alone and sends it to ext_proc in a message of its own, as it does
+// a provider's tokens; unpaced, Envoy reads the 100 chunks in a handful of
+// reads and the streamed rows would measure a few large messages.
+const envoyChunkGap = 200 * time.Microsecond
+
+// envoyShapes are the two request shapes measured.
+var envoyShapes = []struct {
+	name, body string
+	div        int // n is divided by this
+}{{"non-streamed", requestBody, 1}, {"streamed, 100 chunks", streamBody, 3}}
+
+// envoyTrio is the three paths of one run, over one mock.
+type envoyTrio struct{ a, b, c *envoyPath }
+
+func startEnvoyTrio(b testing.TB, m *mock, v grpcVariant, gomaxprocs int) *envoyTrio {
+	env := []string{"GOMAXPROCS=" + strconv.Itoa(gomaxprocs)}
+	t := &envoyTrio{
+		a: startFloorEnvoy(b, m.URL),
+		b: startNoopBehindEnvoy(b, m.URL, v, env),
+		c: startTollgateBehindEnvoy(b, m.URL, "", v, env),
+	}
+	return t
+}
+
+// measureTrio measures the three paths in interleaved rounds, n requests
+// each in all, and checks that the no-op servers answered every one of
+// them from their recording.
+func (t *envoyTrio) measureTrio(b testing.TB, body string, n, rounds int) (a, bb, c envoyCPU) {
+	before := t.b.server.readStats(b).Forwarded
+	add := func(sum *envoyCPU, x envoyCPU) {
+		sum.envoy += x.envoy / float64(rounds)
+		sum.server += x.server / float64(rounds)
+		sum.msgs += x.msgs / float64(rounds)
+	}
+	per := max(n/rounds, 1)
+	for range rounds {
+		add(&a, measureEnvoy(b, t.a, body, per))
+		add(&bb, measureEnvoy(b, t.b, body, per))
+		add(&c, measureEnvoy(b, t.c, body, per))
+	}
+	require.Equal(b, before, t.b.server.readStats(b).Forwarded, "the no-op servers passed nothing measured to the real ones")
+	return a, bb, c
+}
+
+// envoyRows measures rows (a), (b) and (c): CPU per request, memory per
+// slow stream, and the added latency.
+func envoyRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio string)) {
+	m := newPacedMock(b, 100, envoyChunkGap)
+	t := startEnvoyTrio(b, m, grpcVariant{name: "production"}, 1)
+	us := func(v float64) string { return fmt.Sprintf("%.0f", v) }
+	x := func(a, b float64) string { return fmt.Sprintf("%.2f×", a/b) }
+	for _, s := range envoyShapes {
+		a, bb, c := t.measureTrio(b, s.body, n/s.div, rounds)
+		row("Envoy path, "+s.name+": CPU µs/request (Envoy + gRPC server), (c) Tollgate vs (b) no-op servers", us(c.total()), us(bb.total()), x(c.total(), bb.total()))
+		row("… Envoy's share, (c) vs (b)", us(c.envoy), us(bb.envoy), x(c.envoy, bb.envoy))
+		row("… the gRPC server's share, (c) vs (b)", us(c.server), us(bb.server), x(c.server, bb.server))
+		row("… ext_proc messages/request (Envoy's count), (c) vs (b)", fmt.Sprintf("%.1f", c.msgs), fmt.Sprintf("%.1f", bb.msgs), x(c.msgs, bb.msgs))
+		row("Envoy path, "+s.name+": CPU µs/request, (c) Tollgate vs (a) Envoy alone", us(c.total()), us(a.total()), x(c.total(), a.total()))
+	}
+	const streams = 1000
+	envoy, tollgate, floor := envoyMemory(b, streams)
+	kib := func(v float64) string { return fmt.Sprintf("%.1f", v/1024) }
+	row(fmt.Sprintf("Envoy path: memory per concurrent slow stream (%d open), KiB, (c) Envoy + Tollgate vs (a) Envoy alone", streams),
+		kib(envoy+tollgate), kib(floor), x(envoy+tollgate, floor))
+	row("… Envoy's share, (c) vs (a)", kib(envoy), kib(floor), x(envoy, floor))
+	row("… Tollgate's share", kib(tollgate), "", "")
+	envoyLatencyRows(b, row)
+}
+
+// envoyMemory is resident memory per slow stream through (c), Envoy's
+// and Tollgate's, and through (a), each over a mock of its own (a mock
+// releases its slow streams once).
+func envoyMemory(b testing.TB, streams int) (envoy, tollgate, floor float64) {
+	m1 := newMock(b, 100)
+	c := startTollgateBehindEnvoy(b, m1.URL, "", grpcVariant{name: "production"}, nil)
+	envoy, tollgate = envoyMemoryPerStream(b, c, m1, streams)
+	m2 := newMock(b, 100)
+	floor, _ = envoyMemoryPerStream(b, startFloorEnvoy(b, m2.URL), m2, streams)
+	return envoy, tollgate, floor
+}
+
+// envoyLatencyRows: 500 requests per second through (c) — every core,
+// PostgreSQL and Redis as latencyRows has them — and 500 through (a),
+// interleaved; the added p50 and p99 are (c)'s over (a)'s.
+func envoyLatencyRows(b testing.TB, row func(what, ours, floor, ratio string)) {
+	pg, redisURL, ok := latencyStores()
+	var extra []string
+	what := "SQLite, in-memory limiter"
+	if ok {
+		extra, what = []string{"--redis", redisURL}, "PostgreSQL, Redis"
+	} else {
+		pg = ""
+	}
+	m := newMock(b, 100)
+	c := startTollgateBehindEnvoy(b, m.URL, pg, grpcVariant{name: "production"}, []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}, extra...)
+	a := startFloorEnvoy(b, m.URL)
+	cl := c.cl
+	for range 100 {
+		require.NoError(b, cl.do(c.api, requestBody))
+		require.NoError(b, cl.do(a.api, requestBody))
+	}
+	const rate, d = 500, 10 * time.Second
+	p50, p99 := latency(b, cl, [2]string{a.api, c.api}, requestBody, rate, d)
+	row("Envoy path: added latency at 500 req/s ("+what+"), p50, (c) over (a)", ms(p50[1]-p50[0]), "Envoy alone: "+ms(p50[0]), "")
+	row("Envoy path: added latency at 500 req/s ("+what+"), p99, (c) over (a)", ms(p99[1]-p99[0]), "Envoy alone: "+ms(p99[0]), "")
+}
+
+// sidecarVariants are the shapes tried between Envoy and the gRPC server
+// (TOLLGATE_BENCH_ONLY=variants): each measured as (c) and (b) in the same
+// run as the production bootstrap's (c).
+var sidecarVariants = []grpcVariant{
+	{name: "production: TCP loopback, mutual TLS"},
+	{name: "TCP loopback, plaintext", plaintext: true},
+	{name: "Unix socket, mutual TLS", unix: true},
+	{name: "Unix socket, plaintext", unix: true, plaintext: true},
+	{name: "HTTP/2 windows 1 MiB stream / 4 MiB connection", h2: map[string]any{
+		"initial_stream_window_size": 1 << 20, "initial_connection_window_size": 4 << 20}},
+	{name: "HTTP/2 max_concurrent_streams 100", h2: map[string]any{"max_concurrent_streams": 100}},
+	{name: "no HTTP/2 keepalive", h2: map[string]any{"connection_keepalive": nil}},
+	{name: "resources served by the bench, unchanged (control for the next)", edit: unchanged},
+	{name: "google_grpc, mutual TLS", edit: googleGRPC},
+	{name: "google_grpc, TCP loopback, plaintext", edit: googleGRPC, plaintext: true},
+	{name: "ext_proc send_body_without_waiting_for_header_response", edit: sendBodyEarly},
+}
+
+// variantRows measures each sidecar variant's (c) and (b), non-streamed
+// and streamed, against the production bootstrap's (c) in the same run.
+func variantRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio string)) {
+	type pair struct{ b, c *envoyPath }
+	m := newPacedMock(b, 100, envoyChunkGap)
+	paths := make([]pair, len(sidecarVariants))
+	env := []string{"GOMAXPROCS=1"}
+	for i, v := range sidecarVariants {
+		paths[i] = pair{b: startNoopBehindEnvoy(b, m.URL, v, env), c: startTollgateBehindEnvoy(b, m.URL, "", v, env)}
+	}
+	for _, s := range envoyShapes {
+		sums := make([][2]envoyCPU, len(paths)) // (c), (b)
+		per := max(n/s.div/rounds, 1)
+		add := func(sum *envoyCPU, x envoyCPU) {
+			sum.envoy += x.envoy / float64(rounds)
+			sum.server += x.server / float64(rounds)
+		}
+		for range rounds {
+			for i, p := range paths {
+				add(&sums[i][0], measureEnvoy(b, p.c, s.body, per))
+				add(&sums[i][1], measureEnvoy(b, p.b, s.body, per))
+			}
+		}
+		for i, v := range sidecarVariants {
+			c, bb := sums[i][0], sums[i][1]
+			row(fmt.Sprintf("variant %q, %s: CPU µs/request (c) vs (b), Envoy + server; (c) vs production (c) %.2f×", v.name, s.name, c.total()/sums[0][0].total()),
+				fmt.Sprintf("%.0f (%.0f + %.0f)", c.total(), c.envoy, c.server), fmt.Sprintf("%.0f (%.0f + %.0f)", bb.total(), bb.envoy, bb.server),
+				fmt.Sprintf("%.2f×", c.total()/bb.total()))
+		}
+	}
+}
