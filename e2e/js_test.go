@@ -54,8 +54,18 @@ func needNode(t *testing.T) string {
 // answer the clients got is then held to OpenAI's schema.
 func TestJavaScriptClientMatrix(t *testing.T) {
 	node := needNode(t)
+	runClientMatrix(t, jsDir, node, "matrix.mjs", 12)
+}
+
+// runClientMatrix runs one language's client matrix (dir/script, by
+// interpreter) against tollgate serve and a mock of every provider type:
+// one subtest per scenario line it prints ({client, model, scenario, ok,
+// detail}), perModel scenarios for each model, then every answer it
+// recorded held to OpenAI's schema.
+func runClientMatrix(t *testing.T, dir, interpreter, script string, perModel int) {
+	t.Helper()
 	tg, _ := startWithEveryProvider(t)
-	secret := tg.newAccount(t, "js@example.com", "10")
+	secret := tg.newAccount(t, "matrix@example.com", "10")
 	var models []string
 	for _, k := range providerKinds {
 		models = append(models, k.model)
@@ -63,8 +73,8 @@ func TestJavaScriptClientMatrix(t *testing.T) {
 	recordPath := filepath.Join(t.TempDir(), "answers.jsonl")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "matrix.mjs")
-	cmd.Dir = jsDir
+	cmd := exec.CommandContext(ctx, interpreter, script)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"TOLLGATE_BASE_URL="+tg.BaseURL, "TOLLGATE_KEY="+secret, "TOLLGATE_RECORD="+recordPath,
 		"TOLLGATE_MODELS="+strings.Join(models, ","),
@@ -73,16 +83,15 @@ func TestJavaScriptClientMatrix(t *testing.T) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	require.NoError(t, err, "node matrix.mjs: %s", stderr.String())
-	type result struct {
-		Client, Model, Scenario, Detail string
-		OK                              bool
-	}
+	require.NoError(t, err, "%s %s: %s", interpreter, script, stderr.String())
 	n := 0
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
-		var r result
+		var r struct {
+			Client, Model, Scenario, Detail string
+			OK                              bool
+		}
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), "%s", sc.Text())
 		n++
 		t.Run(r.Client+"/"+r.Model+"/"+r.Scenario, func(t *testing.T) {
@@ -93,8 +102,7 @@ func TestJavaScriptClientMatrix(t *testing.T) {
 			}
 		})
 	}
-	require.Equal(t, len(models)*12, n, "every scenario reported: %s", stderr.String())
-
+	require.Equal(t, len(models)*perModel, n, "every scenario reported: %s", stderr.String())
 	requireRecordedAnswersAreOpenAIs(t, recordPath)
 }
 

@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -60,46 +58,7 @@ func pinnedPython(t *testing.T, name string) string {
 // client got is then held to OpenAI's schema.
 func TestPythonClientMatrix(t *testing.T) {
 	py := needPython(t)
-	tg, _ := startWithEveryProvider(t)
-	secret := tg.newAccount(t, "py@example.com", "10")
-	var models []string
-	for _, k := range providerKinds {
-		models = append(models, k.model)
-	}
-	recordPath := filepath.Join(t.TempDir(), "answers.jsonl")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, "matrix.py")
-	cmd.Dir = "py"
-	cmd.Env = append(os.Environ(),
-		"TOLLGATE_BASE_URL="+tg.BaseURL, "TOLLGATE_KEY="+secret, "TOLLGATE_RECORD="+recordPath,
-		"TOLLGATE_MODELS="+strings.Join(models, ","),
-		"TOLLGATE_STRUCTURED_MODELS=claude-sonnet",
-		"TOLLGATE_WANT_TEXT="+mockFullText())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "python matrix.py: %s", stderr.String())
-	n := 0
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		var r struct {
-			Client, Model, Scenario, Detail string
-			OK                              bool
-		}
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), "%s", sc.Text())
-		n++
-		t.Run(r.Client+"/"+r.Model+"/"+r.Scenario, func(t *testing.T) {
-			if !r.OK {
-				t.Errorf("%s", r.Detail)
-			} else if r.Detail != "" {
-				t.Log(r.Detail)
-			}
-		})
-	}
-	require.Equal(t, len(models)*10, n, "every scenario reported: %s", stderr.String())
-	requireRecordedAnswersAreOpenAIs(t, recordPath)
+	runClientMatrix(t, "py", py, "matrix.py", 10)
 }
 
 // TestTheREADMEsPythonExampleRuns runs the README's first Python example as
