@@ -261,16 +261,18 @@ func (s *Service) updateKey(ctx context.Context, a Actor, id, ifMatch string, p 
 	if err != nil {
 		return store.Key{}, err
 	}
-	if ifMatch != "" && ifMatch != "*" && ifMatch != ETag(k) {
-		return store.Key{}, ErrPrecondition
-	}
 	acct, err := s.account(ctx, a, k.AccountID, ScopeKeysWrite)
 	if err != nil {
 		return store.Key{}, err
 	}
+	// A change that is invalid on its face is refused as such (400)
+	// whatever its precondition: If-Match is judged on valid changes only.
 	updated, err := s.options(s.opt.Config(), acct, &k, p)
 	if err != nil {
 		return store.Key{}, err
+	}
+	if ifMatch != "" && ifMatch != "*" && ifMatch != ETag(k) {
+		return store.Key{}, ErrPrecondition
 	}
 	updated, err = s.opt.Store.UpdateKeyIfVersion(ctx, updated, k.Version)
 	switch {

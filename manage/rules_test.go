@@ -178,3 +178,19 @@ func TestAccountRulesWithAndWithoutAConfiguration(t *testing.T) {
 	assert.ErrorContains(t, err, "past what it can hold")
 	assert.EqualValues(t, math.MaxInt64-5, bare.st.accounts[bare.a.ID].Balance, "not credited")
 }
+
+// TestAnInvalidChangeIsRefusedAsSuchWhateverItsIfMatch: a change that is
+// invalid on its face gets its field errors (400), not 412, even with a
+// stale If-Match; a valid change with a stale If-Match gets 412.
+func TestAnInvalidChangeIsRefusedAsSuchWhateverItsIfMatch(t *testing.T) {
+	e := newFakeEnv(t, true)
+	ctx := context.Background()
+	k, _, err := e.svc.CreateKey(ctx, userOf(e.a.ID), e.a.ID, keyopts.Patch{Description: ptr("ci")})
+	require.NoError(t, err)
+	_, err = e.svc.UpdateKey(ctx, userOf(e.a.ID), k.ID, `W/"stale"`, keyopts.Patch{Description: ptr("")})
+	var opts *OptionsError
+	require.ErrorAs(t, err, &opts, "the empty description is named")
+	_, err = e.svc.UpdateKey(ctx, userOf(e.a.ID), k.ID, `W/"stale"`, keyopts.Patch{Description: ptr("new")})
+	require.ErrorIs(t, err, ErrPrecondition)
+	assert.Equal(t, "ci", e.st.keys[k.ID].Description, "nothing saved")
+}
