@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tollgate/tollgate/envoy/local"
 	"io"
 	"net"
 	"net/http"
@@ -56,49 +57,15 @@ func envoyBinary(b testing.TB) string {
 	return strings.TrimSpace(string(p))
 }
 
-// BEGIN copy of e2e/envoy_test.go's envoyBootstrap, kept small: it goes
-// when the substitution moves to a non-test package (make run-envoy needs
-// it too); the e2e test TestTheEnvoyBindingChangesOnlyAddressesPortsAnd
-// CertificatePaths pins what it changes.
-
 // bootstrapAddrs are what envoy.yaml's addresses, ports and certificate
 // paths become; GRPC may be unix:///path (a pipe address).
 type bootstrapAddrs struct{ GRPC, HTTP, Admin, Certs string }
 
+// productionBootstrap is envoy.yaml for one Tollgate (or no-op server), as
+// make run-envoy and the e2e suite's Envoy binding make it (envoy/local).
 func productionBootstrap(src []byte, a bootstrapAddrs) ([]byte, error) {
-	sock := func(hostport string) (string, error) {
-		if path, ok := strings.CutPrefix(hostport, "unix://"); ok {
-			return fmt.Sprintf("pipe: {path: %s}", path), nil
-		}
-		host, port, err := net.SplitHostPort(hostport)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("socket_address: {address: %s, port_value: %s}", host, port), nil
-	}
-	out := string(src)
-	for _, r := range []struct{ from, to string }{
-		{"socket_address: {address: 127.0.0.1, port_value: 9901}", a.Admin},
-		{"socket_address: {address: tollgate, port_value: 9001}", a.GRPC},
-		{"socket_address: {address: tollgate, port_value: 8081}", a.HTTP},
-	} {
-		if got := strings.Count(out, r.from); got != 1 {
-			return nil, fmt.Errorf("envoy.yaml has %q %d times, want 1", r.from, got)
-		}
-		to, err := sock(r.to)
-		if err != nil {
-			return nil, err
-		}
-		out = strings.ReplaceAll(out, r.from, to)
-	}
-	const certs = "{filename: /etc/tollgate-certs/"
-	if got := strings.Count(out, certs); got != 3 {
-		return nil, fmt.Errorf("envoy.yaml names /etc/tollgate-certs/ %d times, want 3", got)
-	}
-	return []byte(strings.ReplaceAll(out, certs, "{filename: "+filepath.ToSlash(a.Certs)+"/")), nil
+	return local.Bootstrap(src, local.Addrs{GRPC: []string{a.GRPC}, HTTP: []string{a.HTTP}, Admin: a.Admin, Certs: a.Certs})
 }
-
-// END copy.
 
 // grpcVariant is a change to the tollgate_grpc cluster of the bootstrap
 // (the sidecar shapes and Envoy's gRPC client settings tried): the

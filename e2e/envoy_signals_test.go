@@ -25,9 +25,7 @@ import (
 // apart (no trailers, no response flags in the ext_proc stream); this test
 // holds that down, so that a later Envoy that does give one is noticed.
 func TestBehindEnvoyAStreamBrokenAfterItBeganResetsTheClient(t *testing.T) {
-	if binding() != bindingEnvoy {
-		t.Skip("Envoy's behaviour: runs in the Envoy run of the suite (TOLLGATE_E2E_BINDING=envoy); the other bindings' is TestBrokenStreamsEndWithOneErrorEventAndA502Record")
-	}
+	requireEnvoy(t) // the other bindings' behaviour: TestBrokenStreamsEndWithOneErrorEventAndA502Record
 	for _, c := range []struct {
 		fault, requestTimeout string
 		chunks                bool // whole chunks reach the client before the fault

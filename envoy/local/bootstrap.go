@@ -100,8 +100,15 @@ func endpointList(addrs []string) (string, error) {
 	return b.String(), nil
 }
 
-// socket is host:port as the bootstrap writes a socket address.
+// socket is host:port as the bootstrap writes a socket address, or
+// unix:///path as a pipe address (Envoy and Tollgate side by side).
 func socket(hostport string) (string, error) {
+	if path, ok := strings.CutPrefix(hostport, "unix://"); ok {
+		if path == "" {
+			return "", fmt.Errorf("%q: want unix:///path", hostport)
+		}
+		return fmt.Sprintf("pipe: {path: %s}", path), nil
+	}
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
 		return "", err

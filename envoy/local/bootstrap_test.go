@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 )
@@ -132,4 +133,16 @@ func diffYAML(path string, a, b any, out map[string]string) {
 			out[path] = fmt.Sprint(b)
 		}
 	}
+}
+
+// TestBootstrapTakesAUnixSocketForTollgate: unix:///path becomes Envoy's
+// pipe address (Envoy and Tollgate side by side, as the benchmark's
+// sidecar variant runs them).
+func TestBootstrapTakesAUnixSocketForTollgate(t *testing.T) {
+	out, err := Bootstrap(productionBootstrap(t), Addrs{GRPC: []string{"unix:///run/tg.sock"}, HTTP: []string{"127.0.0.1:8081"},
+		Admin: "127.0.0.1:0", Certs: "/c"})
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "pipe: {path: /run/tg.sock}")
+	_, err = Bootstrap(productionBootstrap(t), Addrs{GRPC: []string{"unix://"}, HTTP: []string{"127.0.0.1:8081"}, Admin: "127.0.0.1:0", Certs: "/c"})
+	assert.Error(t, err)
 }
