@@ -24,6 +24,7 @@ type Memory struct {
 	seed   maphash.Seed
 	latest atomic.Int64 // start of the newest window seen, Unix seconds
 	shards [memoryShards]memoryShard
+	tokens memoryTokens // token windows (tokens_memory.go)
 }
 
 // memoryShard holds the counters of the keys that hash to it.
@@ -35,7 +36,10 @@ type memoryShard struct {
 	_      [32]byte         // keep neighbouring shards off one cache line
 }
 
-var _ Limiter = (*Memory)(nil)
+var (
+	_ Limiter      = (*Memory)(nil)
+	_ TokenLimiter = (*Memory)(nil)
+)
 
 // NewMemory returns an empty in-process limiter.
 func NewMemory() *Memory {
