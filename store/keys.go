@@ -12,7 +12,7 @@ import (
 )
 
 const keyColumns = `id, account_id, description, rate_limit_rpm, ip_restrictions, models,
-	expires_at, enabled, hint, created_at, last_used_at, version`
+	expires_at, enabled, hint, created_at, last_used_at, version, tpm_limit, tokens_per_day`
 
 func scanKey(row scanner) (Key, error) {
 	var (
@@ -22,7 +22,7 @@ func scanKey(row scanner) (Key, error) {
 		models *string
 	)
 	err := row.Scan(&k.ID, &k.AccountID, &k.Description, &rpm, &ips, &models,
-		&k.ExpiresAt, &k.Enabled, &k.Hint, &k.CreatedAt, &k.LastUsedAt, &k.Version)
+		&k.ExpiresAt, &k.Enabled, &k.Hint, &k.CreatedAt, &k.LastUsedAt, &k.Version, &k.TPMLimit, &k.TokensPerDay)
 	if err != nil {
 		return Key{}, err
 	}
@@ -48,7 +48,8 @@ func scanKey(row scanner) (Key, error) {
 }
 
 // keyOptionArgs are the editable options as arguments, in the order
-// description, rate_limit_rpm, ip_restrictions, models, expires_at, enabled.
+// description, rate_limit_rpm, ip_restrictions, models, expires_at, enabled,
+// tpm_limit, tokens_per_day.
 func keyOptionArgs(k Key) ([]any, error) {
 	var rpm any
 	if k.RateLimitRPM != nil {
@@ -70,7 +71,7 @@ func keyOptionArgs(k Key) ([]any, error) {
 		}
 		models = string(b)
 	}
-	return []any{k.Description, rpm, string(ipsJSON), models, dbTimePtr(k.ExpiresAt), k.Enabled}, nil
+	return []any{k.Description, rpm, string(ipsJSON), models, dbTimePtr(k.ExpiresAt), k.Enabled, k.TPMLimit, k.TokensPerDay}, nil
 }
 
 // CreateKey announces the new key: another replica may have cached its
@@ -98,8 +99,8 @@ func (s *sqlStore) CreateKeyWithin(ctx context.Context, k Key, hash apikey.Hash,
 		var err error
 		out, err = scanKey(q.queryRow(ctx,
 			`INSERT INTO keys (id, account_id, secret_hash, hint, created_at,
-				description, rate_limit_rpm, ip_restrictions, models, expires_at, enabled)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+				description, rate_limit_rpm, ip_restrictions, models, expires_at, enabled, tpm_limit, tokens_per_day)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 			RETURNING `+keyColumns,
 			args...))
 		return err
@@ -209,8 +210,8 @@ func (s *sqlStore) updateKey(ctx context.Context, k Key, version int64) (Key, er
 		var err error
 		out, err = scanKey(q.queryRow(ctx,
 			`UPDATE keys SET description = $2, rate_limit_rpm = $3, ip_restrictions = $4,
-				models = $5, expires_at = $6, enabled = $7, version = version + 1
-			WHERE id = $1 AND deleted_at IS NULL AND ($8 = 0 OR version = $8)
+				models = $5, expires_at = $6, enabled = $7, tpm_limit = $8, tokens_per_day = $9, version = version + 1
+			WHERE id = $1 AND deleted_at IS NULL AND ($10 = 0 OR version = $10)
 			RETURNING `+keyColumns,
 			append(append([]any{k.ID}, opts...), version)...))
 		if errors.Is(err, ErrNotFound) && version != 0 {

@@ -61,6 +61,10 @@ type Key struct {
 	Description string
 	// RateLimitRPM is nil when the Rate Limit is Off (the plan's default applies).
 	RateLimitRPM *int
+	// TPMLimit and TokensPerDay limit the tokens (prompt plus completion)
+	// the key's requests use per UTC minute and per UTC day; nil is Off
+	// (the plan's default applies).
+	TPMLimit, TokensPerDay *int64
 	// IPRestrictions are IPv4/IPv6 addresses or CIDRs; empty means no restriction.
 	IPRestrictions []string
 	// Models is nil for All Models, otherwise the allow-list.
@@ -256,7 +260,8 @@ type Store interface {
 	// ListKeys returns an account's keys, newest first.
 	ListKeys(ctx context.Context, accountID string) ([]Key, error)
 	// UpdateKey replaces the editable options (Description, RateLimitRPM,
-	// IPRestrictions, Models, ExpiresAt, Enabled) of the key with k.ID.
+	// TPMLimit, TokensPerDay, IPRestrictions, Models, ExpiresAt, Enabled)
+	// of the key with k.ID.
 	UpdateKey(ctx context.Context, k Key) (Key, error)
 	// RotateKey gives the key a new secret (its hash and hint). With
 	// graceUntil, the old secret keeps working until then (KeyByHash finds

@@ -364,6 +364,7 @@ func testUpdateKeyReplacesEachOption(t *testing.T, s store.Store) {
 	start := store.Key{
 		Description:    "start",
 		RateLimitRPM:   ptr(60),
+		TPMLimit:       ptr(int64(1000)),
 		IPRestrictions: []string{"10.0.0.0/8"},
 		Models:         []string{"gpt-4o"},
 		ExpiresAt:      &expires,
@@ -376,6 +377,8 @@ func testUpdateKeyReplacesEachOption(t *testing.T, s store.Store) {
 		{"description", func(k *store.Key) { k.Description = "renamed" }},
 		{"rate limit changed", func(k *store.Key) { k.RateLimitRPM = ptr(5) }},
 		{"rate limit off", func(k *store.Key) { k.RateLimitRPM = nil }},
+		{"token limits set", func(k *store.Key) { k.TPMLimit, k.TokensPerDay = ptr(int64(40000)), ptr(int64(1_000_000)) }},
+		{"token limits off", func(k *store.Key) { k.TPMLimit, k.TokensPerDay = nil, nil }},
 		{"ip restrictions replaced", func(k *store.Key) { k.IPRestrictions = []string{"192.168.1.7", "2001:db8::/32"} }},
 		{"ip restrictions removed", func(k *store.Key) { k.IPRestrictions = []string{} }},
 		{"models replaced", func(k *store.Key) { k.Models = []string{"claude-3", "gpt-4o-mini"} }},
