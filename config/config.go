@@ -341,6 +341,11 @@ type Plan struct {
 	Name string `yaml:"name"`
 	// DefaultRPM applies to keys whose Rate Limit is Off; 0 means unlimited.
 	DefaultRPM int `yaml:"default_rpm"`
+	// DefaultTPM and DefaultTokensPerDay apply to keys whose token limits
+	// are Off (tokens per UTC minute and per UTC day, prompt plus
+	// completion); 0 means unlimited.
+	DefaultTPM          int64 `yaml:"default_tpm"`
+	DefaultTokensPerDay int64 `yaml:"default_tokens_per_day"`
 	// Models are the model ids the plan may use; "*" means every model.
 	Models []string `yaml:"models"`
 }
@@ -686,6 +691,12 @@ func (c *Config) validatePlans() error {
 		}
 		if p.DefaultRPM < 0 {
 			return fieldErr(f+".default_rpm", "must not be negative (0 means unlimited)")
+		}
+		if p.DefaultTPM < 0 {
+			return fieldErr(f+".default_tpm", "must not be negative (0 means unlimited)")
+		}
+		if p.DefaultTokensPerDay < 0 {
+			return fieldErr(f+".default_tokens_per_day", "must not be negative (0 means unlimited)")
 		}
 		for j, m := range p.Models {
 			if m == "*" {

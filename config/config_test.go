@@ -122,6 +122,7 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		{"no max tokens", "max_tokens: 16384", "max_tokens: 0", nil, "max_tokens"},
 		{"unknown plan model", "models: [gpt-4o-mini]", "models: [gpt-5]", nil, "plans[1] (free).models[0]"},
 		{"negative rpm", "default_rpm: 20", "default_rpm: -1", nil, "default_rpm"},
+		{"negative tpm", "default_rpm: 20", "default_rpm: 20\n    default_tpm: -1", nil, "default_tpm"},
 		{"duplicate provider", "name: az", "name: openai", nil, "defined twice"},
 		{"bad weight", "weight: 3", "weight: 1000", nil, "weight"},
 		{"bad prefix", "providers:", "key_prefix: TG\nproviders:", nil, "key_prefix"},

@@ -1,7 +1,7 @@
 // Package keyopts owns the rules of an API key's editable options
-// (description, rate limit, IP restrictions, models, expiry): one parser
-// per field, and Create and Update, which check every field of a Patch and
-// change nothing unless all of them are valid. The management service,
+// (description, rate limit, token limits, IP restrictions, models,
+// expiry): one parser per field, and Create and Update, which check every
+// field of a Patch and change nothing unless all of them are valid. The management service,
 // the dashboard and the CLI edit keys by these rules.
 package keyopts
 
@@ -81,6 +81,9 @@ type Patch struct {
 	// RateLimit is "off" or a whole number of requests per minute (see
 	// ParseRateLimit). Default Off.
 	RateLimit *string
+	// TPMLimit and TokensPerDay are "off" or a whole number of tokens per
+	// minute and per UTC day (see ParseTokenLimit). Default Off.
+	TPMLimit, TokensPerDay *string
 	// IPRestrictions replaces the list; an empty list removes every
 	// restriction (see IPRestrictions). Default none.
 	IPRestrictions *[]string
@@ -162,6 +165,7 @@ func apply(k store.Key, p Patch, r Rules, creating bool, errs Errors) (store.Key
 		}
 		k.RateLimitRPM = rpm
 	}
+	applyTokenLimits(&k, p, add)
 	if p.IPRestrictions != nil {
 		ips, err := IPRestrictions(*p.IPRestrictions)
 		if err != nil {

@@ -392,12 +392,12 @@ func (s *Service) getKey(w http.ResponseWriter, r *http.Request, a Actor) error 
 }
 
 // keyFields are the editable options of a key on the wire.
-var keyFields = []string{"description", "rate_limit_rpm", "ip_restrictions", "models", "expires_at", "enabled"}
+var keyFields = []string{"description", "rate_limit_rpm", "tpm_limit", "tokens_per_day", "ip_restrictions", "models", "expires_at", "enabled"}
 
 // patchOf reads a key's options from a body into a keyopts.Patch: absent
-// fields are nil; rate_limit_rpm null is Off, models null is All Models,
-// expires_at null is never (else a date, YYYY-MM-DD, through its last
-// second in UTC).
+// fields are nil; rate_limit_rpm, tpm_limit and tokens_per_day null are
+// Off, models null is All Models, expires_at null is never (else a date,
+// YYYY-MM-DD, through its last second in UTC).
 func patchOf(fields map[string]json.RawMessage) (keyopts.Patch, error) {
 	var p keyopts.Patch
 	var desc string
@@ -415,6 +415,9 @@ func patchOf(fields map[string]json.RawMessage) (keyopts.Patch, error) {
 			v = strconv.Itoa(*rpm)
 		}
 		p.RateLimit = &v
+	}
+	if err := tokenLimitFields(fields, &p); err != nil {
+		return p, err
 	}
 	var ips []string
 	if ok, err := field(fields, "ip_restrictions", &ips); err != nil {

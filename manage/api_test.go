@@ -234,7 +234,7 @@ func TestKeysAcrossTokenKindsScopesAndAccounts(t *testing.T) {
 	usageOnly := e.token(e.a.ID, ScopeUsageRead)
 
 	// An admin creates a key for A, with every option.
-	created := e.call("POST", "/api/v1/keys", e.admin, `{"account_id":"`+e.a.ID+`","description":"CI","rate_limit_rpm":30,
+	created := e.call("POST", "/api/v1/keys", e.admin, `{"account_id":"`+e.a.ID+`","description":"CI","rate_limit_rpm":30,"tpm_limit":40000,"tokens_per_day":null,
 		"ip_restrictions":["10.0.0.0/8"],"models":["gpt-4o-mini"],"expires_at":"2027-01-31"}`)
 	require.Equal(t, http.StatusCreated, created.status, "%s", created.body)
 	id, secret := created.get("id").String(), created.get("secret").String()
@@ -242,6 +242,8 @@ func TestKeysAcrossTokenKindsScopesAndAccounts(t *testing.T) {
 	assert.Equal(t, `"v1"`, created.header.Get("ETag"))
 	assert.Equal(t, "/api/v1/keys/"+id, created.header.Get("Location"))
 	assert.EqualValues(t, 30, created.get("rate_limit_rpm").Int())
+	assert.EqualValues(t, 40000, created.get("tpm_limit").Int())
+	assert.Equal(t, gjson.Null, created.get("tokens_per_day").Type, "null is Off")
 	assert.Equal(t, "2027-02-01T00:00:00Z", created.get("expires_at").String(), "it works through January 31, UTC")
 	assert.Equal(t, id, <-e.changed, "the replica's cache is told")
 	stored, err := e.st.KeyByHash(context.Background(), apikey.HashOf(secret))
@@ -294,6 +296,8 @@ func TestKeysAcrossTokenKindsScopesAndAccounts(t *testing.T) {
 		`{"rate_limit_rpm":5}`:                           "description",
 		`{"description":"x","rate_limit_rpm":"fast"}`:    "rate_limit_rpm",
 		`{"description":"x","rate_limit_rpm":0}`:         "rate_limit_rpm",
+		`{"description":"x","tpm_limit":0}`:              "tpm_limit",
+		`{"description":"x","tokens_per_day":"lots"}`:    "tokens_per_day",
 		`{"description":"x","ip_restrictions":["nope"]}`: "ip_restrictions",
 		`{"description":"x","expires_at":"2020-01-01"}`:  "expires_at",
 		`{"description":"x","colour":"blue"}`:            "colour",

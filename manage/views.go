@@ -19,6 +19,8 @@ type KeyJSON struct {
 	Status         string     `json:"status"`
 	Enabled        bool       `json:"enabled"`
 	RateLimitRPM   *int       `json:"rate_limit_rpm"`
+	TPMLimit       *int64     `json:"tpm_limit"`
+	TokensPerDay   *int64     `json:"tokens_per_day"`
 	IPRestrictions []string   `json:"ip_restrictions"`
 	Models         []string   `json:"models"`
 	ExpiresAt      *time.Time `json:"expires_at"`
@@ -40,7 +42,7 @@ func KeyView(k store.Key, now time.Time) KeyJSON {
 		ips = []string{}
 	}
 	return KeyJSON{ID: k.ID, Object: "key", AccountID: k.AccountID, Description: k.Description, Status: k.Status(now),
-		Enabled: k.Enabled, RateLimitRPM: k.RateLimitRPM, IPRestrictions: ips, Models: k.Models, ExpiresAt: utc(k.ExpiresAt),
+		Enabled: k.Enabled, RateLimitRPM: k.RateLimitRPM, TPMLimit: k.TPMLimit, TokensPerDay: k.TokensPerDay, IPRestrictions: ips, Models: k.Models, ExpiresAt: utc(k.ExpiresAt),
 		KeyHint: k.Hint, CreatedAt: k.CreatedAt.UTC(), LastUsedAt: utc(k.LastUsedAt), Version: k.Version}
 }
 

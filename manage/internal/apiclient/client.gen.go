@@ -667,7 +667,13 @@ type Key struct {
 	// RateLimitRpm Requests per minute; null: Off (the plan's default applies).
 	RateLimitRpm *int      `json:"rate_limit_rpm"`
 	Status       KeyStatus `json:"status"`
-	Version      int       `json:"version"`
+
+	// TokensPerDay Tokens (prompt + completion) per UTC day; null: Off (the plan's default_tokens_per_day applies).
+	TokensPerDay *int `json:"tokens_per_day"`
+
+	// TpmLimit Tokens (prompt + completion) per UTC minute; null: Off (the plan's default_tpm applies).
+	TpmLimit *int `json:"tpm_limit"`
+	Version  int  `json:"version"`
 }
 
 // KeyObject defines model for Key.Object.
@@ -692,6 +698,12 @@ type KeyCreate struct {
 
 	// RateLimitRpm null: Off.
 	RateLimitRpm *int `json:"rate_limit_rpm,omitempty"`
+
+	// TokensPerDay Tokens (prompt + completion) per UTC day; null: Off.
+	TokensPerDay *int `json:"tokens_per_day,omitempty"`
+
+	// TpmLimit Tokens (prompt + completion) per UTC minute; null: Off.
+	TpmLimit *int `json:"tpm_limit,omitempty"`
 }
 
 // KeyCreated defines model for KeyCreated.
@@ -718,9 +730,15 @@ type KeyCreated struct {
 	RateLimitRpm *int `json:"rate_limit_rpm"`
 
 	// Secret The key's secret: in this answer only, never again.
-	Secret  string           `json:"secret"`
-	Status  KeyCreatedStatus `json:"status"`
-	Version int              `json:"version"`
+	Secret string           `json:"secret"`
+	Status KeyCreatedStatus `json:"status"`
+
+	// TokensPerDay Tokens (prompt + completion) per UTC day; null: Off (the plan's default_tokens_per_day applies).
+	TokensPerDay *int `json:"tokens_per_day"`
+
+	// TpmLimit Tokens (prompt + completion) per UTC minute; null: Off (the plan's default_tpm applies).
+	TpmLimit *int `json:"tpm_limit"`
+	Version  int  `json:"version"`
 }
 
 // KeyCreatedObject defines model for KeyCreated.Object.
@@ -756,6 +774,12 @@ type KeyPatch struct {
 
 	// RateLimitRpm null: Off.
 	RateLimitRpm *int `json:"rate_limit_rpm,omitempty"`
+
+	// TokensPerDay Tokens (prompt + completion) per UTC day; null: Off.
+	TokensPerDay *int `json:"tokens_per_day,omitempty"`
+
+	// TpmLimit Tokens (prompt + completion) per UTC minute; null: Off.
+	TpmLimit *int `json:"tpm_limit,omitempty"`
 }
 
 // KeyRotated defines model for KeyRotated.
@@ -785,9 +809,15 @@ type KeyRotated struct {
 	RateLimitRpm *int `json:"rate_limit_rpm"`
 
 	// Secret The key's secret: in this answer only, never again.
-	Secret  string           `json:"secret"`
-	Status  KeyRotatedStatus `json:"status"`
-	Version int              `json:"version"`
+	Secret string           `json:"secret"`
+	Status KeyRotatedStatus `json:"status"`
+
+	// TokensPerDay Tokens (prompt + completion) per UTC day; null: Off (the plan's default_tokens_per_day applies).
+	TokensPerDay *int `json:"tokens_per_day"`
+
+	// TpmLimit Tokens (prompt + completion) per UTC minute; null: Off (the plan's default_tpm applies).
+	TpmLimit *int `json:"tpm_limit"`
+	Version  int  `json:"version"`
 }
 
 // KeyRotatedObject defines model for KeyRotated.Object.
