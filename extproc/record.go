@@ -27,6 +27,7 @@ type admission struct {
 	started          time.Time
 	leaseID          string      // the lease the hold came from; "" for a reservation of its own
 	held             money.Nanos // money held for this request
+	tokensHeld       int64       // tokens reserved against the key's token limits (tokens.go)
 	recorded         bool        // this step wrote the request's record
 }
 
@@ -76,6 +77,7 @@ func (s *Server) record(step string, a *admission, o outcome) (store.UsageRecord
 		}
 	}
 	s.overcharged(rec, a.held)
+	s.settleTokens(a, rec)
 	if err := s.opt.Usage.Record(rec); err != nil {
 		s.opt.Logger.Error(step+" step: usage record refused", "err", err)
 	}

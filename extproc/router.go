@@ -45,6 +45,9 @@ type routerStep struct {
 	attempts int       // x-envoy-attempt-count of the final response
 	body     []byte    // kept to estimate the prompt of a request cut off early
 	answered bool      // the response headers were seen
+	// tokenHeaders are the key's x-ratelimit-*-tokens headers (tokens.go),
+	// for every answer once the token limits were checked.
+	tokenHeaders []*corev3.HeaderValueOption
 }
 
 func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
@@ -123,6 +126,9 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 		return r.reject(*e), nil
 	}
 	r.body = held
+	if e := r.reserveTokens(ctx, cr, len(held)); e != nil {
+		return r.reject(*e), nil
+	}
 	if e := r.hold(ctx, cr, len(held)); e != nil {
 		return r.reject(*e), nil
 	}
@@ -231,7 +237,7 @@ func (r *routerStep) hold(ctx context.Context, cr chatRequest, bodyLen int) *oai
 // request, handed over as dynamic metadata (see contract.RequestMetadataNamespace).
 func requestMetadata(stepKey []byte, a *admission, cr chatRequest, response string) *structpb.Struct {
 	v := new(metaValues) // every value in one allocation
-	fields := make(map[string]*structpb.Value, 12)
+	fields := make(map[string]*structpb.Value, 13)
 	fields[contract.MetaKeyID] = v.str(a.keyID)
 	fields[contract.MetaAccountID] = v.str(a.accountID)
 	fields[contract.MetaRequestID] = v.str(a.requestID)
@@ -243,6 +249,9 @@ func requestMetadata(stepKey []byte, a *admission, cr chatRequest, response stri
 	fields[contract.MetaHeld] = v.number(float64(a.held))
 	if response != "" {
 		fields[contract.MetaResponse] = v.str(response)
+	}
+	if a.tokensHeld > 0 {
+		fields[contract.MetaTokens] = v.str(strconv.FormatInt(a.tokensHeld, 10))
 	}
 	if len(stepKey) > 0 {
 		// Attempts may run until the request timeout, and a little after.
@@ -260,10 +269,10 @@ func requestMetadata(stepKey []byte, a *admission, cr chatRequest, response stri
 // metaValues holds the request metadata's values and structs, so that
 // building them is one allocation, not two per field.
 type metaValues struct {
-	strs           [7]structpb.Value_StringValue
+	strs           [8]structpb.Value_StringValue
 	nums           [3]structpb.Value_NumberValue
 	flags          [2]structpb.Value_BoolValue
-	vals           [12]structpb.Value
+	vals           [13]structpb.Value
 	ns, nn, nf, nv int
 
 	inner, outer structpb.Struct
@@ -327,8 +336,9 @@ func stepToken(key []byte, f map[string]*structpb.Value) string {
 	// "%s=%t;" per number or flag, appended without fmt.
 	b := m.buf[:0]
 	for _, name := range tokenStrings {
-		if name == contract.MetaResponse && f[name].GetStringValue() == "" {
-			// Only a Responses request has it: a chat request's token
+		if (name == contract.MetaResponse || name == contract.MetaTokens) && f[name].GetStringValue() == "" {
+			// Only a Responses request has the one, only a request of a
+			// key with token limits the other: any other request's token
 			// stays the bytes it was, across a rolling upgrade.
 			continue
 		}
@@ -354,7 +364,7 @@ func stepToken(key []byte, f map[string]*structpb.Value) string {
 // The fields a step token signs, in order: strings, then numbers and
 // flags.
 var (
-	tokenStrings = []string{contract.MetaKeyID, contract.MetaAccountID, contract.MetaRequestID, contract.MetaModel, contract.MetaLease, contract.MetaResponse}
+	tokenStrings = []string{contract.MetaKeyID, contract.MetaAccountID, contract.MetaRequestID, contract.MetaModel, contract.MetaLease, contract.MetaResponse, contract.MetaTokens}
 	tokenNumbers = []struct {
 		name string
 		flag bool
@@ -420,14 +430,22 @@ func (r *routerStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Proce
 	_, translated := headerValue(h.GetHeaders(), contract.HeaderTranslated)
 	r.attempts = headerInt(h.GetHeaders(), contract.HeaderAttemptCount)
 	if st >= 200 && st < 300 {
-		return removeHeaders(internalAnswerHeaders...), nil
+		return r.answerHeaders(), nil
 	}
 	if !translated {
 		// Envoy's own reply: no healthy upstream, connect failure, timeout.
 		return r.reject(oaierror.NoAvailableWorkers), nil
 	}
 	r.record(st, errorCodeFor(st))
-	return removeHeaders(internalAnswerHeaders...), nil
+	return r.answerHeaders(), nil
+}
+
+// answerHeaders edits the headers of the answer the client gets: the
+// internal ones go, the token rate-limit headers are set.
+func (r *routerStep) answerHeaders() *extprocv3.ProcessingResponse {
+	resp := removeHeaders(internalAnswerHeaders...)
+	resp.GetResponseHeaders().GetResponse().GetHeaderMutation().SetHeaders = r.tokenHeaders
+	return resp
 }
 
 // internalAnswerHeaders are the headers of an answer that the client never
@@ -459,7 +477,7 @@ func (r *routerStep) finish(context.Context, error) {
 // reject answers the client at once and records the failure.
 func (r *routerStep) reject(e oaierror.Error) *extprocv3.ProcessingResponse {
 	r.record(e.Status, e.Code)
-	return immediate(e.ForRequest(r.clientRequestID), nil)
+	return immediate(e.ForRequest(r.clientRequestID), r.tokenHeaders)
 }
 
 // record writes the request's record of a failure.

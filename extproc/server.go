@@ -28,6 +28,7 @@ import (
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/internal/guard"
 	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -119,6 +120,11 @@ type Options struct {
 	// Observer counts streams and messages (metrics.ExtProc); nil counts
 	// nothing.
 	Observer Observer
+	// Tokens counts the tokens of keys with token limits (tokens.go); nil
+	// applies none.
+	Tokens ratelimit.TokenLimiter
+	// TokenClock is the clock of the token windows; nil means Now.
+	TokenClock func() time.Time
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger

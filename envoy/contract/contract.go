@@ -191,8 +191,12 @@ const (
 	// chat by the router step: what its answer needs (the response's id,
 	// whether to store it, the parameters it repeats), as JSON.
 	MetaResponse = "response"
-	MetaExpires  = "expires_s"
-	MetaToken    = "token"
+	// MetaTokens is the tokens the request reserved against its key's
+	// token limits (decimal), which its usage record settles; absent when
+	// it reserved none.
+	MetaTokens  = "tokens"
+	MetaExpires = "expires_s"
+	MetaToken   = "token"
 )
 
 // CredentialHeaders are the headers providers take credentials in. The

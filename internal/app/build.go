@@ -241,6 +241,8 @@ func (a *App) buildServers(ctx context.Context) error {
 		Usage:  metrics.Usage{Next: extproc.AccessLog{Usage: a.recorder, Logger: a.accessLog}, Metrics: m},
 		Health: a.deployments, StepKey: stepKey, Observer: metrics.ExtProc{Metrics: m},
 		Responses: a.st,
+		// Token limits count in the requests' limiter, on its clock.
+		Tokens: a.tokens(), TokenClock: a.opt.RateLimitClock,
 	})
 	a.registerGRPC()
 	return nil
@@ -266,6 +268,13 @@ func (a *App) watchConfig(ctx context.Context) {
 	if err != nil {
 		a.log.Error("not watching the configuration file", "err", err)
 	}
+}
+
+// tokens is the limiter as a token limiter (every limiter buildLimiter
+// makes is one).
+func (a *App) tokens() ratelimit.TokenLimiter {
+	t, _ := a.limiter.(ratelimit.TokenLimiter)
+	return t
 }
 
 // clockedLimiter counts every request at the time its own clock reads

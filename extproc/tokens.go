@@ -1,0 +1,138 @@
+package extproc
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/ratelimit"
+	"github.com/tollgate/tollgate/store"
+)
+
+// This file applies a key's token limits (tokens per UTC minute and per
+// UTC day; store.Key.TPMLimit, TokensPerDay, or the plan's defaults). The
+// router step reserves the most tokens the request may use, the prompt
+// it holds money for and its held output limit for each of its n
+// answers, before it holds the money; the request's usage record settles
+// the reservation to the tokens it bills (prompt plus completion: cached
+// and cache-write tokens are part of the prompt, reasoning tokens part of
+// the completion), wherever the record is made. The answer carries
+// OpenAI's x-ratelimit-*-tokens headers.
+
+// settleTimeout bounds one settlement (the limiter's own primary timeout
+// is shorter).
+const settleTimeout = 2 * time.Second
+
+// tokenLimits are the key's token limits: its own, or its plan's default
+// for each one that is Off.
+func tokenLimits(cfg *config.Config, key store.Key, acct store.Account) ratelimit.TokenLimits {
+	var lim ratelimit.TokenLimits
+	if p, ok := cfg.Plan(acct.Plan); ok {
+		lim = ratelimit.TokenLimits{PerMinute: p.DefaultTPM, PerDay: p.DefaultTokensPerDay}
+	}
+	if key.TPMLimit != nil {
+		lim.PerMinute = *key.TPMLimit
+	}
+	if key.TokensPerDay != nil {
+		lim.PerDay = *key.TokensPerDay
+	}
+	return lim
+}
+
+// reserveTokens reserves the request's most possible tokens against the
+// key's token limits, and keeps the headers its answer carries. It
+// fails with 429 when a window has no room for them, or when they are
+// more than a limit allows at all.
+func (r *routerStep) reserveTokens(ctx context.Context, cr chatRequest, bodyLen int) *oaierror.Error {
+	if r.s.opt.Tokens == nil {
+		return nil
+	}
+	_, acct, err := r.identity(ctx)
+	if err != nil {
+		return refusal(oaierror.Internal)
+	}
+	lim := tokenLimits(r.cfg, r.key, acct)
+	if lim.PerMinute <= 0 && lim.PerDay <= 0 {
+		return nil
+	}
+	n := promptTokensHeld(cr, bodyLen) + cr.MaxTokens*int64(max(cr.Choices, 1))
+	res, err := r.s.opt.Tokens.ReserveTokens(ctx, r.keyID, r.requestID, n, lim, r.s.tokenClock())
+	if err != nil {
+		r.s.opt.Logger.ErrorContext(ctx, "router step: token limiter failed", "key_id", r.keyID, "err", err)
+		return refusal(oaierror.Internal)
+	}
+	r.tokenHeaders = tokenHeaders(res.Shown())
+	switch {
+	case res.Allowed:
+		r.tokensHeld = n
+		return nil
+	case res.TooLarge:
+		// No wait would admit it: the client must not retry as it is.
+		r.tokenHeaders = append(r.tokenHeaders, contract.SetRawHeaders("x-should-retry", "false")...)
+		e := oaierror.RateLimited.With(tooLargeMessage(n, lim), "")
+		return &e
+	}
+	retry := res.RetryAfter()
+	r.tokenHeaders = append(r.tokenHeaders, contract.SetRawHeaders(
+		"retry-after", strconv.FormatInt(int64((retry+time.Second-1)/time.Second), 10),
+		"retry-after-ms", strconv.FormatInt(max(int64((retry+time.Millisecond-1)/time.Millisecond), 1), 10))...)
+	e := oaierror.RateLimited.With(refusedMessage(res, n), "")
+	return &e
+}
+
+// refusedMessage names the limit a reservation found full.
+func refusedMessage(res ratelimit.TokenResult, n int64) string {
+	w, unit := res.Minute, "tokens per minute"
+	if !w.Refused {
+		w, unit = res.Day, "tokens per day"
+	}
+	return "Rate limit reached for this API key (" + unit + "): limit " + strconv.FormatInt(w.Limit, 10) +
+		", remaining " + strconv.FormatInt(w.Remaining, 10) + ", this request may use up to " + strconv.FormatInt(n, 10) +
+		" (its prompt and max_tokens for each of its n answers). Retry after the time in the Retry-After header, or lower max_tokens."
+}
+
+// tooLargeMessage says a request can never pass its key's token limits.
+func tooLargeMessage(n int64, lim ratelimit.TokenLimits) string {
+	limit, unit := lim.PerMinute, "tokens per minute"
+	if limit <= 0 || (lim.PerDay > 0 && lim.PerDay < limit) {
+		limit, unit = lim.PerDay, "tokens per day"
+	}
+	return "This request may use up to " + strconv.FormatInt(n, 10) + " tokens (its prompt and max_tokens for each of its n answers), " +
+		"more than this API key's limit of " + strconv.FormatInt(limit, 10) + " " + unit + " allows: it can never pass. Lower max_tokens or n, or shorten the prompt."
+}
+
+// tokenHeaders are OpenAI's token rate-limit headers for window w.
+func tokenHeaders(w ratelimit.TokenWindow) []*corev3.HeaderValueOption {
+	return contract.SetRawHeaders(
+		"x-ratelimit-limit-tokens", strconv.FormatInt(w.Limit, 10),
+		"x-ratelimit-remaining-tokens", strconv.FormatInt(w.Remaining, 10),
+		"x-ratelimit-reset-tokens", max(w.Reset, 0).Round(time.Millisecond).String(),
+	)
+}
+
+// settleTokens settles the request's token reservation, if it made one,
+// to the tokens its record bills.
+func (s *Server) settleTokens(a *admission, rec store.UsageRecord) {
+	if a.tokensHeld <= 0 || s.opt.Tokens == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	used := max(rec.PromptTokens, 0) + max(rec.CompletionTokens, 0)
+	if _, err := s.opt.Tokens.SettleTokens(ctx, a.keyID, a.requestID, used); err != nil {
+		s.opt.Logger.Error("token limiter: settling the request's tokens failed; its reservation stays counted",
+			"key_id", a.keyID, "usage_id", rec.ID, "err", err)
+	}
+}
+
+func (s *Server) tokenClock() time.Time {
+	if s.opt.TokenClock != nil {
+		return s.opt.TokenClock()
+	}
+	return s.opt.Now()
+}
