@@ -263,6 +263,8 @@ func TestKeyUpdateChangesOnlyTheGivenOption(t *testing.T) {
 		{"description", []string{"--description", "  renamed "}, map[string]any{"description": "renamed"}},
 		{"rpm", []string{"--rpm", "120"}, map[string]any{"rate_limit_rpm": json.Number("120")}},
 		{"rpm off", []string{"--rpm", "off"}, map[string]any{"rate_limit_rpm": nil}},
+		{"tpm", []string{"--tpm", "40000"}, map[string]any{"tpm_limit": json.Number("40000")}},
+		{"tokens per day off", []string{"--tokens-per-day", "off"}, map[string]any{"tokens_per_day": nil}},
 		{"ips replace", []string{"--ip", "2001:db8::/32", "--ip=10.1.2.3"}, map[string]any{"ip_restrictions": []any{"2001:db8::/32", "10.1.2.3"}}},
 		{"clear ips", []string{"--clear-ips"}, map[string]any{"ip_restrictions": []any{}}},
 		{"models replace", []string{"--model", "gpt-4o-mini"}, map[string]any{"models": []any{"gpt-4o-mini"}}},

@@ -12,6 +12,8 @@ func runKeyCreate(ctx context.Context, e *env, f *flags, args []string) error {
 	account := f.fs.String("account", "", "email of the account that owns the key")
 	description := f.fs.String("description", "", "what the key is for (1-200 characters)")
 	rpm := f.fs.String("rpm", keyopts.Off, "requests per minute, or off for the plan's default")
+	tpm := f.fs.String("tpm", keyopts.Off, "tokens (prompt + completion) per minute, or off for the plan's default")
+	perDay := f.fs.String("tokens-per-day", keyopts.Off, "tokens (prompt + completion) per UTC day, or off for the plan's default")
 	ips := f.list("ip", "allowed client address or CIDR (repeatable; default: any)")
 	models := f.list("model", "allowed model id (repeatable; default: all models)")
 	expires := f.fs.String("expires", keyopts.Never, "last day the key works (YYYY-MM-DD, UTC), or never")
@@ -24,7 +26,7 @@ func runKeyCreate(ctx context.Context, e *env, f *flags, args []string) error {
 		return err
 	}
 	enabled := !*disabled
-	p := keyopts.Patch{Description: description, RateLimit: rpm, Expiry: expires, Enabled: &enabled}
+	p := keyopts.Patch{Description: description, RateLimit: rpm, TPMLimit: tpm, TokensPerDay: perDay, Expiry: expires, Enabled: &enabled}
 	if ips.set {
 		p.IPRestrictions = &ips.values
 	}

@@ -10,6 +10,8 @@ import (
 func runKeyUpdate(ctx context.Context, e *env, f *flags, args []string) error {
 	description := f.fs.String("description", "", "what the key is for (1-200 characters)")
 	rpm := f.fs.String("rpm", "", "requests per minute, or off for the plan's default")
+	tpm := f.fs.String("tpm", "", "tokens (prompt + completion) per minute, or off for the plan's default")
+	perDay := f.fs.String("tokens-per-day", "", "tokens (prompt + completion) per UTC day, or off for the plan's default")
 	ips := f.list("ip", "allowed client address or CIDR (repeatable; replaces the list)")
 	clearIPs := f.fs.Bool("clear-ips", false, "remove every IP restriction")
 	models := f.list("model", "allowed model id (repeatable; replaces the list)")
@@ -30,6 +32,12 @@ func runKeyUpdate(ctx context.Context, e *env, f *flags, args []string) error {
 	}
 	if f.given("rpm") {
 		p.RateLimit, changed = rpm, true
+	}
+	if f.given("tpm") {
+		p.TPMLimit, changed = tpm, true
+	}
+	if f.given("tokens-per-day") {
+		p.TokensPerDay, changed = perDay, true
 	}
 	switch {
 	case ips.set && f.given("clear-ips"):

@@ -57,6 +57,8 @@ func writeKey(w io.Writer, k store.Key, now time.Time) error {
 		"status", k.Status(now),
 		"enabled", strconv.FormatBool(k.Enabled),
 		"rate_limit_rpm", rpmText(k.RateLimitRPM),
+		"tpm_limit", tokensText(k.TPMLimit),
+		"tokens_per_day", tokensText(k.TokensPerDay),
 		"ip_restrictions", ipsText(k.IPRestrictions),
 		"models", modelsText(k.Models),
 		"expires_at", expiryText(k.ExpiresAt, true),
@@ -78,6 +80,13 @@ func writeKeyTable(w io.Writer, keys []store.Key, now time.Time) error {
 			ipsText(k.IPRestrictions), modelsText(k.Models), expiryText(k.ExpiresAt, false), timeText(k.LastUsedAt))
 	}
 	return tw.Flush()
+}
+
+func tokensText(n *int64) string {
+	if n == nil {
+		return "off"
+	}
+	return strconv.FormatInt(*n, 10)
 }
 
 func rpmText(rpm *int) string {
