@@ -477,6 +477,9 @@ func (r *routerStep) finish(context.Context, error) {
 // reject answers the client at once and records the failure.
 func (r *routerStep) reject(e oaierror.Error) *extprocv3.ProcessingResponse {
 	r.record(e.Status, e.Code)
+	if r.tokenHeaders == nil {
+		r.peekTokens()
+	}
 	return immediate(e.ForRequest(r.clientRequestID), r.tokenHeaders)
 }
 

@@ -85,6 +85,32 @@ func (r *routerStep) reserveTokens(ctx context.Context, cr chatRequest, bodyLen 
 	return &e
 }
 
+// peekTokens sets the headers of an answer refused before its tokens
+// were reserved (an invalid body), from the key's windows as they are,
+// counting nothing.
+func (r *routerStep) peekTokens() {
+	if r.s.opt.Tokens == nil || r.keyID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	_, acct, err := r.identity(ctx)
+	if err != nil {
+		return
+	}
+	lim := tokenLimits(r.cfg, r.key, acct)
+	if lim.PerMinute <= 0 && lim.PerDay <= 0 {
+		return
+	}
+	id := r.requestID
+	if id == "" {
+		id = "peek"
+	}
+	if res, err := r.s.opt.Tokens.ReserveTokens(ctx, r.keyID, id, 0, lim, r.s.tokenClock()); err == nil {
+		r.tokenHeaders = tokenHeaders(res.Shown())
+	}
+}
+
 // refusedMessage names the limit a reservation found full.
 func refusedMessage(res ratelimit.TokenResult, n int64) string {
 	w, unit := res.Minute, "tokens per minute"
