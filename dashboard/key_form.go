@@ -38,6 +38,7 @@ type keyForm struct {
 	ExpiresMode    string // expiresNever or expiresOn
 	ExpiresAt      string // YYYY-MM-DD
 	Enabled        bool
+	Tokens         tokenLimitsForm // key_form_tokens.go
 }
 
 // newKeyForm is the create form's defaults (docs/api.md, Keys).
@@ -54,6 +55,7 @@ func keyFormOf(k store.Key) keyForm {
 		ModelsMode:     modelsAll,
 		ExpiresMode:    expiresNever,
 		Enabled:        k.Enabled,
+		Tokens:         tokenLimitsFormOf(k),
 	}
 	if k.RateLimitRPM != nil {
 		f.RateLimitMode, f.RateLimitRPM = rateLimitCustom, strconv.Itoa(*k.RateLimitRPM)
@@ -83,6 +85,7 @@ func parseKeyForm(v url.Values) keyForm {
 		ExpiresMode:    expiresNever,
 		ExpiresAt:      strings.TrimSpace(v.Get("expires_at")),
 		Enabled:        v.Get("enabled") != "",
+		Tokens:         parseTokenLimitsForm(v),
 	}
 	if v.Get("rate_limit") == rateLimitCustom {
 		f.RateLimitMode = rateLimitCustom
@@ -167,6 +170,11 @@ func (f keyForm) patch(was *keyForm) keyopts.Patch {
 	if rl := f.rateLimitText(); was == nil || rl != was.rateLimitText() {
 		p.RateLimit = &rl
 	}
+	var wasTokens *tokenLimitsForm
+	if was != nil {
+		wasTokens = &was.Tokens
+	}
+	f.Tokens.patch(wasTokens, &p)
 	if ips := f.ipEntries(); was == nil || !slices.Equal(ips, was.ipEntries()) {
 		p.IPRestrictions = &ips
 	}
@@ -316,6 +324,8 @@ func modelChoices(cfg *config.Config, planName string, f keyForm) []modelChoice 
 var fieldLabels = map[string]string{
 	keyopts.FieldDescription:    "Description",
 	keyopts.FieldRateLimitRPM:   "Rate Limit",
+	keyopts.FieldTPMLimit:       "Tokens per Minute",
+	keyopts.FieldTokensPerDay:   "Tokens per Day",
 	keyopts.FieldIPRestrictions: "IP Restrictions",
 	keyopts.FieldModels:         "Model Access",
 	keyopts.FieldExpiresAt:      "Expires At",
