@@ -610,6 +610,8 @@ func TestUsageOfAKeyOrAnAccountOverARangeAndAsCSV(t *testing.T) {
 		recs = append(recs, store.UsageRecord{ID: fmt.Sprintf("use_%02d", i), KeyID: k.ID, AccountID: k.AccountID, Model: []string{"gpt-4o-mini", "o3"}[i%2],
 			Provider: "openai", PromptTokens: 10, CompletionTokens: 5, Cost: 1000, Status: 200, CreatedAt: march.Add(time.Duration(i) * 12 * time.Hour)})
 	}
+	// The newest says every kind of token.
+	recs[24].CachedTokens, recs[24].CacheWriteTokens, recs[24].ReasoningTokens = 4, 3, 2
 	recs = append(recs, store.UsageRecord{ID: "use_b", KeyID: kb.ID, AccountID: kb.AccountID, Model: "o3", Provider: "openai", Cost: 7, Status: 200, CreatedAt: march})
 	require.NoError(t, e.st.RecordUsage(ctx, recs))
 	usage := e.token(e.a.ID, ScopeUsageRead)
@@ -635,6 +637,10 @@ func TestUsageOfAKeyOrAnAccountOverARangeAndAsCSV(t *testing.T) {
 	for {
 		a := e.call("GET", "/api/v1/usage/records?from=2026-03-01&to=2026-04-01&limit=10&after="+after, usage, "")
 		require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+		if after == "" {
+			assert.Equal(t, []any{4.0, 3.0, 2.0}, []any{a.get("data.0.cached_tokens").Value(), a.get("data.0.cache_write_tokens").Value(),
+				a.get("data.0.reasoning_tokens").Value()}, "cached, cache-write and reasoning tokens")
+		}
 		for _, r := range a.get("data").Array() {
 			ids = append(ids, r.Get("id").String())
 		}
@@ -659,7 +665,8 @@ func TestUsageOfAKeyOrAnAccountOverARangeAndAsCSV(t *testing.T) {
 	require.Len(t, rows, 26, "a header and every record")
 	assert.Equal(t, csvHeader, rows[0])
 	assert.Equal(t, "use_24", rows[1][0])
-	assert.Equal(t, "0.000001", rows[1][13], "cost in dollars, exact")
+	assert.Equal(t, []string{"4", "3", "2"}, rows[1][11:14], "cached, cache-write and reasoning tokens")
+	assert.Equal(t, "0.000001", rows[1][14], "cost in dollars, exact")
 
 	// Who may read what.
 	assert.Equal(t, http.StatusForbidden, e.call("GET", "/api/v1/usage", keysOnly, "").status, "usage:read is needed")

@@ -325,7 +325,7 @@ func (s *Service) usageRecords(w http.ResponseWriter, r *http.Request, a Actor) 
 
 // csvHeader names the CSV export's columns.
 var csvHeader = []string{"id", "created_at", "key_id", "account_id", "model", "provider", "deployment", "status", "error_code",
-	"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "cost_usd", "estimated", "latency_ms", "attempts", "request_id"}
+	"prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens", "cost_usd", "estimated", "latency_ms", "attempts", "request_id"}
 
 // UsageCSV writes every record of the range, newest first, as CSV, read
 // from the store a page at a time.
@@ -358,7 +358,7 @@ func (s *Service) UsageCSV(w http.ResponseWriter, r *http.Request, a Actor, req 
 		for _, u := range recs {
 			_ = cw.Write([]string{u.ID, u.CreatedAt.UTC().Format(time.RFC3339Nano), u.KeyID, u.AccountID, u.Model, u.Provider,
 				u.Deployment, strconv.Itoa(u.Status), u.ErrorCode, strconv.FormatInt(u.PromptTokens, 10),
-				strconv.FormatInt(u.CompletionTokens, 10), strconv.FormatInt(u.CachedTokens, 10), strconv.FormatInt(u.ReasoningTokens, 10),
+				strconv.FormatInt(u.CompletionTokens, 10), strconv.FormatInt(u.CachedTokens, 10), strconv.FormatInt(u.CacheWriteTokens, 10), strconv.FormatInt(u.ReasoningTokens, 10),
 				u.Cost.String(), strconv.FormatBool(u.Estimated), strconv.FormatInt(u.Latency.Milliseconds(), 10),
 				strconv.Itoa(u.Attempts), u.RequestID})
 		}

@@ -170,6 +170,7 @@ type RecordJSON struct {
 	PromptTokens     int64       `json:"prompt_tokens"`
 	CompletionTokens int64       `json:"completion_tokens"`
 	CachedTokens     int64       `json:"cached_tokens"`
+	CacheWriteTokens int64       `json:"cache_write_tokens"`
 	ReasoningTokens  int64       `json:"reasoning_tokens"`
 	CostUSD          money.Nanos `json:"cost_usd"`
 	Estimated        bool        `json:"estimated"`
@@ -185,6 +186,6 @@ func RecordView(u store.UsageRecord) RecordJSON {
 	return RecordJSON{ID: u.ID, Object: "usage_record", KeyID: u.KeyID, AccountID: u.AccountID, CreatedAt: u.CreatedAt.UTC(),
 		Model: u.Model, Provider: u.Provider, Deployment: u.Deployment, Status: u.Status, ErrorCode: u.ErrorCode,
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens,
-		ReasoningTokens: u.ReasoningTokens, CostUSD: u.Cost, Estimated: u.Estimated, LatencyMS: u.Latency.Milliseconds(),
+		CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens, CostUSD: u.Cost, Estimated: u.Estimated, LatencyMS: u.Latency.Milliseconds(),
 		TTFTMS: u.TTFT.Milliseconds(), Attempts: u.Attempts, RequestID: u.RequestID}
 }

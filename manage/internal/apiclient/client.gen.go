@@ -972,8 +972,11 @@ type UsageObject string
 
 // UsageRecord defines model for UsageRecord.
 type UsageRecord struct {
-	AccountId        string            `json:"account_id"`
-	Attempts         int               `json:"attempts"`
+	AccountId string `json:"account_id"`
+	Attempts  int    `json:"attempts"`
+
+	// CacheWriteTokens Prompt tokens written to the provider's prompt cache (Anthropic's cache_creation_input_tokens); part of prompt_tokens, priced at the model's cache_write price.
+	CacheWriteTokens int               `json:"cache_write_tokens"`
 	CachedTokens     int               `json:"cached_tokens"`
 	CompletionTokens int               `json:"completion_tokens"`
 	CostUsd          float64           `json:"cost_usd"`
