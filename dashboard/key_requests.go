@@ -79,7 +79,7 @@ func (d *Dashboard) keyRequests(w http.ResponseWriter, r *http.Request, s *sessi
 	}
 	for _, u := range recs {
 		row := requestRow{When: u.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), Model: u.Model, Status: strconv.Itoa(u.Status),
-			Code: u.ErrorCode, Tokens: count(u.PromptTokens) + " + " + count(u.CompletionTokens), Cost: usd(u.Cost),
+			Code: u.ErrorCode, Tokens: tokensLabel(u), Cost: usd(u.Cost),
 			Latency: msLabel(u.Latency), RequestID: u.RequestID, Failed: u.Status >= 400, Attempts: u.Attempts}
 		if u.TTFT > 0 {
 			row.TTFT = msLabel(u.TTFT)
