@@ -2,6 +2,7 @@ package envoy_test
 
 import (
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -287,10 +288,56 @@ func TestBootstrapAccessLogCarriesTheUsageMetadata(t *testing.T) {
 	fields := out.GetLogFormat().GetJsonFormat().GetFields()
 	require.NotEmpty(t, fields)
 	assert.Equal(t, "%DYNAMIC_METADATA("+contract.DynamicMetadataNamespace+")%", fields["usage"].GetStringValue())
-	assert.Equal(t, "%DYNAMIC_METADATA("+contract.RequestMetadataNamespace+")%", fields["request"].GetStringValue())
+	assert.Equal(t, "%DYNAMIC_METADATA("+contract.RequestMetadataNamespace+":"+contract.MetaKeyID+")%",
+		fields["request"].GetStructValue().GetFields()[contract.MetaKeyID].GetStringValue())
 	for k, v := range fields {
-		assert.NotContains(t, strings.ToLower(v.GetStringValue()), "authorization", "field %s would log credentials", k)
+		assert.NotContains(t, strings.ToLower(v.String()), "authorization", "field %s would log credentials", k)
 	}
+}
+
+// TestTheAccessLogCannotPrintTheSignedToken: the router step's
+// tollgate.request metadata holds an HMAC token that admits upstream
+// attempts. The access log names only listed fields of it, and prints
+// no metadata any other way (a whole namespace, METADATA(DYNAMIC:…), CEL).
+func TestTheAccessLogCannotPrintTheSignedToken(t *testing.T) {
+	p := parts(t)
+	var out streamv3.StdoutAccessLog
+	require.NoError(t, p.hcm.GetAccessLog()[0].GetTypedConfig().UnmarshalTo(&out))
+	allowed := map[string]bool{"%DYNAMIC_METADATA(" + contract.DynamicMetadataNamespace + ")%": true}
+	for _, f := range []string{contract.MetaKeyID, contract.MetaAccountID, contract.MetaRequestID, contract.MetaModel,
+		contract.MetaStream, contract.MetaLease, contract.MetaHeld} {
+		allowed["%DYNAMIC_METADATA("+contract.RequestMetadataNamespace+":"+f+")%"] = true
+	}
+	commands := formatCommands(structpb.NewStructValue(out.GetLogFormat().GetJsonFormat()))
+	require.NotEmpty(t, commands)
+	for _, c := range commands {
+		if strings.Contains(c, "METADATA") || strings.HasPrefix(c, "%CEL") || strings.HasPrefix(c, "%FILTER_STATE") {
+			assert.True(t, allowed[c], "the access log's %s may print the router step's token", c)
+		}
+		assert.NotContains(t, c, contract.MetaToken)
+	}
+	assert.NotContains(t, out.GetLogFormat().GetTextFormat(), "%", "no text format beside the JSON one")
+}
+
+// formatCommands lists the %COMMAND(…)% operators of a log format's values.
+func formatCommands(v *structpb.Value) []string {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_StringValue:
+		return regexp.MustCompile(`%[A-Z_]+(\([^)]*\))?(:[0-9]+)?%`).FindAllString(k.StringValue, -1)
+	case *structpb.Value_StructValue:
+		var all []string
+		for _, f := range k.StructValue.GetFields() {
+			all = append(all, formatCommands(f)...)
+		}
+		return all
+	case *structpb.Value_ListValue:
+		var all []string
+		for _, f := range k.ListValue.GetValues() {
+			all = append(all, formatCommands(f)...)
+		}
+		return all
+	}
+	return nil
 }
 
 func TestBootstrapReachesTollgateOverOneGRPCCluster(t *testing.T) {
