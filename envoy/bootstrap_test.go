@@ -14,12 +14,15 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
+	matchingv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/matching/v3"
 	bufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/buffer/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	headermutationv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_mutation/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	previousprioritiesv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
@@ -128,7 +131,13 @@ func (p bootstrapParts) filter(t *testing.T, name string, m proto.Message) {
 	t.Helper()
 	for _, f := range p.filters {
 		if f.GetName() == name {
-			require.NoError(t, f.GetTypedConfig().UnmarshalTo(m))
+			typed := f.GetTypedConfig()
+			var wrapped matchingv3.ExtensionWithMatcher
+			if typed.MessageIs(&wrapped) { // a filter some replies skip
+				require.NoError(t, typed.UnmarshalTo(&wrapped))
+				typed = wrapped.GetExtensionConfig().GetTypedConfig()
+			}
+			require.NoError(t, typed.UnmarshalTo(m))
 			return
 		}
 	}
@@ -432,4 +441,53 @@ func TestTheListenerAddressAndTrustedHopsAreServed(t *testing.T) {
 		_, err := xds.Listener(cfg, xds.ListenerOptions{Address: bad})
 		assert.Error(t, err, bad)
 	}
+}
+
+// TestTheRouterStepSkipsCodecRefusals: the reply to a request Envoy's codec
+// refused is marked by its mapper, the router step's matcher skips the step
+// on exactly that mark (a reply waiting on ext_proc would be lost with the
+// connection the codec error closes), and header_mutation, the last filter
+// a reply passes, removes the mark.
+func TestTheRouterStepSkipsCodecRefusals(t *testing.T) {
+	p := parts(t)
+	var marks []*corev3.HeaderValue
+	for _, m := range p.hcm.GetLocalReplyConfig().GetMappers() {
+		for _, h := range m.GetHeadersToAdd() {
+			marks = append(marks, h.GetHeader())
+		}
+		if len(m.GetHeadersToAdd()) > 0 {
+			expr := m.GetFilter().GetExtensionFilter().String()
+			assert.Contains(t, expr, "http1.", "the mark is on the codec's refusals")
+		}
+	}
+	require.Len(t, marks, 1, "one mapper marks its replies")
+
+	var wrapped matchingv3.ExtensionWithMatcher
+	var step *hcmv3.HttpFilter
+	for _, f := range p.filters {
+		if f.GetName() == xds.FilterExtProc {
+			step = f
+		}
+	}
+	require.NotNil(t, step)
+	require.NoError(t, step.GetTypedConfig().UnmarshalTo(&wrapped), "the router step is wrapped in a matcher")
+	matchers := wrapped.GetXdsMatcher().GetMatcherList().GetMatchers()
+	require.Len(t, matchers, 1)
+	pred := matchers[0].GetPredicate().GetSinglePredicate()
+	var input matcherv3.HttpResponseHeaderMatchInput
+	require.NoError(t, pred.GetInput().GetTypedConfig().UnmarshalTo(&input))
+	assert.Equal(t, marks[0].GetKey(), input.GetHeaderName())
+	assert.Equal(t, marks[0].GetValue(), pred.GetValueMatch().GetExact())
+	assert.Equal(t, "type.googleapis.com/envoy.extensions.filters.common.matcher.action.v3.SkipFilter",
+		matchers[0].GetOnMatch().GetAction().GetTypedConfig().GetTypeUrl())
+	assert.Nil(t, wrapped.GetXdsMatcher().GetOnNoMatch(), "every other reply goes through the step")
+
+	var hm headermutationv3.HeaderMutation
+	p.filter(t, "envoy.filters.http.header_mutation", &hm)
+	var removed []string
+	for _, m := range hm.GetMutations().GetResponseMutations() {
+		removed = append(removed, m.GetRemove())
+	}
+	assert.Contains(t, removed, marks[0].GetKey(), "the mark stays inside")
+	assert.Equal(t, "envoy.filters.http.header_mutation", p.filters[0].GetName(), "the last filter a reply passes")
 }
