@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/money"
 )
@@ -101,6 +102,10 @@ func TestRequestIDsAndTheAccessLog(t *testing.T) {
 	if tg.envoy != nil { // Envoy's log at the level docs/deploy.md recommends
 		assert.NotContains(t, tg.envoy.logs.String(), secret, "no secret in Envoy's log")
 		assert.NotContains(t, tg.envoy.logs.String(), "sk-openai-secret", "no provider credential in Envoy's log")
+		envoyLine := envoyAccessLine(t, tg.envoy, "client-id-1")
+		assert.Equal(t, keyID, gjson.Get(envoyLine, "request.key_id").String(), "Envoy's line names the key: %s", envoyLine)
+		assert.NotContains(t, envoyLine, `"token"`, "Envoy's line holds no signed admission token")
+		assert.NotContains(t, envoyLine, `"expires_s"`)
 	}
 	assert.Equal(t, "client-id-1", tg.waitDetails(t, keyID, 1)[0].RequestID, "the usage record carries the id")
 
@@ -108,6 +113,24 @@ func TestRequestIDsAndTheAccessLog(t *testing.T) {
 	resp = postWithID(t, tg, "tg_sk_wrong", "", `{"model":"m",`+faultMessages+`}`)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	assert.NotEmpty(t, resp.Header.Get("X-Request-Id"))
+}
+
+// envoyAccessLine is Envoy's access-log line (a JSON object) for the
+// request id; it waits for Envoy to write it.
+func envoyAccessLine(t *testing.T, e *envoyProc, requestID string) string {
+	t.Helper()
+	var line string
+	require.Eventually(t, func() bool {
+		for _, l := range strings.Split(e.logs.String(), "\n") {
+			l = strings.TrimPrefix(l, "envoy | ") // envoy/local prefixes each line
+			if gjson.Valid(l) && gjson.Get(l, "request_id").String() == requestID {
+				line = l
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "no Envoy access-log line for %s", requestID)
+	return line
 }
 
 // A malformed x-request-id from a client is replaced by one of Tollgate's.

@@ -52,13 +52,23 @@ func startPathSite(t testing.TB) *pathSite {
 // client-side cleaning, no redirects followed) and returns the status and
 // at most 1 MiB of the body.
 func rawGet(addr, target, host string, header ...string) (int, string, error) {
+	resp, body, err := rawExchange(addr, target, host, header...)
+	if resp == nil {
+		return 0, "", err
+	}
+	return resp.StatusCode, body, err
+}
+
+// rawExchange is rawGet with the whole response (its body already read
+// and closed); the response is nil when none came.
+func rawExchange(addr, target, host string, header ...string) (*http.Response, string, error) {
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
-		return 0, "", err
+		return nil, "", err
 	}
 	defer conn.Close()
 	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		return 0, "", err
+		return nil, "", err
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n", target, host)
@@ -67,15 +77,15 @@ func rawGet(addr, target, host string, header ...string) (int, string, error) {
 	}
 	b.WriteString("\r\n")
 	if _, err := io.WriteString(conn, b.String()); err != nil {
-		return 0, "", err
+		return nil, "", err
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
-		return 0, "", err
+		return nil, "", err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, string(body), err
+	return resp, string(body), err
 }
 
 // leaks are what only a credential may see: a listing of the management
@@ -130,14 +140,10 @@ func (s *pathSite) checkNoLeak(t *testing.T, addr, target, host string) {
 	status, body, err := rawGet(addr, target, host)
 	if err != nil && !strings.HasPrefix(target, "/") && !strings.HasPrefix(target, "http://") && closedUnanswered(err) {
 		// Not a request target at all: the server refuses the request
-		// line and closes without an answer. The built-in edge closes
-		// before it has read the rest (a long Host), so its 400 may be
-		// lost to the reset. Envoy finds the bad target once the headers
-		// are decoded: its 400 (a local reply) goes through the router
-		// step's ext_proc, which processes every answer's headers, and
-		// the codec error ends the connection before that returns, so
-		// Envoy closes it with nothing written (after its
-		// delayed_close_timeout, 1 s). Nothing was served.
+		// line (Envoy with an OpenAI-shaped 400, see
+		// TestARequestTargetThatIsNoPathGetsA400) and closes. The
+		// built-in edge closes before it has read the rest (a long
+		// Host), so its 400 may be lost to the reset. Nothing was served.
 		return
 	}
 	if err != nil {
@@ -210,6 +216,28 @@ func TestNoPathOrHostFormReachesWithoutACredential(t *testing.T) {
 	}
 	close(jobs)
 	wg.Wait()
+}
+
+// TestARequestTargetThatIsNoPathGetsA400: a request line whose target is
+// not a path (no leading slash, "*") is refused with a 400. Behind Envoy,
+// whose HTTP/1 codec refuses it, the 400 is OpenAI's error shape (a local
+// reply mapper's) and carries no internal header: the router step, which
+// would hold the reply until the connection the codec error closes is gone,
+// skips it. Go's HTTP server (the built-in edge) writes its own plain-text
+// 400 before any handler sees the request.
+func TestARequestTargetThatIsNoPathGetsA400(t *testing.T) {
+	s := startPathSite(t)
+	for _, target := range []string{"v1/models", "v1/chat/completions", "*", "models?x=1", "%2Fv1%2Fmodels"} {
+		resp, body, err := rawExchange(s.main, target, s.main)
+		require.NoError(t, err, "GET %q: the connection closed without an answer", target)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "GET %q: %s", target, body)
+		if binding() != bindingEnvoy {
+			continue
+		}
+		require.Equal(t, "invalid_request", gjson.Get(body, "error.code").String(), "GET %q: %s", target, body)
+		require.Equal(t, "invalid_request_error", gjson.Get(body, "error.type").String())
+		require.Empty(t, resp.Header.Get("X-Tollgate-Codec-Refusal"), "GET %q: the router step's skip mark stays inside", target)
+	}
 }
 
 // closedUnanswered tells whether a request's connection was closed (reset

@@ -2,6 +2,7 @@ package envoy_test
 
 import (
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,12 +14,15 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
+	matchingv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/matching/v3"
 	bufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/buffer/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	headermutationv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_mutation/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	previousprioritiesv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
@@ -127,7 +131,13 @@ func (p bootstrapParts) filter(t *testing.T, name string, m proto.Message) {
 	t.Helper()
 	for _, f := range p.filters {
 		if f.GetName() == name {
-			require.NoError(t, f.GetTypedConfig().UnmarshalTo(m))
+			typed := f.GetTypedConfig()
+			var wrapped matchingv3.ExtensionWithMatcher
+			if typed.MessageIs(&wrapped) { // a filter some replies skip
+				require.NoError(t, typed.UnmarshalTo(&wrapped))
+				typed = wrapped.GetExtensionConfig().GetTypedConfig()
+			}
+			require.NoError(t, typed.UnmarshalTo(m))
 			return
 		}
 	}
@@ -287,10 +297,56 @@ func TestBootstrapAccessLogCarriesTheUsageMetadata(t *testing.T) {
 	fields := out.GetLogFormat().GetJsonFormat().GetFields()
 	require.NotEmpty(t, fields)
 	assert.Equal(t, "%DYNAMIC_METADATA("+contract.DynamicMetadataNamespace+")%", fields["usage"].GetStringValue())
-	assert.Equal(t, "%DYNAMIC_METADATA("+contract.RequestMetadataNamespace+")%", fields["request"].GetStringValue())
+	assert.Equal(t, "%DYNAMIC_METADATA("+contract.RequestMetadataNamespace+":"+contract.MetaKeyID+")%",
+		fields["request"].GetStructValue().GetFields()[contract.MetaKeyID].GetStringValue())
 	for k, v := range fields {
-		assert.NotContains(t, strings.ToLower(v.GetStringValue()), "authorization", "field %s would log credentials", k)
+		assert.NotContains(t, strings.ToLower(v.String()), "authorization", "field %s would log credentials", k)
 	}
+}
+
+// TestTheAccessLogCannotPrintTheSignedToken: the router step's
+// tollgate.request metadata holds an HMAC token that admits upstream
+// attempts. The access log names only listed fields of it, and prints
+// no metadata any other way (a whole namespace, METADATA(DYNAMIC:…), CEL).
+func TestTheAccessLogCannotPrintTheSignedToken(t *testing.T) {
+	p := parts(t)
+	var out streamv3.StdoutAccessLog
+	require.NoError(t, p.hcm.GetAccessLog()[0].GetTypedConfig().UnmarshalTo(&out))
+	allowed := map[string]bool{"%DYNAMIC_METADATA(" + contract.DynamicMetadataNamespace + ")%": true}
+	for _, f := range []string{contract.MetaKeyID, contract.MetaAccountID, contract.MetaRequestID, contract.MetaModel,
+		contract.MetaStream, contract.MetaLease, contract.MetaHeld} {
+		allowed["%DYNAMIC_METADATA("+contract.RequestMetadataNamespace+":"+f+")%"] = true
+	}
+	commands := formatCommands(structpb.NewStructValue(out.GetLogFormat().GetJsonFormat()))
+	require.NotEmpty(t, commands)
+	for _, c := range commands {
+		if strings.Contains(c, "METADATA") || strings.HasPrefix(c, "%CEL") || strings.HasPrefix(c, "%FILTER_STATE") {
+			assert.True(t, allowed[c], "the access log's %s may print the router step's token", c)
+		}
+		assert.NotContains(t, c, contract.MetaToken)
+	}
+	assert.NotContains(t, out.GetLogFormat().GetTextFormat(), "%", "no text format beside the JSON one")
+}
+
+// formatCommands lists the %COMMAND(…)% operators of a log format's values.
+func formatCommands(v *structpb.Value) []string {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_StringValue:
+		return regexp.MustCompile(`%[A-Z_]+(\([^)]*\))?(:[0-9]+)?%`).FindAllString(k.StringValue, -1)
+	case *structpb.Value_StructValue:
+		var all []string
+		for _, f := range k.StructValue.GetFields() {
+			all = append(all, formatCommands(f)...)
+		}
+		return all
+	case *structpb.Value_ListValue:
+		var all []string
+		for _, f := range k.ListValue.GetValues() {
+			all = append(all, formatCommands(f)...)
+		}
+		return all
+	}
+	return nil
 }
 
 func TestBootstrapReachesTollgateOverOneGRPCCluster(t *testing.T) {
@@ -385,4 +441,53 @@ func TestTheListenerAddressAndTrustedHopsAreServed(t *testing.T) {
 		_, err := xds.Listener(cfg, xds.ListenerOptions{Address: bad})
 		assert.Error(t, err, bad)
 	}
+}
+
+// TestTheRouterStepSkipsCodecRefusals: the reply to a request Envoy's codec
+// refused is marked by its mapper, the router step's matcher skips the step
+// on exactly that mark (a reply waiting on ext_proc would be lost with the
+// connection the codec error closes), and header_mutation, the last filter
+// a reply passes, removes the mark.
+func TestTheRouterStepSkipsCodecRefusals(t *testing.T) {
+	p := parts(t)
+	var marks []*corev3.HeaderValue
+	for _, m := range p.hcm.GetLocalReplyConfig().GetMappers() {
+		for _, h := range m.GetHeadersToAdd() {
+			marks = append(marks, h.GetHeader())
+		}
+		if len(m.GetHeadersToAdd()) > 0 {
+			expr := m.GetFilter().GetExtensionFilter().String()
+			assert.Contains(t, expr, "http1.", "the mark is on the codec's refusals")
+		}
+	}
+	require.Len(t, marks, 1, "one mapper marks its replies")
+
+	var wrapped matchingv3.ExtensionWithMatcher
+	var step *hcmv3.HttpFilter
+	for _, f := range p.filters {
+		if f.GetName() == xds.FilterExtProc {
+			step = f
+		}
+	}
+	require.NotNil(t, step)
+	require.NoError(t, step.GetTypedConfig().UnmarshalTo(&wrapped), "the router step is wrapped in a matcher")
+	matchers := wrapped.GetXdsMatcher().GetMatcherList().GetMatchers()
+	require.Len(t, matchers, 1)
+	pred := matchers[0].GetPredicate().GetSinglePredicate()
+	var input matcherv3.HttpResponseHeaderMatchInput
+	require.NoError(t, pred.GetInput().GetTypedConfig().UnmarshalTo(&input))
+	assert.Equal(t, marks[0].GetKey(), input.GetHeaderName())
+	assert.Equal(t, marks[0].GetValue(), pred.GetValueMatch().GetExact())
+	assert.Equal(t, "type.googleapis.com/envoy.extensions.filters.common.matcher.action.v3.SkipFilter",
+		matchers[0].GetOnMatch().GetAction().GetTypedConfig().GetTypeUrl())
+	assert.Nil(t, wrapped.GetXdsMatcher().GetOnNoMatch(), "every other reply goes through the step")
+
+	var hm headermutationv3.HeaderMutation
+	p.filter(t, "envoy.filters.http.header_mutation", &hm)
+	var removed []string
+	for _, m := range hm.GetMutations().GetResponseMutations() {
+		removed = append(removed, m.GetRemove())
+	}
+	assert.Contains(t, removed, marks[0].GetKey(), "the mark stays inside")
+	assert.Equal(t, "envoy.filters.http.header_mutation", p.filters[0].GetName(), "the last filter a reply passes")
 }

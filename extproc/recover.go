@@ -21,8 +21,18 @@ import (
 // errPanicked ends a stream whose panic could not even be answered.
 var errPanicked = errors.New("extproc: the step failed (a recovered panic)")
 
-// panicWhere is the tollgate_panics_total label of a step.
-func panicWhere(step string) string { return "extproc_" + step }
+// panicWhere is the tollgate_panics_total label of a step. Session.Handle
+// names it for every message: the steps' labels are constants, so that
+// naming them allocates nothing.
+func panicWhere(step string) string {
+	switch step {
+	case contract.StepRouter:
+		return "extproc_" + contract.StepRouter
+	case contract.StepUpstream:
+		return "extproc_" + contract.StepUpstream
+	}
+	return "extproc_" + step
+}
 
 // panicMessage is what the client is told (with the request id).
 const panicMessage = "Tollgate failed while handling this request."

@@ -36,9 +36,10 @@ func (noKeys) Account(context.Context, string) (store.Account, error) {
 	return store.Account{}, store.ErrNotFound
 }
 
-// Whatever order of messages a proxy sends, each step answers every message
-// and never brings the server down.
-func TestOutOfOrderMessagesGetAnswersNotCrashes(t *testing.T) {
+// startServer serves the ext_proc steps over gRPC on loopback (no keys, no
+// usage store) until the test ends, and returns a client of them.
+func startServer(t *testing.T) extprocv3.ExternalProcessorClient {
+	t.Helper()
 	cfg := testCfg(t)
 	srv := grpc.NewServer()
 	extprocv3.RegisterExternalProcessorServer(srv, New(Options{Config: func() *config.Config { return cfg }, Keys: noKeys{}, Usage: nopUsage{}}))
@@ -49,7 +50,13 @@ func TestOutOfOrderMessagesGetAnswersNotCrashes(t *testing.T) {
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
-	client := extprocv3.NewExternalProcessorClient(conn)
+	return extprocv3.NewExternalProcessorClient(conn)
+}
+
+// Whatever order of messages a proxy sends, each step answers every message
+// and never brings the server down.
+func TestOutOfOrderMessagesGetAnswersNotCrashes(t *testing.T) {
+	client := startServer(t)
 
 	headers := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{}}}}
 	body := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(`{}`), EndOfStream: true}}}
@@ -81,7 +88,7 @@ func TestOutOfOrderMessagesGetAnswersNotCrashes(t *testing.T) {
 		}
 	}
 	// The server is still up.
-	_, err = client.Process(context.Background())
+	_, err := client.Process(context.Background())
 	assert.NoError(t, err)
 }
 
@@ -136,19 +143,10 @@ func TestHeaderMapReadsRawAndPlainValues(t *testing.T) {
 // (ext_authz's 401, the buffer filter's 413) without their request: they
 // pass untouched, not turned into 503 no_available_workers.
 func TestTheRouterStepLeavesRepliesOfEarlierFiltersAlone(t *testing.T) {
-	cfg := testCfg(t)
-	srv := grpc.NewServer()
-	extprocv3.RegisterExternalProcessorServer(srv, New(Options{Config: func() *config.Config { return cfg }, Keys: noKeys{}, Usage: nopUsage{}}))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close() })
+	client := startServer(t)
 	for _, status := range []string{"401", "413", "429"} {
 		ctx := metadata.AppendToOutgoingContext(t.Context(), contract.HeaderStep, contract.StepRouter)
-		stream, err := extprocv3.NewExternalProcessorClient(conn).Process(ctx)
+		stream, err := client.Process(ctx)
 		require.NoError(t, err)
 		require.NoError(t, stream.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
 			ResponseHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":status", RawValue: []byte(status)}}}},

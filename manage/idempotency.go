@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -77,16 +78,10 @@ func (s *Service) idempotent(w http.ResponseWriter, r *http.Request, a Actor, h 
 	if len(key) > MaxIdempotencyKey {
 		return oaierror.Invalid("invalid_request", "Idempotency-Key", "Idempotency-Key is longer than 255 characters.")
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
+	hash, err := requestHash(r)
 	if err != nil {
-		return oaierror.Invalid("invalid_request", "", "The request body could not be read.")
+		return err
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	sum := sha256.New()
-	sum.Write([]byte(r.Method + " " + r.URL.Path + "\n"))
-	sum.Write(body)
-	hash := sum.Sum(nil)
-
 	ctx := r.Context()
 	actor := a.String()
 	stored, created, err := s.opt.Store.BeginIdempotent(ctx, actor, key, hash, s.opt.Now().Add(-idempotencyTakeOver))
@@ -101,21 +96,7 @@ func (s *Service) idempotent(w http.ResponseWriter, r *http.Request, a Actor, h 
 		case stored.Sealed == nil:
 			return errIdempotencyRunning
 		}
-		plain, err := seal.Open(sk, stored.Sealed, nil)
-		if err != nil {
-			return s.fail(ctx, "idempotency: unseal the first answer", err)
-		}
-		var first sealedAnswer
-		if err := json.Unmarshal(plain, &first); err != nil {
-			return s.fail(ctx, "idempotency: decode the first answer", err)
-		}
-		for k, v := range first.Headers {
-			w.Header().Set(k, v)
-		}
-		w.Header().Set("Idempotent-Replayed", "true")
-		w.WriteHeader(first.Status)
-		_, _ = w.Write(first.Body)
-		return nil
+		return s.replay(w, r, sk, stored.Sealed)
 	}
 
 	rec := &recorder{header: w.Header()}
@@ -128,27 +109,65 @@ func (s *Service) idempotent(w http.ResponseWriter, r *http.Request, a Actor, h 
 		if herr != nil {
 			return herr
 		}
-	} else {
-		answer := sealedAnswer{Status: rec.status, Headers: map[string]string{}, Body: rec.body.Bytes(), Original: s.opt.Now()}
-		for _, h := range []string{"Content-Type", "ETag", "Location"} {
-			if v := rec.header.Get(h); v != "" {
-				answer.Headers[h] = v
-			}
-		}
-		plain, err := json.Marshal(answer)
-		if err == nil {
-			var sealed []byte
-			if sealed, err = seal.Seal(sk, plain, nil, s.opt.Random); err == nil {
-				err = s.opt.Store.FinishIdempotent(ctx, actor, key, sealed)
-			}
-		}
-		if err != nil {
-			// The action is done; only its replay is lost. A retry would
-			// find the entry running until it is taken over.
-			s.opt.Logger.ErrorContext(ctx, "manage: idempotent answer not kept", "err", err)
-		}
+	} else if err := s.keep(r, actor, key, sk, rec); err != nil {
+		// The action is done; only its replay is lost. A retry would
+		// find the entry running until it is taken over.
+		s.opt.Logger.ErrorContext(ctx, "manage: idempotent answer not kept", "err", err)
 	}
 	w.WriteHeader(rec.status)
 	_, err = w.Write(rec.body.Bytes())
 	return err
+}
+
+// requestHash reads the request's body (putting it back for the handler)
+// and hashes it with the method and path: a retry must hash the same.
+func requestHash(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
+	if err != nil {
+		return nil, oaierror.Invalid("invalid_request", "", "The request body could not be read.")
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	sum := sha256.New()
+	sum.Write([]byte(r.Method + " " + r.URL.Path + "\n"))
+	sum.Write(body)
+	return sum.Sum(nil), nil
+}
+
+// replay writes the first call's answer, unsealed with sk.
+func (s *Service) replay(w http.ResponseWriter, r *http.Request, sk, sealed []byte) error {
+	plain, err := seal.Open(sk, sealed, nil)
+	if err != nil {
+		return s.fail(r.Context(), "idempotency: unseal the first answer", err)
+	}
+	var first sealedAnswer
+	if err := json.Unmarshal(plain, &first); err != nil {
+		return s.fail(r.Context(), "idempotency: decode the first answer", err)
+	}
+	for k, v := range first.Headers {
+		w.Header().Set(k, v)
+	}
+	w.Header().Set("Idempotent-Replayed", "true")
+	w.WriteHeader(first.Status)
+	_, _ = w.Write(first.Body)
+	return nil
+}
+
+// keep seals a first call's successful answer under sk and stores it for
+// the retries.
+func (s *Service) keep(r *http.Request, actor, key string, sk []byte, rec *recorder) error {
+	answer := sealedAnswer{Status: rec.status, Headers: map[string]string{}, Body: rec.body.Bytes(), Original: s.opt.Now()}
+	for _, h := range []string{"Content-Type", "ETag", "Location"} {
+		if v := rec.header.Get(h); v != "" {
+			answer.Headers[h] = v
+		}
+	}
+	plain, err := json.Marshal(answer)
+	if err != nil {
+		return fmt.Errorf("encode the answer: %w", err)
+	}
+	sealed, err := seal.Seal(sk, plain, nil, s.opt.Random)
+	if err != nil {
+		return fmt.Errorf("seal the answer: %w", err)
+	}
+	return s.opt.Store.FinishIdempotent(r.Context(), actor, key, sealed)
 }

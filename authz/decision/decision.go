@@ -21,8 +21,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -60,7 +62,26 @@ const label = "tollgate ext_authz decision v1"
 // Key signs and verifies decisions; the zero Key signs nothing.
 type Key struct {
 	mac []byte
+	// macs holds *macState, keyed with mac: a decision is signed and
+	// verified on every request, and an HMAC's setup costs more
+	// allocations than the rest of the work.
+	macs *sync.Pool
 }
+
+// macState is a reusable HMAC with room for its input and output, so
+// that signing and verifying allocate only what they return.
+type macState struct {
+	h   hash.Hash
+	buf []byte // the MAC's input, then the decoded payload (bounded by maxValue)
+	sum [sha256.Size]byte
+	got [sha256.Size]byte
+}
+
+// versionBytes is version as the MAC's first input.
+var versionBytes = []byte(version)
+
+// enc is the encoding of the payload and the MAC.
+var enc = base64.RawURLEncoding
 
 // NewKey derives the decision key from the replicas' shared secret; an
 // empty secret gives the zero Key.
@@ -70,29 +91,51 @@ func NewKey(shared []byte) Key {
 	}
 	m := hmac.New(sha256.New, shared)
 	m.Write([]byte(label))
-	return Key{mac: m.Sum(nil)}
+	mac := m.Sum(nil)
+	return Key{mac: mac, macs: &sync.Pool{New: func() any { return &macState{h: hmac.New(sha256.New, mac)} }}}
 }
 
 // IsZero reports whether the key was made from no secret.
 func (k Key) IsZero() bool { return len(k.mac) == 0 }
 
+// state takes a macState (reset) from the pool; give it back with put.
+func (k Key) state() *macState {
+	if k.macs == nil { // the zero Key: an HMAC under the empty key
+		return &macState{h: hmac.New(sha256.New, k.mac)}
+	}
+	st := k.macs.Get().(*macState)
+	st.h.Reset()
+	return st
+}
+
+func (k Key) put(st *macState) {
+	if k.macs != nil && cap(st.buf) <= maxValue {
+		k.macs.Put(st)
+	}
+}
+
+// mac is the MAC of "v1." and payload (the payload's base64 text), in st.sum.
+func (st *macState) mac(payload []byte) []byte {
+	st.h.Write(versionBytes)
+	st.h.Write(payload)
+	return st.h.Sum(st.sum[:0])
+}
+
 // Sign is the header value for d.
 func (k Key) Sign(d Decision) string {
-	var p []byte
+	st := k.state()
+	defer k.put(st)
+	p := st.buf[:0]
 	for _, s := range [3]string{d.KeyID, d.AccountID, d.RequestID} {
 		p = append(strconv.AppendInt(p, int64(len(s)), 10), ':')
 		p = append(append(p, s...), ';')
 	}
 	p = strconv.AppendInt(p, d.Expires.Unix(), 10)
-	payload := base64.RawURLEncoding.EncodeToString(p)
-	return version + payload + "." + base64.RawURLEncoding.EncodeToString(k.sum(payload))
-}
-
-func (k Key) sum(payload string) []byte {
-	m := hmac.New(sha256.New, k.mac)
-	m.Write([]byte(version))
-	m.Write([]byte(payload))
-	return m.Sum(nil)
+	st.buf = p
+	out := make([]byte, 0, len(version)+enc.EncodedLen(len(p))+1+enc.EncodedLen(sha256.Size))
+	out = enc.AppendEncode(append(out, version...), p)
+	sum := st.mac(out[len(version):])
+	return string(enc.AppendEncode(append(out, '.'), sum))
 }
 
 // Verify checks value's signature (in constant time) and expiry against
@@ -106,21 +149,26 @@ func (k Key) Verify(value string, now time.Time) (Decision, error) {
 		return Decision{}, ErrMalformed
 	}
 	payload, mac, ok := strings.Cut(rest, ".")
-	if !ok {
+	if !ok || len(mac) != enc.EncodedLen(sha256.Size) {
 		return Decision{}, ErrMalformed
 	}
-	got, err := base64.RawURLEncoding.DecodeString(mac)
-	if err != nil {
+	st := k.state()
+	defer k.put(st)
+	st.buf = append(st.buf[:0], mac...)
+	if n, err := enc.Decode(st.got[:], st.buf); err != nil || n != sha256.Size {
 		return Decision{}, ErrMalformed
 	}
-	if !hmac.Equal(got, k.sum(payload)) {
+	st.buf = append(st.buf[:0], payload...)
+	if !hmac.Equal(st.got[:], st.mac(st.buf)) {
 		return Decision{}, ErrSignature
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	n := len(st.buf)
+	buf, err := enc.AppendDecode(st.buf, st.buf[:n]) // decoded after the text
 	if err != nil {
 		return Decision{}, ErrMalformed
 	}
-	d, err := parse(string(raw))
+	st.buf = buf
+	d, err := parse(string(buf[n:]))
 	if err != nil {
 		return Decision{}, err
 	}

@@ -64,7 +64,26 @@ func TestDecisionsThatWereNotSignedAsTheyAreAreRefused(t *testing.T) {
 // signed is a correctly signed value around an arbitrary payload.
 func signed(k Key, raw string) string {
 	p := base64.RawURLEncoding.EncodeToString([]byte(raw))
-	return "v1." + p + "." + base64.RawURLEncoding.EncodeToString(k.sum(p))
+	st := k.state()
+	defer k.put(st)
+	return "v1." + p + "." + base64.RawURLEncoding.EncodeToString(st.mac([]byte(p)))
+}
+
+// TestSigningAndVerifyingAllocateOnlyWhatTheyReturn: both run on every
+// request (ext_authz signs, the router step verifies).
+func TestSigningAndVerifyingAllocateOnlyWhatTheyReturn(t *testing.T) {
+	k := NewKey([]byte("shared"))
+	d := Decision{KeyID: "key_1", AccountID: "acct_1", RequestID: "0123456789abcdef", Expires: time.Unix(2_000_000_000, 0)}
+	v := k.Sign(d) // the pool's first state
+	got, err := k.Verify(v, time.Unix(1_999_999_000, 0))
+	require.NoError(t, err)
+	assert.Equal(t, d, got)
+	if raceEnabled {
+		t.Log("allocations not counted: the race detector makes sync.Pool drop items")
+		return
+	}
+	assert.LessOrEqual(t, testing.AllocsPerRun(200, func() { v = k.Sign(d) }), 2.0, "the value and its buffer")
+	assert.LessOrEqual(t, testing.AllocsPerRun(200, func() { got, err = k.Verify(v, time.Unix(1_999_999_000, 0)) }), 1.0, "the decision's text")
 }
 
 func TestADecisionExpires(t *testing.T) {

@@ -45,48 +45,12 @@ func (e *Edge) upstream(ctx context.Context, w http.ResponseWriter, reqHeaders h
 	stopWatch := context.AfterFunc(e.stopped, cancelReq)
 	defer stopWatch()
 
-	eps := cluster.Endpoints
-	// Ejected endpoints (open circuits) are out of the load balancer's
-	// reach, as if already tried.
-	skip := make([]bool, len(eps))
-	healthy := 0
-	for i, ep := range eps {
-		skip[i] = !e.opt.Health.Available(ep.Deployment)
-		if !skip[i] {
-			healthy++
-		}
-	}
+	skip, healthy := e.ejected(cluster.Endpoints)
 	if healthy == 0 {
 		// Nothing to try: answer at once rather than wait on a dead provider.
 		return e.finalize(ctx, router, localReply(http.StatusServiceUnavailable, "no healthy upstream")), false
 	}
-	var last *attempt
-	n := 0
-	for range contract.UpstreamAttempts {
-		i, ok := pick(eps, skip, e.opt.Rand)
-		if !ok || reqCtx.Err() != nil {
-			break
-		}
-		skip[i] = true
-		n++
-		// Like Envoy's upstream filters, every attempt mutates the same
-		// request header map (what one attempt removed stays removed), and
-		// starts from the router's copy of the body.
-		reqHeaders[contract.HeaderAttemptCount] = strconv.Itoa(n)
-		a := e.try(ctx, reqCtx, eps[i], n, reqHeaders, body, forward)
-		e.observe(ctx, a)
-		if last != nil {
-			last.close()
-		}
-		last = a
-		if a.err != nil {
-			e.opt.Logger.WarnContext(ctx, "edge: upstream attempt failed", "deployment", eps[i].Deployment, "attempt", n, "err", a.err)
-			continue
-		}
-		if a.local != nil || !retriable(a.status()) {
-			break
-		}
-	}
+	last, n := e.tryEndpoints(ctx, reqCtx, cluster.Endpoints, skip, reqHeaders, body, forward)
 	if last == nil || last.err != nil {
 		if last != nil {
 			last.close()
@@ -124,6 +88,55 @@ func (e *Edge) upstream(ctx context.Context, w http.ResponseWriter, reqHeaders h
 	}
 	e.stream(ctx, w, last, final.headers)
 	return nil, true
+}
+
+// ejected marks the endpoints whose circuit is open: out of the load
+// balancer's reach, as if already tried. healthy counts the others.
+func (e *Edge) ejected(eps []Endpoint) (skip []bool, healthy int) {
+	skip = make([]bool, len(eps))
+	for i, ep := range eps {
+		skip[i] = !e.opt.Health.Available(ep.Deployment)
+		if !skip[i] {
+			healthy++
+		}
+	}
+	return skip, healthy
+}
+
+// tryEndpoints tries endpoints not yet skipped, as Envoy's retry policy does,
+// until one answers with a status not worth a retry, the upstream step
+// answers itself, the attempts run out or the request's time does. It
+// returns the last attempt (nil if none was made; the caller closes it)
+// and how many were made.
+func (e *Edge) tryEndpoints(ctx, reqCtx context.Context, eps []Endpoint, skip []bool, reqHeaders headers, body []byte, forward *corev3.Metadata) (*attempt, int) {
+	var last *attempt
+	n := 0
+	for range contract.UpstreamAttempts {
+		i, ok := pick(eps, skip, e.opt.Rand)
+		if !ok || reqCtx.Err() != nil {
+			break
+		}
+		skip[i] = true
+		n++
+		// Like Envoy's upstream filters, every attempt mutates the same
+		// request header map (what one attempt removed stays removed), and
+		// starts from the router's copy of the body.
+		reqHeaders[contract.HeaderAttemptCount] = strconv.Itoa(n)
+		a := e.try(ctx, reqCtx, eps[i], n, reqHeaders, body, forward)
+		e.observe(ctx, a)
+		if last != nil {
+			last.close()
+		}
+		last = a
+		if a.err != nil {
+			e.opt.Logger.WarnContext(ctx, "edge: upstream attempt failed", "deployment", eps[i].Deployment, "attempt", n, "err", a.err)
+			continue
+		}
+		if a.local != nil || !retriable(a.status()) {
+			break
+		}
+	}
+	return last, n
 }
 
 // attempts sets the response's attempt count, as Envoy's
@@ -255,10 +268,27 @@ func (e *Edge) try(ctx, reqCtx context.Context, ep Endpoint, n int, h headers, b
 		return a
 	}
 	a.proc = proc
+	body, ok := a.requestPhases(h, body, forward)
+	if !ok {
+		return a
+	}
+	resp, ok := e.send(a, h, body)
+	if !ok {
+		return a
+	}
+	a.resp = resp
+	a.responseHeaders(resp)
+	return a
+}
+
+// requestPhases passes the request's headers and body through the
+// attempt's upstream step, applying its changes to h and the body it
+// returns. It is false when the attempt ends there (a.err or a.local set).
+func (a *attempt) requestPhases(h headers, body []byte, forward *corev3.Metadata) ([]byte, bool) {
 	attrs := &structpb.Struct{Fields: map[string]*structpb.Value{
-		contract.AttrDeployment: structpb.NewStringValue(ep.Deployment),
+		contract.AttrDeployment: structpb.NewStringValue(a.ep.Deployment),
 	}}
-	pr, err := exchange(proc, &extprocv3.ProcessingRequest{
+	pr, err := exchange(a.proc, &extprocv3.ProcessingRequest{
 		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{Headers: h.proto()}},
 		Attributes: map[string]*structpb.Struct{
 			contract.AttributesNamespace: attrs,
@@ -267,23 +297,23 @@ func (e *Edge) try(ctx, reqCtx context.Context, ep Endpoint, n int, h headers, b
 	})
 	if err != nil {
 		a.err = fmt.Errorf("upstream step headers: %w", err)
-		return a
+		return nil, false
 	}
 	if imm := pr.GetImmediateResponse(); imm != nil {
 		a.local = immediateResponse(imm)
-		return a
+		return nil, false
 	}
 	applyCommon(h, pr.GetRequestHeaders().GetResponse())
-	pr, err = exchange(proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+	pr, err = exchange(a.proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
 		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true},
 	}})
 	if err != nil {
 		a.err = fmt.Errorf("upstream step body: %w", err)
-		return a
+		return nil, false
 	}
 	if imm := pr.GetImmediateResponse(); imm != nil {
 		a.local = immediateResponse(imm)
-		return a
+		return nil, false
 	}
 	if c := pr.GetRequestBody().GetResponse(); c != nil {
 		applyCommon(h, c)
@@ -291,13 +321,20 @@ func (e *Edge) try(ctx, reqCtx context.Context, ep Endpoint, n int, h headers, b
 			body = mutateBody(body, m)
 		}
 	}
+	return body, true
+}
 
-	hctx, cancelHTTP := context.WithCancel(withConnectTimeout(reqCtx, orDefault(ep.ConnectTimeout, config.DefaultConnectTimeout)))
+// send makes the attempt's provider request and waits for its response
+// headers within the endpoint's connect and first-byte timeouts. It is
+// false (a.err set) when no response came.
+func (e *Edge) send(a *attempt, h headers, body []byte) (*http.Response, bool) {
+	ep := a.ep
+	hctx, cancelHTTP := context.WithCancel(withConnectTimeout(a.reqCtx, orDefault(ep.ConnectTimeout, config.DefaultConnectTimeout)))
 	a.cancelHTTP = cancelHTTP
 	req, err := http.NewRequestWithContext(hctx, h[":method"], ep.Base.Scheme+"://"+ep.Base.Host+h[":path"], bytes.NewReader(body))
 	if err != nil {
 		a.err = fmt.Errorf("build upstream request: %w", err)
-		return a
+		return nil, false
 	}
 	req.Host = h[":authority"]
 	for k, v := range h {
@@ -308,8 +345,9 @@ func (e *Edge) try(ctx, reqCtx context.Context, ep Endpoint, n int, h headers, b
 	}
 	req.ContentLength = int64(len(body))
 	// first_byte_timeout: from the request sent to the response headers.
+	firstByte := orDefault(ep.FirstByteTimeout, config.DefaultFirstByteTimeout)
 	var timedOut atomic.Bool
-	timer := time.AfterFunc(orDefault(ep.FirstByteTimeout, config.DefaultFirstByteTimeout), func() {
+	timer := time.AfterFunc(firstByte, func() {
 		timedOut.Store(true)
 		cancelHTTP()
 	})
@@ -321,34 +359,39 @@ func (e *Edge) try(ctx, reqCtx context.Context, ep Endpoint, n int, h headers, b
 	}
 	if err != nil {
 		if timedOut.Load() {
-			err = fmt.Errorf("%w: no response headers within %s", errTimeout, orDefault(ep.FirstByteTimeout, config.DefaultFirstByteTimeout))
+			err = fmt.Errorf("%w: no response headers within %s", errTimeout, firstByte)
 		}
 		a.err = fmt.Errorf("upstream request: %w", err)
 		// The provider's fault, unless the client left, the request ran
 		// out of time or Tollgate is stopping.
-		a.unreachable = timedOut.Load() || reqCtx.Err() == nil
-		return a
+		a.unreachable = timedOut.Load() || a.reqCtx.Err() == nil
+		return nil, false
 	}
-	a.resp = resp
+	return resp, true
+}
+
+// responseHeaders passes the provider's response headers through the
+// attempt's upstream step: it may answer itself (a.local), or ask for the
+// whole body at once (a.buffered); the headers it leaves are a.respHeaders.
+func (a *attempt) responseHeaders(resp *http.Response) {
 	rh := headers{":status": strconv.Itoa(resp.StatusCode)}
 	fromHTTP(resp.Header, rh)
-	pr, err = exchange(proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+	pr, err := exchange(a.proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
 		ResponseHeaders: &extprocv3.HttpHeaders{Headers: rh.proto()},
 	}})
 	if err != nil {
 		a.err = fmt.Errorf("upstream step response headers: %w", err)
-		return a
+		return
 	}
 	if imm := pr.GetImmediateResponse(); imm != nil {
 		a.local = immediateResponse(imm)
-		return a
+		return
 	}
 	applyCommon(rh, pr.GetResponseHeaders().GetResponse())
 	if mo := pr.GetModeOverride(); mo != nil && mo.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
 		a.buffered = true
 	}
 	a.respHeaders = rh
-	return a
 }
 
 func orDefault(d, dflt time.Duration) time.Duration {

@@ -258,7 +258,7 @@ func anthropicChoice(c toolChoice, parallel *bool) *anthropicToolChoice {
 
 // anthropicMessages splits off the system prompt and turns the rest into
 // alternating user and assistant messages.
-func anthropicMessages(msgs []chatMessage) (string, []anthropicMessage, error) {
+func anthropicMessages(msgs []ChatMessage) (string, []anthropicMessage, error) {
 	var system []string
 	var out []anthropicMessage
 	for i := range msgs {
@@ -305,7 +305,7 @@ func anthropicMessages(msgs []chatMessage) (string, []anthropicMessage, error) {
 	return strings.Join(system, "\n\n"), out, nil
 }
 
-func anthropicUserBlocks(m *chatMessage) ([]anthropicBlock, error) {
+func anthropicUserBlocks(m *ChatMessage) ([]anthropicBlock, error) {
 	parts, err := m.parts()
 	if err != nil {
 		return nil, err
@@ -335,7 +335,7 @@ func anthropicUserBlocks(m *chatMessage) ([]anthropicBlock, error) {
 	return blocks, nil
 }
 
-func anthropicAssistantBlocks(m *chatMessage) ([]anthropicBlock, error) {
+func anthropicAssistantBlocks(m *ChatMessage) ([]anthropicBlock, error) {
 	text, err := m.text()
 	if err != nil {
 		return nil, err

@@ -19,7 +19,7 @@ var ErrUnsupportedRequest = errors.New("the request cannot be sent to this model
 // translating adapters (Anthropic, Gemini) read. Fields they do not read are
 // listed in each adapter's doc comment as dropped.
 type chatRequest struct {
-	Messages            []chatMessage   `json:"messages"`
+	Messages            []ChatMessage   `json:"messages"`
 	Temperature         *float64        `json:"temperature"`
 	TopP                *float64        `json:"top_p"`
 	MaxTokens           *int64          `json:"max_tokens"`
@@ -43,31 +43,36 @@ type chatRequest struct {
 	} `json:"response_format"`
 }
 
-// chatMessage is one OpenAI message. Content is a string, an array of
-// parts, or null.
-type chatMessage struct {
+// ChatMessage is one message of an OpenAI chat-completions request: the
+// adapters read it, and the responses package writes it. Content is a
+// string, an array of parts, or null (nil writes null).
+type ChatMessage struct {
 	Role       string          `json:"role"`
 	Content    json.RawMessage `json:"content"`
-	Name       string          `json:"name"`
-	ToolCalls  []chatToolCall  `json:"tool_calls"`
-	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name,omitempty"`
+	ToolCalls  []ToolCall      `json:"tool_calls,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
 }
 
-// chatToolCall is a tool call in an assistant message.
-type chatToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
+// ToolCall is a tool call of an assistant message, in a request or in an
+// answer.
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function ToolFunction `json:"function"`
 	// ExtraContent is where Gemini's OpenAI-compatible endpoint puts a
 	// thought signature; read for Gemini only.
 	ExtraContent *struct {
 		Google *struct {
 			ThoughtSignature string `json:"thought_signature"`
 		} `json:"google"`
-	} `json:"extra_content"`
+	} `json:"extra_content,omitempty"`
+}
+
+// ToolFunction is the function a ToolCall calls, its arguments a JSON text.
+type ToolFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 // chatTool is one entry of the request's tools.
@@ -193,7 +198,7 @@ func (r *chatRequest) toolChoice() (toolChoice, error) {
 
 // parts decodes a message content into parts: a string is one text part,
 // null or absent is none.
-func (m *chatMessage) parts() ([]contentPart, error) {
+func (m *ChatMessage) parts() ([]contentPart, error) {
 	raw := bytes.TrimSpace(m.Content)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -214,7 +219,7 @@ func (m *chatMessage) parts() ([]contentPart, error) {
 
 // text joins the text (and refusal) parts of the content; any other part is
 // an error, for roles whose provider counterpart holds only text.
-func (m *chatMessage) text() (string, error) {
+func (m *ChatMessage) text() (string, error) {
 	ps, err := m.parts()
 	if err != nil {
 		return "", err

@@ -252,7 +252,7 @@ func geminiConfig(cr *chatRequest, limit int64) (*geminiGenerationConfig, error)
 
 // geminiContents splits off the system instruction and turns the rest into
 // contents, resolving each tool message's function name.
-func geminiContents(msgs []chatMessage) (*geminiContent, []geminiContent, error) {
+func geminiContents(msgs []ChatMessage) (*geminiContent, []geminiContent, error) {
 	var system []string
 	var out []geminiContent
 	calls := map[string]string{} // tool call id → function name
@@ -299,7 +299,7 @@ func geminiContents(msgs []chatMessage) (*geminiContent, []geminiContent, error)
 	return &geminiContent{Parts: []geminiPart{{Text: strings.Join(system, "\n\n")}}}, out, nil
 }
 
-func geminiUserParts(m *chatMessage) ([]geminiPart, error) {
+func geminiUserParts(m *ChatMessage) ([]geminiPart, error) {
 	ps, err := m.parts()
 	if err != nil {
 		return nil, err
@@ -327,7 +327,7 @@ func geminiUserParts(m *chatMessage) ([]geminiPart, error) {
 	return parts, nil
 }
 
-func geminiModelParts(m *chatMessage, calls map[string]string) ([]geminiPart, error) {
+func geminiModelParts(m *ChatMessage, calls map[string]string) ([]geminiPart, error) {
 	text, err := m.text()
 	if err != nil {
 		return nil, err
@@ -354,7 +354,7 @@ func geminiModelParts(m *chatMessage, calls map[string]string) ([]geminiPart, er
 	return parts, nil
 }
 
-func geminiToolResult(m *chatMessage, calls map[string]string) (geminiPart, error) {
+func geminiToolResult(m *ChatMessage, calls map[string]string) (geminiPart, error) {
 	text, err := m.text()
 	if err != nil {
 		return geminiPart{}, err

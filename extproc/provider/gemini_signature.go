@@ -143,7 +143,7 @@ func geminiIDSignature(id string) string {
 
 // signature is the thought signature a client's tool call carries: in its
 // id, else in Gemini's extra_content.
-func (c *chatToolCall) signature() string {
+func (c *ToolCall) signature() string {
 	if s := geminiIDSignature(c.ID); s != "" {
 		return s
 	}

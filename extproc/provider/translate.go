@@ -578,21 +578,10 @@ type completionChoice struct {
 }
 
 type completionMessage struct {
-	Role      string               `json:"role"`
-	Content   *string              `json:"content"`
-	Refusal   *string              `json:"refusal"`
-	ToolCalls []completionToolCall `json:"tool_calls,omitempty"`
-}
-
-type completionToolCall struct {
-	ID       string             `json:"id"`
-	Type     string             `json:"type"`
-	Function completionFunction `json:"function"`
-}
-
-type completionFunction struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
+	Role      string     `json:"role"`
+	Content   *string    `json:"content"`
+	Refusal   *string    `json:"refusal"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // reply is a whole answer (one choice), gathered from a provider's
@@ -600,14 +589,14 @@ type completionFunction struct {
 type reply struct {
 	index     int
 	text      strings.Builder
-	toolCalls []completionToolCall
+	toolCalls []ToolCall
 	finish    string
 	logprobs  []byte // OpenAI's logprobs.content array, nil for none
 }
 
 func (r *reply) addToolCall(id, name, args string) {
-	r.toolCalls = append(r.toolCalls, completionToolCall{
-		ID: id, Type: "function", Function: completionFunction{Name: name, Arguments: args},
+	r.toolCalls = append(r.toolCalls, ToolCall{
+		ID: id, Type: "function", Function: ToolFunction{Name: name, Arguments: args},
 	})
 }
 

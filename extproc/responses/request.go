@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/tollgate/tollgate/extproc/provider"
 	"github.com/tollgate/tollgate/oaierror"
 )
 
@@ -52,30 +53,11 @@ var known = map[string]bool{
 	"background": true,
 }
 
-// chatMessage is a chat-completion message as ToChat writes it.
-type chatMessage struct {
-	Role       string          `json:"role"`
-	Content    any             `json:"content"`
-	ToolCalls  []chatToolCall  `json:"tool_calls,omitempty"`
-	ToolCallID string          `json:"tool_call_id,omitempty"`
-	raw        json.RawMessage // a stored message, written as it is
-}
-
-func (m chatMessage) MarshalJSON() ([]byte, error) {
-	if m.raw != nil {
-		return m.raw, nil
-	}
-	type plain chatMessage
-	return json.Marshal(plain(m))
-}
-
-type chatToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
+// content is a chat message's content as JSON: a string, or a list of
+// parts of strings (neither can fail to encode).
+func content(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 func invalid(param, format string, args ...any) *oaierror.Error {
@@ -106,6 +88,43 @@ func ToChat(body []byte, history []json.RawMessage, resolve Resolver) (Request, 
 	if !root.IsObject() {
 		return Request{}, nil, nil, invalid("", "The request body must be a JSON object.")
 	}
+	if e := unknownParameter(root); e != nil {
+		return Request{}, nil, nil, e
+	}
+	chat := map[string]any{}
+	r, e := requestOf(root, chat)
+	if e != nil {
+		return Request{}, nil, nil, e
+	}
+	var msgs []json.RawMessage
+	if v := root.Get("instructions"); v.Exists() && v.Type != gjson.Null {
+		r.Instructions = true
+		if v.Type != gjson.String {
+			return Request{}, nil, nil, invalid("instructions", "instructions must be a string.")
+		}
+		b, _ := json.Marshal(provider.ChatMessage{Role: "system", Content: content(v.String())})
+		msgs = append(msgs, b)
+	}
+	msgs = append(msgs, history...)
+	own, e := ownMessages(root.Get("input"), resolve)
+	if e != nil {
+		return Request{}, nil, nil, e
+	}
+	chat["messages"] = append(msgs, own...)
+	if e := settings(root, chat); e != nil {
+		return Request{}, nil, nil, e
+	}
+	out, err := json.Marshal(chat)
+	if err != nil {
+		return Request{}, nil, nil, invalid("", "The request could not be translated: %v", err)
+	}
+	r.Echo = echoOf(root)
+	return r, out, own, nil
+}
+
+// unknownParameter refuses the first parameter ToChat neither translates
+// nor knows to ignore.
+func unknownParameter(root gjson.Result) *oaierror.Error {
 	var bad *oaierror.Error
 	root.ForEach(func(k, _ gjson.Result) bool {
 		if !known[k.String()] && !ignored[k.String()] {
@@ -113,14 +132,16 @@ func ToChat(body []byte, history []json.RawMessage, resolve Resolver) (Request, 
 		}
 		return bad == nil
 	})
-	if bad != nil {
-		return Request{}, nil, nil, bad
-	}
+	return bad
+}
+
+// requestOf reads the request's model, stream, store, background and
+// previous_response_id, and writes the chat request's model and stream.
+func requestOf(root gjson.Result, chat map[string]any) (Request, *oaierror.Error) {
 	r := Request{Store: true}
-	chat := map[string]any{}
 	model := root.Get("model")
 	if model.Type != gjson.String || model.String() == "" {
-		return Request{}, nil, nil, invalid("model", "model is required: the id of a model, as GET /v1/models lists.")
+		return Request{}, invalid("model", "model is required: the id of a model, as GET /v1/models lists.")
 	}
 	r.Model = model.String()
 	chat["model"] = r.Model
@@ -130,13 +151,13 @@ func ToChat(body []byte, history []json.RawMessage, resolve Resolver) (Request, 
 	}{{"stream", &r.Stream}, {"store", &r.Store}} {
 		if v := root.Get(flag.name); v.Exists() && v.Type != gjson.Null {
 			if v.Type != gjson.True && v.Type != gjson.False {
-				return Request{}, nil, nil, invalid(flag.name, "%s must be true or false.", flag.name)
+				return Request{}, invalid(flag.name, "%s must be true or false.", flag.name)
 			}
 			*flag.into = v.Bool()
 		}
 	}
 	if v := root.Get("background"); v.Exists() && v.Type != gjson.False && v.Type != gjson.Null {
-		return Request{}, nil, nil, unsupported("background", "responses are answered while the request waits.")
+		return Request{}, unsupported("background", "responses are answered while the request waits.")
 	}
 	if r.Stream {
 		chat["stream"] = true
@@ -144,34 +165,38 @@ func ToChat(body []byte, history []json.RawMessage, resolve Resolver) (Request, 
 	}
 	if v := root.Get("previous_response_id"); v.Exists() && v.Type != gjson.Null {
 		if v.Type != gjson.String || !strings.HasPrefix(v.String(), IDPrefix) {
-			return Request{}, nil, nil, invalid("previous_response_id", "previous_response_id must be the id of a stored response (resp_…).")
+			return Request{}, invalid("previous_response_id", "previous_response_id must be the id of a stored response (resp_…).")
 		}
 		r.Previous = v.String()
 	}
+	return r, nil
+}
 
-	var msgs []chatMessage
-	if v := root.Get("instructions"); v.Exists() && v.Type != gjson.Null {
-		r.Instructions = true
-		if v.Type != gjson.String {
-			return Request{}, nil, nil, invalid("instructions", "instructions must be a string.")
-		}
-		msgs = append(msgs, chatMessage{Role: "system", Content: v.String()})
-	}
-	for _, h := range history {
-		msgs = append(msgs, chatMessage{raw: h})
-	}
-	own, e := inputMessages(root.Get("input"), resolve)
+// ownMessages is the request's input as chat messages, each as JSON.
+func ownMessages(input gjson.Result, resolve Resolver) ([]json.RawMessage, *oaierror.Error) {
+	own, e := inputMessages(input, resolve)
 	if e != nil {
-		return Request{}, nil, nil, e
+		return nil, e
 	}
-	msgs = append(msgs, own...)
-	chat["messages"] = msgs
+	raw := make([]json.RawMessage, 0, len(own))
+	for _, m := range own {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, invalid("input", "The input could not be translated: %v", err)
+		}
+		raw = append(raw, b)
+	}
+	return raw, nil
+}
 
+// settings translates tools, text.format, the sampling settings, the
+// output limit and reasoning, and checks metadata.
+func settings(root gjson.Result, chat map[string]any) *oaierror.Error {
 	if e := tools(root, chat); e != nil {
-		return Request{}, nil, nil, e
+		return e
 	}
 	if e := textFormat(root.Get("text"), chat); e != nil {
-		return Request{}, nil, nil, e
+		return e
 	}
 	for from, to := range map[string]string{"max_output_tokens": "max_completion_tokens", "temperature": "temperature", "top_p": "top_p",
 		"parallel_tool_calls": "parallel_tool_calls", "user": "user"} {
@@ -181,30 +206,16 @@ func ToChat(body []byte, history []json.RawMessage, resolve Resolver) (Request, 
 	}
 	if v := root.Get("reasoning"); v.Exists() && v.Type != gjson.Null {
 		if !v.IsObject() {
-			return Request{}, nil, nil, invalid("reasoning", "reasoning must be an object such as {\"effort\":\"low\"}.")
+			return invalid("reasoning", "reasoning must be an object such as {\"effort\":\"low\"}.")
 		}
 		if eff := v.Get("effort"); eff.Exists() && eff.Type != gjson.Null {
 			chat["reasoning_effort"] = json.RawMessage(eff.Raw)
 		}
 	}
 	if v := root.Get("metadata"); v.Exists() && v.Type != gjson.Null && !v.IsObject() {
-		return Request{}, nil, nil, invalid("metadata", "metadata must be an object of strings.")
+		return invalid("metadata", "metadata must be an object of strings.")
 	}
-
-	out, err := json.Marshal(chat)
-	if err != nil {
-		return Request{}, nil, nil, invalid("", "The request could not be translated: %v", err)
-	}
-	r.Echo = echoOf(root)
-	ownRaw := make([]json.RawMessage, 0, len(own))
-	for _, m := range own {
-		b, err := json.Marshal(m)
-		if err != nil {
-			return Request{}, nil, nil, invalid("input", "The input could not be translated: %v", err)
-		}
-		ownRaw = append(ownRaw, b)
-	}
-	return r, out, ownRaw, nil
+	return nil
 }
 
 // echoOf keeps the parameters a response object repeats.
@@ -242,83 +253,19 @@ func echoOf(root gjson.Result) json.RawMessage {
 
 // inputMessages turns input (a string, or a list of items) into chat
 // messages.
-func inputMessages(input gjson.Result, resolve Resolver) ([]chatMessage, *oaierror.Error) {
+func inputMessages(input gjson.Result, resolve Resolver) ([]provider.ChatMessage, *oaierror.Error) {
 	switch {
 	case !input.Exists() || input.Type == gjson.Null:
 		return nil, invalid("input", "input is required: a string, or a list of input items.")
 	case input.Type == gjson.String:
-		return []chatMessage{{Role: "user", Content: input.String()}}, nil
+		return []provider.ChatMessage{{Role: "user", Content: content(input.String())}}, nil
 	case !input.IsArray():
 		return nil, invalid("input", "input must be a string or a list of input items.")
 	}
-	var msgs []chatMessage
+	var msgs []provider.ChatMessage
 	var bad *oaierror.Error
 	input.ForEach(func(i, item gjson.Result) bool {
-		param := fmt.Sprintf("input[%d]", i.Int())
-		if !item.IsObject() {
-			bad = invalid(param, "Each input item must be an object.")
-			return false
-		}
-		if item.Get("type").String() == "item_reference" {
-			// An output item of a stored response, sent back by id (as the
-			// AI SDK does with store on): read it, and take it as if sent.
-			var raw json.RawMessage
-			if resolve != nil {
-				raw, bad = resolve(item.Get("id").String())
-			} else {
-				bad = invalid(param+".id", "No stored response holds the item %q.", oaierror.Clip(item.Get("id").String(), 60))
-			}
-			if bad != nil {
-				bad.Param = param + ".id"
-				return false
-			}
-			item = gjson.ParseBytes(raw)
-		}
-		switch typ := item.Get("type").String(); typ {
-		case "", "message":
-			var m chatMessage
-			m, bad = message(item, param)
-			if bad == nil {
-				msgs = append(msgs, m)
-			}
-		case "function_call":
-			callID, name := item.Get("call_id").String(), item.Get("name").String()
-			if callID == "" || name == "" {
-				bad = invalid(param, "A function_call item needs call_id and name.")
-				return false
-			}
-			var tc chatToolCall
-			tc.ID, tc.Type = callID, "function"
-			tc.Function.Name, tc.Function.Arguments = name, item.Get("arguments").String()
-			// Calls one after another are one assistant turn.
-			if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" && msgs[n-1].raw == nil {
-				msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, tc)
-			} else {
-				msgs = append(msgs, chatMessage{Role: "assistant", Content: nil, ToolCalls: []chatToolCall{tc}})
-			}
-		case "function_call_output":
-			callID := item.Get("call_id").String()
-			if callID == "" {
-				bad = invalid(param, "A function_call_output item needs the call_id of its function_call.")
-				return false
-			}
-			out := item.Get("output")
-			text := out.String()
-			if out.IsArray() {
-				var parts []string
-				out.ForEach(func(_, p gjson.Result) bool {
-					parts = append(parts, p.Get("text").String())
-					return true
-				})
-				text = strings.Join(parts, "")
-			}
-			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: callID, Content: text})
-		case "reasoning":
-			// A reasoning item of an earlier answer: chat providers take
-			// no reasoning back, so it is left out.
-		default:
-			bad = unsupported(param+".type", fmt.Sprintf("input items of type %q are not served; use messages, function_call and function_call_output.", oaierror.Clip(typ, 60)))
-		}
+		msgs, bad = addItem(msgs, item, fmt.Sprintf("input[%d]", i.Int()), resolve)
 		return bad == nil
 	})
 	if bad != nil {
@@ -330,25 +277,109 @@ func inputMessages(input gjson.Result, resolve Resolver) ([]chatMessage, *oaierr
 	return msgs, nil
 }
 
+// addItem appends the chat message an input item (at param) stands for,
+// or refuses the item.
+func addItem(msgs []provider.ChatMessage, item gjson.Result, param string, resolve Resolver) ([]provider.ChatMessage, *oaierror.Error) {
+	if !item.IsObject() {
+		return msgs, invalid(param, "Each input item must be an object.")
+	}
+	if item.Get("type").String() == "item_reference" {
+		var bad *oaierror.Error
+		if item, bad = dereference(item, param, resolve); bad != nil {
+			return msgs, bad
+		}
+	}
+	switch typ := item.Get("type").String(); typ {
+	case "", "message":
+		m, bad := message(item, param)
+		if bad != nil {
+			return msgs, bad
+		}
+		return append(msgs, m), nil
+	case "function_call":
+		return addFunctionCall(msgs, item, param)
+	case "function_call_output":
+		callID := item.Get("call_id").String()
+		if callID == "" {
+			return msgs, invalid(param, "A function_call_output item needs the call_id of its function_call.")
+		}
+		return append(msgs, provider.ChatMessage{Role: "tool", ToolCallID: callID, Content: content(outputText(item.Get("output")))}), nil
+	case "reasoning":
+		// A reasoning item of an earlier answer: chat providers take
+		// no reasoning back, so it is left out.
+		return msgs, nil
+	default:
+		return msgs, unsupported(param+".type", fmt.Sprintf("input items of type %q are not served; use messages, function_call and function_call_output.", oaierror.Clip(typ, 60)))
+	}
+}
+
+// dereference is the output item of a stored response an item_reference
+// names: sent back by id (as the AI SDK does with store on), it is taken as
+// if sent.
+func dereference(item gjson.Result, param string, resolve Resolver) (gjson.Result, *oaierror.Error) {
+	var raw json.RawMessage
+	var bad *oaierror.Error
+	if resolve != nil {
+		raw, bad = resolve(item.Get("id").String())
+	} else {
+		bad = invalid(param+".id", "No stored response holds the item %q.", oaierror.Clip(item.Get("id").String(), 60))
+	}
+	if bad != nil {
+		bad.Param = param + ".id"
+		return gjson.Result{}, bad
+	}
+	return gjson.ParseBytes(raw), nil
+}
+
+// addFunctionCall appends a function_call item as a tool call: calls one
+// after another are one assistant turn.
+func addFunctionCall(msgs []provider.ChatMessage, item gjson.Result, param string) ([]provider.ChatMessage, *oaierror.Error) {
+	callID, name := item.Get("call_id").String(), item.Get("name").String()
+	if callID == "" || name == "" {
+		return msgs, invalid(param, "A function_call item needs call_id and name.")
+	}
+	tc := provider.ToolCall{ID: callID, Type: "function",
+		Function: provider.ToolFunction{Name: name, Arguments: item.Get("arguments").String()}}
+	if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" {
+		msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, tc)
+		return msgs, nil
+	}
+	return append(msgs, provider.ChatMessage{Role: "assistant", ToolCalls: []provider.ToolCall{tc}}), nil
+}
+
+// outputText is a function_call_output's output as text: a string, or its
+// parts' text joined.
+func outputText(out gjson.Result) string {
+	if !out.IsArray() {
+		return out.String()
+	}
+	var parts []string
+	out.ForEach(func(_, p gjson.Result) bool {
+		parts = append(parts, p.Get("text").String())
+		return true
+	})
+	return strings.Join(parts, "")
+}
+
 var roles = map[string]bool{"user": true, "assistant": true, "system": true, "developer": true}
 
 // message turns a message item into a chat message.
-func message(item gjson.Result, param string) (chatMessage, *oaierror.Error) {
+func message(item gjson.Result, param string) (provider.ChatMessage, *oaierror.Error) {
 	role := item.Get("role").String()
 	if !roles[role] {
-		return chatMessage{}, invalid(param+".role", "role must be user, assistant, system or developer.")
+		return provider.ChatMessage{}, invalid(param+".role", "role must be user, assistant, system or developer.")
 	}
-	content := item.Get("content")
-	if content.Type == gjson.String {
-		return chatMessage{Role: role, Content: content.String()}, nil
+	c := item.Get("content")
+	if c.Type == gjson.String {
+		return provider.ChatMessage{Role: role, Content: content(c.String())}, nil
 	}
-	if !content.IsArray() {
-		return chatMessage{}, invalid(param+".content", "content must be a string or a list of content parts.")
+	if !c.IsArray() {
+		return provider.ChatMessage{}, invalid(param+".content", "content must be a string or a list of content parts.")
 	}
 	var parts []map[string]any
 	var texts []string // an assistant's or system's parts are text only
 	var bad *oaierror.Error
-	content.ForEach(func(j, p gjson.Result) bool {
+	c.ForEach(func(j, p gjson.Result) bool {
 		pp := fmt.Sprintf("%s.content[%d]", param, j.Int())
 		switch typ := p.Get("type").String(); typ {
 		case "input_text", "output_text", "text":
@@ -374,15 +405,15 @@ func message(item gjson.Result, param string) (chatMessage, *oaierror.Error) {
 		return bad == nil
 	})
 	if bad != nil {
-		return chatMessage{}, bad
+		return provider.ChatMessage{}, bad
 	}
 	if role != "user" {
 		if len(texts) != len(parts) {
-			return chatMessage{}, invalid(param+".content", "Only a user message may hold images.")
+			return provider.ChatMessage{}, invalid(param+".content", "Only a user message may hold images.")
 		}
-		return chatMessage{Role: role, Content: strings.Join(texts, "")}, nil
+		return provider.ChatMessage{Role: role, Content: content(strings.Join(texts, ""))}, nil
 	}
-	return chatMessage{Role: role, Content: parts}, nil
+	return provider.ChatMessage{Role: role, Content: content(parts)}, nil
 }
 
 // tools translates function tools and tool_choice.

@@ -163,3 +163,14 @@ func TestChatParametersAreNamedAsTheResponsesAPINamesThem(t *testing.T) {
 		assert.Equal(t, want, ChatParam(chat), chat)
 	}
 }
+
+// TestToChatRefusesInTheOrderItReads: with two faults, the one ToChat
+// reads first (instructions before input) is the one named.
+func TestToChatRefusesInTheOrderItReads(t *testing.T) {
+	_, _, _, e := ToChat([]byte(`{"model":"m","instructions":1,"input":7}`), nil, nil)
+	require.NotNil(t, e)
+	assert.Equal(t, "instructions", e.Param)
+	_, _, _, e = ToChat([]byte(`{"model":"m","input":7,"reasoning":1}`), nil, nil)
+	require.NotNil(t, e)
+	assert.Equal(t, "input", e.Param)
+}
