@@ -15,7 +15,9 @@ import (
 
 // RecordUsage inserts the records in ID order; for each one that was new it
 // frees the record's reservation, if any is left, and charges its cost. Then
-// it updates each account once (see Lock order in reservations.go).
+// it updates each account once, then shrinks the record's budget leases and
+// charges its cost to each of their windows (see Lock order in
+// reservations.go).
 func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error {
 	if len(records) == 0 {
 		return nil
@@ -33,6 +35,7 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 		var reservations []string
 		leases := map[string]money.Nanos{}
 		rollups := rollupBatch{}
+		budgets := budgetCharges{windows: windowChanges{}, leases: map[string]money.Nanos{}}
 		for _, r := range sorted {
 			created := now
 			if !r.CreatedAt.IsZero() {
@@ -63,6 +66,9 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 			if r.LeaseID != "" {
 				leases[r.LeaseID] += r.Held
 			}
+			if err := budgets.add(r); err != nil {
+				return err
+			}
 		}
 		// Reservations, then leases, each in ID order (see Lock order).
 		for _, id := range slices.Sorted(maps.Keys(leases)) {
@@ -81,6 +87,9 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 			}
 		}
 		if err := changes.apply(ctx, q); err != nil {
+			return err
+		}
+		if err := budgets.write(ctx, q); err != nil {
 			return err
 		}
 		return rollups.write(ctx, q)
