@@ -62,10 +62,15 @@ func Window(p Period, now time.Time, loc *time.Location) (start, end time.Time) 
 	return start.UTC(), end.UTC()
 }
 
-// LoadZone is the time zone named (an IANA name); "" is UTC.
+// LoadZone is the time zone named (an IANA name such as America/New_York);
+// "" is UTC. The host's own zone ("Local") is refused: windows must not
+// depend on where a replica runs.
 func LoadZone(name string) (*time.Location, error) {
 	if name == "" {
 		return time.UTC, nil
+	}
+	if name == "Local" {
+		return nil, fmt.Errorf("budget: time zone %q: name an IANA zone such as Europe/Paris", name)
 	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
