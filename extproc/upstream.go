@@ -103,6 +103,7 @@ func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.Proces
 	u.requestID = meta[contract.MetaRequestID].GetStringValue()
 	u.leaseID = meta[contract.MetaLease].GetStringValue()
 	u.held = money.Nanos(meta[contract.MetaHeld].GetNumberValue())
+	u.budgetLeases = parseBudgetLeases(meta[contract.MetaBudgets].GetStringValue())
 	u.preq.Stream = meta[contract.MetaStream].GetBoolValue()
 	u.stream = u.preq.Stream
 	u.preq.ClientUsage = meta[contract.MetaClientUsage].GetBoolValue()
