@@ -107,10 +107,23 @@ func (e *Exceeded) Message() string {
 	}
 	if b.ResetsAt.IsZero() {
 		return fmt.Sprintf("%s budget of $%s in total is spent; it does not reset. Raise or remove the budget to continue.",
-			scope, b.Amount.String())
+			scope, USD(b.Amount))
 	}
 	return fmt.Sprintf("%s budget of $%s per %s is spent; it resets at %s.",
-		scope, b.Amount.String(), b.Period, b.ResetsAt.UTC().Format(time.RFC3339))
+		scope, USD(b.Amount), b.Period, b.ResetsAt.UTC().Format(time.RFC3339))
+}
+
+// USD writes an amount in dollars with at least two decimals: 5.00, 0.125.
+func USD(n money.Nanos) string {
+	s := n.String()
+	dot := strings.IndexByte(s, '.')
+	switch {
+	case dot < 0:
+		return s + ".00"
+	case len(s)-dot == 2:
+		return s + "0"
+	}
+	return s
 }
 
 // Hold holds amount under every budget of the key and of its account, in
