@@ -61,6 +61,10 @@ func (s *Service) routes() []route {
 		{"POST /api/v1/accounts/{id}/credit", s.creditAccount},
 		{"GET /api/v1/accounts/{id}/balance", s.balanceHistory},
 		{"GET /api/v1/models", s.listModels},
+		{"GET /api/v1/keys/{id}/budgets", s.getKeyBudgets},
+		{"PUT /api/v1/keys/{id}/budgets", s.putKeyBudgets},
+		{"GET /api/v1/accounts/{id}/budgets", s.getAccountBudgets},
+		{"PUT /api/v1/accounts/{id}/budgets", s.putAccountBudgets},
 	}
 }
 
