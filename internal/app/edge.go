@@ -17,8 +17,8 @@ import (
 	"github.com/tollgate/tollgate/envoy/edge"
 	"github.com/tollgate/tollgate/envoy/inproc"
 	"github.com/tollgate/tollgate/manage"
-	"github.com/tollgate/tollgate/store"
 	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
 )
 
 // edgeParts are the built-in edge under /v1/ and what stops it.
