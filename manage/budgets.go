@@ -179,10 +179,13 @@ func (s *Service) budgetReport(ctx context.Context, accountID, keyID string) (Bu
 	return rep, nil
 }
 
-// DefaultBudgets gives a new key its plan's default budgets
+// defaultBudgets gives a new key its plan's default budgets
 // (plans[].default_key_budgets); a failure is logged, not returned (the
 // key is made).
 func (s *Service) defaultBudgets(ctx context.Context, cfg *config.Config, acct store.Account, keyID string) {
+	if cfg == nil {
+		return // the CLI without a configuration knows no plans
+	}
 	p, ok := cfg.Plan(acct.Plan)
 	if !ok || len(p.DefaultKeyBudgets) == 0 {
 		return
@@ -308,4 +311,22 @@ func (s *Service) putAccountBudgets(w http.ResponseWriter, r *http.Request, a Ac
 		return err
 	}
 	return writeJSON(w, http.StatusOK, BudgetsView(rep))
+}
+
+// WithBudget is a report's budgets with b in place of its period's (the
+// CLI sets one period at a time).
+func WithBudget(rep BudgetReport, b store.Budget) []store.Budget {
+	out := WithoutBudget(rep, b.Period)
+	return append(out, b)
+}
+
+// WithoutBudget is a report's budgets without its period's.
+func WithoutBudget(rep BudgetReport, period string) []store.Budget {
+	out := []store.Budget{}
+	for _, s := range rep.Budgets {
+		if s.Period != period {
+			out = append(out, s.Budget)
+		}
+	}
+	return out
 }
