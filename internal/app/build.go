@@ -242,7 +242,7 @@ func (a *App) buildServers(ctx context.Context) error {
 	}), Metrics: m}
 	a.deployments = health.New(health.Options{})
 	a.extproc = extproc.New(extproc.Options{
-		Config: a.cfg.Load, Keys: a.cache, Balance: a.leaser, Budgets: a.budgets, Logger: a.log,
+		Config: a.cfg.Load, Keys: a.cache, Balance: a.leaser, Budgets: a.budgets, BudgetRefused: m.BudgetRefused, Logger: a.log,
 		// Every usage record: counted in the metrics, logged as the
 		// request's access-log line, then written.
 		Usage:  metrics.Usage{Next: extproc.AccessLog{Usage: a.recorder, Logger: a.accessLog}, Metrics: m},
