@@ -95,3 +95,56 @@ func TestReplicasNeverSpendPastAKeysDailyBudget(t *testing.T) {
 	assert.Equal(t, u.Cost, spend.Spent, "and what the records say")
 	assert.Zero(t, spend.Reserved, "every replica gave its budget leases back as it stopped")
 }
+
+// TestABudgetSetByTheCLIRefusesCountsAndIsRaised: a key budget set with
+// the CLI refuses the request that would pass it with 429 and
+// Retry-After; the refusal is counted and the key's remaining budget is a
+// gauge; raised with the CLI, the budget admits again (the change reaches
+// the replica).
+func TestABudgetSetByTheCLIRefusesCountsAndIsRaised(t *testing.T) {
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "")
+	secret := tg.newAccount(t, "cap@example.com", "10")
+	id := tg.onlyKeyID(t, "cap@example.com")
+	// A request holds about $0.000043 and costs $0.00000435: $0.00005
+	// admits one at a time, and refuses once about $0.000007 was spent.
+	tg.run(t, "key", "budget", "set", id, "--period", "day", "--amount", "0.00005")
+	const body = `{"model":"gpt-4o-mini","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
+	var refused *http.Response
+	var refusal []byte
+	eventually(t, func() bool {
+		resp, b := tg.post(t, secret, body)
+		refused, refusal = resp, b
+		return resp.StatusCode == http.StatusTooManyRequests
+	}, "the budget runs out")
+	require.Contains(t, string(refusal), `"code":"budget_exceeded"`)
+	secs, err := strconv.Atoi(refused.Header.Get("Retry-After"))
+	require.NoError(t, err)
+	_, end := budget.Window(budget.Day, time.Now(), time.UTC)
+	assert.InDelta(t, time.Until(end).Seconds(), float64(secs), 5)
+
+	fams := tg.scrape(t)
+	require.Contains(t, fams, "tollgate_budget_refusals_total")
+	assert.GreaterOrEqual(t, sumWhere(fams["tollgate_budget_refusals_total"], map[string]string{"scope": "key", "period": "day"}, false), 1.0)
+	eventually(t, func() bool { // once the answers' records are written
+		fams := tg.scrape(t)
+		left := sumWhere(fams["tollgate_budget_remaining_nanos"], map[string]string{"key_id": id, "period": "day"}, false)
+		return left > 0 && left < 50_000
+	}, "the key's remaining budget is a gauge")
+
+	tg.run(t, "key", "budget", "set", id, "--period", "day", "--amount", "1")
+	eventually(t, func() bool {
+		resp, _ := tg.post(t, secret, body)
+		return resp.StatusCode == http.StatusOK
+	}, "the raised budget admits")
+	eventually(t, func() bool { // once the last answer's record is written
+		var view struct {
+			Data []struct {
+				SpentUSD money.Nanos `json:"spent_usd"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(tg.run(t, "key", "budget", "list", id, "--json")), &view))
+		require.Len(t, view.Data, 1)
+		return tg.keyUsage(t, id).TotalCostUSD == view.Data[0].SpentUSD
+	}, "the window spent what the key's records cost")
+}
