@@ -31,6 +31,8 @@ type keyUsagePage struct {
 	// Today bounds the custom window's date inputs.
 	Today        string
 	Errors       []errorRow
+	// Budgets are the key's spend budgets in their current windows.
+	Budgets []budgetRow
 	Latency      latencyStats
 	LatencyCount string
 }
@@ -107,6 +109,9 @@ func (d *Dashboard) keyUsage(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	for _, o := range timelineWindows {
 		page.Windows = append(page.Windows, windowLink{Name: o.Name, Label: o.Label, Current: o.Name == win.Name})
+	}
+	if page.Budgets, err = d.keyBudgetRows(ctx, a, k.ID); err != nil {
+		return err
 	}
 	page.Today = now.UTC().Format(dateLayout)
 	page.Chart, page.Buckets = drawTimeline(win, buckets)

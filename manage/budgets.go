@@ -23,6 +23,7 @@ import (
 type Budgets interface {
 	SetBudgets(ctx context.Context, accountID, keyID string, budgets []store.Budget) ([]store.Budget, error)
 	Budgets(ctx context.Context, accountID, keyID string) ([]store.Budget, error)
+	KeysWithBudgets(ctx context.Context, accountID string) ([]store.Budget, error)
 	BudgetSpend(ctx context.Context, budgetID string, windowStart time.Time) (store.BudgetSpend, error)
 	AccountTimezone(ctx context.Context, accountID string) (string, error)
 	SetAccountTimezone(ctx context.Context, accountID, tz string) error
@@ -147,6 +148,61 @@ func checkBudgets(budgets []store.Budget) error {
 	return nil
 }
 
+// KeyBudgetsOf are the budgets of every key of the account that has one,
+// by key id, each with its current window (the dashboard's key list).
+func (s *Service) KeyBudgetsOf(ctx context.Context, a Actor, accountID string) (map[string][]BudgetStatus, error) {
+	if _, err := s.account(ctx, a, accountID, ScopeKeysRead); err != nil {
+		return nil, err
+	}
+	bs, err := s.opt.Store.KeysWithBudgets(ctx, accountID)
+	if err != nil {
+		return nil, s.fail(ctx, "key budgets", err)
+	}
+	out := map[string][]BudgetStatus{}
+	if len(bs) == 0 {
+		return out, nil
+	}
+	loc, err := s.zone(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bs {
+		st, err := s.status(ctx, b, loc)
+		if err != nil {
+			return nil, err
+		}
+		out[b.KeyID] = append(out[b.KeyID], st)
+	}
+	return out, nil
+}
+
+// zone is the time zone of the account's windows.
+func (s *Service) zone(ctx context.Context, accountID string) (*time.Location, error) {
+	tz, err := s.opt.Store.AccountTimezone(ctx, accountID)
+	if err != nil {
+		return nil, s.fail(ctx, "time zone", err)
+	}
+	loc, err := budget.LoadZone(tz)
+	if err != nil {
+		return time.UTC, nil
+	}
+	return loc, nil
+}
+
+// status is a budget with what its current window spent.
+func (s *Service) status(ctx context.Context, b store.Budget, loc *time.Location) (BudgetStatus, error) {
+	start, end := budget.Window(budget.Period(b.Period), s.opt.Now(), loc)
+	spend, err := s.opt.Store.BudgetSpend(ctx, b.ID, start)
+	if err != nil {
+		return BudgetStatus{}, s.fail(ctx, "budget spend", err)
+	}
+	st := BudgetStatus{Budget: b, Spent: spend.Spent}
+	if !end.IsZero() {
+		st.WindowStart, st.ResetsAt = start, end
+	}
+	return st, nil
+}
+
 // budgetReport reads the budgets of a key (or the account's own) and
 // what each spent in its current window.
 func (s *Service) budgetReport(ctx context.Context, accountID, keyID string) (BudgetReport, error) {
@@ -154,25 +210,19 @@ func (s *Service) budgetReport(ctx context.Context, accountID, keyID string) (Bu
 	if err != nil {
 		return BudgetReport{}, s.fail(ctx, "time zone", err)
 	}
-	loc, err := budget.LoadZone(tz)
+	loc, err := s.zone(ctx, accountID)
 	if err != nil {
-		loc = time.UTC
+		return BudgetReport{}, err
 	}
 	bs, err := s.opt.Store.Budgets(ctx, accountID, keyID)
 	if err != nil {
 		return BudgetReport{}, s.fail(ctx, "budgets", err)
 	}
 	rep := BudgetReport{Timezone: tz, Budgets: make([]BudgetStatus, 0, len(bs))}
-	now := s.opt.Now()
 	for _, b := range bs {
-		start, end := budget.Window(budget.Period(b.Period), now, loc)
-		spend, err := s.opt.Store.BudgetSpend(ctx, b.ID, start)
+		st, err := s.status(ctx, b, loc)
 		if err != nil {
-			return BudgetReport{}, s.fail(ctx, "budget spend", err)
-		}
-		st := BudgetStatus{Budget: b, Spent: spend.Spent}
-		if !end.IsZero() {
-			st.WindowStart, st.ResetsAt = start, end
+			return BudgetReport{}, err
 		}
 		rep.Budgets = append(rep.Budgets, st)
 	}

@@ -25,3 +25,7 @@ func (f *fakeStore) BudgetSpend(context.Context, string, time.Time) (store.Budge
 func (f *fakeStore) AccountTimezone(context.Context, string) (string, error) { return "UTC", nil }
 
 func (f *fakeStore) SetAccountTimezone(context.Context, string, string) error { return errFake }
+
+func (f *fakeStore) KeysWithBudgets(context.Context, string) ([]store.Budget, error) {
+	return []store.Budget{}, nil
+}
