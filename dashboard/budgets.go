@@ -245,4 +245,3 @@ func refusal(err error) error {
 	}
 	return nil
 }
-

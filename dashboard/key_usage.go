@@ -29,10 +29,10 @@ type keyUsagePage struct {
 	// Over the window: failures by status and code, and the latency and
 	// time to first token of its latest requests (at most latencySample).
 	// Today bounds the custom window's date inputs.
-	Today        string
-	Errors       []errorRow
+	Today  string
+	Errors []errorRow
 	// Budgets are the key's spend budgets in their current windows.
-	Budgets []budgetRow
+	Budgets      []budgetRow
 	Latency      latencyStats
 	LatencyCount string
 }
