@@ -157,7 +157,7 @@ func withQuery(params map[string][]string, h handler) handler {
 }
 
 // apiMethods are the methods the API's routes use.
-var apiMethods = []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete}
+var apiMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
 
 // allowedMethods are the methods mux routes r's path by, other than its
 // catch-all; none when the path is no call's.
