@@ -70,21 +70,8 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 				return err
 			}
 		}
-		// Reservations, then leases, each in ID order (see Lock order).
-		for _, id := range slices.Sorted(maps.Keys(leases)) {
-			reservations = append(reservations, id)
-		}
-		slices.Sort(reservations)
-		for _, id := range slices.Compact(reservations) {
-			if spent, ok := leases[id]; ok {
-				if err := changes.shrink(ctx, q, id, spent); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := changes.release(ctx, q, id); err != nil {
-				return err
-			}
+		if err := changes.settle(ctx, q, reservations, leases); err != nil {
+			return err
 		}
 		if err := changes.apply(ctx, q); err != nil {
 			return err
@@ -96,6 +83,25 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 	})
 	if err != nil {
 		return fmt.Errorf("store: record usage: %w", err)
+	}
+	return nil
+}
+
+// settle releases the reservations and shrinks the leases (each by what
+// its records held), together in ID order (see Lock order).
+func (c *accountChanges) settle(ctx context.Context, q querier, reservations []string, leases map[string]money.Nanos) error {
+	ids := append(slices.Clone(reservations), slices.Collect(maps.Keys(leases))...)
+	slices.Sort(ids)
+	for _, id := range slices.Compact(ids) {
+		if held, ok := leases[id]; ok {
+			if err := c.shrink(ctx, q, id, held); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := c.release(ctx, q, id); err != nil {
+			return err
+		}
 	}
 	return nil
 }
