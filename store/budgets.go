@@ -245,12 +245,14 @@ func (s *sqlStore) BudgetsFor(ctx context.Context, accountID, keyID string) ([]B
 	return out, nil
 }
 
-// KeysWithBudgets are the IDs of the account's keys (every account's when
-// accountID is "") that have a budget, with their budgets.
+// KeysWithBudgets are the budgets of the account's live keys (every
+// account's when accountID is "").
 func (s *sqlStore) KeysWithBudgets(ctx context.Context, accountID string) ([]Budget, error) {
-	where, args := `key_id <> ''`, []any{}
+	// A deleted key's budgets stay behind (DeleteKey leaves them): only
+	// live keys count.
+	where, args := `key_id IN (SELECT id FROM keys)`, []any{}
 	if accountID != "" {
-		where, args = `key_id <> '' AND account_id = $1`, []any{accountID}
+		where, args = `account_id = $1 AND key_id IN (SELECT id FROM keys WHERE account_id = $1)`, []any{accountID}
 	}
 	out, err := budgetsWhere(ctx, s.db.read(), where, args...)
 	if err != nil {

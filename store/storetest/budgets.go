@@ -79,6 +79,13 @@ func testSetBudgets(t *testing.T, s store.Store) {
 	none, err := s.SetBudgets(t.Context(), a.ID, k.ID, nil)
 	require.NoError(t, err)
 	require.Empty(t, none)
+	setBudget(t, s, a.ID, k.ID, "day", 10)
+	require.NoError(t, s.DeleteKey(t.Context(), k.ID))
+	withBudgets, err = s.KeysWithBudgets(t.Context(), "")
+	require.NoError(t, err)
+	for _, b := range withBudgets {
+		require.NotEqual(t, k.ID, b.KeyID, "a deleted key's budgets are gone with it")
+	}
 }
 
 func testSetBudgetsRefuses(t *testing.T, s store.Store) {
