@@ -248,11 +248,11 @@ func (s *sqlStore) BudgetsFor(ctx context.Context, accountID, keyID string) ([]B
 // KeysWithBudgets are the budgets of the account's live keys (every
 // account's when accountID is "").
 func (s *sqlStore) KeysWithBudgets(ctx context.Context, accountID string) ([]Budget, error) {
-	// A deleted key's budgets stay behind (DeleteKey leaves them): only
+	// A deleted key keeps its row, and its budgets stay behind: only
 	// live keys count.
-	where, args := `key_id IN (SELECT id FROM keys)`, []any{}
+	where, args := `key_id IN (SELECT id FROM keys WHERE deleted_at IS NULL)`, []any{}
 	if accountID != "" {
-		where, args = `account_id = $1 AND key_id IN (SELECT id FROM keys WHERE account_id = $1)`, []any{accountID}
+		where, args = `account_id = $1 AND key_id IN (SELECT id FROM keys WHERE account_id = $1 AND deleted_at IS NULL)`, []any{accountID}
 	}
 	out, err := budgetsWhere(ctx, s.db.read(), where, args...)
 	if err != nil {
