@@ -243,6 +243,31 @@ func (l *Leaser) Overdrawn(accountID string) {
 	}
 }
 
+// Retire is Overdrawn, and it gives back at once the free money of every
+// lease of the account the Leaser has retired (holds are served from the
+// current lease only, so no hold can take it meanwhile); their holds stay
+// until their records shrink them. The next hold asks the database. A
+// budget whose amount changed retires its leases so.
+func (l *Leaser) Retire(accountID string) {
+	l.Overdrawn(accountID)
+	l.mu.Lock()
+	a := l.accounts[accountID]
+	l.mu.Unlock()
+	if a == nil {
+		return
+	}
+	var gives []give
+	a.mu.Lock()
+	for _, ls := range a.retiring {
+		if ls.free > 0 && !ls.growing {
+			gives = append(gives, give{ls.id, ls.free})
+			ls.free = 0
+		}
+	}
+	a.mu.Unlock()
+	l.giveBack(gives)
+}
+
 // Spare is the free money of this replica's leases of the account: the
 // account's available balance in the database does not count it, though
 // this replica can still hold it for requests.
@@ -329,6 +354,11 @@ func (l *Leaser) sweep(all bool) {
 			l.mu.Unlock()
 		}
 	}
+	l.giveBack(gives)
+}
+
+// giveBack returns free money to the database.
+func (l *Leaser) giveBack(gives []give) {
 	for _, g := range gives {
 		if g.amount <= 0 {
 			continue

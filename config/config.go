@@ -348,6 +348,9 @@ type Plan struct {
 	DefaultTokensPerDay int64 `yaml:"default_tokens_per_day"`
 	// Models are the model ids the plan may use; "*" means every model.
 	Models []string `yaml:"models"`
+	// DefaultKeyBudgets are the spend budgets every new key of the plan's
+	// accounts gets (plan_budgets.go).
+	DefaultKeyBudgets []PlanBudget `yaml:"default_key_budgets"`
 }
 
 // AllowsModel reports whether the plan covers the model id.
@@ -697,6 +700,9 @@ func (c *Config) validatePlans() error {
 		}
 		if p.DefaultTokensPerDay < 0 {
 			return fieldErr(f+".default_tokens_per_day", "must not be negative (0 means unlimited)")
+		}
+		if err := validateBudgets(f, p.DefaultKeyBudgets); err != nil {
+			return err
 		}
 		for j, m := range p.Models {
 			if m == "*" {

@@ -62,6 +62,8 @@ type keyRow struct {
 	// Requests and Spend over the last 30 days (the list only).
 	Requests int64
 	Spend    string
+	// Budget is the fullest spend budget's spend over its amount (budgets.go).
+	Budget string
 }
 
 // listKeys shows the account and a page of its keys: those matching the
@@ -103,12 +105,17 @@ func (d *Dashboard) listKeys(w http.ResponseWriter, r *http.Request, s *session)
 	matching := page.matching(keys, now)
 	sortKeys(matching, page.Sort, totals)
 	page.paginate(len(matching), query.Get("page"))
+	meters, err := d.budgetMeters(r.Context(), d.actor(r, s), s.account.ID)
+	if err != nil {
+		return err
+	}
 	saved := query.Get("saved")
 	start := (page.Page - 1) * keysPerPage
 	page.Keys = make([]keyRow, 0, keysPerPage)
 	for _, k := range matching[start:min(start+keysPerPage, len(matching))] {
 		row := keyView(k, now)
 		row.Requests, row.Spend = totals[k.ID].Requests, usd(totals[k.ID].Cost)
+		row.Budget = meters[k.ID]
 		if saved != "" && k.ID == saved {
 			row.JustSaved = true
 			page.Saved = true

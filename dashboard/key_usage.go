@@ -29,8 +29,10 @@ type keyUsagePage struct {
 	// Over the window: failures by status and code, and the latency and
 	// time to first token of its latest requests (at most latencySample).
 	// Today bounds the custom window's date inputs.
-	Today        string
-	Errors       []errorRow
+	Today  string
+	Errors []errorRow
+	// Budgets are the key's spend budgets in their current windows.
+	Budgets      []budgetRow
 	Latency      latencyStats
 	LatencyCount string
 }
@@ -107,6 +109,9 @@ func (d *Dashboard) keyUsage(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	for _, o := range timelineWindows {
 		page.Windows = append(page.Windows, windowLink{Name: o.Name, Label: o.Label, Current: o.Name == win.Name})
+	}
+	if page.Budgets, err = d.keyBudgetRows(ctx, a, k.ID); err != nil {
+		return err
 	}
 	page.Today = now.UTC().Format(dateLayout)
 	page.Chart, page.Buckets = drawTimeline(win, buckets)

@@ -44,6 +44,11 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 	keys, err := tg.Store.ListKeys(ctx, account.ID)
 	require.NoError(t, err)
 	keyID := keys[0].ID
+	for _, k := range keys[:2] { // budgets show on the key list, the key page and their own page
+		tg.run(t, "key", "budget", "set", k.ID, "--period", "day", "--amount", "5")
+		tg.run(t, "key", "budget", "set", k.ID, "--period", "total", "--amount", "1000")
+	}
+	tg.run(t, "account", "budget", "set", "--email", "me@example.com", "--period", "month", "--amount", "50", "--timezone", "America/New_York")
 
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -58,7 +63,7 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#create-key")),
 	)
 	pages := []string{"/keys", "/keys/new", "/keys/" + keyID, "/keys/" + keyID + "/requests", "/usage", "/keys/" + keyID + "/edit", "/keys/" + keyID + "/rotate",
-		"/keys/" + keyID + "/delete", "/models", "/tokens", "/activity", "/no-such-page"}
+		"/keys/" + keyID + "/delete", "/models", "/tokens", "/activity", "/keys/" + keyID + "/budgets", "/budgets", "/no-such-page"}
 	for _, width := range []int64{1280, 390} {
 		do(fmt.Sprintf("a %d px wide window", width), chromedp.EmulateViewport(width, 844))
 		for _, page := range pages {

@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/config"
@@ -25,10 +26,11 @@ type admission struct {
 	model            *config.Model
 	stream           bool
 	started          time.Time
-	leaseID          string      // the lease the hold came from; "" for a reservation of its own
-	held             money.Nanos // money held for this request
-	tokensHeld       int64       // tokens reserved against the key's token limits (tokens.go)
-	recorded         bool        // this step wrote the request's record
+	leaseID          string              // the lease the hold came from; "" for a reservation of its own
+	held             money.Nanos         // money held for this request
+	budgetLeases     []store.BudgetLease // its holds under spend budgets, each of held
+	tokensHeld       int64               // tokens reserved against the key's token limits (tokens.go)
+	recorded         bool                // this step wrote the request's record
 }
 
 // outcome is how a request ended in one step.
@@ -74,6 +76,7 @@ func (s *Server) record(step string, a *admission, o outcome) (store.UsageRecord
 		rec.ID = usageID(a.requestID)
 		if a.held > 0 {
 			setHold(&rec, a.requestID, a.leaseID, a.held)
+			rec.BudgetLeases = a.budgetLeases
 		}
 	}
 	s.overcharged(rec, a.held)
@@ -84,11 +87,12 @@ func (s *Server) record(step string, a *admission, o outcome) (store.UsageRecord
 	return rec, true
 }
 
-// setHold names the request's hold on its record: the lease it came from
-// and its amount, or the reservation of its own.
+// setHold names the request's hold on its record: its amount, and the
+// lease it came from or (none) the reservation of its own, if any.
 func setHold(rec *store.UsageRecord, requestID, leaseID string, held money.Nanos) {
+	rec.Held = held
 	if leaseID != "" {
-		rec.LeaseID, rec.Held = leaseID, held
+		rec.LeaseID = leaseID
 		return
 	}
 	rec.ReservationID = reservationID(requestID)
@@ -111,4 +115,36 @@ func estimateUsage(usage provider.Usage, body []byte, completion string, m *conf
 		usage.CompletionTokens = max(usage.CompletionTokens, provider.HeldOutput(body, m))
 	}
 	return usage
+}
+
+// encodeBudgetLeases writes a request's budget holds for the request
+// metadata (contract.MetaBudgets): "<pot>#<lease>" joined by commas. Pot
+// and lease ids use neither character.
+func encodeBudgetLeases(holds []store.BudgetLease) string {
+	var b strings.Builder
+	for i, h := range holds {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(h.Pot)
+		b.WriteByte('#')
+		b.WriteString(h.Lease)
+	}
+	return b.String()
+}
+
+// parseBudgetLeases reads encodeBudgetLeases' text (signed by the router
+// step, so well formed; anything else is dropped).
+func parseBudgetLeases(s string) []store.BudgetLease {
+	if s == "" {
+		return nil
+	}
+	var out []store.BudgetLease
+	for part := range strings.SplitSeq(s, ",") {
+		pot, lease, ok := strings.Cut(part, "#")
+		if ok && pot != "" && lease != "" && len(out) < store.MaxBudgets*2 {
+			out = append(out, store.BudgetLease{Pot: pot, Lease: lease})
+		}
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"hash"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/extproc/provider"
@@ -48,6 +50,8 @@ type routerStep struct {
 	// tokenHeaders are the key's x-ratelimit-*-tokens headers (tokens.go),
 	// for every answer once the token limits were checked.
 	tokenHeaders []*corev3.HeaderValueOption
+	// refusal is the extra headers of a refusal (a budget's Retry-After).
+	refusal []*corev3.HeaderValueOption
 }
 
 func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
@@ -206,16 +210,67 @@ func promptTokensHeld(cr chatRequest, bodyLen int) int64 {
 // hold reserves the most this request can cost: its prompt
 // (promptTokensHeld), and all the tokens it may generate: its output
 // limit, which is what the provider gets (limitBody), for each of its n
-// choices.
-// It fails with 402 when the account cannot pay for that.
+// choices; from the balance, then under every spend budget of the key and
+// its account.
+// It fails with 402 when the account cannot pay for that, and with 429
+// budget_exceeded when a budget cannot (the balance is asked first, so a
+// request both would refuse gets the 402).
 func (r *routerStep) hold(ctx context.Context, cr chatRequest, bodyLen int) *oaierror.Error {
-	if r.s.opt.Balance == nil {
+	if r.s.opt.Balance == nil && r.s.opt.Budgets == nil {
 		return nil
 	}
 	m := cr.Model
 	amount := money.Add(money.Cost(promptTokensHeld(cr, bodyLen), m.MostPromptPrice()), money.Cost(cr.MaxTokens*max(cr.Choices, 1), m.OutputPricePerMillion))
 	if amount <= 0 {
 		return nil // a free model needs no hold
+	}
+	if e := r.holdBalance(ctx, amount); e != nil {
+		return e
+	}
+	return r.holdBudgets(ctx, amount)
+}
+
+// holdBudgets holds amount under every budget of the key and its account.
+// Holds taken under some budgets before another refused stay on the
+// request: its record (of the refusal, at no cost) settles them.
+func (r *routerStep) holdBudgets(ctx context.Context, amount money.Nanos) *oaierror.Error {
+	if r.s.opt.Budgets == nil {
+		return nil
+	}
+	holds, err := r.s.opt.Budgets.Hold(ctx, r.accountID, r.keyID, amount)
+	if len(holds) > 0 {
+		r.held, r.budgetLeases = amount, holds
+	}
+	var ex *budget.Exceeded
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ex):
+		first := ex.First()
+		scope := "account"
+		if first.KeyID != "" {
+			scope = "key"
+		}
+		if f := r.s.opt.BudgetRefused; f != nil {
+			f(scope, first.Period)
+		}
+		if !first.ResetsAt.IsZero() {
+			secs := int64(math.Ceil(first.ResetsAt.Sub(r.s.opt.Now()).Seconds()))
+			r.refusal = contract.SetRawHeaders("retry-after", strconv.FormatInt(max(secs, 1), 10))
+		}
+		e := oaierror.BudgetExceeded.With(ex.Message(), "")
+		return &e
+	default:
+		r.s.opt.Logger.ErrorContext(ctx, "router step: holding under a budget failed", "account_id", r.accountID, "key_id", r.keyID, "err", err)
+		e := oaierror.Internal
+		return &e
+	}
+}
+
+// holdBalance holds amount from the account's balance.
+func (r *routerStep) holdBalance(ctx context.Context, amount money.Nanos) *oaierror.Error {
+	if r.s.opt.Balance == nil {
+		return nil
 	}
 	leaseID, err := r.s.opt.Balance.Hold(ctx, r.accountID, r.requestID, amount)
 	switch {
@@ -247,6 +302,7 @@ func requestMetadata(stepKey []byte, a *admission, cr chatRequest, response stri
 	fields[contract.MetaStarted] = v.number(float64(a.started.UnixMicro()))
 	fields[contract.MetaLease] = v.str(a.leaseID)
 	fields[contract.MetaHeld] = v.number(float64(a.held))
+	fields[contract.MetaBudgets] = v.str(encodeBudgetLeases(a.budgetLeases))
 	if response != "" {
 		fields[contract.MetaResponse] = v.str(response)
 	}
@@ -336,10 +392,11 @@ func stepToken(key []byte, f map[string]*structpb.Value) string {
 	// "%s=%t;" per number or flag, appended without fmt.
 	b := m.buf[:0]
 	for _, name := range tokenStrings {
-		if (name == contract.MetaResponse || name == contract.MetaTokens) && f[name].GetStringValue() == "" {
-			// Only a Responses request has the one, only a request of a
-			// key with token limits the other: any other request's token
-			// stays the bytes it was, across a rolling upgrade.
+		if (name == contract.MetaResponse || name == contract.MetaBudgets || name == contract.MetaTokens) && f[name].GetStringValue() == "" {
+			// Only a Responses request has the first, one held under
+			// budgets the second, one of a key with token limits the
+			// third: any other request's token stays the bytes it was,
+			// across a rolling upgrade.
 			continue
 		}
 		v := f[name].GetStringValue()
@@ -364,7 +421,7 @@ func stepToken(key []byte, f map[string]*structpb.Value) string {
 // The fields a step token signs, in order: strings, then numbers and
 // flags.
 var (
-	tokenStrings = []string{contract.MetaKeyID, contract.MetaAccountID, contract.MetaRequestID, contract.MetaModel, contract.MetaLease, contract.MetaResponse, contract.MetaTokens}
+	tokenStrings = []string{contract.MetaKeyID, contract.MetaAccountID, contract.MetaRequestID, contract.MetaModel, contract.MetaLease, contract.MetaBudgets, contract.MetaResponse, contract.MetaTokens}
 	tokenNumbers = []struct {
 		name string
 		flag bool
@@ -467,20 +524,26 @@ func (r *routerStep) finish(context.Context, error) {
 			usage: estimateUsage(provider.Usage{}, r.body, "", r.model), attempts: r.attempts})
 	}
 	if r.held > 0 {
-		// The request is over here: its hold leaves this replica's lease
+		// The request is over here: its hold leaves this replica's leases
 		// (its record, written here or by the replica that answered,
 		// settles it in the database).
-		r.s.opt.Balance.Done(r.accountID, r.leaseID, r.held)
+		if r.s.opt.Balance != nil {
+			r.s.opt.Balance.Done(r.accountID, r.leaseID, r.held)
+		}
+		if r.s.opt.Budgets != nil && len(r.budgetLeases) > 0 {
+			r.s.opt.Budgets.Done(r.budgetLeases, r.held)
+		}
 	}
 }
 
-// reject answers the client at once and records the failure.
+// reject answers the client at once (with the refusal's headers, if any)
+// and records the failure.
 func (r *routerStep) reject(e oaierror.Error) *extprocv3.ProcessingResponse {
 	r.record(e.Status, e.Code)
 	if r.tokenHeaders == nil {
 		r.peekTokens()
 	}
-	return immediate(e.ForRequest(r.clientRequestID), r.tokenHeaders)
+	return immediate(e.ForRequest(r.clientRequestID), append(r.refusal, r.tokenHeaders...))
 }
 
 // record writes the request's record of a failure.

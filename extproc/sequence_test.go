@@ -123,6 +123,12 @@ func TestStepTokensAreTheSameBytesAsBefore(t *testing.T) {
 	assert.NotEqual(t, base64.RawURLEncoding.EncodeToString(mac.Sum(nil)), withResponse)
 	f[contract.MetaResponse] = structpb.NewStringValue(`{"id":"resp_1","store":false}`)
 	assert.NotEqual(t, withResponse, stepToken(key, f), "altering it breaks the token")
+
+	// So are a request's budget holds, when it has any.
+	f[contract.MetaBudgets] = structpb.NewStringValue("bgt_a/0/0#lse_1")
+	withBudgets := stepToken(key, f)
+	f[contract.MetaBudgets] = structpb.NewStringValue("bgt_a/0/0#lse_2")
+	assert.NotEqual(t, withBudgets, stepToken(key, f), "altering them breaks the token")
 }
 
 func TestHeaderMapReadsRawAndPlainValues(t *testing.T) {

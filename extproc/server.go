@@ -85,6 +85,18 @@ func (Reservations) Done(string, string, money.Nanos) {}
 // refuses it while the balance cannot cover it.
 func (Reservations) Overdrawn(string) {}
 
+// Budgets holds a request's most possible cost under every spend budget of
+// its key and account (a budget.Holder).
+type Budgets interface {
+	// Hold holds amount under every budget; it returns the holds taken,
+	// and a *budget.Exceeded when a budget cannot cover amount.
+	Hold(ctx context.Context, accountID, keyID string, amount money.Nanos) ([]store.BudgetLease, error)
+	// Done ends the request's holds in this replica.
+	Done(holds []store.BudgetLease, amount money.Nanos)
+	// Overdrawn: the request was charged more than it held.
+	Overdrawn(holds []store.BudgetLease)
+}
+
 // Usage receives one record per request; it must not lose them.
 type Usage interface {
 	Record(rec store.UsageRecord) error
@@ -99,6 +111,13 @@ type Options struct {
 	// Balance holds each request's most possible cost at admission, so
 	// that concurrent requests cannot overdraw an account.
 	Balance Balance
+	// Budgets holds each request's most possible cost under its key's and
+	// account's spend budgets, after the balance; nil means no budgets.
+	Budgets Budgets
+	// BudgetRefused is told the scope ("key" or "account") and period of
+	// the budget named by each budget refusal (a metrics counter); nil
+	// tells nothing.
+	BudgetRefused func(scope, period string)
 	// Health is the passive health of deployments: the upstream step tells
 	// it every provider status, the router step asks it before admitting
 	// a request and when listing models. Nil means every deployment of an
@@ -151,7 +170,13 @@ func (noObserver) Overcharge(string, string) {}
 // holds go back to the database, which refuses them until the balance is
 // positive again.
 func (s *Server) overcharged(rec store.UsageRecord, held money.Nanos) {
-	if held <= 0 || rec.Cost <= held || s.opt.Balance == nil {
+	if held <= 0 || rec.Cost <= held {
+		return
+	}
+	if s.opt.Budgets != nil && len(rec.BudgetLeases) > 0 {
+		s.opt.Budgets.Overdrawn(rec.BudgetLeases)
+	}
+	if s.opt.Balance == nil {
 		return
 	}
 	s.opt.Logger.Warn("a request was charged more than it held; the account is debited in full",

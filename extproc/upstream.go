@@ -104,6 +104,7 @@ func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.Proces
 	u.leaseID = meta[contract.MetaLease].GetStringValue()
 	u.held = money.Nanos(meta[contract.MetaHeld].GetNumberValue())
 	u.tokensHeld, _ = strconv.ParseInt(meta[contract.MetaTokens].GetStringValue(), 10, 64)
+	u.budgetLeases = parseBudgetLeases(meta[contract.MetaBudgets].GetStringValue())
 	u.preq.Stream = meta[contract.MetaStream].GetBoolValue()
 	u.stream = u.preq.Stream
 	u.preq.ClientUsage = meta[contract.MetaClientUsage].GetBoolValue()

@@ -61,6 +61,10 @@ func (s *Service) routes() []route {
 		{"POST /api/v1/accounts/{id}/credit", s.creditAccount},
 		{"GET /api/v1/accounts/{id}/balance", s.balanceHistory},
 		{"GET /api/v1/models", s.listModels},
+		{"GET /api/v1/keys/{id}/budgets", s.getKeyBudgets},
+		{"PUT /api/v1/keys/{id}/budgets", s.putKeyBudgets},
+		{"GET /api/v1/accounts/{id}/budgets", s.getAccountBudgets},
+		{"PUT /api/v1/accounts/{id}/budgets", s.putAccountBudgets},
 	}
 }
 
@@ -153,7 +157,7 @@ func withQuery(params map[string][]string, h handler) handler {
 }
 
 // apiMethods are the methods the API's routes use.
-var apiMethods = []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete}
+var apiMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
 
 // allowedMethods are the methods mux routes r's path by, other than its
 // catch-all; none when the path is no call's.

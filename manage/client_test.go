@@ -174,6 +174,23 @@ func TestTheGeneratedClientDrivesEveryEndpoint(t *testing.T) {
 	}
 	assert.Equal(t, []string{"key.rotate", "key.enable", "key.disable", "key.update", "key.create", "token.create",
 		"account.plan", "account.credit", "account.create"}, actions)
+	// Spend budgets, of the key and of the account.
+	setBudgets, err := team.SetKeyBudgetsWithResponse(ctx, key.Id, apiclient.KeyBudgetsPut{Budgets: []apiclient.BudgetInput{{Period: apiclient.BudgetInputPeriodDay, AmountUsd: 5}}})
+	require.NoError(t, err)
+	require.NotNil(t, setBudgets.JSON200, "%s", setBudgets.Body)
+	keyBudgets, err := team.GetKeyBudgetsWithResponse(ctx, key.Id)
+	require.NoError(t, err)
+	require.NotNil(t, keyBudgets.JSON200)
+	require.Len(t, keyBudgets.JSON200.Data, 1)
+	assert.Equal(t, 5.0, keyBudgets.JSON200.Data[0].AmountUsd)
+	acctBudgets, err := team.SetAccountBudgetsWithResponse(ctx, id, apiclient.AccountBudgetsPut{Timezone: ptr("Europe/Paris"),
+		Budgets: []apiclient.BudgetInput{{Period: apiclient.BudgetInputPeriodMonth, AmountUsd: 100}}})
+	require.NoError(t, err)
+	require.NotNil(t, acctBudgets.JSON200, "%s", acctBudgets.Body)
+	readAcct, err := team.GetAccountBudgetsWithResponse(ctx, id)
+	require.NoError(t, err)
+	require.NotNil(t, readAcct.JSON200)
+	assert.Equal(t, "Europe/Paris", readAcct.JSON200.Timezone)
 	tokens, err := admin.ListTokensWithResponse(ctx, &apiclient.ListTokensParams{AccountId: &id})
 	require.NoError(t, err)
 	require.NotNil(t, tokens.JSON200)

@@ -167,6 +167,7 @@ func (s *Service) CreateKey(ctx context.Context, a Actor, accountID string, p ke
 	case err != nil:
 		return store.Key{}, "", s.fail(ctx, "create key", err)
 	}
+	s.defaultBudgets(ctx, cfg, acct, k.ID)
 	s.opt.KeyChanged(k.ID)
 	s.audit(ctx, a, acct.ID, ActionKeyCreate, k.ID)
 	return k, secret, nil

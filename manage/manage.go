@@ -131,6 +131,10 @@ type Options struct {
 	// KeyChanged is told a key's id after it changes, so that this
 	// replica's cache drops it at once; nil → nothing.
 	KeyChanged func(keyID string)
+	// AccountChanged is told an account's id after its budgets or time
+	// zone change, so that this replica's budgets drop it at once; nil →
+	// nothing.
+	AccountChanged func(accountID string)
 	// Now is the clock; nil → time.Now.
 	Now func() time.Time
 	// Random is the source of secrets; nil → crypto/rand.Reader.
@@ -156,6 +160,9 @@ func New(opt Options) (*Service, error) {
 	}
 	if opt.KeyChanged == nil {
 		opt.KeyChanged = func(string) {}
+	}
+	if opt.AccountChanged == nil {
+		opt.AccountChanged = func(string) {}
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now

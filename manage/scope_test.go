@@ -16,12 +16,14 @@ import (
 // one, so that the only reason left to refuse the call is the scope.
 func scopeProbeBodies(accountID string) map[string]string {
 	return map[string]string{
-		"createKey":     `{"description":"probe"}`,
-		"updateKey":     `{"description":"probed"}`,
-		"createToken":   `{"account_id":"` + accountID + `","name":"probe","scopes":["keys:read"]}`,
-		"createAccount": `{"email":"probe@example.com","plan":"basic"}`,
-		"setPlan":       `{"plan":"pro"}`,
-		"creditAccount": `{"amount_usd":1}`,
+		"createKey":         `{"description":"probe"}`,
+		"updateKey":         `{"description":"probed"}`,
+		"createToken":       `{"account_id":"` + accountID + `","name":"probe","scopes":["keys:read"]}`,
+		"createAccount":     `{"email":"probe@example.com","plan":"basic"}`,
+		"setPlan":           `{"plan":"pro"}`,
+		"creditAccount":     `{"amount_usd":1}`,
+		"setKeyBudgets":     `{"budgets":[{"period":"day","amount_usd":1}]}`,
+		"setAccountBudgets": `{"budgets":[{"period":"day","amount_usd":1}]}`,
 	}
 }
 

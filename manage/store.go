@@ -19,6 +19,7 @@ type Store interface {
 	AuditLog
 	Usage
 	Idempotency
+	Budgets
 }
 
 // Accounts are the accounts, their balances, plans and passwords.

@@ -50,6 +50,8 @@ type Metrics struct {
 	streams     *prometheus.CounterVec
 	messages    *prometheus.CounterVec
 	overcharges *prometheus.CounterVec
+	// budgetRefusals: budgets.go.
+	budgetRefusals *prometheus.CounterVec
 }
 
 // New makes the instruments and registers them, with Go's runtime and
@@ -111,6 +113,7 @@ func New() *Metrics {
 		m.checks, m.streams, m.messages, m.overcharges,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		panicCollector{})
+	m.budgetRefusals = newBudgetRefusals(m.Registry)
 	return m
 }
 

@@ -93,6 +93,11 @@ var (
 		"Rate limit reached for this API key (requests per minute). Retry after the time in the Retry-After header.", ""}
 	InsufficientBalance = Error{http.StatusPaymentRequired, "insufficient_balance", TypeInsufficientQuota,
 		"Your account balance is too low for this request. Add credit to continue.", ""}
+	// BudgetExceeded is a key's or account's spend budget that cannot
+	// cover a request in its current window; the message names the budget
+	// and when it resets.
+	BudgetExceeded = Error{http.StatusTooManyRequests, "budget_exceeded", TypeInsufficientQuota,
+		"A spend budget of this API key or account is spent. Retry after the time in the Retry-After header.", ""}
 	ModelNotAllowed = Error{http.StatusForbidden, "model_not_allowed", TypePermission,
 		"This API key or your plan does not give access to this model.", "model"}
 	NoAvailableWorkers = Error{http.StatusServiceUnavailable, "no_available_workers", TypeServiceUnavailable,

@@ -11,11 +11,14 @@ import (
 	"github.com/tollgate/tollgate/money"
 )
 
-// Lock order. Every transaction that writes reservations or balances takes
-// its PostgreSQL row locks in the same order: usage records, then
-// reservations (by ID), then accounts (by ID). So concurrent Reserve,
-// Release, ReleaseExpired and RecordUsage never deadlock: a transaction that
-// holds an account's lock waits for nothing else.
+// Lock order. Every transaction that writes reservations, balances or
+// budget windows takes its PostgreSQL row locks in the same order: usage
+// records, then reservations (by ID), then accounts (by ID), then budget
+// leases (by ID), then budget windows (by budget ID and start). So
+// concurrent Reserve, Release, ReleaseExpired, LeaseBudget and RecordUsage
+// never deadlock: a transaction that holds a window's lock waits for
+// nothing else (it may read a budget's row, which no such transaction
+// locks).
 
 // Reserve inserts the reservation first (a missing account fails its foreign
 // key: ErrNotFound; a taken ID fails its primary key: ErrConflict), then
@@ -94,8 +97,17 @@ func (s *sqlStore) ReleaseExpired(ctx context.Context, now time.Time) (int, erro
 				return err
 			}
 		}
-		released = changes.released
-		return changes.apply(ctx, q)
+		if err := changes.apply(ctx, q); err != nil {
+			return err
+		}
+		// Then expired budget leases (see Lock order).
+		windows := windowChanges{}
+		n, err := windows.releaseExpired(ctx, q, now)
+		if err != nil {
+			return err
+		}
+		released = changes.released + n
+		return windows.apply(ctx, q)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: release expired: %w", err)

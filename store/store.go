@@ -160,6 +160,10 @@ type UsageRecord struct {
 	// gone is no error; the debit alone is made.
 	LeaseID string
 	Held    money.Nanos
+	// BudgetLeases are the holds the request took under budgets, each of
+	// Held: writing the record spends Cost in each one's window and
+	// shrinks its lease by Held.
+	BudgetLeases []BudgetLease `json:",omitempty"`
 }
 
 // ModelUsage is one model's share of a key's usage.
@@ -331,6 +335,29 @@ type Store interface {
 	// before now (those left by a replica that died mid-request), and
 	// returns how many it freed.
 	ReleaseExpired(ctx context.Context, now time.Time) (int, error)
+
+	// SetBudgets replaces the budgets of a key (keyID set) or of an
+	// account (keyID ""), and announces the change (see budgets.go).
+	SetBudgets(ctx context.Context, accountID, keyID string, budgets []Budget) ([]Budget, error)
+	// Budgets are the budgets of a key, or (keyID "") of the account.
+	Budgets(ctx context.Context, accountID, keyID string) ([]Budget, error)
+	// BudgetsFor are the budgets that apply to the key's requests: its
+	// own and its account's.
+	BudgetsFor(ctx context.Context, accountID, keyID string) ([]Budget, error)
+	// KeysWithBudgets are the key budgets of an account (of every
+	// account when accountID is "").
+	KeysWithBudgets(ctx context.Context, accountID string) ([]Budget, error)
+	// BudgetSpend is a budget window's spent and reserved money.
+	BudgetSpend(ctx context.Context, budgetID string, windowStart time.Time) (BudgetSpend, error)
+	// LeaseBudget grows a lease of a budget window, as Lease does of a
+	// balance; ErrBudgetExceeded when need does not fit.
+	LeaseBudget(ctx context.Context, pot BudgetPot, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error)
+	// ReturnBudgetLease gives free money of a budget lease back.
+	ReturnBudgetLease(ctx context.Context, leaseID string, amount money.Nanos) error
+	// AccountTimezone and SetAccountTimezone read and set the IANA time
+	// zone of an account's budget windows ("UTC" by default).
+	AccountTimezone(ctx context.Context, accountID string) (string, error)
+	SetAccountTimezone(ctx context.Context, accountID, tz string) error
 
 	// SetPassword stores the encoded hash of the account's dashboard password,
 	// replacing any, and deletes the account's sessions in the same

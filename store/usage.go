@@ -15,7 +15,9 @@ import (
 
 // RecordUsage inserts the records in ID order; for each one that was new it
 // frees the record's reservation, if any is left, and charges its cost. Then
-// it updates each account once (see Lock order in reservations.go).
+// it updates each account once, then shrinks the record's budget leases and
+// charges its cost to each of their windows (see Lock order in
+// reservations.go).
 func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error {
 	if len(records) == 0 {
 		return nil
@@ -33,6 +35,7 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 		var reservations []string
 		leases := map[string]money.Nanos{}
 		rollups := rollupBatch{}
+		budgets := budgetCharges{windows: windowChanges{}, leases: map[string]money.Nanos{}}
 		for _, r := range sorted {
 			created := now
 			if !r.CreatedAt.IsZero() {
@@ -63,30 +66,42 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 			if r.LeaseID != "" {
 				leases[r.LeaseID] += r.Held
 			}
-		}
-		// Reservations, then leases, each in ID order (see Lock order).
-		for _, id := range slices.Sorted(maps.Keys(leases)) {
-			reservations = append(reservations, id)
-		}
-		slices.Sort(reservations)
-		for _, id := range slices.Compact(reservations) {
-			if spent, ok := leases[id]; ok {
-				if err := changes.shrink(ctx, q, id, spent); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := changes.release(ctx, q, id); err != nil {
+			if err := budgets.add(r); err != nil {
 				return err
 			}
 		}
+		if err := changes.settle(ctx, q, reservations, leases); err != nil {
+			return err
+		}
 		if err := changes.apply(ctx, q); err != nil {
+			return err
+		}
+		if err := budgets.write(ctx, q); err != nil {
 			return err
 		}
 		return rollups.write(ctx, q)
 	})
 	if err != nil {
 		return fmt.Errorf("store: record usage: %w", err)
+	}
+	return nil
+}
+
+// settle releases the reservations and shrinks the leases (each by what
+// its records held), together in ID order (see Lock order).
+func (c *accountChanges) settle(ctx context.Context, q querier, reservations []string, leases map[string]money.Nanos) error {
+	ids := append(slices.Clone(reservations), slices.Collect(maps.Keys(leases))...)
+	slices.Sort(ids)
+	for _, id := range slices.Compact(ids) {
+		if held, ok := leases[id]; ok {
+			if err := c.shrink(ctx, q, id, held); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := c.release(ctx, q, id); err != nil {
+			return err
+		}
 	}
 	return nil
 }

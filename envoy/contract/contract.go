@@ -184,6 +184,9 @@ const (
 	// 0 when the hold is a reservation of the request's own, or none).
 	MetaLease = "lease"
 	MetaHeld  = "held_nanos"
+	// MetaBudgets names the holds the request took under spend budgets,
+	// each of MetaHeld: "<pot>#<lease>" joined by commas ("" for none).
+	MetaBudgets = "budgets"
 	// MetaExpires and MetaToken let the upstream step accept only attempts
 	// the router step admitted: the token is an HMAC of the fields above
 	// and the expiry (Unix seconds), under a key every replica shares.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/tollgate/tollgate/authz"
 	"github.com/tollgate/tollgate/balance"
+	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/edge"
 	"github.com/tollgate/tollgate/extproc"
@@ -96,6 +97,7 @@ type App struct {
 	recorder *extproc.Recorder
 	lastUsed *authz.LastUsed
 	leaser   *balance.Leaser
+	budgets  *budget.Holder
 
 	deployments *health.Tracker
 	authz       metrics.Authz
@@ -216,6 +218,9 @@ func (a *App) Shutdown() {
 func (a *App) closeAll() {
 	if a.leaser != nil {
 		a.leaser.Close() // no request is in flight: the leases' free money goes back
+	}
+	if a.budgets != nil {
+		a.budgets.Close() // so do the budget leases'
 	}
 	flushCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/authz"
 	"github.com/tollgate/tollgate/balance"
+	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/edge"
 	"github.com/tollgate/tollgate/extproc"
@@ -63,12 +64,18 @@ func (a *App) openStorage(ctx context.Context) error {
 	feed := st.HasChangeFeed()
 	ttl := cacheTTL(a.opt.CacheTTL, feed)
 	a.cache = store.NewCache(st, ttl, time.Now)
+	// Spend budgets are held like balances, from leases in memory; their
+	// budgets are cached like keys.
+	a.budgets = budget.New(budget.Options{Source: st, TTL: ttl, Logger: a.log})
 	if !feed {
 		a.log.Info("no change feed in this database; caches expire after", "ttl", ttl)
 		return nil
 	}
 	a.goBackground(func(ctx context.Context) {
-		err := st.Subscribe(ctx, func(c store.Change) { applyChange(a.cache, c) })
+		err := st.Subscribe(ctx, func(c store.Change) {
+			applyChange(a.cache, c)
+			a.budgets.Changed(c)
+		})
 		if ctx.Err() == nil {
 			a.log.Error("store change feed ended; caches expire after", "ttl", ttl, "err", err)
 		}
@@ -235,7 +242,7 @@ func (a *App) buildServers(ctx context.Context) error {
 	}), Metrics: m}
 	a.deployments = health.New(health.Options{})
 	a.extproc = extproc.New(extproc.Options{
-		Config: a.cfg.Load, Keys: a.cache, Balance: a.leaser, Logger: a.log,
+		Config: a.cfg.Load, Keys: a.cache, Balance: a.leaser, Budgets: a.budgets, BudgetRefused: m.BudgetRefused, Logger: a.log,
 		// Every usage record: counted in the metrics, logged as the
 		// request's access-log line, then written.
 		Usage:  metrics.Usage{Next: extproc.AccessLog{Usage: a.recorder, Logger: a.accessLog}, Metrics: m},

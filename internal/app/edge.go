@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/envoy/inproc"
 	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
 )
 
 // edgeParts are the built-in edge under /v1/ and what stops it.
@@ -106,14 +107,14 @@ func dashboardHops(o Options) int {
 // own tokens) and every other path to the dashboard.
 func (a *App) buildHTTP(context.Context) error {
 	dash, err := dashboard.New(dashboard.Options{
-		Store: a.st, Config: a.cfg.Load, Limiter: a.limiter, KeyChanged: a.cache.InvalidateKey, Logger: a.log,
+		Store: a.st, Config: a.cfg.Load, Limiter: a.limiter, KeyChanged: a.keyChanged, Logger: a.log,
 		Available: a.deployments.Available, XFFTrustedHops: dashboardHops(a.opt),
 	})
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
-	mgmt, err := manage.New(manage.Options{Store: a.st, Config: a.cfg.Load, KeyChanged: a.cache.InvalidateKey, Logger: a.log,
-		Available: a.deployments.Available, Limiter: a.limiter})
+	mgmt, err := manage.New(manage.Options{Store: a.st, Config: a.cfg.Load, KeyChanged: a.keyChanged, AccountChanged: a.accountChanged,
+		Logger: a.log, Available: a.deployments.Available, Limiter: a.limiter})
 	if err != nil {
 		return fmt.Errorf("management API: %w", err)
 	}
@@ -191,4 +192,16 @@ func (f *inflightRequests) wait(d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// keyChanged drops a key this replica changed from its caches at once
+// (other replicas hear it from the change feed).
+func (a *App) keyChanged(id string) {
+	a.cache.InvalidateKey(id)
+	a.budgets.Changed(store.Change{Kind: store.ChangeKey, ID: id})
+}
+
+// accountChanged drops an account's budgets this replica changed.
+func (a *App) accountChanged(id string) {
+	a.budgets.Changed(store.Change{Kind: store.ChangeAccount, ID: id})
 }

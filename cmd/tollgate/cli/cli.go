@@ -78,6 +78,9 @@ var commands = []command{
 		"move an account to another plan", runAccountPlan},
 	{"account password", "--email EMAIL",
 		"set the password the account holder signs in to the dashboard with (read from stdin)", runAccountPassword},
+	{"account budget", "set|list|remove --email EMAIL [--period day|week|month|total] [--amount USD]\n" +
+		"[--threshold PCT]... [--timezone ZONE] [--json]",
+		"list an account's own spend budgets (over all its keys), set or remove one, or set the time zone of their windows", runAccountBudget},
 	{"key create", "--account EMAIL --description TEXT [--rpm N] [--ip ADDR|CIDR]... [--model ID]...\n" +
 		"[--expires YYYY-MM-DD] [--disabled] [--json]",
 		"create a key; prints its secret, shown only this once", runKeyCreate},
@@ -88,6 +91,8 @@ var commands = []command{
 		"[--enabled=true|false] [--json]",
 		"change only the given options of a key (--ip replaces the list)", runKeyUpdate},
 	{"key delete", "ID", "delete a key at once; its usage history stays", runKeyDelete},
+	{"key budget", "set|list|remove ID [--period day|week|month|total] [--amount USD] [--threshold PCT]... [--json]",
+		"list a key's spend budgets, or set or remove the one of a period", runKeyBudget},
 	{"key usage", "ID [--json]", "a key's requests, tokens, cost and error rate", runKeyUsage},
 	{"usage list", "--key ID [--limit N] [--json]",
 		"a key's usage records, newest first: one per request, whatever ended it", runUsageList},

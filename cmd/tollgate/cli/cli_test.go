@@ -506,7 +506,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{"unknown command", `unknown command "frobnicate"`, []string{"frobnicate"}},
 		{"unknown action", `unknown command "key rotate"`, []string{"key", "rotate"}},
-		{"group alone", "key needs an action: create, list, update, delete, usage", []string{"key"}},
+		{"group alone", "key needs an action: create, list, update, delete, budget, usage", []string{"key"}},
 		{"unknown flag", "flag provided but not defined: -colour", []string{"key", "list", "--account", "a@example.com", "--colour"}},
 		{"missing id", "key update: missing ID", []string{"key", "update", "--description", "x"}},
 		{"extra argument", `unexpected argument "extra"`, []string{"key", "delete", id, "extra"}},

@@ -113,6 +113,84 @@ func (e BalanceHistoryObject) Valid() bool {
 	}
 }
 
+// Defines values for BudgetObject.
+const (
+	BudgetObjectBudget BudgetObject = "budget"
+)
+
+// Valid indicates whether the value is a known member of the BudgetObject enum.
+func (e BudgetObject) Valid() bool {
+	switch e {
+	case BudgetObjectBudget:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BudgetPeriod.
+const (
+	BudgetPeriodDay   BudgetPeriod = "day"
+	BudgetPeriodMonth BudgetPeriod = "month"
+	BudgetPeriodTotal BudgetPeriod = "total"
+	BudgetPeriodWeek  BudgetPeriod = "week"
+)
+
+// Valid indicates whether the value is a known member of the BudgetPeriod enum.
+func (e BudgetPeriod) Valid() bool {
+	switch e {
+	case BudgetPeriodDay:
+		return true
+	case BudgetPeriodMonth:
+		return true
+	case BudgetPeriodTotal:
+		return true
+	case BudgetPeriodWeek:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BudgetInputPeriod.
+const (
+	BudgetInputPeriodDay   BudgetInputPeriod = "day"
+	BudgetInputPeriodMonth BudgetInputPeriod = "month"
+	BudgetInputPeriodTotal BudgetInputPeriod = "total"
+	BudgetInputPeriodWeek  BudgetInputPeriod = "week"
+)
+
+// Valid indicates whether the value is a known member of the BudgetInputPeriod enum.
+func (e BudgetInputPeriod) Valid() bool {
+	switch e {
+	case BudgetInputPeriodDay:
+		return true
+	case BudgetInputPeriodMonth:
+		return true
+	case BudgetInputPeriodTotal:
+		return true
+	case BudgetInputPeriodWeek:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BudgetsObject.
+const (
+	BudgetsObjectList BudgetsObject = "list"
+)
+
+// Valid indicates whether the value is a known member of the BudgetsObject enum.
+func (e BudgetsObject) Valid() bool {
+	switch e {
+	case BudgetsObjectList:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for DeletedDeleted.
 const (
 	True DeletedDeleted = true
@@ -544,6 +622,14 @@ type Account struct {
 // AccountObject defines model for Account.Object.
 type AccountObject string
 
+// AccountBudgetsPut defines model for AccountBudgetsPut.
+type AccountBudgetsPut struct {
+	Budgets []BudgetInput `json:"budgets"`
+
+	// Timezone IANA time zone of the account's budget windows, such as UTC or America/New_York.
+	Timezone *string `json:"timezone,omitempty"`
+}
+
 // AuditEntry defines model for AuditEntry.
 type AuditEntry struct {
 	AccountId *string `json:"account_id"`
@@ -624,6 +710,54 @@ type BalanceHistoryGroup string
 // BalanceHistoryObject defines model for BalanceHistory.Object.
 type BalanceHistoryObject string
 
+// Budget defines model for Budget.
+type Budget struct {
+	AlertThresholds []int        `json:"alert_thresholds"`
+	AmountUsd       float64      `json:"amount_usd"`
+	Id              string       `json:"id"`
+	Object          BudgetObject `json:"object"`
+	Period          BudgetPeriod `json:"period"`
+	RemainingUsd    float64      `json:"remaining_usd"`
+
+	// ResetsAt When the next window starts; null for a total budget, which never resets.
+	ResetsAt *time.Time `json:"resets_at"`
+
+	// SpentUsd Spent in the current window.
+	SpentUsd float64 `json:"spent_usd"`
+
+	// WindowStart null for a total budget.
+	WindowStart *time.Time `json:"window_start"`
+}
+
+// BudgetObject defines model for Budget.Object.
+type BudgetObject string
+
+// BudgetPeriod defines model for Budget.Period.
+type BudgetPeriod string
+
+// BudgetInput defines model for BudgetInput.
+type BudgetInput struct {
+	// AlertThresholds Percentages of the amount whose crossing is announced; default [50, 80, 100].
+	AlertThresholds *[]int `json:"alert_thresholds,omitempty"`
+
+	// AmountUsd Dollars per window (exact to the nano-dollar).
+	AmountUsd float64           `json:"amount_usd"`
+	Period    BudgetInputPeriod `json:"period"`
+}
+
+// BudgetInputPeriod defines model for BudgetInput.Period.
+type BudgetInputPeriod string
+
+// Budgets defines model for Budgets.
+type Budgets struct {
+	Data     []Budget      `json:"data"`
+	Object   BudgetsObject `json:"object"`
+	Timezone string        `json:"timezone"`
+}
+
+// BudgetsObject defines model for Budgets.Object.
+type BudgetsObject string
+
 // Deleted defines model for Deleted.
 type Deleted struct {
 	Deleted DeletedDeleted `json:"deleted"`
@@ -681,6 +815,11 @@ type KeyObject string
 
 // KeyStatus defines model for Key.Status.
 type KeyStatus string
+
+// KeyBudgetsPut defines model for KeyBudgetsPut.
+type KeyBudgetsPut struct {
+	Budgets []BudgetInput `json:"budgets"`
+}
 
 // KeyCreate defines model for KeyCreate.
 type KeyCreate struct {
@@ -1189,6 +1328,9 @@ type CreateAccountJSONRequestBody CreateAccountJSONBody
 // SetPlanJSONRequestBody defines body for SetPlan for application/json ContentType.
 type SetPlanJSONRequestBody SetPlanJSONBody
 
+// SetAccountBudgetsJSONRequestBody defines body for SetAccountBudgets for application/json ContentType.
+type SetAccountBudgetsJSONRequestBody = AccountBudgetsPut
+
 // CreditAccountJSONRequestBody defines body for CreditAccount for application/json ContentType.
 type CreditAccountJSONRequestBody CreditAccountJSONBody
 
@@ -1197,6 +1339,9 @@ type CreateKeyJSONRequestBody = KeyCreate
 
 // UpdateKeyJSONRequestBody defines body for UpdateKey for application/json ContentType.
 type UpdateKeyJSONRequestBody = KeyPatch
+
+// SetKeyBudgetsJSONRequestBody defines body for SetKeyBudgets for application/json ContentType.
+type SetKeyBudgetsJSONRequestBody = KeyBudgetsPut
 
 // RotateKeyJSONRequestBody defines body for RotateKey for application/json ContentType.
 type RotateKeyJSONRequestBody RotateKeyJSONBody
@@ -1328,6 +1473,31 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/accounts/{id}/balance (the `GetBalanceHistory` operationId).
 	GetBalanceHistory(ctx context.Context, id string, params *GetBalanceHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetAccountBudgets An account's own spend budgets (over all its keys) and the time zone of its windows
+	//
+	// An admin token, or the account's own with keys:read.
+	//
+	// Corresponds with GET /api/v1/accounts/{id}/budgets (the `GetAccountBudgets` operationId).
+	GetAccountBudgets(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetAccountBudgetsWithBody Replace an account's own spend budgets, and set the time zone of its windows
+	//
+	// An admin token, or the account's own with keys:write. One budget per period; [] removes them all. timezone (an IANA name) applies to the key budgets' windows too, from the next window on.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/accounts/{id}/budgets (the `SetAccountBudgets` operationId).
+	SetAccountBudgetsWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetAccountBudgets Replace an account's own spend budgets, and set the time zone of its windows
+	//
+	// An admin token, or the account's own with keys:write. One budget per period; [] removes them all. timezone (an IANA name) applies to the key budgets' windows too, from the next window on.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/accounts/{id}/budgets (the `SetAccountBudgets` operationId).
+	SetAccountBudgets(ctx context.Context, id string, body SetAccountBudgetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreditAccountWithBody Add to an account's balance
 	//
 	// Admin tokens only. Send an Idempotency-Key: a retried credit is then never a second credit.
@@ -1409,6 +1579,31 @@ type ClientInterface interface {
 	//
 	// Corresponds with PATCH /api/v1/keys/{id} (the `UpdateKey` operationId).
 	UpdateKey(ctx context.Context, id string, params *UpdateKeyParams, body UpdateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetKeyBudgets A key's spend budgets and what each spent in its current window
+	//
+	// Scope keys:read. Windows are calendar windows in the account's time zone (timezone); a total budget has no window.
+	//
+	// Corresponds with GET /api/v1/keys/{id}/budgets (the `GetKeyBudgets` operationId).
+	GetKeyBudgets(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetKeyBudgetsWithBody Replace a key's spend budgets
+	//
+	// Scope keys:write. One budget per period; a period kept keeps what its window spent, with the new amount (in force for the next request); [] removes them all.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/keys/{id}/budgets (the `SetKeyBudgets` operationId).
+	SetKeyBudgetsWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetKeyBudgets Replace a key's spend budgets
+	//
+	// Scope keys:write. One budget per period; a period kept keeps what its window spent, with the new amount (in force for the next request); [] removes them all.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/keys/{id}/budgets (the `SetKeyBudgets` operationId).
+	SetKeyBudgets(ctx context.Context, id string, body SetKeyBudgetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DisableKey Disable a key
 	//
@@ -1611,6 +1806,61 @@ func (c *Client) GetBalanceHistory(ctx context.Context, id string, params *GetBa
 	return c.Client.Do(req)
 }
 
+// GetAccountBudgets An account's own spend budgets (over all its keys) and the time zone of its windows
+//
+// An admin token, or the account's own with keys:read.
+//
+// Corresponds with GET /api/v1/accounts/{id}/budgets (the `GetAccountBudgets` operationId).
+func (c *Client) GetAccountBudgets(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAccountBudgetsRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetAccountBudgetsWithBody Replace an account's own spend budgets, and set the time zone of its windows
+//
+// An admin token, or the account's own with keys:write. One budget per period; [] removes them all. timezone (an IANA name) applies to the key budgets' windows too, from the next window on.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/accounts/{id}/budgets (the `SetAccountBudgets` operationId).
+func (c *Client) SetAccountBudgetsWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetAccountBudgetsRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetAccountBudgets Replace an account's own spend budgets, and set the time zone of its windows
+//
+// An admin token, or the account's own with keys:write. One budget per period; [] removes them all. timezone (an IANA name) applies to the key budgets' windows too, from the next window on.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/accounts/{id}/budgets (the `SetAccountBudgets` operationId).
+func (c *Client) SetAccountBudgets(ctx context.Context, id string, body SetAccountBudgetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetAccountBudgetsRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreditAccountWithBody Add to an account's balance
 //
 // Admin tokens only. Send an Idempotency-Key: a retried credit is then never a second credit.
@@ -1783,6 +2033,61 @@ func (c *Client) UpdateKeyWithBody(ctx context.Context, id string, params *Updat
 // Corresponds with PATCH /api/v1/keys/{id} (the `UpdateKey` operationId).
 func (c *Client) UpdateKey(ctx context.Context, id string, params *UpdateKeyParams, body UpdateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateKeyRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetKeyBudgets A key's spend budgets and what each spent in its current window
+//
+// Scope keys:read. Windows are calendar windows in the account's time zone (timezone); a total budget has no window.
+//
+// Corresponds with GET /api/v1/keys/{id}/budgets (the `GetKeyBudgets` operationId).
+func (c *Client) GetKeyBudgets(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetKeyBudgetsRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetKeyBudgetsWithBody Replace a key's spend budgets
+//
+// Scope keys:write. One budget per period; a period kept keeps what its window spent, with the new amount (in force for the next request); [] removes them all.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/keys/{id}/budgets (the `SetKeyBudgets` operationId).
+func (c *Client) SetKeyBudgetsWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetKeyBudgetsRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetKeyBudgets Replace a key's spend budgets
+//
+// Scope keys:write. One budget per period; a period kept keeps what its window spent, with the new amount (in force for the next request); [] removes them all.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/keys/{id}/budgets (the `SetKeyBudgets` operationId).
+func (c *Client) SetKeyBudgets(ctx context.Context, id string, body SetKeyBudgetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetKeyBudgetsRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2224,6 +2529,87 @@ func NewGetBalanceHistoryRequest(server string, id string, params *GetBalanceHis
 	return req, nil
 }
 
+// NewGetAccountBudgetsRequest constructs an http.Request for the GetAccountBudgets method
+func NewGetAccountBudgetsRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/accounts/%s/budgets", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetAccountBudgetsRequest calls the generic SetAccountBudgets builder with application/json body
+func NewSetAccountBudgetsRequest(server string, id string, body SetAccountBudgetsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetAccountBudgetsRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewSetAccountBudgetsRequestWithBody constructs an http.Request for the SetAccountBudgets method, with any body, and a specified content type
+func NewSetAccountBudgetsRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/accounts/%s/budgets", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewCreditAccountRequest calls the generic CreditAccount builder with application/json body
 func NewCreditAccountRequest(server string, id string, params *CreditAccountParams, body CreditAccountJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -2647,6 +3033,87 @@ func NewUpdateKeyRequestWithBody(server string, id string, params *UpdateKeyPara
 		}
 
 	}
+
+	return req, nil
+}
+
+// NewGetKeyBudgetsRequest constructs an http.Request for the GetKeyBudgets method
+func NewGetKeyBudgetsRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/keys/%s/budgets", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetKeyBudgetsRequest calls the generic SetKeyBudgets builder with application/json body
+func NewSetKeyBudgetsRequest(server string, id string, body SetKeyBudgetsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetKeyBudgetsRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewSetKeyBudgetsRequestWithBody constructs an http.Request for the SetKeyBudgets method, with any body, and a specified content type
+func NewSetKeyBudgetsRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/keys/%s/budgets", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -3383,6 +3850,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/accounts/{id}/balance (the `GetBalanceHistory` operationId).
 	GetBalanceHistoryWithResponse(ctx context.Context, id string, params *GetBalanceHistoryParams, reqEditors ...RequestEditorFn) (*GetBalanceHistoryResponse, error)
 
+	// GetAccountBudgetsWithResponse An account's own spend budgets (over all its keys) and the time zone of its windows
+	//
+	// An admin token, or the account's own with keys:read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/accounts/{id}/budgets (the `GetAccountBudgets` operationId).
+	GetAccountBudgetsWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetAccountBudgetsResponse, error)
+
+	// SetAccountBudgetsWithBodyWithResponse Replace an account's own spend budgets, and set the time zone of its windows
+	//
+	// An admin token, or the account's own with keys:write. One budget per period; [] removes them all. timezone (an IANA name) applies to the key budgets' windows too, from the next window on.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/accounts/{id}/budgets (the `SetAccountBudgets` operationId).
+	SetAccountBudgetsWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetAccountBudgetsResponse, error)
+
+	// SetAccountBudgetsWithResponse Replace an account's own spend budgets, and set the time zone of its windows
+	//
+	// An admin token, or the account's own with keys:write. One budget per period; [] removes them all. timezone (an IANA name) applies to the key budgets' windows too, from the next window on.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/accounts/{id}/budgets (the `SetAccountBudgets` operationId).
+	SetAccountBudgetsWithResponse(ctx context.Context, id string, body SetAccountBudgetsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetAccountBudgetsResponse, error)
+
 	// CreditAccountWithBodyWithResponse Add to an account's balance
 	//
 	// Admin tokens only. Send an Idempotency-Key: a retried credit is then never a second credit.
@@ -3472,6 +3966,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PATCH /api/v1/keys/{id} (the `UpdateKey` operationId).
 	UpdateKeyWithResponse(ctx context.Context, id string, params *UpdateKeyParams, body UpdateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateKeyResponse, error)
+
+	// GetKeyBudgetsWithResponse A key's spend budgets and what each spent in its current window
+	//
+	// Scope keys:read. Windows are calendar windows in the account's time zone (timezone); a total budget has no window.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/keys/{id}/budgets (the `GetKeyBudgets` operationId).
+	GetKeyBudgetsWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetKeyBudgetsResponse, error)
+
+	// SetKeyBudgetsWithBodyWithResponse Replace a key's spend budgets
+	//
+	// Scope keys:write. One budget per period; a period kept keeps what its window spent, with the new amount (in force for the next request); [] removes them all.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/keys/{id}/budgets (the `SetKeyBudgets` operationId).
+	SetKeyBudgetsWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetKeyBudgetsResponse, error)
+
+	// SetKeyBudgetsWithResponse Replace a key's spend budgets
+	//
+	// Scope keys:write. One budget per period; a period kept keeps what its window spent, with the new amount (in force for the next request); [] removes them all.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/keys/{id}/budgets (the `SetKeyBudgets` operationId).
+	SetKeyBudgetsWithResponse(ctx context.Context, id string, body SetKeyBudgetsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetKeyBudgetsResponse, error)
 
 	// DisableKeyWithResponse Disable a key
 	//
@@ -3920,6 +4441,165 @@ func (r GetBalanceHistoryResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetBalanceHistoryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetAccountBudgetsResponse429Headers the declared response headers of an HTTP 429 response for GetAccountBudgets
+type GetAccountBudgetsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetAccountBudgetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Budgets
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetAccountBudgetsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAccountBudgetsResponse) GetJSON200() *Budgets {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetAccountBudgetsResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetAccountBudgetsResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetAccountBudgetsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetAccountBudgetsResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAccountBudgetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAccountBudgetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAccountBudgetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAccountBudgetsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetAccountBudgetsResponse429Headers the declared response headers of an HTTP 429 response for SetAccountBudgets
+type SetAccountBudgetsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type SetAccountBudgetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Budgets
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetAccountBudgetsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetAccountBudgetsResponse) GetJSON200() *Budgets {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetAccountBudgetsResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetAccountBudgetsResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetAccountBudgetsResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetAccountBudgetsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetAccountBudgetsResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r SetAccountBudgetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetAccountBudgetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetAccountBudgetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetAccountBudgetsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4557,6 +5237,165 @@ func (r UpdateKeyResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UpdateKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetKeyBudgetsResponse429Headers the declared response headers of an HTTP 429 response for GetKeyBudgets
+type GetKeyBudgetsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetKeyBudgetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Budgets
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetKeyBudgetsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetKeyBudgetsResponse) GetJSON200() *Budgets {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetKeyBudgetsResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetKeyBudgetsResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetKeyBudgetsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetKeyBudgetsResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r GetKeyBudgetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetKeyBudgetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetKeyBudgetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetKeyBudgetsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetKeyBudgetsResponse429Headers the declared response headers of an HTTP 429 response for SetKeyBudgets
+type SetKeyBudgetsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type SetKeyBudgetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Budgets
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetKeyBudgetsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetKeyBudgetsResponse) GetJSON200() *Budgets {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetKeyBudgetsResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetKeyBudgetsResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetKeyBudgetsResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetKeyBudgetsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetKeyBudgetsResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r SetKeyBudgetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetKeyBudgetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetKeyBudgetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetKeyBudgetsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5532,6 +6371,51 @@ func (c *ClientWithResponses) GetBalanceHistoryWithResponse(ctx context.Context,
 	return ParseGetBalanceHistoryResponse(rsp)
 }
 
+// GetAccountBudgetsWithResponse An account's own spend budgets (over all its keys) and the time zone of its windows
+//
+// An admin token, or the account's own with keys:read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/accounts/{id}/budgets (the `GetAccountBudgets` operationId).
+func (c *ClientWithResponses) GetAccountBudgetsWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetAccountBudgetsResponse, error) {
+	rsp, err := c.GetAccountBudgets(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAccountBudgetsResponse(rsp)
+}
+
+// SetAccountBudgetsWithBodyWithResponse Replace an account's own spend budgets, and set the time zone of its windows
+//
+// An admin token, or the account's own with keys:write. One budget per period; [] removes them all. timezone (an IANA name) applies to the key budgets' windows too, from the next window on.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/accounts/{id}/budgets (the `SetAccountBudgets` operationId).
+func (c *ClientWithResponses) SetAccountBudgetsWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetAccountBudgetsResponse, error) {
+	rsp, err := c.SetAccountBudgetsWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetAccountBudgetsResponse(rsp)
+}
+
+// SetAccountBudgetsWithResponse Replace an account's own spend budgets, and set the time zone of its windows
+//
+// An admin token, or the account's own with keys:write. One budget per period; [] removes them all. timezone (an IANA name) applies to the key budgets' windows too, from the next window on.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/accounts/{id}/budgets (the `SetAccountBudgets` operationId).
+func (c *ClientWithResponses) SetAccountBudgetsWithResponse(ctx context.Context, id string, body SetAccountBudgetsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetAccountBudgetsResponse, error) {
+	rsp, err := c.SetAccountBudgets(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetAccountBudgetsResponse(rsp)
+}
+
 // CreditAccountWithBodyWithResponse Add to an account's balance
 //
 // Admin tokens only. Send an Idempotency-Key: a retried credit is then never a second credit.
@@ -5680,6 +6564,51 @@ func (c *ClientWithResponses) UpdateKeyWithResponse(ctx context.Context, id stri
 		return nil, err
 	}
 	return ParseUpdateKeyResponse(rsp)
+}
+
+// GetKeyBudgetsWithResponse A key's spend budgets and what each spent in its current window
+//
+// Scope keys:read. Windows are calendar windows in the account's time zone (timezone); a total budget has no window.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/keys/{id}/budgets (the `GetKeyBudgets` operationId).
+func (c *ClientWithResponses) GetKeyBudgetsWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetKeyBudgetsResponse, error) {
+	rsp, err := c.GetKeyBudgets(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetKeyBudgetsResponse(rsp)
+}
+
+// SetKeyBudgetsWithBodyWithResponse Replace a key's spend budgets
+//
+// Scope keys:write. One budget per period; a period kept keeps what its window spent, with the new amount (in force for the next request); [] removes them all.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/keys/{id}/budgets (the `SetKeyBudgets` operationId).
+func (c *ClientWithResponses) SetKeyBudgetsWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetKeyBudgetsResponse, error) {
+	rsp, err := c.SetKeyBudgetsWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetKeyBudgetsResponse(rsp)
+}
+
+// SetKeyBudgetsWithResponse Replace a key's spend budgets
+//
+// Scope keys:write. One budget per period; a period kept keeps what its window spent, with the new amount (in force for the next request); [] removes them all.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/keys/{id}/budgets (the `SetKeyBudgets` operationId).
+func (c *ClientWithResponses) SetKeyBudgetsWithResponse(ctx context.Context, id string, body SetKeyBudgetsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetKeyBudgetsResponse, error) {
+	rsp, err := c.SetKeyBudgets(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetKeyBudgetsResponse(rsp)
 }
 
 // DisableKeyWithResponse Disable a key
@@ -6157,6 +7086,147 @@ func ParseGetBalanceHistoryResponse(rsp *http.Response) (*GetBalanceHistoryRespo
 	switch {
 	case rsp.StatusCode == 429:
 		var headers GetBalanceHistoryResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetAccountBudgetsResponse parses an HTTP response from a GetAccountBudgetsWithResponse call
+func ParseGetAccountBudgetsResponse(rsp *http.Response) (*GetAccountBudgetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAccountBudgetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Budgets
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetAccountBudgetsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetAccountBudgetsResponse parses an HTTP response from a SetAccountBudgetsWithResponse call
+func ParseSetAccountBudgetsResponse(rsp *http.Response) (*SetAccountBudgetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetAccountBudgetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Budgets
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SetAccountBudgetsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -6740,6 +7810,147 @@ func ParseUpdateKeyResponse(rsp *http.Response) (*UpdateKeyResponse, error) {
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
 		var headers UpdateKeyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetKeyBudgetsResponse parses an HTTP response from a GetKeyBudgetsWithResponse call
+func ParseGetKeyBudgetsResponse(rsp *http.Response) (*GetKeyBudgetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetKeyBudgetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Budgets
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetKeyBudgetsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetKeyBudgetsResponse parses an HTTP response from a SetKeyBudgetsWithResponse call
+func ParseSetKeyBudgetsResponse(rsp *http.Response) (*SetKeyBudgetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetKeyBudgetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Budgets
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SetKeyBudgetsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/store"
+)
+
+// TestReplicasNeverSpendPastAKeysDailyBudget: two replicas on one
+// PostgreSQL and Redis serve concurrent requests, streamed and not, of a
+// key whose daily budget covers about half of them. What the window spent
+// never passes the budget and equals the recorded costs; every refusal is
+// a 429 budget_exceeded with a Retry-After no later than the window's end;
+// once the replicas stop nothing stays reserved.
+func TestReplicasNeverSpendPastAKeysDailyBudget(t *testing.T) {
+	a, b := twoReplicasOnRedis(t)
+	secret := a.newAccount(t, "budget@example.com", "10")
+	id := a.onlyKeyID(t, "budget@example.com")
+	k, err := a.Store.KeyByID(context.Background(), id)
+	require.NoError(t, err)
+	// Each request holds about $0.000043 (64 output tokens at $0.60/M and
+	// its prompt) and costs the mock's $0.00000435: $0.0002 covers about
+	// four holds at once and 45 answers in all, fewer than the requests.
+	const limit = 200_000
+	bs, err := a.Store.SetBudgets(context.Background(), k.AccountID, id, []store.Budget{{Period: "day", Amount: limit}})
+	require.NoError(t, err)
+	started := time.Now()
+
+	const n = 90
+	type result struct {
+		status int
+		body   []byte
+		retry  string
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			body := `{"model":"gpt-4o-mini","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
+			if i%2 == 1 {
+				body = `{"model":"gpt-4o-mini","max_tokens":64,"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+			}
+			resp := []*tollgate{a, b}[i%2].postRaw(t, secret, body)
+			got, err := io.ReadAll(resp.Body)
+			assert.NoError(t, err)
+			results[i] = result{resp.StatusCode, got, resp.Header.Get("Retry-After")}
+		})
+	}
+	wg.Wait()
+	_, end := budget.Window(budget.Day, started, time.UTC)
+	ok := 0
+	for _, r := range results {
+		if r.status == http.StatusOK {
+			ok++
+			continue
+		}
+		require.Equal(t, http.StatusTooManyRequests, r.status, "%s", r.body)
+		var e apiError
+		require.NoError(t, json.Unmarshal(r.body, &e), "%s", r.body)
+		assert.Equal(t, "budget_exceeded", e.Error.Code)
+		assert.Equal(t, "insufficient_quota", e.Error.Type)
+		assert.Contains(t, e.Error.Message, "Key budget of $0.0002 per day is spent; it resets at "+end.Format(time.RFC3339)+".")
+		secs, err := strconv.Atoi(r.retry)
+		require.NoError(t, err, "Retry-After %q", r.retry)
+		assert.Positive(t, secs)
+		assert.LessOrEqual(t, secs, int(time.Until(end).Seconds())+2)
+	}
+	require.Positive(t, ok)
+	require.Less(t, ok, n, "the budget ran out: some requests were refused")
+	for _, r := range []*tollgate{a, b} {
+		r.stop()
+	}
+	st, err := store.Open(context.Background(), a.DB)
+	require.NoError(t, err)
+	defer st.Close()
+	start, _ := budget.Window(budget.Day, started, time.UTC)
+	spend, err := st.BudgetSpend(context.Background(), bs[0].ID, start)
+	require.NoError(t, err)
+	u, err := st.KeyUsage(context.Background(), id)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, spend.Spent, money.Nanos(limit), "never past the budget")
+	assert.Equal(t, money.Nanos(ok)*mockCost, spend.Spent, "the window spent what the answers cost")
+	assert.Equal(t, u.Cost, spend.Spent, "and what the records say")
+	assert.Zero(t, spend.Reserved, "every replica gave its budget leases back as it stopped")
+}
+
+// TestABudgetSetByTheCLIRefusesCountsAndIsRaised: a key budget set with
+// the CLI refuses the request that would pass it with 429 and
+// Retry-After; the refusal is counted and the key's remaining budget is a
+// gauge; raised with the CLI, the budget admits again (the change reaches
+// the replica).
+func TestABudgetSetByTheCLIRefusesCountsAndIsRaised(t *testing.T) {
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "")
+	secret := tg.newAccount(t, "cap@example.com", "10")
+	id := tg.onlyKeyID(t, "cap@example.com")
+	// A request holds about $0.000043 and costs $0.00000435: $0.00005
+	// admits one at a time, and refuses once about $0.000007 was spent.
+	tg.run(t, "key", "budget", "set", id, "--period", "day", "--amount", "0.00005")
+	const body = `{"model":"gpt-4o-mini","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
+	var refused *http.Response
+	var refusal []byte
+	eventually(t, func() bool {
+		resp, b := tg.post(t, secret, body)
+		refused, refusal = resp, b
+		return resp.StatusCode == http.StatusTooManyRequests
+	}, "the budget runs out")
+	require.Contains(t, string(refusal), `"code":"budget_exceeded"`)
+	secs, err := strconv.Atoi(refused.Header.Get("Retry-After"))
+	require.NoError(t, err)
+	_, end := budget.Window(budget.Day, time.Now(), time.UTC)
+	assert.InDelta(t, time.Until(end).Seconds(), float64(secs), 5)
+
+	fams := tg.scrape(t)
+	require.Contains(t, fams, "tollgate_budget_refusals_total")
+	assert.GreaterOrEqual(t, sumWhere(fams["tollgate_budget_refusals_total"], map[string]string{"scope": "key", "period": "day"}, false), 1.0)
+	eventually(t, func() bool { // once the answers' records are written
+		fams := tg.scrape(t)
+		left := sumWhere(fams["tollgate_budget_remaining_nanos"], map[string]string{"key_id": id, "period": "day"}, false)
+		return left > 0 && left < 50_000
+	}, "the key's remaining budget is a gauge")
+
+	tg.run(t, "key", "budget", "set", id, "--period", "day", "--amount", "1")
+	eventually(t, func() bool {
+		resp, _ := tg.post(t, secret, body)
+		return resp.StatusCode == http.StatusOK
+	}, "the raised budget admits")
+	eventually(t, func() bool { // once the last answer's record is written
+		var view struct {
+			Data []struct {
+				SpentUSD money.Nanos `json:"spent_usd"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(tg.run(t, "key", "budget", "list", id, "--json")), &view))
+		require.Len(t, view.Data, 1)
+		return tg.keyUsage(t, id).TotalCostUSD == view.Data[0].SpentUSD
+	}, "the window spent what the key's records cost")
+}

@@ -1,0 +1,131 @@
+package extproc
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/store"
+)
+
+// fakeBudgets hands out holds, or refuses with its exceeded budgets after
+// taking the holds in taken.
+type fakeBudgets struct {
+	mu       sync.Mutex
+	taken    []store.BudgetLease
+	exceeded []budget.Spent
+	done     [][]store.BudgetLease
+}
+
+func (b *fakeBudgets) Hold(context.Context, string, string, money.Nanos) ([]store.BudgetLease, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.exceeded) > 0 {
+		return b.taken, &budget.Exceeded{Budgets: b.exceeded}
+	}
+	return b.taken, nil
+}
+
+func (b *fakeBudgets) Done(holds []store.BudgetLease, _ money.Nanos) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.done = append(b.done, holds)
+}
+
+func (*fakeBudgets) Overdrawn([]store.BudgetLease) {}
+
+var testHolds = []store.BudgetLease{{Pot: "bgt_a/1748736000/1748822400", Lease: "lse_a"}, {Pot: "bgt_b/0/0", Lease: "lse_b"}}
+
+// TestASpentBudgetRefusesWith429AndTheReset: the refusal names the budget
+// and its reset, Retry-After counts the seconds to it, the refusal's
+// record settles the holds taken under the other budgets and the balance,
+// and the refusal is counted by scope and period.
+func TestASpentBudgetRefusesWith429AndTheReset(t *testing.T) {
+	resets := time.Date(2025, 6, 2, 0, 0, 0, 0, time.UTC)
+	fb := &fakeBudgets{taken: testHolds[1:], exceeded: []budget.Spent{{
+		Budget: store.Budget{ID: "bgt_a", KeyID: testKey, Period: "day", Amount: 5 * money.PerDollar}, ResetsAt: resets}}}
+	var refused []string
+	g := newRig(t, func(g *rig) {
+		g.opt.Budgets = fb
+		g.opt.BudgetRefused = func(scope, period string) { refused = append(refused, scope+"/"+period) }
+	})
+	x := g.open(contract.StepRouter)
+	g.send(x, requestHeaders(contract.PathChatCompletions, "POST", false))
+	resp := g.send(x, requestBody(chatBody))
+	status, e := errorOf(t, resp)
+	finish(x)
+	assert.Equal(t, 429, status)
+	assert.Equal(t, "budget_exceeded", e.Code)
+	assert.Equal(t, "insufficient_quota", e.Type)
+	assert.Equal(t, "Key budget of $5.00 per day is spent; it resets at 2025-06-02T00:00:00Z.", e.Message)
+	assert.Equal(t, "43200", immediateHeader(resp, "retry-after"), "12 hours to midnight")
+	assert.Equal(t, []string{"key/day"}, refused)
+	recs := g.usage.all()
+	require.Len(t, recs, 1)
+	assert.Equal(t, 429, recs[0].Status)
+	assert.Zero(t, recs[0].Cost)
+	assert.Equal(t, testHolds[1:], recs[0].BudgetLeases, "the holds taken are settled by the record")
+	assert.Equal(t, "lse_1", recs[0].LeaseID, "and the balance's")
+	assert.Equal(t, g.balance.holds[0], recs[0].Held)
+	assert.Equal(t, [][]store.BudgetLease{testHolds[1:]}, fb.done)
+}
+
+// TestATotalBudgetRefusesWithoutRetryAfter: a total budget never resets.
+func TestATotalBudgetRefusesWithoutRetryAfter(t *testing.T) {
+	fb := &fakeBudgets{exceeded: []budget.Spent{{Budget: store.Budget{ID: "bgt_b", Period: "total", Amount: money.PerDollar}}}}
+	g := newRig(t, func(g *rig) { g.opt.Budgets = fb })
+	x := g.open(contract.StepRouter)
+	g.send(x, requestHeaders(contract.PathChatCompletions, "POST", false))
+	resp := g.send(x, requestBody(chatBody))
+	status, e := errorOf(t, resp)
+	finish(x)
+	assert.Equal(t, 429, status)
+	assert.Contains(t, e.Message, "Account budget of $1.00 in total is spent")
+	assert.Empty(t, immediateHeader(resp, "retry-after"))
+}
+
+// TestTheBudgetHoldsReachTheUpstreamStepsRecord: the holds travel in the
+// signed request metadata, and the upstream step's record carries them.
+func TestTheBudgetHoldsReachTheUpstreamStepsRecord(t *testing.T) {
+	g := newRig(t, func(g *rig) { g.opt.Budgets = &fakeBudgets{taken: testHolds} })
+	_, resp := g.admitted(contract.PathChatCompletions, chatBody)
+	meta := resp.GetDynamicMetadata().GetFields()[contract.RequestMetadataNamespace].GetStructValue().GetFields()
+	assert.Equal(t, "bgt_a/1748736000/1748822400#lse_a,bgt_b/0/0#lse_b", meta[contract.MetaBudgets].GetStringValue())
+	assert.Equal(t, testHolds, parseBudgetLeases(meta[contract.MetaBudgets].GetStringValue()))
+	assert.Empty(t, parseBudgetLeases(""))
+	assert.Equal(t, []store.BudgetLease{{Pot: "p", Lease: "l"}}, parseBudgetLeases("p#l,broken,#x"))
+}
+
+// TestABalanceRefusalWinsOverABudgets: the balance is asked first.
+func TestABalanceRefusalWinsOverABudgets(t *testing.T) {
+	fb := &fakeBudgets{exceeded: []budget.Spent{{Budget: store.Budget{ID: "bgt_b", Period: "total", Amount: 1}}}}
+	g := newRig(t, func(g *rig) { g.opt.Budgets = fb; g.balance.err = store.ErrInsufficientBalance })
+	x := g.open(contract.StepRouter)
+	g.send(x, requestHeaders(contract.PathChatCompletions, "POST", false))
+	status, e := errorOf(t, g.send(x, requestBody(chatBody)))
+	finish(x)
+	assert.Equal(t, 402, status)
+	assert.Equal(t, "insufficient_balance", e.Code)
+}
+
+// immediateHeader is a header an immediate answer sets.
+func immediateHeader(resp *extprocv3.ProcessingResponse, name string) string {
+	for _, h := range resp.GetImmediateResponse().GetHeaders().GetSetHeaders() {
+		if strings.EqualFold(h.GetHeader().GetKey(), name) {
+			if raw := h.GetHeader().GetRawValue(); len(raw) > 0 {
+				return string(raw)
+			}
+			return h.GetHeader().GetValue()
+		}
+	}
+	return ""
+}

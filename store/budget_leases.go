@@ -1,0 +1,335 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/tollgate/tollgate/money"
+)
+
+// LeaseBudget grows a lease of a budget window by at least need and at most
+// want, as Lease does for a balance: the lease's row first, then the
+// window's, whose reserved_nanos rises only if what fits under the budget
+// (amount − spent − reserved, re-checked against the committed row) covers
+// the grant. It fails with ErrBudgetExceeded when need does not fit, and
+// with ErrNotFound when the budget is gone.
+func (s *sqlStore) LeaseBudget(ctx context.Context, pot BudgetPot, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error) {
+	if leaseID == "" || need <= 0 || want < need {
+		return 0, fmt.Errorf("store: lease budget: lease %q, need %d, want %d: want a lease and 0 < need <= want", leaseID, need, want)
+	}
+	var granted money.Nanos
+	err := s.db.inTx(ctx, func(q querier) error {
+		if err := lockBudgetLease(ctx, q, pot, leaseID, expiresAt, s.now()); err != nil {
+			return err
+		}
+		var limit int64
+		if err := q.queryRow(ctx, `SELECT amount_nanos FROM budgets WHERE id = $1`, pot.BudgetID).Scan(&limit); err != nil {
+			return err
+		}
+		end := int64(0)
+		if !pot.End.IsZero() {
+			end = pot.End.Unix()
+		}
+		if _, err := q.exec(ctx,
+			`INSERT INTO budget_windows (budget_id, window_start, window_end) VALUES ($1, $2, $3)
+			ON CONFLICT (budget_id, window_start) DO NOTHING`,
+			pot.BudgetID, pot.Start.Unix(), end); err != nil {
+			return err
+		}
+		var available int64
+		if err := q.queryRow(ctx,
+			`SELECT $3 - spent_nanos - reserved_nanos FROM budget_windows WHERE budget_id = $1 AND window_start = $2`,
+			pot.BudgetID, pot.Start.Unix(), limit).Scan(&available); err != nil {
+			return err
+		}
+		grant := min(want, max(need, money.Nanos(available/2)))
+		for _, amount := range []money.Nanos{grant, need} {
+			n, err := q.exec(ctx,
+				`UPDATE budget_windows SET reserved_nanos = reserved_nanos + $4
+				WHERE budget_id = $1 AND window_start = $2 AND $3 - spent_nanos - reserved_nanos >= $4`,
+				pot.BudgetID, pot.Start.Unix(), limit, int64(amount))
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				granted = amount
+				break
+			}
+		}
+		if granted == 0 {
+			return ErrBudgetExceeded
+		}
+		_, err := q.exec(ctx, `UPDATE budget_leases SET amount_nanos = amount_nanos + $2 WHERE id = $1`, leaseID, int64(granted))
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: lease budget: %w", err)
+	}
+	return granted, nil
+}
+
+// lockBudgetLease makes the lease's row if it is new and locks it (Lock
+// order: budget leases before budget windows).
+func lockBudgetLease(ctx context.Context, q querier, pot BudgetPot, leaseID string, expiresAt, now time.Time) error {
+	if _, err := q.exec(ctx,
+		`INSERT INTO budget_leases (id, budget_id, window_start, amount_nanos, expires_at, created_at)
+		VALUES ($1, $2, $3, 0, $4, $5) ON CONFLICT (id) DO NOTHING`,
+		leaseID, pot.BudgetID, pot.Start.Unix(), dbTime(expiresAt), dbTime(now)); err != nil {
+		return err
+	}
+	var budgetID string
+	var start int64
+	if err := q.queryRow(ctx, `UPDATE budget_leases SET amount_nanos = amount_nanos WHERE id = $1 RETURNING budget_id, window_start`,
+		leaseID).Scan(&budgetID, &start); err != nil {
+		return err
+	}
+	if budgetID != pot.BudgetID || start != pot.Start.Unix() {
+		return fmt.Errorf("budget lease %s belongs to another window: %w", leaseID, ErrConflict)
+	}
+	return nil
+}
+
+// ReturnBudgetLease gives amount of a budget lease back to its window.
+func (s *sqlStore) ReturnBudgetLease(ctx context.Context, leaseID string, amount money.Nanos) error {
+	if amount <= 0 {
+		return nil
+	}
+	err := s.db.inTx(ctx, func(q querier) error {
+		w := windowChanges{}
+		if err := w.shrink(ctx, q, leaseID, amount); err != nil {
+			return err
+		}
+		return w.apply(ctx, q)
+	})
+	if err != nil {
+		return fmt.Errorf("store: return budget lease: %w", err)
+	}
+	return nil
+}
+
+// windowKey names a budget window.
+type windowKey struct {
+	budgetID string
+	start    int64
+}
+
+// windowChange is what a transaction does to one window.
+type windowChange struct {
+	spend   int64 // added to spent_nanos
+	release int64 // taken from reserved_nanos
+	end     int64
+}
+
+// windowChanges gathers what a transaction does to budget windows, so that
+// each is updated once, in key order, after the budget leases were locked.
+type windowChanges map[windowKey]windowChange
+
+// spend charges cost to the pot's window.
+func (w windowChanges) spend(pot BudgetPot, cost money.Nanos) {
+	k := windowKey{pot.BudgetID, pot.Start.Unix()}
+	ch := w[k]
+	ch.spend += int64(cost)
+	if !pot.End.IsZero() {
+		ch.end = pot.End.Unix()
+	}
+	w[k] = ch
+}
+
+// shrink takes up to amount out of a budget lease (what is left of it when
+// less; nothing when it is gone) and notes it going back to its window.
+func (w windowChanges) shrink(ctx context.Context, q querier, leaseID string, amount money.Nanos) error {
+	var k windowKey
+	taken := int64(amount)
+	err := q.queryRow(ctx,
+		`UPDATE budget_leases SET amount_nanos = amount_nanos - $2
+		WHERE id = $1 AND amount_nanos >= $2 RETURNING budget_id, window_start`,
+		leaseID, int64(amount)).Scan(&k.budgetID, &k.start)
+	if errors.Is(err, ErrNotFound) {
+		err = q.queryRow(ctx,
+			`DELETE FROM budget_leases WHERE id = $1 AND amount_nanos < $2
+			RETURNING budget_id, window_start, amount_nanos`,
+			leaseID, int64(amount)).Scan(&k.budgetID, &k.start, &taken)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("shrink budget lease %s: %w", leaseID, err)
+	}
+	ch := w[k]
+	ch.release += taken
+	w[k] = ch
+	return nil
+}
+
+// releaseExpired deletes the budget leases expired at now, in ID order,
+// noting their amounts going back to their windows.
+func (w windowChanges) releaseExpired(ctx context.Context, q querier, now time.Time) (int, error) {
+	var ids []string
+	err := q.queryEach(ctx, `SELECT id FROM budget_leases WHERE expires_at <= $1 ORDER BY id`, []any{dbTime(now)},
+		func(row scanner) error {
+			var id string
+			err := row.Scan(&id)
+			ids = append(ids, id)
+			return err
+		})
+	if err != nil {
+		return 0, err
+	}
+	released := 0
+	for _, id := range ids {
+		var k windowKey
+		var amount int64
+		err := q.queryRow(ctx, `DELETE FROM budget_leases WHERE id = $1 RETURNING budget_id, window_start, amount_nanos`, id).
+			Scan(&k.budgetID, &k.start, &amount)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("release budget lease %s: %w", id, err)
+		}
+		ch := w[k]
+		ch.release += amount
+		w[k] = ch
+		released++
+	}
+	return released, nil
+}
+
+// apply updates each changed window in (budget, start) order, announcing
+// the thresholds its spending crossed. A window whose budget is gone is
+// left alone.
+func (w windowChanges) apply(ctx context.Context, q querier) error {
+	keys := slices.SortedFunc(maps.Keys(w), func(a, b windowKey) int {
+		return cmp.Or(cmp.Compare(a.budgetID, b.budgetID), cmp.Compare(a.start, b.start))
+	})
+	for _, k := range keys {
+		ch := w[k]
+		if ch.spend == 0 && ch.release == 0 {
+			continue
+		}
+		var spent int64
+		err := q.queryRow(ctx,
+			`UPDATE budget_windows SET spent_nanos = spent_nanos + $3, reserved_nanos = reserved_nanos - $4
+			WHERE budget_id = $1 AND window_start = $2 RETURNING spent_nanos`,
+			k.budgetID, k.start, ch.spend, ch.release).Scan(&spent)
+		if errors.Is(err, ErrNotFound) {
+			continue // the window was never leased under: nothing to charge
+		}
+		if err != nil {
+			return fmt.Errorf("update budget window %s@%d: %w", k.budgetID, k.start, err)
+		}
+		if ch.spend > 0 {
+			if err := announceCrossings(ctx, q, k, ch.end, money.Nanos(spent-ch.spend), money.Nanos(spent)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// BudgetCrossing is a budget window's spending reaching one of its alert
+// thresholds (a percentage of its amount).
+type BudgetCrossing struct {
+	AccountID string
+	KeyID     string // "" for an account's budget
+	BudgetID  string
+	Period    string
+	// WindowStart and WindowEnd bound the window (WindowEnd zero: never).
+	WindowStart, WindowEnd time.Time
+	Threshold              int // percent
+	Limit, Spent           money.Nanos
+}
+
+// announceCrossings reads the window's budget and announces every
+// threshold that spending from before to after crossed.
+func announceCrossings(ctx context.Context, q querier, k windowKey, end int64, before, after money.Nanos) error {
+	var b Budget
+	var amount int64
+	var ts string
+	err := q.queryRow(ctx, `SELECT account_id, key_id, period, amount_nanos, thresholds FROM budgets WHERE id = $1`, k.budgetID).
+		Scan(&b.AccountID, &b.KeyID, &b.Period, &amount, &ts)
+	if errors.Is(err, ErrNotFound) {
+		return nil // removed: nothing to announce
+	}
+	if err != nil {
+		return fmt.Errorf("read budget %s: %w", k.budgetID, err)
+	}
+	for _, t := range crossedThresholds(before, after, money.Nanos(amount), parseThresholds(ts)) {
+		c := BudgetCrossing{AccountID: b.AccountID, KeyID: b.KeyID, BudgetID: k.budgetID, Period: b.Period,
+			WindowStart: time.Unix(k.start, 0).UTC(), Threshold: t, Limit: money.Nanos(amount), Spent: after}
+		if end != 0 {
+			c.WindowEnd = time.Unix(end, 0).UTC()
+		}
+		if err := onBudgetCrossing(ctx, q, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// crossedThresholds are the thresholds (percentages of limit) that
+// spending from before to after reached: before below the threshold's
+// level, after at or above it. A budget of zero crosses none.
+func crossedThresholds(before, after, limit money.Nanos, thresholds []int) []int {
+	var out []int
+	if limit <= 0 {
+		return nil
+	}
+	for _, t := range thresholds {
+		// limit·t/100 without overflowing for large limits.
+		level := limit/100*money.Nanos(t) + limit%100*money.Nanos(t)/100
+		if before < level && after >= level {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// onBudgetCrossing is called in the usage record's transaction for every
+// threshold a budget window's spending crosses, once per crossing (a
+// record is charged once). It does nothing yet: it is the seam where alert
+// deliveries are queued, in the same transaction as the spending that
+// caused them.
+func onBudgetCrossing(_ context.Context, _ querier, _ BudgetCrossing) error {
+	return nil
+}
+
+// budgetCharges is what one RecordUsage does to budgets: each record's
+// cost is spent in every window it held under, and its hold leaves each of
+// its budget leases.
+type budgetCharges struct {
+	windows windowChanges
+	leases  map[string]money.Nanos
+}
+
+// add notes a newly stored record's budget holds.
+func (b budgetCharges) add(r UsageRecord) error {
+	for _, bl := range r.BudgetLeases {
+		pot, err := ParseBudgetPot(bl.Pot)
+		if err != nil {
+			return fmt.Errorf("record %s: %w", r.ID, err)
+		}
+		b.windows.spend(pot, r.Cost)
+		if bl.Lease != "" {
+			b.leases[bl.Lease] += r.Held
+		}
+	}
+	return nil
+}
+
+// write shrinks the budget leases in ID order, then updates the windows
+// (see Lock order in reservations.go).
+func (b budgetCharges) write(ctx context.Context, q querier) error {
+	for _, id := range slices.Sorted(maps.Keys(b.leases)) {
+		if err := b.windows.shrink(ctx, q, id, b.leases[id]); err != nil {
+			return err
+		}
+	}
+	return b.windows.apply(ctx, q)
+}
