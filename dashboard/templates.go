@@ -30,7 +30,7 @@ type pages struct {
 // stylesheet is served. An error names the broken file.
 func parsePages(cssURL, jsURL string) (*pages, error) {
 	funcs := template.FuncMap{"cssURL": func() string { return cssURL }, "jsURL": func() string { return jsURL },
-		"keySorts": func() any { return keySorts }}
+		"keySorts": func() any { return keySorts }, "keyWindows": func() any { return keyWindows }}
 	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, layoutFile)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: parse %s: %w", layoutFile, err)

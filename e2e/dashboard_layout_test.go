@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -38,6 +39,8 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 		tg.newKey(t, "me@example.com", "--description", fmt.Sprintf("a rather long description of key number %d, for the billing service", i),
 			"--rpm", "60", "--ip", "10.0.0.0/8", "--ip", "2001:db8::/32", "--model", "gpt-4o-mini", "--expires", "2099-12-31")
 	}
+	// A 200-character description without a break point: cut, not widening the page.
+	tg.newKey(t, "me@example.com", "--description", strings.Repeat("W", 200))
 	_, err = tg.client(tg.newKey(t, "me@example.com", "--description", "used")).Chat.Completions.New(ctx, chatParams())
 	require.NoError(t, err)
 	tg.run(t, "token", "create", "--account", "me@example.com", "--scope", "keys:read", "--name", "deploy bot")
