@@ -184,6 +184,7 @@ func (d *Dashboard) routes() {
 	m.Handle("GET /activity", d.signedIn(d.listActivity))
 	m.Handle("GET /usage", d.signedIn(d.accountUsage))
 	m.Handle("GET /usage.csv", d.signedIn(d.accountUsageCSV))
+	m.Handle("GET /billing", d.signedIn(d.billing))
 	m.Handle("GET /tokens", d.signedIn(d.listTokens))
 	m.Handle("POST /tokens", d.signedIn(d.createToken))
 	m.Handle("GET /tokens/{id}/created", d.signedIn(d.showCreatedToken))

@@ -19,7 +19,13 @@ type keyListPage struct {
 	Email   string
 	Plan    string
 	Balance string
-	Keys    []keyRow
+	// Low is set when the balance is $0 or less; AddCredit says where
+	// credit is added.
+	Low bool
+	AddCredit
+	// Snippets show an account without keys how a key is used.
+	Snippets snippets
+	Keys     []keyRow
 	// Saved is set after a key was saved (its row is marked).
 	Saved bool
 	// Deleted is set after a key was deleted.
@@ -117,6 +123,12 @@ func (d *Dashboard) listKeys(w http.ResponseWriter, r *http.Request, s *session)
 
 		Window:      win.Value,
 		WindowLabel: win.Label,
+
+		Low:       s.account.Balance <= 0,
+		AddCredit: d.addCredit(),
+	}
+	if len(keys) == 0 {
+		page.Snippets = d.snippetsFor(r, "", d.firstModel(s.account.Plan, nil))
 	}
 	if !slices.ContainsFunc(keySorts, func(o struct{ Value, Label string }) bool { return o.Value == page.Sort }) {
 		page.Sort = "newest"

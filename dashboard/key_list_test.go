@@ -192,7 +192,8 @@ func TestRotatingAKeyShowsTheNewSecretOnceAndKeepsTheOldOneThroughItsGrace(t *te
 	b := e.signedIn(a)
 	confirm := b.get("/keys/" + k.ID + "/rotate")
 	require.Equal(t, http.StatusOK, confirm.Code)
-	assert.Contains(t, confirm.Body.String(), `id="grace-86400"`)
+	assert.Contains(t, confirm.Body.String(), `id="grace-86400" checked`, "a day's grace unless another is chosen")
+	assert.Equal(t, 1, strings.Count(confirm.Body.String(), " checked"))
 
 	w := b.post("/keys/"+k.ID+"/rotate", url.Values{"grace": {"86400"}})
 	require.Equal(t, http.StatusSeeOther, w.Code, w.Body.String())
