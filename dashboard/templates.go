@@ -71,7 +71,7 @@ type view struct {
 	// Section is the navigation's entry the page belongs to ("keys",
 	// "usage", …), marked as the current page.
 	Section string
-	Page any
+	Page    any
 }
 
 // render executes page name into a buffer first, so that a failing
