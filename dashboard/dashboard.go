@@ -188,6 +188,7 @@ func (d *Dashboard) routes() {
 	m.Handle("GET /tokens", d.signedIn(d.listTokens))
 	m.Handle("POST /tokens", d.signedIn(d.createToken))
 	m.Handle("GET /tokens/{id}/created", d.signedIn(d.showCreatedToken))
+	m.Handle("GET /tokens/{id}/revoke", d.signedIn(d.confirmRevokeToken))
 	m.Handle("POST /tokens/{id}/revoke", d.signedIn(d.revokeToken))
 
 	m.HandleFunc("/", d.notFound)
