@@ -590,6 +590,8 @@ type auditJSON struct {
 	Target    string    `json:"target"`
 	Address   string    `json:"address"`
 	At        time.Time `json:"at"`
+	// Detail is what the action changed, when it was recorded.
+	Detail *AuditDetail `json:"detail,omitempty"`
 }
 
 func (s *Service) listAudit(w http.ResponseWriter, r *http.Request, a Actor) error {
@@ -609,6 +611,9 @@ func (s *Service) listAudit(w http.ResponseWriter, r *http.Request, a Actor) err
 	views := make([]auditJSON, len(page.Entries))
 	for i, e := range page.Entries {
 		views[i] = auditJSON{ID: e.ID, Object: "audit_entry", Actor: e.Actor, Action: e.Action, Target: e.Target, Address: e.Address, At: e.At}
+		if d, ok := ParseAuditDetail(e.Detail); ok {
+			views[i].Detail = &d
+		}
 		if e.AccountID != "" {
 			id := e.AccountID
 			views[i].AccountID = &id

@@ -52,6 +52,7 @@ var onPostgreSQL = map[string]func(*testing.T){
 	"Document":     TestTheAPIAcceptsAndRefusesWhatItsDocumentSays,
 	"Query":        TestQueryParametersAreTheDocumentsWithTheirValues,
 	"OpenAPI":      TestTheOpenAPIDocumentIsServedAndDescribesEveryRoute,
+	"AuditDetail":  TestAuditEntriesSayWhatChangedWithoutSecrets,
 }
 
 // runs records, per database, the tests (by function name) that built an

@@ -552,12 +552,18 @@ type AuditEntry struct {
 	Action string `json:"action"`
 
 	// Actor token:<id>, user:<account id> or cli.
-	Actor   string           `json:"actor"`
-	Address string           `json:"address"`
-	At      time.Time        `json:"at"`
-	Id      string           `json:"id"`
-	Object  AuditEntryObject `json:"object"`
-	Target  string           `json:"target"`
+	Actor   string    `json:"actor"`
+	Address string    `json:"address"`
+	At      time.Time `json:"at"`
+
+	// Detail What the action changed, when recorded: the object's name then, and each changed field's value before and after. Never a secret.
+	Detail *struct {
+		Changes *map[string][]string `json:"changes,omitempty"`
+		Name    *string              `json:"name,omitempty"`
+	} `json:"detail,omitempty"`
+	Id     string           `json:"id"`
+	Object AuditEntryObject `json:"object"`
+	Target string           `json:"target"`
 }
 
 // AuditEntryObject defines model for AuditEntry.Object.
