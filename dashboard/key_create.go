@@ -14,7 +14,7 @@ type keyCreatedPage struct {
 	// Rotated is set for a rotated key's new secret; OldUntil is when the
 	// old one stops ("" when it stopped at once).
 	Rotated  bool
-	OldUntil string
+	OldUntil shownTime
 	// Snippets are code to paste, with the secret while it is shown.
 	Snippets snippets
 }

@@ -92,7 +92,8 @@ func (d *Dashboard) showRotatedKey(w http.ResponseWriter, r *http.Request, s *se
 	secret := d.takeFlash(w, r, s)
 	page := keyCreatedPage{Key: row, Secret: secret, Rotated: true, Snippets: d.snippetsFor(r, secret, d.firstModel(s.account.Plan, k.Models))}
 	if sec, err := strconv.ParseInt(r.URL.Query().Get("old_until"), 10, 64); err == nil && sec > 0 {
-		page.OldUntil = time.Unix(sec, 0).UTC().Format(timeLayout)
+		until := time.Unix(sec, 0)
+		page.OldUntil = timeShown(&until, func(t time.Time) string { return t.UTC().Format(timeLayout) })
 	}
 	d.render(w, r, http.StatusOK, "key_created", s, "Key rotated", page)
 	return nil

@@ -25,8 +25,8 @@ type scopeBox struct {
 }
 
 type tokenRow struct {
-	ID, Name, Hint, Scopes, Expires string
-	Created                         shownTime
+	ID, Name, Hint, Scopes string
+	Created, Expires       shownTime
 }
 
 type tokensPage struct {
@@ -44,7 +44,8 @@ type tokensPage struct {
 var tokenFields = map[string]string{"name": "name", "scopes": "scopes", "expires_at": "expires"}
 
 type tokenCreatedPage struct {
-	ID, Name, Scopes, Expires, Secret string
+	ID, Name, Scopes, Secret string
+	Expires                  shownTime
 }
 
 var scopeWhat = map[string]string{
@@ -67,13 +68,6 @@ func (d *Dashboard) actorOf(r *http.Request, accountID string) manage.Actor {
 	return manage.Actor{Kind: manage.ActorUser, ID: accountID, AccountID: accountID, Address: addr}
 }
 
-func expiryText(t *time.Time) string {
-	if t == nil {
-		return "Never"
-	}
-	return t.UTC().Format("2006-01-02 15:04 UTC")
-}
-
 func (d *Dashboard) tokensPage(r *http.Request, s *session, form tokensPage) (tokensPage, error) {
 	tokens, err := d.manage.ListTokens(r.Context(), d.actor(r, s), s.account.ID)
 	if err != nil {
@@ -82,7 +76,7 @@ func (d *Dashboard) tokensPage(r *http.Request, s *session, form tokensPage) (to
 	form.Tokens = []tokenRow{}
 	for _, t := range tokens {
 		form.Tokens = append(form.Tokens, tokenRow{ID: t.ID, Name: t.Name, Hint: t.Hint, Scopes: strings.Join(t.Scopes, ", "),
-			Created: timeShown(&t.CreatedAt, func(t time.Time) string { return t.UTC().Format(dateLayout) }), Expires: expiryText(t.ExpiresAt)})
+			Created: timeShown(&t.CreatedAt, func(t time.Time) string { return t.UTC().Format(dateLayout) }), Expires: tokenExpiry(t.ExpiresAt)})
 	}
 	if form.Scopes == nil {
 		for _, sc := range manage.AllScopes {
@@ -166,7 +160,7 @@ func (d *Dashboard) showCreatedToken(w http.ResponseWriter, r *http.Request, s *
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	d.render(w, r, http.StatusOK, "token_created", s, "Token created", tokenCreatedPage{ID: t.ID, Name: t.Name,
-		Scopes: strings.Join(t.Scopes, ", "), Expires: expiryText(t.ExpiresAt), Secret: d.takeFlash(w, r, s)})
+		Scopes: strings.Join(t.Scopes, ", "), Expires: tokenExpiry(t.ExpiresAt), Secret: d.takeFlash(w, r, s)})
 	return nil
 }
 
@@ -207,8 +201,13 @@ func (d *Dashboard) confirmRevokeToken(w http.ResponseWriter, r *http.Request, s
 		return err
 	}
 	d.render(w, r, http.StatusOK, "token_revoke", s, "Revoke token", tokenRow{ID: t.ID, Name: t.Name, Hint: t.Hint,
-		Scopes: strings.Join(t.Scopes, ", "), Expires: expiryText(t.ExpiresAt)})
+		Scopes: strings.Join(t.Scopes, ", "), Expires: tokenExpiry(t.ExpiresAt)})
 	return nil
+}
+
+// tokenExpiry is when a token stops working, as pages show it.
+func tokenExpiry(t *time.Time) shownTime {
+	return timeShown(t, func(t time.Time) string { return t.UTC().Format(timeLayout) })
 }
 
 // revokeToken revokes the token and says so on the list.
