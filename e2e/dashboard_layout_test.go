@@ -47,6 +47,9 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 	keys, err := tg.Store.ListKeys(ctx, account.ID)
 	require.NoError(t, err)
 	keyID := keys[0].ID
+	tokens, err := tg.Store.ListTokens(ctx, account.ID)
+	require.NoError(t, err)
+	require.NotEmpty(t, tokens)
 
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -61,7 +64,8 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#create-key")),
 	)
 	pages := []string{"/keys", "/keys/new", "/keys/" + keyID, "/keys/" + keyID + "/requests", "/usage", "/keys/" + keyID + "/edit", "/keys/" + keyID + "/rotate",
-		"/keys/" + keyID + "/delete", "/models", "/tokens", "/activity", "/no-such-page"}
+		"/keys/" + keyID + "/delete", "/models", "/tokens", "/tokens/" + tokens[0].ID + "/revoke", "/activity", "/activity?action=key.create",
+		"/billing", "/no-such-page"}
 	for _, width := range []int64{1280, 390} {
 		do(fmt.Sprintf("a %d px wide window", width), chromedp.EmulateViewport(width, 844))
 		for _, page := range pages {
