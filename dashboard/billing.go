@@ -15,7 +15,7 @@ import (
 // The Billing page: the account's balance, what is held for requests in
 // flight, its history a day at a time and its credits, read from the
 // management service's balance history (the API's
-// GET /api/v1/accounts/{id}/balance_history). Read-only: where to add
+// GET /api/v1/accounts/{id}/balance). Read-only: where to add
 // credit is the operator's setting (dashboard.add_credit).
 
 // billingWindows are the spans the page shows; 30 days by default.
