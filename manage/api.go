@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
 )
 
 // The REST API, under /api/v1/. Every call needs a management token
@@ -604,7 +605,14 @@ func (s *Service) listAudit(w http.ResponseWriter, r *http.Request, a Actor) err
 	if err != nil {
 		return err
 	}
-	page, err := s.ListAudit(r.Context(), a, account, q.Get("after"), limit)
+	f := store.AuditFilter{Action: q.Get("action")}
+	if f.Action != "" && !auditActionRE.MatchString(f.Action) {
+		return oaierror.Invalid("invalid_request", "action", "action must be an action's name, such as key.update.")
+	}
+	if f.From, f.To, err = rangeOf(q); err != nil {
+		return err
+	}
+	page, err := s.ListAuditWhere(r.Context(), a, account, f, q.Get("after"), limit)
 	if err != nil {
 		return err
 	}

@@ -61,6 +61,27 @@ func TestAuditEntriesSayWhatChangedWithoutSecrets(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.status, string(a.body))
 	assert.Equal(t, "60", a.get(`data.#(action=="key.update").detail.changes.rate_limit_rpm.1`).String())
 	assert.False(t, strings.Contains(string(a.body), secret))
+
+	// The API filters as the dashboard does.
+	disabled := e.call("GET", "/api/v1/audit?account_id="+e.b.ID+"&action=key.disable", e.admin, "")
+	require.Equal(t, http.StatusOK, disabled.status, string(disabled.body))
+	assert.Equal(t, int64(1), disabled.get("data.#").Int())
+	later := e.call("GET", "/api/v1/audit?account_id="+e.b.ID+"&from="+e.clock.Now().Add(-1500*time.Millisecond).Format(time.RFC3339Nano), e.admin, "")
+	assert.Equal(t, []string{"key.rotate", "key.disable"}, actionsOf(later))
+	earlier := e.call("GET", "/api/v1/audit?account_id="+e.b.ID+"&to="+e.clock.Now().Add(-1500*time.Millisecond).Format(time.RFC3339Nano), e.admin, "")
+	assert.Equal(t, []string{"key.update", "key.create"}, actionsOf(earlier))
+	for _, bad := range []string{"&from=yesterday", "&action=KEY"} {
+		a := e.call("GET", "/api/v1/audit?account_id="+e.b.ID+bad, e.admin, "")
+		assert.Equal(t, http.StatusBadRequest, a.status, bad)
+	}
+}
+
+func actionsOf(a answer) []string {
+	var out []string
+	for _, v := range a.get("data.#.action").Array() {
+		out = append(out, v.String())
+	}
+	return out
 }
 
 func TestAnAuditDetailIsBounded(t *testing.T) {

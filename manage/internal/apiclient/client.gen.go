@@ -1037,6 +1037,15 @@ type ListAuditParams struct {
 
 	// After The cursor of the previous page (its next).
 	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Action Only the entries of this action (key.update, token.revoke…).
+	Action *string `form:"action,omitempty" json:"action,omitempty"`
+
+	// From Only the entries from this RFC 3339 time or date (its start, UTC) on.
+	From *string `form:"from,omitempty" json:"from,omitempty"`
+
+	// To Only the entries before this RFC 3339 time or date (its start, UTC).
+	To *string `form:"to,omitempty" json:"to,omitempty"`
 }
 
 // ListKeysParams defines parameters for ListKeys.
@@ -2314,6 +2323,42 @@ func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request,
 		if params.After != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
