@@ -606,7 +606,7 @@ func (s *Service) listAudit(w http.ResponseWriter, r *http.Request, a Actor) err
 		return err
 	}
 	f := store.AuditFilter{Action: q.Get("action")}
-	if f.Action != "" && !auditActionRE.MatchString(f.Action) {
+	if q.Has("action") && !auditActionRE.MatchString(f.Action) {
 		return oaierror.Invalid("invalid_request", "action", "action must be an action's name, such as key.update.")
 	}
 	if f.From, f.To, err = rangeOf(q); err != nil {

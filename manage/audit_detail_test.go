@@ -70,7 +70,7 @@ func TestAuditEntriesSayWhatChangedWithoutSecrets(t *testing.T) {
 	assert.Equal(t, []string{"key.rotate", "key.disable"}, actionsOf(later))
 	earlier := e.call("GET", "/api/v1/audit?account_id="+e.b.ID+"&to="+e.clock.Now().Add(-1500*time.Millisecond).Format(time.RFC3339Nano), e.admin, "")
 	assert.Equal(t, []string{"key.update", "key.create"}, actionsOf(earlier))
-	for _, bad := range []string{"&from=yesterday", "&action=KEY"} {
+	for _, bad := range []string{"&from=yesterday", "&action=KEY", "&action="} {
 		a := e.call("GET", "/api/v1/audit?account_id="+e.b.ID+bad, e.admin, "")
 		assert.Equal(t, http.StatusBadRequest, a.status, bad)
 	}
