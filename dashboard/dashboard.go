@@ -1,13 +1,16 @@
 // Package dashboard is the web UI where a signed-in account holder manages
-// API keys: it lists them at /keys, creates, edits, enables, disables and
-// deletes them, and shows each key's usage with a server-rendered timeline.
-// It owns the pages and sign-in (passwords, sessions); every read and write
-// of keys, accounts, tokens and usage goes through the management service
+// API keys: it lists them at /keys, creates, edits, rotates, enables,
+// disables and deletes them, shows each key's usage with a server-rendered
+// timeline, the account's billing (balance history and credits), its
+// management tokens and its activity (the audit log). It owns the pages and
+// sign-in (passwords, sessions); every read and write of keys, accounts,
+// tokens, usage and the audit log goes through the management service
 // (package manage), whose refusals it words as its forms' sentences.
 //
 // Pages are rendered on the server from templates embedded in the binary and
-// parsed once by New, so a broken template fails at start-up. There is no
-// JavaScript. Sign-in is by email and password (argon2id); a session's
+// parsed once by New, so a broken template fails at start-up. Every page
+// works without JavaScript; one static script (never inline) only adds
+// conveniences: copy buttons, local times, form choices. Sign-in is by email and password (argon2id); a session's
 // cookie holds a random secret of which the store keeps only a SHA-256 hash.
 // Every POST carries a CSRF token derived from that secret, and cross-origin
 // POSTs are refused.
@@ -188,9 +191,11 @@ func (d *Dashboard) routes() {
 	m.Handle("GET /activity", d.signedIn(d.listActivity))
 	m.Handle("GET /usage", d.signedIn(d.accountUsage))
 	m.Handle("GET /usage.csv", d.signedIn(d.accountUsageCSV))
+	m.Handle("GET /billing", d.signedIn(d.billing))
 	m.Handle("GET /tokens", d.signedIn(d.listTokens))
 	m.Handle("POST /tokens", d.signedIn(d.createToken))
 	m.Handle("GET /tokens/{id}/created", d.signedIn(d.showCreatedToken))
+	m.Handle("GET /tokens/{id}/revoke", d.signedIn(d.confirmRevokeToken))
 	m.Handle("POST /tokens/{id}/revoke", d.signedIn(d.revokeToken))
 
 	m.HandleFunc("/", d.notFound)

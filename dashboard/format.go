@@ -141,3 +141,38 @@ func timeLabel(t *time.Time) string {
 	}
 	return t.UTC().Format(timeLayout)
 }
+
+// relativeTime says how long before now t was, for a list to be scanned:
+// "just now", "5 min ago", "3 h ago", "2 days ago"; from 30 days on, the
+// date. A time after now (clocks of two replicas) is "just now".
+func relativeTime(t, now time.Time) string {
+	ago := now.Sub(t)
+	switch {
+	case ago < time.Minute:
+		return "just now"
+	case ago < time.Hour:
+		return strconv.Itoa(int(ago/time.Minute)) + " min ago"
+	case ago < 24*time.Hour:
+		return strconv.Itoa(int(ago/time.Hour)) + " h ago"
+	case ago < 48*time.Hour:
+		return "1 day ago"
+	case ago < 30*24*time.Hour:
+		return strconv.Itoa(int(ago/(24*time.Hour))) + " days ago"
+	}
+	return t.UTC().Format(dateLayout)
+}
+
+// shownTime is a time as a page shows it, in a <time> element: Text on
+// the page, UTC (the exact time) and ISO (for the page's script, which
+// adds the visitor's local time) beside it.
+type shownTime struct {
+	Text, UTC, ISO string
+}
+
+// timeShown shows t as text; nil gives Text "Never" and no time.
+func timeShown(t *time.Time, text func(time.Time) string) shownTime {
+	if t == nil {
+		return shownTime{Text: "Never"}
+	}
+	return shownTime{Text: text(*t), UTC: t.UTC().Format(timeLayout), ISO: t.UTC().Format(time.RFC3339)}
+}

@@ -14,7 +14,9 @@ type keyCreatedPage struct {
 	// Rotated is set for a rotated key's new secret; OldUntil is when the
 	// old one stops ("" when it stopped at once).
 	Rotated  bool
-	OldUntil string
+	OldUntil shownTime
+	// Snippets are code to paste, with the secret while it is shown.
+	Snippets snippets
 }
 
 // createKey creates the key the form asks for through the management
@@ -64,6 +66,8 @@ func (d *Dashboard) showCreatedKey(w http.ResponseWriter, r *http.Request, s *se
 	}
 	// The secret is in this page only: no cache may keep a copy.
 	w.Header().Set("Cache-Control", "no-store")
-	d.render(w, r, http.StatusOK, "key_created", s, "Key created", keyCreatedPage{Key: keyView(k, d.now()), Secret: d.takeFlash(w, r, s)})
+	secret := d.takeFlash(w, r, s)
+	d.render(w, r, http.StatusOK, "key_created", s, "Key created", keyCreatedPage{Key: keyView(k, d.now()), Secret: secret,
+		Snippets: d.snippetsFor(r, secret, d.firstModel(s.account.Plan, k.Models))})
 	return nil
 }

@@ -279,6 +279,9 @@ type keyFormPage struct {
 	Models []modelChoice
 	// Today is the earliest date the create form offers for Expires At.
 	Today string
+	// ConfirmExpiry is the expiry date, already ended, that the edit form
+	// asks to confirm before it disables the key ("" when none).
+	ConfirmExpiry string
 }
 
 // modelChoice is one checkbox of Model Access.

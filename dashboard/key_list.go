@@ -19,13 +19,21 @@ type keyListPage struct {
 	Email   string
 	Plan    string
 	Balance string
-	Keys    []keyRow
+	// Low is set when the balance is $0 or less; AddCredit says where
+	// credit is added.
+	Low bool
+	AddCredit
+	// Snippets show an account without keys how a key is used.
+	Snippets snippets
+	Keys     []keyRow
 	// Saved is set after a key was saved (its row is marked).
 	Saved bool
 	// Deleted is set after a key was deleted.
 	Deleted bool
-	// The list's query: text, status and order, as the form shows them.
-	Q, Status, Sort string
+	// The list's query: text, status, order and window, as the form shows them.
+	Q, Status, Sort, Window string
+	// WindowLabel names the window requests and spend are counted over.
+	WindowLabel string
 	// Total is how many keys the account has; Matching how many match.
 	Total, Matching int
 	// Page of Pages; Prev and Next link to the neighbours ("" for none).
@@ -39,8 +47,21 @@ const keysPerPage = 50
 // keySorts are the list's orders: newest first by default.
 var keySorts = []struct{ Value, Label string }{
 	{"newest", "Newest first"}, {"oldest", "Oldest first"}, {"description", "Description"},
-	{"last_used", "Last used"}, {"spend", "Spend (30 days)"}, {"requests", "Requests (30 days)"},
+	{"last_used", "Last used"}, {"spend", "Spend"}, {"requests", "Requests"},
 }
+
+// keyWindows are the windows the list counts requests and spend over: the
+// last 30 days by default.
+var keyWindows = []struct {
+	Value, Label string
+	D            time.Duration
+}{
+	{"1d", "the last 24 hours", 24 * time.Hour}, {"7d", "the last 7 days", 7 * 24 * time.Hour},
+	{"30d", "the last 30 days", 30 * 24 * time.Hour}, {"90d", "the last 90 days", 90 * 24 * time.Hour},
+}
+
+// defaultKeyWindow is the index in keyWindows of the default window.
+const defaultKeyWindow = 2
 
 // keyRow is one key as the list shows it.
 type keyRow struct {
@@ -58,9 +79,11 @@ type keyRow struct {
 	CreatedDate  string
 	CreatedAtISO string
 	LastUsed     string
-	JustSaved    bool
-	// Requests and Spend over the last 30 days (the list only).
-	Requests int64
+	// LastUsedAt is "… ago" with the exact time beside it (the list).
+	LastUsedAt shownTime
+	JustSaved  bool
+	// Requests and Spend over the list's window (the list only).
+	Requests string
 	Spend    string
 	// Budget is the fullest spend budget's spend over its amount (budgets.go).
 	Budget string
@@ -76,14 +99,20 @@ func (d *Dashboard) listKeys(w http.ResponseWriter, r *http.Request, s *session)
 		return fmt.Errorf("list keys: %w", err)
 	}
 	now := d.now()
-	// The 30 days up to the end of this hour: whole hours, read from the
+	query := r.URL.Query()
+	win := keyWindows[defaultKeyWindow]
+	for _, w := range keyWindows {
+		if w.Value == query.Get("window") {
+			win = w
+		}
+	}
+	// The window up to the end of this hour: whole hours, read from the
 	// hourly rollups whatever the number of records.
 	to := now.UTC().Truncate(time.Hour).Add(time.Hour)
-	totals, err := d.manage.KeyTotals(r.Context(), d.actor(r, s), manage.UsageRequest{AccountID: s.account.ID, From: to.Add(-30 * 24 * time.Hour), To: to})
+	totals, err := d.manage.KeyTotals(r.Context(), d.actor(r, s), manage.UsageRequest{AccountID: s.account.ID, From: to.Add(-win.D), To: to})
 	if err != nil {
 		return fmt.Errorf("key totals: %w", err)
 	}
-	query := r.URL.Query()
 	page := keyListPage{
 		Email:   s.account.Email,
 		Plan:    s.account.Plan,
@@ -93,6 +122,15 @@ func (d *Dashboard) listKeys(w http.ResponseWriter, r *http.Request, s *session)
 		Status:  query.Get("status"),
 		Sort:    query.Get("sort"),
 		Total:   len(keys),
+
+		Window:      win.Value,
+		WindowLabel: win.Label,
+
+		Low:       s.account.Balance <= 0,
+		AddCredit: d.addCredit(),
+	}
+	if len(keys) == 0 {
+		page.Snippets = d.snippetsFor(r, "", d.firstModel(s.account.Plan, nil))
 	}
 	if !slices.ContainsFunc(keySorts, func(o struct{ Value, Label string }) bool { return o.Value == page.Sort }) {
 		page.Sort = "newest"
@@ -114,7 +152,7 @@ func (d *Dashboard) listKeys(w http.ResponseWriter, r *http.Request, s *session)
 	page.Keys = make([]keyRow, 0, keysPerPage)
 	for _, k := range matching[start:min(start+keysPerPage, len(matching))] {
 		row := keyView(k, now)
-		row.Requests, row.Spend = totals[k.ID].Requests, usd(totals[k.ID].Cost)
+		row.Requests, row.Spend = count(totals[k.ID].Requests), usd(totals[k.ID].Cost)
 		row.Budget = meters[k.ID]
 		if saved != "" && k.ID == saved {
 			row.JustSaved = true
@@ -151,6 +189,9 @@ func (page *keyListPage) paginate(matching int, asked string) {
 	page.Page = min(max(page.Page, 1), page.Pages)
 	link := func(n int) string {
 		v := url.Values{"page": {strconv.Itoa(n)}, "sort": {page.Sort}}
+		if page.Window != keyWindows[defaultKeyWindow].Value {
+			v.Set("window", page.Window)
+		}
 		if page.Q != "" {
 			v.Set("q", page.Q)
 		}
@@ -213,5 +254,6 @@ func keyView(k store.Key, now time.Time) keyRow {
 		CreatedDate:  k.CreatedAt.UTC().Format(dateLayout),
 		CreatedAtISO: k.CreatedAt.UTC().Format(time.RFC3339),
 		LastUsed:     timeLabel(k.LastUsedAt),
+		LastUsedAt:   timeShown(k.LastUsedAt, func(t time.Time) string { return relativeTime(t, now) }),
 	}
 }

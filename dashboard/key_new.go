@@ -13,17 +13,23 @@ func (d *Dashboard) newKey(w http.ResponseWriter, r *http.Request, s *session) e
 // renderKeyForm shows the create form (k nil) or the edit form of k, with
 // the values f and the errors beside their fields.
 func (d *Dashboard) renderKeyForm(w http.ResponseWriter, r *http.Request, s *session, status int, k *keyRow, f keyForm, errs fieldErrors) {
-	page := keyFormPage{
-		Key:    k,
-		Action: "/keys",
-		Form:   f,
-		Errors: errs,
-		Models: modelChoices(d.config(), s.account.Plan, f),
-		Today:  d.now().UTC().Format(dateLayout),
-	}
+	d.renderKeyFormPage(w, r, s, status, keyFormPage{Key: k, Form: f, Errors: errs})
+}
+
+// renderKeyFormConfirm shows the edit form of k again, nothing saved,
+// asking to confirm the expiry date that has already ended.
+func (d *Dashboard) renderKeyFormConfirm(w http.ResponseWriter, r *http.Request, s *session, k *keyRow, f keyForm, errs fieldErrors, date string) {
+	d.renderKeyFormPage(w, r, s, http.StatusUnprocessableEntity, keyFormPage{Key: k, Form: f, Errors: errs, ConfirmExpiry: date})
+}
+
+// renderKeyFormPage fills in page's action, models and today, and shows it.
+func (d *Dashboard) renderKeyFormPage(w http.ResponseWriter, r *http.Request, s *session, status int, page keyFormPage) {
+	page.Action = "/keys"
+	page.Models = modelChoices(d.config(), s.account.Plan, page.Form)
+	page.Today = d.now().UTC().Format(dateLayout)
 	title := "Create key"
-	if k != nil {
-		page.Action = "/keys/" + k.ID
+	if page.Key != nil {
+		page.Action = "/keys/" + page.Key.ID
 		title = "Edit key"
 	}
 	d.render(w, r, status, "key_form", s, title, page)

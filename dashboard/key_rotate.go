@@ -14,16 +14,21 @@ import (
 // a new key's), the old one working on for the grace period chosen (none,
 // an hour, a day or a week) so that deployments can move to the new one.
 
-// rotationGraces are the grace periods offered.
+// rotationGraces are the grace periods offered. A day is chosen unless the
+// visitor picks another: long enough for a deployment to move to the new
+// secret wherever its people are, short enough that a leaked secret does
+// not work on for long (docs/dashboard.md). Cutting the old secret at once
+// must be chosen.
 var rotationGraces = []struct {
-	Value string
-	Label string
-	D     time.Duration
+	Value   string
+	Label   string
+	D       time.Duration
+	Default bool
 }{
-	{"0", "None: the old secret stops at once", 0},
-	{"3600", "1 hour", time.Hour},
-	{"86400", "1 day", 24 * time.Hour},
-	{"604800", "7 days", 7 * 24 * time.Hour},
+	{"0", "None: the old secret stops at once (when it has leaked)", 0, false},
+	{"3600", "1 hour", time.Hour, false},
+	{"86400", "1 day", 24 * time.Hour, true},
+	{"604800", "7 days", 7 * 24 * time.Hour, false},
 }
 
 type keyRotatePage struct {
@@ -84,9 +89,11 @@ func (d *Dashboard) showRotatedKey(w http.ResponseWriter, r *http.Request, s *se
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	row := keyView(k, d.now())
-	page := keyCreatedPage{Key: row, Secret: d.takeFlash(w, r, s), Rotated: true}
+	secret := d.takeFlash(w, r, s)
+	page := keyCreatedPage{Key: row, Secret: secret, Rotated: true, Snippets: d.snippetsFor(r, secret, d.firstModel(s.account.Plan, k.Models))}
 	if sec, err := strconv.ParseInt(r.URL.Query().Get("old_until"), 10, 64); err == nil && sec > 0 {
-		page.OldUntil = time.Unix(sec, 0).UTC().Format(timeLayout)
+		until := time.Unix(sec, 0)
+		page.OldUntil = timeShown(&until, func(t time.Time) string { return t.UTC().Format(timeLayout) })
 	}
 	d.render(w, r, http.StatusOK, "key_created", s, "Key rotated", page)
 	return nil

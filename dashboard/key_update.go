@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
+	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/manage"
+	"github.com/tollgate/tollgate/store"
 )
 
 // updateKey saves the fields the edit form changed through the management
@@ -18,6 +21,15 @@ func (d *Dashboard) updateKey(w http.ResponseWriter, r *http.Request, s *session
 	}
 	f := parseKeyForm(r.PostForm)
 	was := keyFormOf(k)
+	now := d.now()
+	if date := f.pastExpiry(k, now); date != "" && r.PostForm.Get("confirm_past_expiry") != date {
+		row := keyView(k, now)
+		errs := fieldErrors{keyopts.FieldExpiresAt: "The key works until the end of " + date +
+			" (UTC), which has passed: saving this date disables the key now, and its requests are refused from then on. " +
+			"Confirm below, or pick a later date."}
+		d.renderKeyFormConfirm(w, r, s, &row, f, errs, date)
+		return nil
+	}
 	// Only the fields changed on the form are sent: an edit made meanwhile
 	// elsewhere to another field is kept.
 	if f.mismatched() {
@@ -33,10 +45,28 @@ func (d *Dashboard) updateKey(w http.ResponseWriter, r *http.Request, s *session
 		return fmt.Errorf("update key: %w", err)
 	}
 	if errs != nil {
-		row := keyView(k, d.now())
+		row := keyView(k, now)
 		d.renderKeyForm(w, r, s, http.StatusUnprocessableEntity, &row, f, errs)
 		return nil
 	}
 	redirectSaved(w, r, k.ID)
 	return nil
+}
+
+// pastExpiry is the date the form sets as the key's expiry when that date
+// has already ended while the key is not yet expired by its own: saving it
+// would disable the key at once, which the form asks to confirm. "" when
+// the form changes no expiry, or not to such a date.
+func (f keyForm) pastExpiry(k store.Key, now time.Time) string {
+	if f.ExpiresMode != expiresOn || f.ExpiresAt == "" {
+		return ""
+	}
+	end, err := keyopts.ParseExpiryDate(f.ExpiresAt)
+	if err != nil || end == nil || end.After(now) {
+		return "" // not a date (formErrors says so), or one still to end
+	}
+	if k.ExpiresAt != nil && !k.ExpiresAt.After(now) {
+		return "" // already expired: the date changes nothing now
+	}
+	return f.ExpiresAt
 }

@@ -35,6 +35,8 @@ func TestEditFormIsFilledWithTheKeysOptions(t *testing.T) {
 	assert.Contains(t, body, `id="expires-on" checked`)
 	assert.Contains(t, body, `value="2026-02-28"`, "the last day the key works")
 	assert.Contains(t, body, "secret cannot be edited")
+	assert.Contains(t, body, `href="/keys/`+k.ID+`/rotate" id="rotate-instead"`, "rotate, not delete and create")
+	assert.NotContains(t, body, "delete this key")
 	assert.Contains(t, body, k.Hint)
 }
 
@@ -46,7 +48,7 @@ func TestUpdateKeySavesTheChangedOptions(t *testing.T) {
 	w := b.post("/keys/"+k.ID, url.Values{
 		"description": {"ci, renamed"}, "rate_limit": {"custom"}, "rate_limit_rpm": {"120"},
 		"ip_restrictions": {"192.168.0.0/16"}, "model_access": {"selected"}, "models": {"gpt-4o-mini"},
-		"expires": {"date"}, "expires_at": {"2025-01-01"}, "enabled": {"on"},
+		"expires": {"date"}, "expires_at": {"2025-01-01"}, "enabled": {"on"}, "confirm_past_expiry": {"2025-01-01"},
 	})
 	requireRedirect(t, w, "/keys?saved="+k.ID)
 	got := e.key(k.ID)

@@ -30,7 +30,7 @@ type pages struct {
 // stylesheet is served. An error names the broken file.
 func parsePages(cssURL, jsURL string) (*pages, error) {
 	funcs := template.FuncMap{"cssURL": func() string { return cssURL }, "jsURL": func() string { return jsURL },
-		"keySorts": func() any { return keySorts }}
+		"keySorts": func() any { return keySorts }, "keyWindows": func() any { return keyWindows }}
 	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, layoutFile)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: parse %s: %w", layoutFile, err)
@@ -68,7 +68,10 @@ type view struct {
 	Account *store.Account
 	// CSRF is the session's token for the forms on the page.
 	CSRF string
-	Page any
+	// Section is the navigation's entry the page belongs to ("keys",
+	// "usage", …), marked as the current page.
+	Section string
+	Page    any
 }
 
 // render executes page name into a buffer first, so that a failing
@@ -80,7 +83,7 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 		http.Error(w, "Internal Server Error", http.StatusInternalServerError)
 		return
 	}
-	v := view{Title: title, Page: page}
+	v := view{Title: title, Page: page, Section: sectionOf(r.URL.Path)}
 	if s != nil {
 		v.Account = &s.account
 		v.CSRF = s.csrfToken()
@@ -104,4 +107,17 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(buf.Bytes()) // the client may have gone; nothing to do about it
 	}
+}
+
+// sections are the navigation's entries, by the first segment of a path.
+var sections = map[string]bool{"keys": true, "usage": true, "billing": true, "models": true, "tokens": true, "activity": true}
+
+// sectionOf is the navigation entry a path belongs to: /keys/{id}/edit is
+// "keys", /usage.csv none ("").
+func sectionOf(path string) string {
+	first, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	if sections[first] {
+		return first
+	}
+	return ""
 }

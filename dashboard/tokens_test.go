@@ -61,7 +61,7 @@ func TestASignedInUserMakesListsAndRevokesTheAccountsManagementTokens(t *testing
 
 	// Another account's user cannot revoke it.
 	assert.Equal(t, http.StatusNotFound, e.signedIn(other).post("/tokens/"+id[1]+"/revoke", nil).Code)
-	requireRedirect(t, b.post("/tokens/"+id[1]+"/revoke", nil), "/tokens")
+	requireRedirect(t, b.post("/tokens/"+id[1]+"/revoke", nil), "/tokens?revoked="+id[1])
 	_, err = svc.Authenticate(context.Background(), secret[1], "127.0.0.1")
 	assert.ErrorIs(t, err, manage.ErrUnauthorized, "revoked at once")
 	assert.Contains(t, b.get("/tokens").Body.String(), `id="no-tokens"`)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -38,6 +39,8 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 		tg.newKey(t, "me@example.com", "--description", fmt.Sprintf("a rather long description of key number %d, for the billing service", i),
 			"--rpm", "60", "--ip", "10.0.0.0/8", "--ip", "2001:db8::/32", "--model", "gpt-4o-mini", "--expires", "2099-12-31")
 	}
+	// A 200-character description without a break point: cut, not widening the page.
+	tg.newKey(t, "me@example.com", "--description", strings.Repeat("W", 200))
 	_, err = tg.client(tg.newKey(t, "me@example.com", "--description", "used")).Chat.Completions.New(ctx, chatParams())
 	require.NoError(t, err)
 	tg.run(t, "token", "create", "--account", "me@example.com", "--scope", "keys:read", "--name", "deploy bot")
@@ -49,6 +52,9 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 		tg.run(t, "key", "budget", "set", k.ID, "--period", "total", "--amount", "1000")
 	}
 	tg.run(t, "account", "budget", "set", "--email", "me@example.com", "--period", "month", "--amount", "50", "--timezone", "America/New_York")
+	tokens, err := tg.Store.ListTokens(ctx, account.ID)
+	require.NoError(t, err)
+	require.NotEmpty(t, tokens)
 
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -63,7 +69,8 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#create-key")),
 	)
 	pages := []string{"/keys", "/keys/new", "/keys/" + keyID, "/keys/" + keyID + "/requests", "/usage", "/keys/" + keyID + "/edit", "/keys/" + keyID + "/rotate",
-		"/keys/" + keyID + "/delete", "/models", "/tokens", "/activity", "/keys/" + keyID + "/budgets", "/budgets", "/no-such-page"}
+		"/keys/" + keyID + "/delete", "/models", "/tokens", "/tokens/" + tokens[0].ID + "/revoke", "/activity", "/activity?action=key.create",
+		"/keys/" + keyID + "/budgets", "/budgets", "/billing", "/no-such-page"}
 	for _, width := range []int64{1280, 390} {
 		do(fmt.Sprintf("a %d px wide window", width), chromedp.EmulateViewport(width, 844))
 		for _, page := range pages {

@@ -206,6 +206,7 @@ func manageAKeyInABrowser(t *testing.T, width int64) {
 	// once, and both work for that hour.
 	do("rotate the secret",
 		chromedp.Navigate(site+"/keys"),
+		chromedp.Click(css(row+`details.menu summary`)),
 		chromedp.Click(css(row+`a[data-action="rotate"]`)),
 		chromedp.WaitVisible(css("#rotate-form")),
 		chromedp.Click(css("#grace-3600")),
@@ -223,8 +224,9 @@ func manageAKeyInABrowser(t *testing.T, width int64) {
 	// Disabling it in the browser: the API answers 401 key_disabled.
 	do("disable the key",
 		chromedp.Navigate(site+"/keys"),
+		chromedp.Click(css(row+`details.menu summary`)),
 		chromedp.Click(css(row+`form[data-action="disable"] button`)),
-		chromedp.WaitVisible(css(row+`form[data-action="enable"] button`)),
+		chromedp.WaitReady(css(row+`form[data-action="enable"] button`)),
 	)
 	assert.Equal(t, "Disabled", cellText("status"))
 	waitFor(t, 5*time.Second, 200*time.Millisecond, func() bool {
@@ -234,6 +236,7 @@ func manageAKeyInABrowser(t *testing.T, width int64) {
 
 	// Deleting it after confirming: the API answers 401 invalid_api_key.
 	do("delete the key",
+		chromedp.Click(css(row+`details.menu summary`)),
 		chromedp.Click(css(row+`a[data-action="delete"]`)),
 		chromedp.WaitVisible(css("#confirm-delete")),
 		chromedp.Click(css("#confirm-delete")),

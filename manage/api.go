@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
 )
 
 // The REST API, under /api/v1/. Every call needs a management token
@@ -597,6 +598,8 @@ type auditJSON struct {
 	Target    string    `json:"target"`
 	Address   string    `json:"address"`
 	At        time.Time `json:"at"`
+	// Detail is what the action changed, when it was recorded.
+	Detail *AuditDetail `json:"detail,omitempty"`
 }
 
 func (s *Service) listAudit(w http.ResponseWriter, r *http.Request, a Actor) error {
@@ -609,13 +612,23 @@ func (s *Service) listAudit(w http.ResponseWriter, r *http.Request, a Actor) err
 	if err != nil {
 		return err
 	}
-	page, err := s.ListAudit(r.Context(), a, account, q.Get("after"), limit)
+	f := store.AuditFilter{Action: q.Get("action")}
+	if q.Has("action") && !auditActionRE.MatchString(f.Action) {
+		return oaierror.Invalid("invalid_request", "action", "action must be an action's name, such as key.update.")
+	}
+	if f.From, f.To, err = rangeOf(q); err != nil {
+		return err
+	}
+	page, err := s.ListAuditWhere(r.Context(), a, account, f, q.Get("after"), limit)
 	if err != nil {
 		return err
 	}
 	views := make([]auditJSON, len(page.Entries))
 	for i, e := range page.Entries {
 		views[i] = auditJSON{ID: e.ID, Object: "audit_entry", Actor: e.Actor, Action: e.Action, Target: e.Target, Address: e.Address, At: e.At}
+		if d, ok := ParseAuditDetail(e.Detail); ok {
+			views[i].Detail = &d
+		}
 		if e.AccountID != "" {
 			id := e.AccountID
 			views[i].AccountID = &id

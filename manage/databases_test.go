@@ -55,6 +55,7 @@ var onPostgreSQL = map[string]func(*testing.T){
 	"KeyBudgets":     TestKeyBudgetsAreSetAndReadWithTheirWindows,
 	"AccountBudgets": TestAccountBudgetsFollowTheAccountsTimeZone,
 	"PlanBudgets":    TestANewKeyGetsItsPlansDefaultBudgets,
+	"AuditDetail":    TestAuditEntriesSayWhatChangedWithoutSecrets,
 }
 
 // runs records, per database, the tests (by function name) that built an

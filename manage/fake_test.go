@@ -216,6 +216,10 @@ func (f *fakeStore) ListAudit(context.Context, string, *store.AuditEntry, int) (
 	return nil, errFake
 }
 
+func (f *fakeStore) ListAuditWhere(context.Context, string, store.AuditFilter, *store.AuditEntry, int) ([]store.AuditEntry, error) {
+	return nil, errFake
+}
+
 // asked records a usage query.
 func (f *fakeStore) asked(q store.UsageQuery) {
 	f.mu.Lock()

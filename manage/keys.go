@@ -169,7 +169,7 @@ func (s *Service) CreateKey(ctx context.Context, a Actor, accountID string, p ke
 	}
 	s.defaultBudgets(ctx, cfg, acct, k.ID)
 	s.opt.KeyChanged(k.ID)
-	s.audit(ctx, a, acct.ID, ActionKeyCreate, k.ID)
+	s.auditWith(ctx, a, acct.ID, ActionKeyCreate, k.ID, AuditDetail{Name: k.Description})
 	return k, secret, nil
 }
 
@@ -239,7 +239,7 @@ func inPlan(cfg *config.Config, acct store.Account, p keyopts.Patch) error {
 // is read again and p applied on top of it: a patch never undoes another.
 func (s *Service) UpdateKey(ctx context.Context, a Actor, id, ifMatch string, p keyopts.Patch) (store.Key, error) {
 	for attempt := 0; ; attempt++ {
-		updated, err := s.updateKey(ctx, a, id, ifMatch, p)
+		before, updated, err := s.updateKey(ctx, a, id, ifMatch, p)
 		if errors.Is(err, store.ErrConflict) {
 			if ifMatch == "" && attempt < 5 {
 				continue
@@ -250,41 +250,42 @@ func (s *Service) UpdateKey(ctx context.Context, a Actor, id, ifMatch string, p 
 			return store.Key{}, err
 		}
 		s.opt.KeyChanged(updated.ID)
-		s.audit(ctx, a, updated.AccountID, keyUpdateAction(p), updated.ID)
+		s.auditWith(ctx, a, updated.AccountID, keyUpdateAction(p), updated.ID, AuditDetail{Name: updated.Description, Changes: keyChanges(before, updated)})
 		return updated, nil
 	}
 }
 
 // updateKey reads the key, applies p and writes it if the key is still at
-// the version read; store.ErrConflict if it is not.
-func (s *Service) updateKey(ctx context.Context, a Actor, id, ifMatch string, p keyopts.Patch) (store.Key, error) {
+// the version read; store.ErrConflict if it is not. It returns the key as
+// read and as written.
+func (s *Service) updateKey(ctx context.Context, a Actor, id, ifMatch string, p keyopts.Patch) (before, after store.Key, err error) {
 	k, err := s.key(ctx, a, id, ScopeKeysWrite)
 	if err != nil {
-		return store.Key{}, err
+		return store.Key{}, store.Key{}, err
 	}
 	acct, err := s.account(ctx, a, k.AccountID, ScopeKeysWrite)
 	if err != nil {
-		return store.Key{}, err
+		return store.Key{}, store.Key{}, err
 	}
 	// A change that is invalid on its face is refused as such (400)
 	// whatever its precondition: If-Match is judged on valid changes only.
 	updated, err := s.options(s.opt.Config(), acct, &k, p)
 	if err != nil {
-		return store.Key{}, err
+		return store.Key{}, store.Key{}, err
 	}
 	if ifMatch != "" && ifMatch != "*" && ifMatch != ETag(k) {
-		return store.Key{}, ErrPrecondition
+		return store.Key{}, store.Key{}, ErrPrecondition
 	}
 	updated, err = s.opt.Store.UpdateKeyIfVersion(ctx, updated, k.Version)
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		return store.Key{}, store.ErrConflict
+		return store.Key{}, store.Key{}, store.ErrConflict
 	case errors.Is(err, store.ErrNotFound):
-		return store.Key{}, ErrNotFound
+		return store.Key{}, store.Key{}, ErrNotFound
 	case err != nil:
-		return store.Key{}, s.fail(ctx, "update key", err)
+		return store.Key{}, store.Key{}, s.fail(ctx, "update key", err)
 	}
-	return updated, nil
+	return k, updated, nil
 }
 
 // DeleteKey deletes a key: its secret stops working at once; its usage
@@ -301,7 +302,7 @@ func (s *Service) DeleteKey(ctx context.Context, a Actor, id string) error {
 		return s.fail(ctx, "delete key", err)
 	}
 	s.opt.KeyChanged(id)
-	s.audit(ctx, a, k.AccountID, ActionKeyDelete, id)
+	s.auditWith(ctx, a, k.AccountID, ActionKeyDelete, id, AuditDetail{Name: k.Description})
 	return nil
 }
 
@@ -336,7 +337,8 @@ func (s *Service) RotateKey(ctx context.Context, a Actor, id string, grace time.
 		return store.Key{}, "", nil, s.fail(ctx, "rotate key", err)
 	}
 	s.opt.KeyChanged(k.ID)
-	s.audit(ctx, a, k.AccountID, ActionKeyRotate, k.ID)
+	s.auditWith(ctx, a, k.AccountID, ActionKeyRotate, k.ID, AuditDetail{Name: k.Description,
+		Changes: map[string][2]string{"grace": {"", graceText(grace)}}})
 	return k, secret, until, nil
 }
 

@@ -56,6 +56,7 @@ type Tokens interface {
 type AuditLog interface {
 	AddAudit(ctx context.Context, e store.AuditEntry) error
 	ListAudit(ctx context.Context, accountID string, before *store.AuditEntry, limit int) ([]store.AuditEntry, error)
+	ListAuditWhere(ctx context.Context, accountID string, f store.AuditFilter, before *store.AuditEntry, limit int) ([]store.AuditEntry, error)
 }
 
 // Usage reads the usage records and their rollups.

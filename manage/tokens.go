@@ -89,7 +89,8 @@ func (s *Service) CreateToken(ctx context.Context, a Actor, r TokenRequest) (sto
 	case err != nil:
 		return store.ManagementToken{}, "", s.fail(ctx, "create token", err)
 	}
-	s.audit(ctx, a, r.AccountID, ActionTokenCreate, t.ID)
+	s.auditWith(ctx, a, r.AccountID, ActionTokenCreate, t.ID, AuditDetail{Name: t.Name,
+		Changes: map[string][2]string{"scopes": {"", strings.Join(t.Scopes, ", ")}}})
 	return t, secret, nil
 }
 
@@ -132,7 +133,7 @@ func (s *Service) RevokeToken(ctx context.Context, a Actor, id string) error {
 	case err != nil:
 		return s.fail(ctx, "revoke token", err)
 	}
-	s.audit(ctx, a, t.AccountID, ActionTokenRevoke, id)
+	s.auditWith(ctx, a, t.AccountID, ActionTokenRevoke, id, AuditDetail{Name: t.Name})
 	return nil
 }
 
@@ -146,6 +147,12 @@ type AuditPage struct {
 // ListAudit lists an account's audit log ("" for the entries about no
 // account, admin only). after is the cursor of the previous page.
 func (s *Service) ListAudit(ctx context.Context, a Actor, accountID, after string, limit int) (AuditPage, error) {
+	return s.ListAuditWhere(ctx, a, accountID, store.AuditFilter{}, after, limit)
+}
+
+// ListAuditWhere is ListAudit of the entries f selects (one action, a
+// range of times).
+func (s *Service) ListAuditWhere(ctx context.Context, a Actor, accountID string, f store.AuditFilter, after string, limit int) (AuditPage, error) {
 	if accountID == "" && !a.Admin() {
 		return AuditPage{}, ErrAdminOnly
 	}
@@ -168,7 +175,7 @@ func (s *Service) ListAudit(ctx context.Context, a Actor, accountID, after strin
 		}
 		before = &store.AuditEntry{ID: id, At: at}
 	}
-	entries, err := s.opt.Store.ListAudit(ctx, accountID, before, limit+1)
+	entries, err := s.opt.Store.ListAuditWhere(ctx, accountID, f, before, limit+1)
 	if err != nil {
 		return AuditPage{}, s.fail(ctx, "list audit", err)
 	}

@@ -49,6 +49,20 @@ type AuditEntry struct {
 	// Address is the caller's address, "" when there is none (the CLI).
 	Address string
 	At      time.Time
+	// Detail is what the action changed, a JSON object of at most
+	// MaxAuditDetail bytes (manage writes it; never a secret); "" when
+	// none was recorded.
+	Detail string
+}
+
+// MaxAuditDetail bounds an audit entry's Detail; AddAudit refuses more.
+const MaxAuditDetail = 4096
+
+// AuditFilter narrows ListAuditWhere: one action ("" for any) and a range
+// of times [From, To) (a zero bound is open).
+type AuditFilter struct {
+	Action   string
+	From, To time.Time
 }
 
 // MaxAuditEntries bounds one ListAudit call.
@@ -203,9 +217,12 @@ func (s *sqlStore) AddAudit(ctx context.Context, e AuditEntry) error {
 	if at.IsZero() {
 		at = s.now()
 	}
+	if len(e.Detail) > MaxAuditDetail {
+		return fmt.Errorf("store: add audit: detail of %d bytes exceeds %d", len(e.Detail), MaxAuditDetail)
+	}
 	_, err = s.db.write().exec(ctx,
-		`INSERT INTO audit_log (id, account_id, actor, action, target, address, at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		id, nullable(e.AccountID), e.Actor, e.Action, e.Target, e.Address, dbTime(at))
+		`INSERT INTO audit_log (id, account_id, actor, action, target, address, at, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		id, nullable(e.AccountID), e.Actor, e.Action, e.Target, e.Address, dbTime(at), nullable(e.Detail))
 	if err != nil {
 		return fmt.Errorf("store: add audit: %w", err)
 	}
@@ -213,10 +230,14 @@ func (s *sqlStore) AddAudit(ctx context.Context, e AuditEntry) error {
 }
 
 func (s *sqlStore) ListAudit(ctx context.Context, accountID string, before *AuditEntry, limit int) ([]AuditEntry, error) {
+	return s.ListAuditWhere(ctx, accountID, AuditFilter{}, before, limit)
+}
+
+func (s *sqlStore) ListAuditWhere(ctx context.Context, accountID string, f AuditFilter, before *AuditEntry, limit int) ([]AuditEntry, error) {
 	if limit <= 0 || limit > MaxAuditEntries {
 		limit = MaxAuditEntries
 	}
-	q := `SELECT id, account_id, actor, action, target, address, at FROM audit_log WHERE `
+	q := `SELECT id, account_id, actor, action, target, address, at, COALESCE(detail, '') FROM audit_log WHERE `
 	var args []any
 	if accountID == "" {
 		q += `account_id IS NULL`
@@ -229,6 +250,18 @@ func (s *sqlStore) ListAudit(ctx context.Context, accountID string, before *Audi
 		q += fmt.Sprintf(` AND (at < $%d OR (at = $%d AND id < $%d))`, n+1, n+1, n+2)
 		args = append(args, dbTime(before.At), before.ID)
 	}
+	if f.Action != "" {
+		args = append(args, f.Action)
+		q += fmt.Sprintf(` AND action = $%d`, len(args))
+	}
+	if !f.From.IsZero() {
+		args = append(args, dbTime(f.From))
+		q += fmt.Sprintf(` AND at >= $%d`, len(args))
+	}
+	if !f.To.IsZero() {
+		args = append(args, dbTime(f.To))
+		q += fmt.Sprintf(` AND at < $%d`, len(args))
+	}
 	q += fmt.Sprintf(` ORDER BY at DESC, id DESC LIMIT %d`, limit)
 	entries := []AuditEntry{}
 	err := s.db.read().queryEach(ctx, q, args, func(row scanner) error {
@@ -236,7 +269,7 @@ func (s *sqlStore) ListAudit(ctx context.Context, accountID string, before *Audi
 			e       AuditEntry
 			account *string
 		)
-		if err := row.Scan(&e.ID, &account, &e.Actor, &e.Action, &e.Target, &e.Address, &e.At); err != nil {
+		if err := row.Scan(&e.ID, &account, &e.Actor, &e.Action, &e.Target, &e.Address, &e.At, &e.Detail); err != nil {
 			return err
 		}
 		if account != nil {

@@ -440,6 +440,8 @@ type Store interface {
 	// read), at most limit (and MaxAuditEntries). accountID "" lists the
 	// entries about no account.
 	ListAudit(ctx context.Context, accountID string, before *AuditEntry, limit int) ([]AuditEntry, error)
+	// ListAuditWhere is ListAudit of the entries f selects.
+	ListAuditWhere(ctx context.Context, accountID string, f AuditFilter, before *AuditEntry, limit int) ([]AuditEntry, error)
 
 	// UsageSummaryOf totals the records q selects, per model (sorted by
 	// model id).

@@ -54,8 +54,8 @@ document.addEventListener("DOMContentLoaded", () => {
     const d = new Date(t.getAttribute("datetime"));
     if (isNaN(d)) continue;
     const text = d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" }) + " local time";
-    if (t.closest("table")) {
-      t.title = (t.title ? t.title + " · " : "") + text; // a table keeps its columns narrow
+    if (t.dataset.local === "title") {
+      t.title = (t.title ? t.title + " · " : "") + text; // a relative time: the exact ones on hover
       continue;
     }
     const local = document.createElement("span");

@@ -25,6 +25,7 @@ var managementTests = []struct {
 	{"TokensAreListedPerAccountAndAdminApart", testListTokens},
 	{"ATokenForAnUnknownAccountIsNotFound", testTokenUnknownAccount},
 	{"AuditEntriesAreListedNewestFirstPerAccountWithACursor", testAuditList},
+	{"AuditEntriesKeepWhatChangedAndAreFilteredByActionAndTime", testAuditDetailAndFilter},
 	{"IdempotentCallsRunOnceAndKeepTheirFirstAnswer", testIdempotency},
 	{"UsageIsSummedListedAndBucketedPerAccountOverARange", testUsageByAccountAndRange},
 	{"SetPlanMovesTheAccountAndAnnouncesIt", testSetPlan},

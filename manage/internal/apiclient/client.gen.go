@@ -638,12 +638,18 @@ type AuditEntry struct {
 	Action string `json:"action"`
 
 	// Actor token:<id>, user:<account id> or cli.
-	Actor   string           `json:"actor"`
-	Address string           `json:"address"`
-	At      time.Time        `json:"at"`
-	Id      string           `json:"id"`
-	Object  AuditEntryObject `json:"object"`
-	Target  string           `json:"target"`
+	Actor   string    `json:"actor"`
+	Address string    `json:"address"`
+	At      time.Time `json:"at"`
+
+	// Detail What the action changed, when recorded: the object's name then, and each changed field's value before and after. Never a secret.
+	Detail *struct {
+		Changes *map[string][]string `json:"changes,omitempty"`
+		Name    *string              `json:"name,omitempty"`
+	} `json:"detail,omitempty"`
+	Id     string           `json:"id"`
+	Object AuditEntryObject `json:"object"`
+	Target string           `json:"target"`
 }
 
 // AuditEntryObject defines model for AuditEntry.Object.
@@ -1203,6 +1209,15 @@ type ListAuditParams struct {
 
 	// After The cursor of the previous page (its next).
 	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Action Only the entries of this action (key.update, token.revoke…).
+	Action *string `form:"action,omitempty" json:"action,omitempty"`
+
+	// From Only the entries from this RFC 3339 time or date (its start, UTC) on.
+	From *string `form:"from,omitempty" json:"from,omitempty"`
+
+	// To Only the entries before this RFC 3339 time or date (its start, UTC).
+	To *string `form:"to,omitempty" json:"to,omitempty"`
 }
 
 // ListKeysParams defines parameters for ListKeys.
@@ -2727,6 +2742,42 @@ func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request,
 		if params.After != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

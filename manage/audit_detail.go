@@ -1,0 +1,129 @@
+package manage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
+)
+
+// What an audited action changed: the object's name when it was acted on
+// and each changed field's value before and after, stored with the entry
+// (store.AuditEntry.Detail) so that the log reads without the object,
+// which may since be renamed or deleted. Never a secret: names, options
+// and a rotation's grace only.
+
+// auditActionRE is the shape of an action's name (GET /api/v1/audit's
+// action filter).
+var auditActionRE = regexp.MustCompile(`^[a-z]+\.[a-z]+$`)
+
+// AuditDetail is an audit entry's detail.
+type AuditDetail struct {
+	// Name is the key's description or the token's name.
+	Name string `json:"name,omitempty"`
+	// Changes are the changed fields: field → [before, after].
+	Changes map[string][2]string `json:"changes,omitempty"`
+}
+
+// maxDetailValue bounds one value of a detail, in bytes, so that a detail
+// stays well within store.MaxAuditDetail.
+const maxDetailValue = 200
+
+// ParseAuditDetail reads an entry's detail; ok is false for none.
+func ParseAuditDetail(s string) (AuditDetail, bool) {
+	var d AuditDetail
+	if s == "" || json.Unmarshal([]byte(s), &d) != nil {
+		return AuditDetail{}, false
+	}
+	return d, true
+}
+
+// encode is the detail as stored: values clipped, "" for an empty detail.
+func (d AuditDetail) encode() string {
+	if d.Name == "" && len(d.Changes) == 0 {
+		return ""
+	}
+	d.Name = oaierror.Clip(d.Name, maxDetailValue)
+	for f, v := range d.Changes {
+		d.Changes[f] = [2]string{oaierror.Clip(v[0], maxDetailValue), oaierror.Clip(v[1], maxDetailValue)}
+	}
+	b, err := json.Marshal(d)
+	if err != nil || len(b) > store.MaxAuditDetail {
+		return "" // a map of strings always marshals; a detail too long is dropped, not the entry
+	}
+	return string(b)
+}
+
+// auditWith records an action with its detail; a failure to record is
+// logged, not returned (the action is done).
+func (s *Service) auditWith(ctx context.Context, a Actor, accountID, action, target string, d AuditDetail) {
+	e := store.AuditEntry{AccountID: accountID, Actor: a.String(), Action: action, Target: target, Address: a.Address,
+		At: s.opt.Now(), Detail: d.encode()}
+	if err := s.opt.Store.AddAudit(ctx, e); err != nil {
+		s.opt.Logger.ErrorContext(ctx, "manage: audit entry not recorded", "action", action, "target", target, "err", err)
+	}
+}
+
+// keyChanges are the options that differ between two versions of a key,
+// in the API's field names.
+func keyChanges(before, after store.Key) map[string][2]string {
+	out := map[string][2]string{}
+	add := func(field, b, a string) {
+		if b != a {
+			out[field] = [2]string{b, a}
+		}
+	}
+	add(keyopts.FieldDescription, before.Description, after.Description)
+	add("enabled", strconv.FormatBool(before.Enabled), strconv.FormatBool(after.Enabled))
+	add(keyopts.FieldRateLimitRPM, rpmText(before.RateLimitRPM), rpmText(after.RateLimitRPM))
+	add(keyopts.FieldIPRestrictions, listText(before.IPRestrictions, "any"), listText(after.IPRestrictions, "any"))
+	add(keyopts.FieldModels, modelsText(before.Models), modelsText(after.Models))
+	add(keyopts.FieldExpiresAt, expiryText(before.ExpiresAt), expiryText(after.ExpiresAt))
+	return out
+}
+
+func rpmText(rpm *int) string {
+	if rpm == nil {
+		return keyopts.Off
+	}
+	return strconv.Itoa(*rpm)
+}
+
+func listText(l []string, none string) string {
+	if len(l) == 0 {
+		return none
+	}
+	return strings.Join(l, ", ")
+}
+
+func modelsText(m []string) string {
+	if m == nil {
+		return "all"
+	}
+	m = slices.Clone(m)
+	slices.Sort(m)
+	return listText(m, "none")
+}
+
+func expiryText(t *time.Time) string {
+	if t == nil {
+		return keyopts.Never
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// graceText is a rotation's grace period as its detail says it.
+func graceText(grace time.Duration) string {
+	if grace == 0 {
+		return "none"
+	}
+	return fmt.Sprint(grace)
+}
