@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests = append(tests, leaseTests...)
 	tests = append(tests, dashboardTests...)
 	tests = append(tests, managementTests...)
+	tests = append(tests, refusalTests...)
 	tests = append(tests, capTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
