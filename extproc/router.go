@@ -473,7 +473,7 @@ func (r *routerStep) refuse(e oaierror.Error, model string) *extprocv3.Processin
 	r.recorded = true // finish writes no record either
 	if r.s.opt.Refusals != nil {
 		r.s.opt.Refusals.Count(refused.Refusal{KeyID: r.keyID, AccountID: r.accountID, Status: e.Status, Code: e.Code,
-			Model: model, Message: e.Message, At: r.s.opt.Now()})
+			Model: model, Message: e.Message, At: r.s.opt.Now(), RequestID: r.clientRequestID})
 	}
 	return immediate(e.ForRequest(r.clientRequestID), nil)
 }

@@ -32,6 +32,9 @@ type Refusal struct {
 	// Message is what the client was told.
 	Message string
 	At      time.Time
+	// RequestID is the request's x-request-id, for its access-log line;
+	// it is not counted.
+	RequestID string
 }
 
 // Sink takes refusals; it must not block.

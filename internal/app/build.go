@@ -237,7 +237,10 @@ func (a *App) buildServers(ctx context.Context) error {
 	}), Metrics: m}
 	a.deployments = health.New(health.Options{})
 	a.extproc = extproc.New(extproc.Options{
-		Config: a.cfg.Load, Keys: a.cache, Balance: a.leaser, Logger: a.log, Refusals: a.refusals,
+		Config: a.cfg.Load, Keys: a.cache, Balance: a.leaser, Logger: a.log,
+		// Every refusal before admission: counted in the metrics, logged
+		// as the request's access-log line, then counted for its key.
+		Refusals: metrics.Refusals{Next: extproc.RefusalAccessLog{Refusals: a.refusals, Logger: a.accessLog}, Metrics: m},
 		// Every usage record: counted in the metrics, logged as the
 		// request's access-log line, then written.
 		Usage:  metrics.Usage{Next: extproc.AccessLog{Usage: a.recorder, Logger: a.accessLog}, Metrics: m},
