@@ -113,7 +113,7 @@ func TestTheRouterStepRefuses(t *testing.T) {
 			}
 			require.Len(t, counted, 1)
 			assert.Equal(t, refused.Refusal{KeyID: testKey, AccountID: testAccount, Status: tt.wantStatus, Code: tt.wantCode,
-				Model: tt.wantModel, Message: counted[0].Message, At: g.now}, counted[0])
+				Model: tt.wantModel, Message: counted[0].Message, At: g.now, RequestID: "req-1"}, counted[0])
 			assert.NotEmpty(t, counted[0].Message, "the client's message is kept")
 		})
 	}
