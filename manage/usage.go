@@ -60,7 +60,10 @@ type UsageReport struct {
 	Query   store.UsageQuery
 	Group   string
 	Summary store.UsageSummary
+	// Buckets have their refusals (Refused); Refused are the range's
+	// refusals by status, code and model asked for.
 	Buckets []store.UsageBucket
+	Refused []store.RefusalCount
 }
 
 // usageQuery checks the actor may read the usage asked for and returns the
@@ -253,7 +256,14 @@ func (s *Service) Usage(ctx context.Context, a Actor, r UsageRequest) (UsageRepo
 	if err != nil {
 		return UsageReport{}, s.fail(ctx, "usage timeline", err)
 	}
-	return UsageReport{Query: q, Group: r.Group, Summary: sum, Buckets: buckets}, nil
+	if err := s.opt.Store.RefusalTimelineOf(ctx, q, buckets); err != nil {
+		return UsageReport{}, s.fail(ctx, "refusal timeline", err)
+	}
+	refused, err := s.opt.Store.RefusalTotalsOf(ctx, q)
+	if err != nil {
+		return UsageReport{}, s.fail(ctx, "refusal totals", err)
+	}
+	return UsageReport{Query: q, Group: r.Group, Summary: sum, Buckets: buckets, Refused: refused}, nil
 }
 
 // UsageRecords lists the records of a range, newest first, in pages; after

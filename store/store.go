@@ -164,8 +164,10 @@ type UsageRecord struct {
 
 // ModelUsage is one model's share of a key's usage.
 type ModelUsage struct {
-	Model            string
-	Requests         int64
+	Model    string
+	Requests int64
+	// ErrorRequests are the model's records with status 400 and above.
+	ErrorRequests    int64
 	PromptTokens     int64
 	CompletionTokens int64
 	Cost             money.Nanos

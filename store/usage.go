@@ -334,7 +334,7 @@ func (s *sqlStore) UsageSummaryOf(ctx context.Context, q UsageQuery) (UsageSumma
 			if err := row.Scan(&m.Model, &m.Requests, &failed, &m.PromptTokens, &m.CompletionTokens, &cost); err != nil {
 				return err
 			}
-			m.Cost = money.Nanos(cost)
+			m.Cost, m.ErrorRequests = money.Nanos(cost), failed
 			sum.TotalRequests += m.Requests
 			sum.ErrorRequests += failed
 			sum.PromptTokens += m.PromptTokens
