@@ -197,7 +197,8 @@ type RecordJSON struct {
 	CostUSD          money.Nanos `json:"cost_usd"`
 	Estimated        bool        `json:"estimated"`
 	LatencyMS        int64       `json:"latency_ms"`
-	// TTFTMS is the time to the answer's first byte, 0 when none came.
+	// TTFTMS is the time to a stream's first byte; 0 when none came, and
+	// for an answer sent whole.
 	TTFTMS    int64  `json:"ttft_ms"`
 	Attempts  int    `json:"attempts"`
 	RequestID string `json:"request_id"`
