@@ -67,7 +67,9 @@ func (e *testEnv) refuse(k store.Key, counts ...store.RefusalCount) {
 // series, in the error rate, the errors and the models asked for
 // (finding 1); the 24-hour axis names its days and the table has no
 // leading rows of zeros (finding 8).
-func TestUsagePageFollowsItsWindowAndCountsRefusals(t *testing.T) {
+// seededKey is a key with records and refusals over the last 40 days (and
+// another key of the account with one record).
+func seededKey(t *testing.T) (*testEnv, *browser, store.Key) {
 	e := newEnv(t)
 	a := e.account("me@example.com", "pro", 100*money.PerDollar)
 	k := e.createKey(a, "ci")
@@ -87,8 +89,11 @@ func TestUsagePageFollowsItsWindowAndCountsRefusals(t *testing.T) {
 	)
 	other := e.createKey(a, "other")
 	e.recordUsage(other, record{"o3", 200, thisHour, 99})
+	return e, e.signedIn(a), k
+}
 
-	b := e.signedIn(a)
+func TestUsagePageFollowsItsWindowAndCountsRefusals(t *testing.T) {
+	e, b, k := seededKey(t)
 	w := b.get("/keys/" + k.ID)
 	require.Equal(t, http.StatusOK, w.Code, e.logs.String())
 	body := w.Body.String()
@@ -135,7 +140,12 @@ func TestUsagePageFollowsItsWindowAndCountsRefusals(t *testing.T) {
 	assert.Contains(t, week, `id="total-requests">24<`, "the cards follow the window")
 	assert.Contains(t, week, `id="window-from" name="from" value="2025-06-09"`)
 	assert.Contains(t, requestChart(week), "Thu 2025-06-12 (UTC): 6 requests (0 answered, 1 failed, 5 refused)")
+}
 
+// TestEachWindowDrawsItsBuckets: 24 hourly bars, or a bar a day of 7, 30
+// or 90, ending with the current one.
+func TestEachWindowDrawsItsBuckets(t *testing.T) {
+	_, b, k := seededKey(t)
 	tests := []struct {
 		window string
 		bars   int
