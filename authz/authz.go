@@ -29,6 +29,7 @@ import (
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/ratelimit"
+	"github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -51,6 +52,9 @@ type Options struct {
 	Config func() *config.Config
 	// Toucher batches Last Used updates; nil records nothing.
 	Toucher Toucher
+	// Refusals counts the requests refused for a known key (by status,
+	// code and, since ext_authz reads no body, model ""); nil counts none.
+	Refusals refusal.Sink
 	// Spare is the free money this replica holds leased for the account
 	// (balance.Leaser's Spare), which the account's available balance in
 	// the database does not count; nil means none.
@@ -140,26 +144,13 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		s.opt.Logger.ErrorContext(ctx, "authz: key lookup failed", "err", err)
 		return deny(oaierror.Internal, nil), nil
 	}
-	if !key.Enabled {
-		return deny(oaierror.KeyDisabled, nil), nil
-	}
-	if key.Expired(now) {
-		return deny(oaierror.KeyExpired, nil), nil
-	}
-	if key.GraceUntil != nil && !now.Before(*key.GraceUntil) {
-		// The secret a rotation replaced, past its grace period.
-		return deny(oaierror.InvalidAPIKey, nil), nil
-	}
-	if len(key.IPRestrictions) > 0 {
-		addr := sourceAddr(req)
-		if !s.allowedIP(key.IPRestrictions, addr) {
-			return deny(oaierror.IPNotAllowed, nil), nil
-		}
+	if e, refused := s.keyRefusal(req, key, now); refused {
+		return s.refuse(key, now, e, nil), nil
 	}
 	acct, err := s.opt.Keys.Account(ctx, key.AccountID)
 	if err != nil {
 		s.opt.Logger.ErrorContext(ctx, "authz: account lookup failed", "key_id", key.ID, "err", err)
-		return deny(oaierror.Internal, nil), nil
+		return s.refuse(key, now, oaierror.Internal, nil), nil
 	}
 
 	var rlHeaders []*corev3.HeaderValueOption
@@ -167,7 +158,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		res, err := s.opt.Limiter.Allow(ctx, key.ID, limit, now)
 		if err != nil {
 			s.opt.Logger.ErrorContext(ctx, "authz: rate limiter failed", "key_id", key.ID, "err", err)
-			return deny(oaierror.Internal, nil), nil
+			return s.refuse(key, now, oaierror.Internal, nil), nil
 		}
 		rlHeaders = rateLimitHeaders(res)
 		if !res.Allowed {
@@ -178,7 +169,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 			retryMS := max((res.Reset+time.Millisecond-1)/time.Millisecond, 1)
 			rlHeaders = append(rlHeaders, contract.SetHeaders("retry-after", strconv.Itoa(retry),
 				"retry-after-ms", strconv.FormatInt(int64(retryMS), 10))...)
-			return deny(oaierror.RateLimited, rlHeaders), nil
+			return s.refuse(key, now, oaierror.RateLimited, rlHeaders), nil
 		}
 	}
 	// A coarse check on what the replica knows; the router step holds the
@@ -191,13 +182,39 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 			available += s.opt.Spare(acct.ID)
 		}
 		if available <= 0 {
-			return deny(oaierror.InsufficientBalance, rlHeaders), nil
+			return s.refuse(key, now, oaierror.InsufficientBalance, rlHeaders), nil
 		}
 	}
 	if s.opt.Toucher != nil {
 		s.opt.Toucher.Touch(key.ID, now)
 	}
 	return s.allow(key, headers[contract.HeaderRequestID], now, rlHeaders), nil
+}
+
+// keyRefusal is the refusal a known key's request gets for the key itself
+// or the caller's address, if any.
+func (s *Server) keyRefusal(req *authv3.CheckRequest, key store.Key, now time.Time) (oaierror.Error, bool) {
+	switch {
+	case !key.Enabled:
+		return oaierror.KeyDisabled, true
+	case key.Expired(now):
+		return oaierror.KeyExpired, true
+	case key.GraceUntil != nil && !now.Before(*key.GraceUntil):
+		// The secret a rotation replaced, past its grace period.
+		return oaierror.InvalidAPIKey, true
+	case len(key.IPRestrictions) > 0 && !s.allowedIP(key.IPRestrictions, sourceAddr(req)):
+		return oaierror.IPNotAllowed, true
+	}
+	return oaierror.Error{}, false
+}
+
+// refuse denies a known key's request and counts the refusal for the key.
+func (s *Server) refuse(key store.Key, now time.Time, e oaierror.Error, extra []*corev3.HeaderValueOption) *authv3.CheckResponse {
+	if s.opt.Refusals != nil {
+		s.opt.Refusals.Count(refusal.Refusal{KeyID: key.ID, AccountID: key.AccountID, Status: e.Status, Code: e.Code,
+			Message: e.Message, At: now})
+	}
+	return deny(e, extra)
 }
 
 // charged reports whether a request may cost money: every request but

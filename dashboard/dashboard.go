@@ -175,6 +175,8 @@ func (d *Dashboard) routes() {
 	m.Handle("GET /keys/{id}/created", d.signedIn(d.showCreatedKey))
 	m.Handle("GET /keys/{id}", d.signedIn(d.keyUsage))
 	m.Handle("GET /keys/{id}/requests", d.signedIn(d.keyRequests))
+	m.Handle("GET /keys/{id}/requests.csv", d.signedIn(d.keyRequestsCSV))
+	m.Handle("GET /keys/{id}/requests/{record}", d.signedIn(d.keyRequest))
 	m.Handle("GET /keys/{id}/edit", d.signedIn(d.editKey))
 	m.Handle("POST /keys/{id}", d.signedIn(d.updateKey))
 	m.Handle("POST /keys/{id}/enable", d.signedIn(d.switchKey(true)))

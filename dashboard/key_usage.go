@@ -11,37 +11,20 @@ import (
 	"github.com/tollgate/tollgate/store"
 )
 
-// keyUsagePage is a key's usage statistics (docs/api.md, Usage): all-time totals,
-// requests by model, the error rate and a timeline of one window.
+// keyUsagePage is a key's usage over one window (docs/api.md, Usage):
+// every figure on it follows the window (docs/dashboard.md).
 type keyUsagePage struct {
-	Key              keyRow
-	TotalRequests    string
-	TotalCost        string
-	ErrorRequests    string
-	ErrorRate        string
-	PromptTokens     string
-	CompletionTokens string
-	ByModel          []modelUsageRow
-	Window           timelineWindow
-	Windows          []windowLink
-	Chart            chart
-	Buckets          []bucketRow
-	// Over the window: failures by status and code, and the latency and
-	// time to first token of its latest requests (at most latencySample).
+	Key   keyRow
+	Range windowChoice
 	// Today bounds the custom window's date inputs.
-	Today  string
-	Errors []errorRow
+	Today string
 	// Budgets are the key's spend budgets in their current windows.
-	Budgets      []budgetRow
+	Budgets []budgetRow
+	usageFigures
+	// The latency and time to first token of the window's latest answered
+	// requests (at most latencySample).
 	Latency      latencyStats
 	LatencyCount string
-}
-
-// errorRow is one status and code of the errors table.
-type errorRow struct {
-	Status int
-	Code   string
-	Count  string
 }
 
 // latencyStats are percentiles, formatted ("" when there is nothing).
@@ -53,91 +36,50 @@ type latencyStats struct {
 // figures read: the records themselves, not the rollups.
 const latencySample = 2000
 
-// modelUsageRow is one model's line of the usage table.
-type modelUsageRow struct {
-	Model            string
-	Requests         string
-	PromptTokens     string
-	CompletionTokens string
-	Cost             string
-}
-
 // windowLink is one choice of timeline window.
 type windowLink struct {
 	Name, Label string
 	Current     bool
 }
 
-// keyUsage shows a key's usage statistics; ?window=24h|7d|30d picks the
-// timeline's window (24h by default).
+// keyPageWindows are the key usage page's windows; the first is the default.
+var keyPageWindows = []string{"24h", "7d", "30d", "90d"}
+
+// keyUsage shows a key's usage over ?window=24h|7d|30d|90d, or custom days
+// (?window=custom&from=&to=); a bad custom range is shown beside its dates
+// over the default window, answered 400.
 func (d *Dashboard) keyUsage(w http.ResponseWriter, r *http.Request, s *session) error {
 	k, err := d.ownKey(r, s)
 	if err != nil {
 		return err
 	}
 	ctx, a := r.Context(), d.actor(r, s)
-	sum, err := d.manage.Summary(ctx, a, manage.UsageRequest{KeyID: k.ID, AllTime: true})
-	if err != nil {
-		return fmt.Errorf("key usage: %w", err)
-	}
 	now := d.now()
-	query := r.URL.Query()
-	win := windowNamed(query.Get("window"))
-	if query.Get("window") == "custom" {
-		var ok bool
-		if win, ok = customWindow(query.Get("from"), query.Get("to")); !ok {
-			return &pageError{status: http.StatusBadRequest, title: "Choose a range of days",
-				message: "A custom window is a first and a last day (YYYY-MM-DD), in order, at most 366 days apart."}
-		}
-	}
-	from, to := win.bounds(now)
+	page := keyUsagePage{Key: keyView(k, now), Range: chooseWindow(r.URL.Query(), keyPageWindows, keyPageWindows[0], now), Today: now.UTC().Format(dateLayout)}
+	from, to := page.Range.Window.bounds(now)
 	q := manage.UsageRequest{KeyID: k.ID, From: from, To: to}
-	buckets, err := d.manage.Timeline(ctx, a, q, win.step)
-	if err != nil {
-		return fmt.Errorf("key timeline: %w", err)
-	}
-	page := keyUsagePage{
-		Key:              keyView(k, now),
-		TotalRequests:    count(sum.TotalRequests),
-		TotalCost:        usd(sum.Cost),
-		ErrorRequests:    count(sum.ErrorRequests),
-		ErrorRate:        percent(sum.ErrorRequests, sum.TotalRequests),
-		PromptTokens:     count(sum.PromptTokens),
-		CompletionTokens: count(sum.CompletionTokens),
-		ByModel:          modelUsageRows(sum.ByModel),
-		Window:           win,
-	}
-	for _, o := range timelineWindows {
-		page.Windows = append(page.Windows, windowLink{Name: o.Name, Label: o.Label, Current: o.Name == win.Name})
+	if page.usageFigures, err = d.usageFigures(ctx, a, q, page.Range.Window); err != nil {
+		return fmt.Errorf("key usage: %w", err)
 	}
 	if page.Budgets, err = d.keyBudgetRows(ctx, a, k.ID); err != nil {
 		return err
-	}
-	page.Today = now.UTC().Format(dateLayout)
-	page.Chart, page.Buckets = drawTimeline(win, buckets)
-	page.Chart.Title = "Requests over time"
-	errs, err := d.manage.UsageErrors(ctx, a, q)
-	if err != nil {
-		return fmt.Errorf("key errors: %w", err)
-	}
-	for _, e := range errs {
-		code := e.Code
-		if code == "" {
-			code = "—"
-		}
-		page.Errors = append(page.Errors, errorRow{Status: e.Status, Code: code, Count: count(e.Count)})
 	}
 	recent, err := d.manage.Records(ctx, a, q, nil, latencySample)
 	if err != nil {
 		return fmt.Errorf("key latency: %w", err)
 	}
 	page.Latency, page.LatencyCount = latencyOf(recent), count(int64(len(recent)))
-	d.render(w, r, http.StatusOK, "key_usage", s, "Usage of "+k.Description, page)
+	status := http.StatusOK
+	if page.Range.Problem != "" {
+		status = http.StatusBadRequest
+	}
+	d.render(w, r, status, "key_usage", s, "Usage of "+k.Description, page)
 	return nil
 }
 
-// latencyOf is the p50 and p95 of the answered requests' latency and time
-// to first token (nearest rank).
+// latencyOf is the p50 and p95 of the answered requests' latency, and of
+// the answered streams' time to first token (an answer sent whole has
+// none), nearest rank.
 func latencyOf(recs []store.UsageRecord) latencyStats {
 	var lat, ttft []time.Duration
 	for _, r := range recs {
@@ -166,22 +108,4 @@ func msLabel(d time.Duration) string {
 		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
 	}
 	return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
-}
-
-func modelUsageRows(ms []store.ModelUsage) []modelUsageRow {
-	out := make([]modelUsageRow, 0, len(ms))
-	for _, m := range ms {
-		model := m.Model
-		if model == "" {
-			model = "(none: refused before a model was read)"
-		}
-		out = append(out, modelUsageRow{
-			Model:            model,
-			Requests:         count(m.Requests),
-			PromptTokens:     count(m.PromptTokens),
-			CompletionTokens: count(m.CompletionTokens),
-			Cost:             usd(m.Cost),
-		})
-	}
-	return out
 }

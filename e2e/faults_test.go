@@ -155,11 +155,17 @@ func TestProvidersThatNeverAnswerGet503AndAreEjected(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Equal(t, threshold, a.requests(), "an ejected deployment gets no request")
 	assert.NotContains(t, tg.modelIDs(t, secret), "m", "GET /v1/models drops a model whose deployments are all ejected")
-	for _, r := range tg.waitDetails(t, keyID, threshold+1) {
+	for _, r := range tg.waitDetails(t, keyID, threshold) {
 		assert.Equal(t, 503, r.Status)
 		assert.Equal(t, "no_available_workers", r.ErrorCode)
 		assert.Zero(t, r.Cost)
 	}
+	// The last one was refused before admission (no deployment to try):
+	// counted, with its message, not recorded.
+	refused := tg.waitRefusals(t, keyID, 1)
+	assert.Equal(t, "no_available_workers", refused[0].Code)
+	assert.Equal(t, "m", refused[0].Model)
+	assert.NotEmpty(t, refused[0].Message)
 }
 
 func TestBrokenStreamsEndWithOneErrorEventAndA502Record(t *testing.T) {

@@ -250,6 +250,17 @@ func TestMetricsCountWhatWasSent(t *testing.T) {
 	assert.Equal(t, 1.0, sumWhere(f["tollgate_denials_total"], map[string]string{"status": "401", "error_code": "invalid_api_key"}, false))
 	assert.Contains(t, f, "tollgate_usage_queue_length")
 	assert.Contains(t, f, "tollgate_active_requests")
+	assert.NotContains(t, f, "gen_ai_server_time_to_first_token_seconds", "an answer sent whole has no time to first token")
+	// A stream has one.
+	stream := postWithID(t, tg, secret, "", `{"model":"m","stream":true,`+faultMessages+`}`)
+	require.Equal(t, http.StatusOK, stream.StatusCode)
+	_, _ = io.Copy(io.Discard, stream.Body)
+	_ = stream.Body.Close()
+	eventually(t, func() bool {
+		f = tg.scrape(t)
+		return f["gen_ai_server_time_to_first_token_seconds"] != nil
+	}, "the stream's time to first token")
+	assert.Equal(t, 1.0, sumWhere(f["gen_ai_server_time_to_first_token_seconds"], nil, true))
 	// Every metric the Grafana dashboard queries is one Tollgate exports
 	// (tollgate_redis_up only with --redis).
 	dash, err := os.ReadFile(filepath.Join("..", "examples", "grafana", "tollgate.json"))

@@ -273,7 +273,8 @@ func exerciseResponses(t *testing.T, tg *tollgate, mock *mockProvider, kind, mod
 	})
 	requireAPIError(t, err, http.StatusBadRequest)
 
-	recs := tg.waitRecords(t, keyID, 6) // the refused one included
+	recs := tg.waitRecords(t, keyID, 5) // the refused one is counted, not recorded
+	assert.Equal(t, "previous_response_not_found", tg.waitRefusals(t, keyID, 1)[0].Code)
 	var total money.Nanos
 	for _, r := range recs {
 		total += r.Cost

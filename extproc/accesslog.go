@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	refused "github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -40,4 +41,30 @@ func (a AccessLog) Record(rec store.UsageRecord) error {
 		slog.Int64("ttft_ms", rec.TTFT.Milliseconds()),
 	)
 	return a.Usage.Record(rec)
+}
+
+// RefusalAccessLog writes the access-log line of a request the router step
+// refused before admitting it (which has no usage record), and passes the
+// refusal on to be counted.
+type RefusalAccessLog struct {
+	Refusals refused.Sink
+	Logger   *slog.Logger
+}
+
+// Count logs r and hands it to the next Sink.
+func (a RefusalAccessLog) Count(r refused.Refusal) {
+	level := slog.LevelInfo
+	if r.Status >= 500 {
+		level = slog.LevelWarn
+	}
+	a.Logger.LogAttrs(context.Background(), level, "request",
+		slog.String("request_id", r.RequestID),
+		slog.String("key_id", r.KeyID),
+		slog.String("account_id", r.AccountID),
+		slog.String("model", store.Truncate(r.Model, refused.MaxModel)),
+		slog.Int("status", r.Status),
+		slog.String("error_code", r.Code),
+		slog.Bool("refused", true),
+	)
+	a.Refusals.Count(r)
 }

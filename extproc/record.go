@@ -44,6 +44,10 @@ type outcome struct {
 	target   *provider.Target
 	attempts int
 	ttft     time.Duration
+	// message is what the client was told of a failure Tollgate made
+	// ("" for a success, and for a provider's error the upstream step
+	// translated: the router step sees only its status).
+	message string
 }
 
 // record writes the request's usage record, priced at the model's prices,
@@ -61,8 +65,13 @@ func (s *Server) record(step string, a *admission, o outcome) (store.UsageRecord
 		Status: o.status, ErrorCode: o.code, Estimated: o.estimated,
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
 		CachedTokens: u.CachedTokens, CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens,
-		Latency: now.Sub(a.started), CreatedAt: now.UTC(), TTFT: o.ttft,
-		Attempts: o.attempts, Streamed: a.stream,
+		Latency: now.Sub(a.started), CreatedAt: now.UTC(),
+		Attempts: o.attempts, Streamed: a.stream, ErrorMessage: o.message,
+	}
+	if a.stream {
+		// Time to first token means something for a stream only: an
+		// answer sent whole has its first byte with its last.
+		rec.TTFT = o.ttft
 	}
 	if m := a.model; m != nil {
 		rec.Model = m.ID

@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/extproc/provider"
 	"github.com/tollgate/tollgate/internal/guard"
 	"github.com/tollgate/tollgate/money"
+	refused "github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -31,6 +32,24 @@ func (r *recordedUsage) Record(rec store.UsageRecord) error {
 	defer r.mu.Unlock()
 	r.recs = append(r.recs, rec)
 	return nil
+}
+
+// countedRefusals keeps the refusals the router step counts.
+type countedRefusals struct {
+	mu  sync.Mutex
+	got []refused.Refusal
+}
+
+func (c *countedRefusals) Count(r refused.Refusal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = append(c.got, r)
+}
+
+func (c *countedRefusals) all() []refused.Refusal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]refused.Refusal(nil), c.got...)
 }
 
 func (r *recordedUsage) all() []store.UsageRecord {

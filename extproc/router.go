@@ -11,6 +11,7 @@ import (
 	"hash"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/tidwall/gjson"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/tollgate/budget"
@@ -27,6 +29,7 @@ import (
 	"github.com/tollgate/tollgate/extproc/provider"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
+	refused "github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -79,6 +82,7 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 	if e := r.authenticate(ctx, hm); e != nil {
 		return immediate(e.ForRequest(r.clientRequestID), nil), nil
 	}
+	// The key is known from here: a refusal is counted for it.
 	path, method := hm[":path"], hm[":method"]
 	if i := strings.IndexByte(path, '?'); i >= 0 {
 		path = path[:i]
@@ -86,17 +90,17 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 	ep, id, ok := route(path)
 	switch {
 	case !ok:
-		return immediate(oaierror.NotFound, nil), nil
+		return r.refuse(oaierror.NotFound, ""), nil
 	case id != "":
 		return ep.item(r, ctx, method, id)
 	case method != ep.method:
-		return immediate(oaierror.MethodNotAllowed, nil), nil
+		return r.refuse(oaierror.MethodNotAllowed, ""), nil
 	case ep.reply != nil:
 		return ep.reply(r, ctx)
 	}
 	r.ep = ep
 	if h.GetEndOfStream() {
-		return r.reject(oaierror.Invalid("invalid_request", "", "The request has no body; send a chat-completion request as JSON.")), nil
+		return r.refuse(oaierror.Invalid("invalid_request", "", "The request has no body; send a chat-completion request as JSON."), ""), nil
 	}
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
 		RequestHeaders: &extprocv3.HeadersResponse{},
@@ -112,29 +116,29 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 	// max_body_bytes here.
 	body := b.GetBody()
 	if len(body) > r.cfg.MaxBodyBytes {
-		return r.reject(oaierror.BodyTooLarge), nil
+		return r.refuse(oaierror.BodyTooLarge, ""), nil
 	}
 	var state string // the endpoint's, for the upstream step (contract.MetaResponse)
 	if r.ep.toChat != nil {
 		var e *oaierror.Error
 		if body, state, e = r.ep.toChat(r, ctx, body); e != nil {
-			return r.reject(*e), nil
+			return r.refuse(*e, askedModel(b.GetBody())), nil
 		}
 	}
 	cr, e := r.admit(ctx, body)
 	if e != nil {
-		return r.reject(*e), nil
+		return r.refuse(*e, cr.Asked), nil
 	}
 	held, e := r.limitBody(ctx, body, cr)
 	if e != nil {
-		return r.reject(*e), nil
+		return r.refuse(*e, cr.Asked), nil
 	}
 	r.body = held
 	if e := r.reserveTokens(ctx, cr, len(held)); e != nil {
-		return r.reject(*e), nil
+		return r.refuse(*e, cr.Asked), nil
 	}
 	if e := r.hold(ctx, cr, len(held)); e != nil {
-		return r.reject(*e), nil
+		return r.refuse(*e, cr.Asked), nil
 	}
 	common := &extprocv3.CommonResponse{
 		HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID))},
@@ -536,14 +540,42 @@ func (r *routerStep) finish(context.Context, error) {
 	}
 }
 
-// reject answers the client at once (with the refusal's headers, if any)
-// and records the failure.
+// reject answers the client at once (with the refusal's headers) and
+// records the failure, with the message the client is given.
 func (r *routerStep) reject(e oaierror.Error) *extprocv3.ProcessingResponse {
-	r.record(e.Status, e.Code)
+	r.s.record(contract.StepRouter, &r.admission, outcome{status: e.Status, code: e.Code, attempts: r.attempts, message: e.Message})
+	return immediate(e.ForRequest(r.clientRequestID), r.refusalHeaders())
+}
+
+// refusalHeaders are a refusal's own headers (a budget's Retry-After) and
+// the key's token rate-limit headers, read now if they were not yet.
+func (r *routerStep) refusalHeaders() []*corev3.HeaderValueOption {
 	if r.tokenHeaders == nil {
 		r.peekTokens()
 	}
-	return immediate(e.ForRequest(r.clientRequestID), append(r.refusal, r.tokenHeaders...))
+	return append(slices.Clip(r.refusal), r.tokenHeaders...)
+}
+
+// refuse answers the client at once, before the request was admitted
+// (nothing is held or sent), and counts the refusal for the key, with the
+// model the client asked for: no usage record is written for it.
+func (r *routerStep) refuse(e oaierror.Error, model string) *extprocv3.ProcessingResponse {
+	r.recorded = true // finish writes no record either
+	if r.s.opt.Refusals != nil {
+		r.s.opt.Refusals.Count(refused.Refusal{KeyID: r.keyID, AccountID: r.accountID, Status: e.Status, Code: e.Code,
+			Model: model, Message: e.Message, At: r.s.opt.Now(), RequestID: r.clientRequestID})
+	}
+	return immediate(e.ForRequest(r.clientRequestID), r.refusalHeaders())
+}
+
+// askedModel is the model a body names, read for a refusal that came
+// before validation (a string copied out of the body; "" when none).
+func askedModel(body []byte) string {
+	m := gjson.GetBytes(body, "model")
+	if m.Type != gjson.String {
+		return ""
+	}
+	return strings.Clone(m.Str)
 }
 
 // record writes the request's record of a failure.

@@ -13,13 +13,15 @@ import (
 
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/money"
+	refused "github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
 )
 
 // TestTheRouterStepRefuses: every refusal of the router step, with its
-// status, code and parameter, and whether the request is recorded (an
-// identity that cannot be trusted is not; every admitted identity's
-// refusal is, and releases nothing it did not hold).
+// status, code and parameter, and whether it is counted for the key, with
+// the model asked for (an identity that cannot be trusted is not; every
+// admitted identity's refusal is). A refusal writes no usage record: it
+// held nothing and sent nothing.
 func TestTheRouterStepRefuses(t *testing.T) {
 	past := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	tests := []struct {
@@ -31,7 +33,8 @@ func TestTheRouterStepRefuses(t *testing.T) {
 		wantStatus   int
 		wantCode     string
 		wantParam    string
-		wantRecorded bool
+		wantCounted  bool
+		wantModel    string
 	}{
 		{name: "unknown key", change: func(g *rig) { delete(g.keys.keys, testKey) },
 			wantStatus: 401, wantCode: "invalid_api_key"},
@@ -46,31 +49,31 @@ func TestTheRouterStepRefuses(t *testing.T) {
 		{name: "no valid decision under a step key", change: func(g *rig) { g.opt.StepKey = []byte("step-key") },
 			wantStatus: 500, wantCode: "internal_error"},
 		{name: "account lookup fails", change: func(g *rig) { delete(g.keys.accounts, testAccount) },
-			wantStatus: 500, wantCode: "internal_error", wantRecorded: true},
+			wantStatus: 500, wantCode: "internal_error", wantCounted: true, wantModel: "gpt-4o-mini"},
 		{name: "model outside the plan", change: func(g *rig) { g.keys.accounts[testAccount] = store.Account{ID: testAccount, Plan: "small"} },
-			wantStatus: 403, wantCode: "model_not_allowed", wantParam: "model", wantRecorded: true},
+			wantStatus: 403, wantCode: "model_not_allowed", wantParam: "model", wantCounted: true, wantModel: "gpt-4o-mini"},
 		{name: "model outside the key's allow-list", change: func(g *rig) { k := g.keys.keys[testKey]; k.Models = []string{"free"}; g.keys.keys[testKey] = k },
-			wantStatus: 403, wantCode: "model_not_allowed", wantParam: "model", wantRecorded: true},
+			wantStatus: 403, wantCode: "model_not_allowed", wantParam: "model", wantCounted: true, wantModel: "gpt-4o-mini"},
 		{name: "every deployment's provider disabled", body: `{"model":"gone","messages":[{"role":"user","content":"hi"}]}`,
-			wantStatus: 503, wantCode: "no_available_workers", wantRecorded: true},
+			wantStatus: 503, wantCode: "no_available_workers", wantCounted: true, wantModel: "gone"},
 		{name: "every deployment unhealthy", change: func(g *rig) { g.health.down = map[string]bool{gpt: true} },
-			wantStatus: 503, wantCode: "no_available_workers", wantRecorded: true},
+			wantStatus: 503, wantCode: "no_available_workers", wantCounted: true, wantModel: "gpt-4o-mini"},
 		{name: "invalid body", body: `{"model":"gpt-4o-mini","messages":[]}`,
-			wantStatus: 400, wantCode: "invalid_messages", wantParam: "messages", wantRecorded: true},
+			wantStatus: 400, wantCode: "invalid_messages", wantParam: "messages", wantCounted: true, wantModel: "gpt-4o-mini"},
 		{name: "output limit above the model's", body: `{"model":"gpt-4o-mini","max_tokens":101,"messages":[{"role":"user","content":"hi"}]}`,
-			wantStatus: 400, wantCode: "invalid_max_tokens", wantParam: "max_tokens", wantRecorded: true},
+			wantStatus: 400, wantCode: "invalid_max_tokens", wantParam: "max_tokens", wantCounted: true, wantModel: "gpt-4o-mini"},
 		{name: "unpriced parameter", body: `{"model":"gpt-4o-mini","service_tier":"flex","messages":[{"role":"user","content":"hi"}]}`,
-			wantStatus: 400, wantCode: "unsupported_parameter", wantParam: "service_tier", wantRecorded: true},
+			wantStatus: 400, wantCode: "unsupported_parameter", wantParam: "service_tier", wantCounted: true, wantModel: "gpt-4o-mini"},
 		{name: "body too large", change: func(g *rig) { g.cfg.MaxBodyBytes = 10 },
-			wantStatus: 413, wantCode: "request_too_large", wantRecorded: true},
-		{name: "no body", noBody: true, wantStatus: 400, wantCode: "invalid_request", wantRecorded: true},
+			wantStatus: 413, wantCode: "request_too_large", wantCounted: true},
+		{name: "no body", noBody: true, wantStatus: 400, wantCode: "invalid_request", wantCounted: true},
 		{name: "refused hold", change: func(g *rig) { g.balance.err = store.ErrInsufficientBalance },
-			wantStatus: 402, wantCode: "insufficient_balance", wantRecorded: true},
+			wantStatus: 402, wantCode: "insufficient_balance", wantCounted: true, wantModel: "gpt-4o-mini"},
 		{name: "hold fails", change: func(g *rig) { g.balance.err = errors.New("db down") },
-			wantStatus: 500, wantCode: "internal_error", wantRecorded: true},
-		{name: "unknown path", path: "/v1/embeddings", noBody: true, wantStatus: 404, wantCode: "not_found"},
-		{name: "chat by GET", method: "GET", noBody: true, wantStatus: 405, wantCode: "method_not_allowed"},
-		{name: "models by POST", path: contract.PathModels, noBody: true, wantStatus: 405, wantCode: "method_not_allowed"},
+			wantStatus: 500, wantCode: "internal_error", wantCounted: true, wantModel: "gpt-4o-mini"},
+		{name: "unknown path", path: "/v1/embeddings", noBody: true, wantStatus: 404, wantCode: "not_found", wantCounted: true},
+		{name: "chat by GET", method: "GET", noBody: true, wantStatus: 405, wantCode: "method_not_allowed", wantCounted: true},
+		{name: "models by POST", path: contract.PathModels, noBody: true, wantStatus: 405, wantCode: "method_not_allowed", wantCounted: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,17 +105,16 @@ func TestTheRouterStepRefuses(t *testing.T) {
 			if status >= 500 {
 				assert.Contains(t, e.Message, "req-1", "a server failure names the request")
 			}
-			recs := g.usage.all()
-			if !tt.wantRecorded {
-				assert.Empty(t, recs)
+			assert.Empty(t, g.usage.all(), "a refusal writes no usage record")
+			counted := g.refused.all()
+			if !tt.wantCounted {
+				assert.Empty(t, counted)
 				return
 			}
-			require.Len(t, recs, 1)
-			assert.Equal(t, tt.wantStatus, recs[0].Status)
-			assert.Equal(t, tt.wantCode, recs[0].ErrorCode)
-			assert.Equal(t, testKey, recs[0].KeyID)
-			assert.Zero(t, recs[0].Cost, "a refusal costs nothing")
-			assert.Empty(t, recs[0].LeaseID, "no hold to release")
+			require.Len(t, counted, 1)
+			assert.Equal(t, refused.Refusal{KeyID: testKey, AccountID: testAccount, Status: tt.wantStatus, Code: tt.wantCode,
+				Model: tt.wantModel, Message: counted[0].Message, At: g.now, RequestID: "req-1"}, counted[0])
+			assert.NotEmpty(t, counted[0].Message, "the client's message is kept")
 		})
 	}
 }
@@ -213,6 +215,11 @@ func TestTheRouterStepReplacesEnvoysOwnFailure(t *testing.T) {
 			require.Len(t, recs, 1)
 			assert.Equal(t, tt.wantRecord, recs[0].Status)
 			assert.Equal(t, tt.wantCode, recs[0].ErrorCode)
+			if tt.wantStatus != 0 {
+				_, e := errorOf(t, resp)
+				assert.NotEmpty(t, recs[0].ErrorMessage)
+				assert.Contains(t, e.Message, recs[0].ErrorMessage, "the record keeps the message the client got")
+			}
 		})
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/tollgate/tollgate/internal/guard"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/ratelimit"
+	refused "github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -108,6 +109,10 @@ type Options struct {
 	Config func() *config.Config
 	Keys   Keys
 	Usage  Usage
+	// Refusals counts the requests the router step refuses before
+	// admitting them (no usage record is written for those: nothing was
+	// held or sent); nil counts none.
+	Refusals refused.Sink
 	// Balance holds each request's most possible cost at admission, so
 	// that concurrent requests cannot overdraw an account.
 	Balance Balance

@@ -181,6 +181,7 @@ type rig struct {
 	health    *fakeHealth
 	responses *fakeResponses
 	usage     *recordedUsage
+	refused   *countedRefusals
 	now       time.Time
 	opt       Options
 	srv       *Server
@@ -198,8 +199,9 @@ func newRig(t *testing.T, change ...func(*rig)) *rig {
 			keys:     map[string]store.Key{testKey: {ID: testKey, AccountID: testAccount, Enabled: true}},
 			accounts: map[string]store.Account{testAccount: {ID: testAccount, Plan: "pro"}},
 		},
-		balance: &fakeBalance{lease: "lse_1"}, health: &fakeHealth{}, responses: &fakeResponses{}, usage: &recordedUsage{}}
-	g.opt = Options{Config: func() *config.Config { return cfg }, Keys: g.keys, Usage: g.usage, Balance: g.balance,
+		balance: &fakeBalance{lease: "lse_1"}, health: &fakeHealth{}, responses: &fakeResponses{}, usage: &recordedUsage{},
+		refused: &countedRefusals{}}
+	g.opt = Options{Config: func() *config.Config { return cfg }, Keys: g.keys, Usage: g.usage, Refusals: g.refused, Balance: g.balance,
 		Health: g.health, Responses: g.responses, Now: func() time.Time { return g.now }}
 	for _, c := range change {
 		c(g)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -375,7 +376,9 @@ func TestTheResponsesPathRefuses(t *testing.T) {
 			assert.Equal(t, 400, st)
 			assert.Equal(t, tt.wantCode, e.Code)
 			assert.Equal(t, tt.wantParam, e.Param)
-			require.Len(t, g.usage.all(), 1)
+			assert.Empty(t, g.usage.all(), "a refusal writes no record")
+			require.Len(t, g.refused.all(), 1)
+			assert.Equal(t, "gpt-4o-mini", g.refused.all()[0].Model)
 		})
 	}
 }
@@ -391,4 +394,21 @@ func TestARequestIsRecordedOncePerStep(t *testing.T) {
 	assert.False(t, second)
 	require.Len(t, g.usage.all(), 1)
 	assert.Equal(t, 500, g.usage.all()[0].Status)
+}
+
+// TestTimeToFirstTokenIsAStreamsOnly: an answer sent whole has its first
+// byte with its last, so its record has no time to first token; a
+// stream's has.
+func TestTimeToFirstTokenIsAStreamsOnly(t *testing.T) {
+	g := newRig(t)
+	for _, stream := range []bool{false, true} {
+		a := &admission{keyID: testKey, accountID: testAccount, requestID: fmt.Sprint("r", stream), started: g.now, stream: stream}
+		rec, ok := g.srv.record(contract.StepUpstream, a, outcome{status: 200, ttft: 5 * time.Millisecond, attempts: 1})
+		require.True(t, ok)
+		if stream {
+			assert.Equal(t, 5*time.Millisecond, rec.TTFT)
+		} else {
+			assert.Zero(t, rec.TTFT, "a whole answer")
+		}
+	}
 }

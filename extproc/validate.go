@@ -3,6 +3,7 @@ package extproc
 import (
 	"fmt"
 	"math"
+	"strings"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -14,7 +15,10 @@ import (
 
 // chatRequest is what the router step learns from a valid body.
 type chatRequest struct {
-	Model       *config.Model
+	Model *config.Model
+	// Asked is the model the client named (set whenever the body names
+	// one, also when validation fails), for counting refusals.
+	Asked       string
 	Stream      bool
 	ClientUsage bool
 	// MaxTokens is the client's max_tokens (or max_completion_tokens), or
@@ -90,11 +94,13 @@ func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
 	if model.Type != gjson.String || model.Str == "" {
 		return chatRequest{}, invalid("invalid_model", "model", "You must provide a model parameter (a string).")
 	}
+	// A copy: the body's bytes are the parse's, and Asked outlives them.
+	asked := strings.Clone(model.Str)
 	m, ok := cfg.Model(model.Str)
 	if !ok {
-		return chatRequest{}, invalid("invalid_model", "model", "The model %q does not exist.", truncate(model.Str))
+		return chatRequest{Asked: asked}, invalid("invalid_model", "model", "The model %q does not exist.", truncate(model.Str))
 	}
-	r.Model = m
+	r.Model, r.Asked = m, asked
 	for _, check := range [...]func(*fields, *chatRequest) *oaierror.Error{
 		func(top *fields, r *chatRequest) *oaierror.Error { return validateMessages(top.messages, m, r) },
 		validateStream, validateRanges, validateLimits,
@@ -102,7 +108,7 @@ func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
 		validateChoices, validateStop,
 	} {
 		if e := check(&top, &r); e != nil {
-			return chatRequest{}, e
+			return chatRequest{Asked: asked}, e
 		}
 	}
 	r.Tools = top.tools.IsArray() && top.tools.Get("#").Int() > 0

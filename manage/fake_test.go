@@ -252,6 +252,21 @@ func (f *fakeStore) UsageRecordsOf(_ context.Context, q store.UsageQuery, _ *sto
 	return []store.UsageRecord{}, nil
 }
 
+func (f *fakeStore) RefusalsOf(_ context.Context, q store.UsageQuery, _ int) ([]store.RefusalCount, error) {
+	f.asked(q)
+	return []store.RefusalCount{}, nil
+}
+
+func (f *fakeStore) RefusalTotalsOf(_ context.Context, q store.UsageQuery) ([]store.RefusalCount, error) {
+	f.asked(q)
+	return []store.RefusalCount{}, nil
+}
+
+func (f *fakeStore) RefusalTimelineOf(_ context.Context, q store.UsageQuery, _ []store.UsageBucket) error {
+	f.asked(q)
+	return nil
+}
+
 func (f *fakeStore) BeginIdempotent(context.Context, string, string, []byte, time.Time) (store.Idempotent, bool, error) {
 	return store.Idempotent{}, false, errFake
 }

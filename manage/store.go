@@ -66,6 +66,9 @@ type Usage interface {
 	KeyTotals(ctx context.Context, q store.UsageQuery) (map[string]store.KeyTotal, error)
 	UsageTimelineOf(ctx context.Context, q store.UsageQuery, step time.Duration) ([]store.UsageBucket, error)
 	UsageRecordsOf(ctx context.Context, q store.UsageQuery, before *store.UsageRecord, limit int) ([]store.UsageRecord, error)
+	RefusalsOf(ctx context.Context, q store.UsageQuery, limit int) ([]store.RefusalCount, error)
+	RefusalTotalsOf(ctx context.Context, q store.UsageQuery) ([]store.RefusalCount, error)
+	RefusalTimelineOf(ctx context.Context, q store.UsageQuery, buckets []store.UsageBucket) error
 }
 
 // Idempotency keeps the answers of calls made with an Idempotency-Key.

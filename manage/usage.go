@@ -46,6 +46,10 @@ type UsageRequest struct {
 	// Model and Outcome (store.OutcomeOK or store.OutcomeError) narrow
 	// the records; "" takes every one.
 	Model, Outcome string
+	// StatusClass (2, 4 or 5: 2xx, 4xx, 5xx), Code (an error code),
+	// RecordID and RequestID narrow them further; zero takes every one.
+	StatusClass               int
+	Code, RecordID, RequestID string
 	// OrDeleted lets an admin read a deleted key's usage (its records
 	// stay): a KeyID that names no live key is then taken as it is.
 	OrDeleted bool
@@ -56,7 +60,10 @@ type UsageReport struct {
 	Query   store.UsageQuery
 	Group   string
 	Summary store.UsageSummary
+	// Buckets have their refusals (Refused); Refused are the range's
+	// refusals by status, code and model asked for.
 	Buckets []store.UsageBucket
+	Refused []store.RefusalCount
 }
 
 // usageQuery checks the actor may read the usage asked for and returns the
@@ -71,6 +78,12 @@ func (s *Service) usageQuery(ctx context.Context, a Actor, r UsageRequest) (stor
 		q.Model, q.Outcome = r.Model, r.Outcome
 	default:
 		return store.UsageQuery{}, oaierror.Invalid("invalid_request", "outcome", "outcome must be ok or error.")
+	}
+	switch r.StatusClass {
+	case 0, 2, 4, 5:
+		q.StatusClass, q.Code, q.RecordID, q.RequestID = r.StatusClass, r.Code, r.RecordID, r.RequestID
+	default:
+		return store.UsageQuery{}, oaierror.Invalid("invalid_request", "status", "status must be 2xx, 4xx or 5xx.")
 	}
 	if r.AllTime {
 		return q, nil
@@ -138,7 +151,42 @@ func (s *Service) Timeline(ctx context.Context, a Actor, r UsageRequest, step ti
 	if err != nil {
 		return nil, s.fail(ctx, "usage timeline", err)
 	}
+	if err := s.opt.Store.RefusalTimelineOf(ctx, q, buckets); err != nil {
+		return nil, s.fail(ctx, "refusal timeline", err)
+	}
 	return buckets, nil
+}
+
+// Refusals reads the refusals r selects as counted per hour, status, code
+// and model asked for: newest hour first, at most limit (1 to
+// store.MaxUsageRecords).
+func (s *Service) Refusals(ctx context.Context, a Actor, r UsageRequest, limit int) ([]store.RefusalCount, error) {
+	if limit < 1 || limit > store.MaxUsageRecords {
+		return nil, oaierror.Invalid("invalid_request", "limit", fmt.Sprintf("limit must be from 1 to %d.", store.MaxUsageRecords))
+	}
+	q, err := s.usageQuery(ctx, a, r)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.opt.Store.RefusalsOf(ctx, q, limit)
+	if err != nil {
+		return nil, s.fail(ctx, "refusals", err)
+	}
+	return out, nil
+}
+
+// RefusalTotals sums the refusals r selects by status, code and model
+// asked for, most refused first.
+func (s *Service) RefusalTotals(ctx context.Context, a Actor, r UsageRequest) ([]store.RefusalCount, error) {
+	q, err := s.usageQuery(ctx, a, r)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.opt.Store.RefusalTotalsOf(ctx, q)
+	if err != nil {
+		return nil, s.fail(ctx, "refusal totals", err)
+	}
+	return out, nil
 }
 
 // UsageErrors counts the failed requests r selects by status and error
@@ -208,7 +256,14 @@ func (s *Service) Usage(ctx context.Context, a Actor, r UsageRequest) (UsageRepo
 	if err != nil {
 		return UsageReport{}, s.fail(ctx, "usage timeline", err)
 	}
-	return UsageReport{Query: q, Group: r.Group, Summary: sum, Buckets: buckets}, nil
+	if err := s.opt.Store.RefusalTimelineOf(ctx, q, buckets); err != nil {
+		return UsageReport{}, s.fail(ctx, "refusal timeline", err)
+	}
+	refused, err := s.opt.Store.RefusalTotalsOf(ctx, q)
+	if err != nil {
+		return UsageReport{}, s.fail(ctx, "refusal totals", err)
+	}
+	return UsageReport{Query: q, Group: r.Group, Summary: sum, Buckets: buckets, Refused: refused}, nil
 }
 
 // UsageRecords lists the records of a range, newest first, in pages; after
@@ -325,7 +380,17 @@ func (s *Service) usageRecords(w http.ResponseWriter, r *http.Request, a Actor) 
 
 // csvHeader names the CSV export's columns.
 var csvHeader = []string{"id", "created_at", "key_id", "account_id", "model", "provider", "deployment", "status", "error_code",
-	"prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens", "cost_usd", "estimated", "latency_ms", "attempts", "request_id"}
+	"prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens", "cost_usd", "estimated", "latency_ms", "attempts", "request_id",
+	"ttft_ms", "error_message"}
+
+// ttftMS is a record's time to first token in milliseconds; "" when it
+// has none (an answer sent whole).
+func ttftMS(u store.UsageRecord) string {
+	if u.TTFT <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(u.TTFT.Milliseconds(), 10)
+}
 
 // UsageCSV writes every record of the range, newest first, as CSV, read
 // from the store a page at a time.
@@ -342,7 +407,11 @@ func (s *Service) UsageCSV(w http.ResponseWriter, r *http.Request, a Actor, req 
 		return s.fail(ctx, "usage records", err)
 	}
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="usage-%s-%s.csv"`, q.From.Format("20060102"), q.To.Format("20060102")))
+	name := "usage.csv" // every record
+	if !q.To.IsZero() {
+		name = fmt.Sprintf("usage-%s-%s.csv", q.From.Format("20060102"), q.To.Format("20060102"))
+	}
+	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
 	// The server has no write timeout (answers may stream for long), so
 	// each page gets its own; the connection gets none back once done.
 	rc := http.NewResponseController(w)
@@ -360,7 +429,7 @@ func (s *Service) UsageCSV(w http.ResponseWriter, r *http.Request, a Actor, req 
 				u.Deployment, strconv.Itoa(u.Status), u.ErrorCode, strconv.FormatInt(u.PromptTokens, 10),
 				strconv.FormatInt(u.CompletionTokens, 10), strconv.FormatInt(u.CachedTokens, 10), strconv.FormatInt(u.CacheWriteTokens, 10), strconv.FormatInt(u.ReasoningTokens, 10),
 				u.Cost.String(), strconv.FormatBool(u.Estimated), strconv.FormatInt(u.Latency.Milliseconds(), 10),
-				strconv.Itoa(u.Attempts), u.RequestID})
+				strconv.Itoa(u.Attempts), u.RequestID, ttftMS(u), u.ErrorMessage})
 		}
 		written += len(recs)
 		cw.Flush()

@@ -1,6 +1,8 @@
 package manage
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/tollgate/tollgate/money"
@@ -101,9 +103,13 @@ func TokenView(t store.ManagementToken) TokenJSON {
 }
 
 // UsageCounts are a total, a model's share or a bucket of usage.
+// Requests are answered, failed and refused; ErrorRequests failed and
+// refused; RefusedRequests refused before admission (counted per hour, not
+// recorded: docs/decisions.md).
 type UsageCounts struct {
 	Requests         int64       `json:"requests"`
 	ErrorRequests    int64       `json:"error_requests"`
+	RefusedRequests  int64       `json:"refused_requests"`
 	PromptTokens     int64       `json:"prompt_tokens"`
 	CompletionTokens int64       `json:"completion_tokens"`
 	CostUSD          money.Nanos `json:"cost_usd"`
@@ -144,15 +150,34 @@ func UsageView(rep UsageReport) UsageJSON {
 	if rep.Query.KeyID != "" {
 		out.KeyID = &rep.Query.KeyID
 	}
+	byModel := map[string]*UsageCounts{}
 	for _, m := range sum.ByModel {
-		out.ByModel = append(out.ByModel, ModelUsageJSON{Model: m.Model, UsageCounts: UsageCounts{Requests: m.Requests,
-			PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens, CostUSD: m.Cost}})
+		byModel[m.Model] = &UsageCounts{Requests: m.Requests, ErrorRequests: m.ErrorRequests,
+			PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens, CostUSD: m.Cost}
+	}
+	for _, r := range rep.Refused {
+		out.Totals.refuse(r.Count)
+		if byModel[r.Model] == nil {
+			byModel[r.Model] = &UsageCounts{}
+		}
+		byModel[r.Model].refuse(r.Count)
+	}
+	for _, m := range slices.Sorted(maps.Keys(byModel)) {
+		out.ByModel = append(out.ByModel, ModelUsageJSON{Model: m, UsageCounts: *byModel[m]})
 	}
 	for i, b := range rep.Buckets {
 		out.Buckets[i] = BucketJSON{Start: b.Start.UTC(), UsageCounts: UsageCounts{Requests: b.Requests, ErrorRequests: b.ErrorRequests,
 			PromptTokens: b.PromptTokens, CompletionTokens: b.CompletionTokens, CostUSD: b.Cost}}
+		out.Buckets[i].refuse(b.Refused)
 	}
 	return out
+}
+
+// refuse counts n refused requests: requests and errors.
+func (c *UsageCounts) refuse(n int64) {
+	c.Requests += n
+	c.ErrorRequests += n
+	c.RefusedRequests += n
 }
 
 // RecordJSON is a usage record on the wire.
@@ -175,7 +200,8 @@ type RecordJSON struct {
 	CostUSD          money.Nanos `json:"cost_usd"`
 	Estimated        bool        `json:"estimated"`
 	LatencyMS        int64       `json:"latency_ms"`
-	// TTFTMS is the time to the answer's first byte, 0 when none came.
+	// TTFTMS is the time to a stream's first byte; 0 when none came, and
+	// for an answer sent whole.
 	TTFTMS    int64  `json:"ttft_ms"`
 	Attempts  int    `json:"attempts"`
 	RequestID string `json:"request_id"`

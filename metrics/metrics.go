@@ -20,6 +20,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/guard"
 	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -169,6 +170,21 @@ type Usage struct {
 func (u Usage) Record(rec store.UsageRecord) error {
 	u.Metrics.Observe(rec)
 	return u.Next.Record(rec)
+}
+
+// Refusals is a refusal sink (refusal.Sink) that counts each refusal of
+// the router step in the requests metric, as its usage record did (model
+// and provider unknown: the model asked for is the client's text), and
+// passes it on.
+type Refusals struct {
+	Next    refusal.Sink
+	Metrics *Metrics
+}
+
+// Count counts r and passes it on.
+func (r Refusals) Count(x refusal.Refusal) {
+	r.Metrics.requests.WithLabelValues("", "", strconv.Itoa(x.Status), x.Code, "false").Inc()
+	r.Next.Count(x)
 }
 
 // Authz wraps an ext_authz server and counts its denials by status and

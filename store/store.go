@@ -126,8 +126,12 @@ type UsageRecord struct {
 	Status int
 	// ErrorCode is the OpenAI-shaped error code, empty on success.
 	ErrorCode string
-	Latency   time.Duration
-	CreatedAt time.Time
+	// ErrorMessage is the message the client was given with a failure
+	// (at most MaxErrorMessage bytes are stored), empty on success. It is
+	// Tollgate's own message, which names no secret.
+	ErrorMessage string
+	Latency      time.Duration
+	CreatedAt    time.Time
 	// Estimated is true when the tokens were counted by Tollgate, not reported
 	// by the provider.
 	Estimated bool
@@ -168,8 +172,10 @@ type UsageRecord struct {
 
 // ModelUsage is one model's share of a key's usage.
 type ModelUsage struct {
-	Model            string
-	Requests         int64
+	Model    string
+	Requests int64
+	// ErrorRequests are the model's records with status 400 and above.
+	ErrorRequests    int64
 	PromptTokens     int64
 	CompletionTokens int64
 	Cost             money.Nanos
@@ -177,8 +183,12 @@ type ModelUsage struct {
 
 // UsageSummary totals a key's usage records.
 type UsageSummary struct {
-	TotalRequests    int64
-	ErrorRequests    int64 // records with Status >= 400
+	TotalRequests int64
+	ErrorRequests int64 // records with Status >= 400
+	// Refused counts the requests refused for the key before any record
+	// (refusal_rollups); UsageTimelineOf leaves it zero, RefusalTimelineOf
+	// fills it.
+	Refused          int64
 	PromptTokens     int64
 	CompletionTokens int64
 	Cost             money.Nanos
@@ -194,13 +204,20 @@ type Session struct {
 
 // UsageBucket is one step of a key's usage timeline.
 type UsageBucket struct {
-	Start            time.Time // UTC; the bucket covers [Start, Start+step)
-	Requests         int64
-	ErrorRequests    int64 // records with Status >= 400
+	Start         time.Time // UTC; the bucket covers [Start, Start+step)
+	Requests      int64
+	ErrorRequests int64 // records with Status >= 400
+	// Refused counts the requests refused for the key before any record
+	// (refusal_rollups); UsageTimelineOf leaves it zero, RefusalTimelineOf
+	// fills it.
+	Refused          int64
 	PromptTokens     int64
 	CompletionTokens int64
 	Cost             money.Nanos
 }
+
+// MaxErrorMessage bounds a usage record's stored error message, in bytes.
+const MaxErrorMessage = 512
 
 // MaxUsageRecords bounds how many records one UsageRecords call returns.
 const MaxUsageRecords = 10000
@@ -459,6 +476,19 @@ type Store interface {
 	// record before when it is given (a cursor: only its CreatedAt and ID
 	// are read), at most limit (1–MaxUsageRecords).
 	UsageRecordsOf(ctx context.Context, q UsageQuery, before *UsageRecord, limit int) ([]UsageRecord, error)
+	// AddRefusals adds counts of refused requests to their rows of
+	// refusal_rollups (one per key, hour, status, code and model), in one
+	// transaction.
+	AddRefusals(ctx context.Context, counts []RefusalCount) error
+	// RefusalsOf reads the refusal rows q selects, newest hour first, then
+	// most refused, at most limit (1–MaxUsageRecords).
+	RefusalsOf(ctx context.Context, q UsageQuery, limit int) ([]RefusalCount, error)
+	// RefusalTotalsOf sums the refusals q selects by status, code and
+	// model, most refused first.
+	RefusalTotalsOf(ctx context.Context, q UsageQuery) ([]RefusalCount, error)
+	// RefusalTimelineOf sets each bucket's Refused to the refusals q
+	// selects in its hours; the buckets are UsageTimelineOf's for q.
+	RefusalTimelineOf(ctx context.Context, q UsageQuery, buckets []UsageBucket) error
 
 	// BeginIdempotent starts a call made with an Idempotency-Key: it
 	// records (actor, key) as running and reports created true, or, when

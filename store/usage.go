@@ -45,13 +45,13 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 				`INSERT INTO usage_records (id, key_id, account_id, model, provider,
 					prompt_tokens, completion_tokens, cost_nanos, status, error_code,
 					latency_us, created_at, estimated, request_id, deployment, attempts, ttft_us,
-					cached_tokens, cache_write_tokens, reasoning_tokens)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+					cached_tokens, cache_write_tokens, reasoning_tokens, error_message)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
 				ON CONFLICT (id) DO NOTHING`,
 				r.ID, r.KeyID, r.AccountID, r.Model, r.Provider,
 				r.PromptTokens, r.CompletionTokens, int64(r.Cost), int64(r.Status), r.ErrorCode,
 				r.Latency.Microseconds(), created, r.Estimated, r.RequestID, r.Deployment, int64(r.Attempts), r.TTFT.Microseconds(),
-				r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens)
+				r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens, errorMessage(r))
 			if err != nil {
 				return fmt.Errorf("record %s: %w", r.ID, err)
 			}
@@ -179,7 +179,7 @@ var (
 // steps of whole hours (0: no steps), the records otherwise.
 func (q UsageQuery) source(step time.Duration) usageSource {
 	whole := func(t time.Time) bool { return t.Equal(t.Truncate(time.Hour)) }
-	if q.Outcome == "" && step%time.Hour == 0 && (q.To.IsZero() || whole(q.From) && whole(q.To)) {
+	if q.Outcome == "" && !q.narrow() && step%time.Hour == 0 && (q.To.IsZero() || whole(q.From) && whole(q.To)) {
 		return rollupsSource
 	}
 	return recordsSource
@@ -187,7 +187,8 @@ func (q UsageQuery) source(step time.Duration) usageSource {
 
 // UsageQuery selects usage records: one key's, or (KeyID empty) one
 // account's; in [From, To) when To is set; of one model when Model is set;
-// and by outcome when Outcome is set.
+// and by outcome, status class, error code, record id or request id when
+// each is set.
 type UsageQuery struct {
 	KeyID, AccountID string
 	From, To         time.Time
@@ -195,6 +196,19 @@ type UsageQuery struct {
 	// Outcome is "" (every record), OutcomeOK (status below 400) or
 	// OutcomeError (400 and above).
 	Outcome string
+	// StatusClass is 0 (every status) or the hundreds of the statuses
+	// selected: 2 for 2xx, 4 for 4xx, 5 for 5xx.
+	StatusClass int
+	// Code is an error code the records must have; RecordID and RequestID
+	// select one record, or the records of one x-request-id. Refusals have
+	// neither id: a query with one selects no refusal.
+	Code, RecordID, RequestID string
+}
+
+// narrow reports whether q selects by more than owner, range, model and
+// outcome: the usage rollups cannot answer it.
+func (q UsageQuery) narrow() bool {
+	return q.StatusClass != 0 || q.Code != "" || q.RecordID != "" || q.RequestID != ""
 }
 
 // Outcomes a UsageQuery may select.
@@ -238,6 +252,18 @@ func (q UsageQuery) whereOn(at string) (string, []any, error) {
 	default:
 		return "", nil, fmt.Errorf("unknown outcome %q", q.Outcome)
 	}
+	if q.StatusClass != 0 {
+		if q.StatusClass < 1 || q.StatusClass > 5 {
+			return "", nil, fmt.Errorf("unknown status class %d", q.StatusClass)
+		}
+		clause += fmt.Sprintf(` AND status >= %d AND status < %d`, q.StatusClass*100, q.StatusClass*100+100)
+	}
+	for _, f := range []struct{ column, value string }{{"error_code", q.Code}, {"id", q.RecordID}, {"request_id", q.RequestID}} {
+		if f.value != "" {
+			args = append(args, f.value)
+			clause += ` AND ` + f.column + ` = $` + strconv.Itoa(len(args))
+		}
+	}
 	return clause, args, nil
 }
 
@@ -263,7 +289,7 @@ func (s *sqlStore) UsageRecordsOf(ctx context.Context, q UsageQuery, before *Usa
 	err = s.db.read().queryEach(ctx,
 		`SELECT id, key_id, account_id, model, provider, prompt_tokens, completion_tokens, cost_nanos,
 			status, error_code, latency_us, created_at, estimated, request_id, deployment, attempts, ttft_us,
-			cached_tokens, cache_write_tokens, reasoning_tokens
+			cached_tokens, cache_write_tokens, reasoning_tokens, COALESCE(error_message, '')
 		FROM usage_records
 		WHERE `+where+`
 		ORDER BY created_at DESC, id DESC
@@ -274,7 +300,7 @@ func (s *sqlStore) UsageRecordsOf(ctx context.Context, q UsageQuery, before *Usa
 			var cost, status, attempts, latency, ttft int64
 			if err := row.Scan(&r.ID, &r.KeyID, &r.AccountID, &r.Model, &r.Provider, &r.PromptTokens, &r.CompletionTokens,
 				&cost, &status, &r.ErrorCode, &latency, &r.CreatedAt, &r.Estimated, &r.RequestID, &r.Deployment,
-				&attempts, &ttft, &r.CachedTokens, &r.CacheWriteTokens, &r.ReasoningTokens); err != nil {
+				&attempts, &ttft, &r.CachedTokens, &r.CacheWriteTokens, &r.ReasoningTokens, &r.ErrorMessage); err != nil {
 				return err
 			}
 			r.Cost, r.Status, r.Attempts = money.Nanos(cost), int(status), int(attempts)
@@ -323,7 +349,7 @@ func (s *sqlStore) UsageSummaryOf(ctx context.Context, q UsageQuery) (UsageSumma
 			if err := row.Scan(&m.Model, &m.Requests, &failed, &m.PromptTokens, &m.CompletionTokens, &cost); err != nil {
 				return err
 			}
-			m.Cost = money.Nanos(cost)
+			m.Cost, m.ErrorRequests = money.Nanos(cost), failed
 			sum.TotalRequests += m.Requests
 			sum.ErrorRequests += failed
 			sum.PromptTokens += m.PromptTokens

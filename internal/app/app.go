@@ -33,6 +33,7 @@ import (
 	"github.com/tollgate/tollgate/health"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ratelimit"
+	"github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -96,6 +97,7 @@ type App struct {
 	journal  string
 	recorder *extproc.Recorder
 	lastUsed *authz.LastUsed
+	refusals *refusal.Counter
 	leaser   *balance.Leaser
 	budgets  *budget.Holder
 
@@ -213,8 +215,8 @@ func (a *App) Shutdown() {
 	a.log.Info("stopped")
 }
 
-// closeAll gives back the balance leases, flushes the usage records and
-// last-used times, then closes what New opened, last first.
+// closeAll gives back the balance leases, flushes the usage records,
+// last-used times and refusal counts, then closes what New opened, last first.
 func (a *App) closeAll() {
 	if a.leaser != nil {
 		a.leaser.Close() // no request is in flight: the leases' free money goes back
@@ -231,6 +233,9 @@ func (a *App) closeAll() {
 	}
 	if a.lastUsed != nil {
 		a.lastUsed.Close(flushCtx)
+	}
+	if a.refusals != nil {
+		a.refusals.Close(flushCtx)
 	}
 	for i := len(a.undo) - 1; i >= 0; i-- {
 		a.undo[i]()

@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/health"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ratelimit"
+	"github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
 	"github.com/tollgate/tollgate/tracing"
 )
@@ -172,6 +173,7 @@ func (a *App) buildUsage(ctx context.Context) error {
 		},
 	})
 	a.lastUsed = authz.NewLastUsed(a.st, time.Second, a.log)
+	a.refusals = refusal.New(a.st, refusal.Options{Interval: time.Second, Logger: a.log})
 	a.leaser = balance.New(balance.Options{Store: a.st, Logger: a.log})
 	a.sweepEveryMinute("expired balance holds", func(ctx context.Context, now time.Time) (int64, error) {
 		n, err := a.st.ReleaseExpired(ctx, now)
@@ -238,11 +240,14 @@ func (a *App) buildServers(ctx context.Context) error {
 	m := a.metrics
 	a.authz = metrics.Authz{Next: authz.New(authz.Options{
 		Keys: a.cache, Limiter: clockedLimiter{a.limiter, a.opt.RateLimitClock}, Config: a.cfg.Load, Toucher: a.lastUsed, Logger: a.log,
-		Spare: a.leaser.Spare, DecisionKey: stepKey,
+		Refusals: a.refusals, Spare: a.leaser.Spare, DecisionKey: stepKey,
 	}), Metrics: m}
 	a.deployments = health.New(health.Options{})
 	a.extproc = extproc.New(extproc.Options{
 		Config: a.cfg.Load, Keys: a.cache, Balance: a.leaser, Budgets: a.budgets, BudgetRefused: m.BudgetRefused, Logger: a.log,
+		// Every refusal before admission: counted in the metrics, logged
+		// as the request's access-log line, then counted for its key.
+		Refusals: metrics.Refusals{Next: extproc.RefusalAccessLog{Refusals: a.refusals, Logger: a.accessLog}, Metrics: m},
 		// Every usage record: counted in the metrics, logged as the
 		// request's access-log line, then written.
 		Usage:  metrics.Usage{Next: extproc.AccessLog{Usage: a.recorder, Logger: a.accessLog}, Metrics: m},

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests = append(tests, leaseTests...)
 	tests = append(tests, dashboardTests...)
 	tests = append(tests, managementTests...)
+	tests = append(tests, refusalTests...)
 	tests = append(tests, capTests...)
 	tests = append(tests, budgetTests...)
 	for _, tc := range tests {
@@ -683,10 +684,10 @@ func testKeyUsageTotalsAndByModel(t *testing.T, s store.Store) {
 		CompletionTokens: 2027,
 		Cost:             158,
 		ByModel: []store.ModelUsage{ // byte order of the model id
-			{Model: "Zeta", Requests: 1, PromptTokens: 3, CompletionTokens: 0, Cost: 1},
+			{Model: "Zeta", Requests: 1, ErrorRequests: 1, PromptTokens: 3, CompletionTokens: 0, Cost: 1},
 			{Model: "claude-3", Requests: 1, PromptTokens: 5, CompletionTokens: 7, Cost: 50},
-			{Model: "gpt-4o", Requests: 3, PromptTokens: 1010, CompletionTokens: 2020, Cost: 107},
-			{Model: "gpt-4o-mini", Requests: 1, PromptTokens: 1, CompletionTokens: 0, Cost: 0},
+			{Model: "gpt-4o", Requests: 3, ErrorRequests: 1, PromptTokens: 1010, CompletionTokens: 2020, Cost: 107},
+			{Model: "gpt-4o-mini", Requests: 1, ErrorRequests: 1, PromptTokens: 1, CompletionTokens: 0, Cost: 0},
 		},
 	}, got)
 }

@@ -1077,11 +1077,14 @@ type Usage struct {
 		CompletionTokens int `json:"completion_tokens"`
 
 		// CostUsd US dollars, exact to the nano-dollar.
-		CostUsd       float64   `json:"cost_usd"`
-		ErrorRequests int       `json:"error_requests"`
-		PromptTokens  int       `json:"prompt_tokens"`
-		Requests      int       `json:"requests"`
-		Start         time.Time `json:"start"`
+		CostUsd       float64 `json:"cost_usd"`
+		ErrorRequests int     `json:"error_requests"`
+		PromptTokens  int     `json:"prompt_tokens"`
+
+		// RefusedRequests Refused before admission (401, 403, 429, 402, 400…), counted per hour, not recorded; included in requests and error_requests.
+		RefusedRequests int       `json:"refused_requests"`
+		Requests        int       `json:"requests"`
+		Start           time.Time `json:"start"`
 	} `json:"buckets"`
 	ByModel []struct {
 		CompletionTokens int `json:"completion_tokens"`
@@ -1091,7 +1094,10 @@ type Usage struct {
 		ErrorRequests int     `json:"error_requests"`
 		Model         string  `json:"model"`
 		PromptTokens  int     `json:"prompt_tokens"`
-		Requests      int     `json:"requests"`
+
+		// RefusedRequests Refused before admission (401, 403, 429, 402, 400…), counted per hour, not recorded; included in requests and error_requests.
+		RefusedRequests int `json:"refused_requests"`
+		Requests        int `json:"requests"`
 	} `json:"by_model"`
 	From   time.Time   `json:"from"`
 	Group  UsageGroup  `json:"group"`
@@ -1102,10 +1108,17 @@ type Usage struct {
 		CompletionTokens int `json:"completion_tokens"`
 
 		// CostUsd US dollars, exact to the nano-dollar.
-		CostUsd       float64 `json:"cost_usd"`
-		ErrorRequests int     `json:"error_requests"`
-		PromptTokens  int     `json:"prompt_tokens"`
-		Requests      int     `json:"requests"`
+		CostUsd float64 `json:"cost_usd"`
+
+		// ErrorRequests Failed (a usage record with status 400 and above) and refused.
+		ErrorRequests int `json:"error_requests"`
+		PromptTokens  int `json:"prompt_tokens"`
+
+		// RefusedRequests Refused before admission (401, 403, 429, 402, 400…), counted per hour, not recorded; included in requests and error_requests.
+		RefusedRequests int `json:"refused_requests"`
+
+		// Requests Answered, failed and refused.
+		Requests int `json:"requests"`
 	} `json:"totals"`
 }
 

@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/store"
+)
+
+// twoModelConfig is configFor with a second model, gpt-4o, on the same
+// provider.
+func twoModelConfig(providerURL string) string {
+	return strings.Replace(configFor(providerURL), "plans:", `  - id: gpt-4o
+    max_tokens: 1000
+    input_price_per_million: 2.5
+    output_price_per_million: 10
+    deployments:
+      - provider: openai
+        model: gpt-4o
+plans:`, 1)
+}
+
+// refusalTotals are a key's refusals, summed by status, code and model.
+func (tg *tollgate) refusalTotals(t *testing.T, keyID string) []store.RefusalCount {
+	t.Helper()
+	got, err := tg.Store.RefusalTotalsOf(context.Background(), store.UsageQuery{KeyID: keyID})
+	require.NoError(t, err)
+	return got
+}
+
+// waitRefusals waits until the key's refusals (written every second)
+// number n, and returns them.
+func (tg *tollgate) waitRefusals(t *testing.T, keyID string, n int64) []store.RefusalCount {
+	t.Helper()
+	var got []store.RefusalCount
+	waitFor(t, 10*time.Second, 50*time.Millisecond, func() bool {
+		got = tg.refusalTotals(t, keyID)
+		var sum int64
+		for _, c := range got {
+			sum += c.Count
+		}
+		return sum >= n
+	}, "%d refusals counted for %s", n, keyID)
+	return got
+}
+
+// TestRefusalsOfAKnownKeyAreCountedNotRecorded: the refusals of ext_authz
+// (429 over the key's rate, 402 without money, 403 from an address outside
+// the key's list, 401 for a disabled key) and of the router step (403 for a
+// model outside the key's list, 400 for an invalid body, with the model
+// asked for) are counted for the key, by status, code and model, and write
+// no usage record; an unknown key's are counted for no one.
+func TestRefusalsOfAKnownKeyAreCountedNotRecorded(t *testing.T) {
+	tg := startTollgate(t, twoModelConfig(newMockOpenAI(t).URL), "")
+	limited := tg.newAccount(t, "limited@example.com", "10", "--rpm", "2")
+	keyID := tg.onlyKeyID(t, "limited@example.com")
+
+	ok := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`
+	codes := map[int]int{}
+	for range 5 {
+		resp, _ := tg.post(t, limited, ok)
+		codes[resp.StatusCode]++
+	}
+	assert.Equal(t, map[int]int{http.StatusOK: 2, http.StatusTooManyRequests: 3}, codes)
+
+	broke := tg.newAccount(t, "broke@example.com", "0")
+	brokeID := tg.onlyKeyID(t, "broke@example.com")
+	resp, _ := tg.post(t, broke, ok)
+	require.Equal(t, http.StatusPaymentRequired, resp.StatusCode)
+
+	other := tg.newAccount(t, "other@example.com", "10", "--model", "gpt-4o-mini")
+	otherID := tg.onlyKeyID(t, "other@example.com")
+	resp, _ = tg.post(t, other, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	resp, _ = tg.post(t, other, `{"model":"gpt-4o-mini","messages":[]}`)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	resp, _ = tg.post(t, "tg-not-a-key", ok)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+
+	assert.Equal(t, []store.RefusalCount{{KeyID: keyID, Status: 429, Code: "rate_limit_exceeded", Count: 3,
+		Message: tg.waitRefusals(t, keyID, 3)[0].Message}}, tg.refusalTotals(t, keyID), "ext_authz reads no body: model \"\"")
+	assert.Equal(t, "insufficient_balance", tg.waitRefusals(t, brokeID, 1)[0].Code)
+	got := tg.waitRefusals(t, otherID, 2)
+	byCode := map[string]store.RefusalCount{}
+	for _, c := range got {
+		byCode[c.Code] = c
+	}
+	assert.Equal(t, "gpt-4o", byCode["model_not_allowed"].Model, "the model asked for")
+	assert.Equal(t, "gpt-4o-mini", byCode["invalid_messages"].Model)
+	assert.NotEmpty(t, byCode["invalid_messages"].Message)
+	assert.Empty(t, tg.usageRecords(t, otherID), "a refusal writes no usage record")
+	assert.Len(t, tg.waitRecords(t, keyID, 2), 2, "the answered requests only")
+}

@@ -1,0 +1,194 @@
+// Package refusal counts the requests refused for a known key — by
+// ext_authz (401 disabled or expired, 403 address, 429 rate, 402 balance)
+// and by the ext_proc router step before admission (400, 403 model, 402
+// hold, 503 no deployment…) — without writing a row per request: a refusal
+// is one increment of a counter in memory, per key, hour, status, error
+// code and model asked for, and a Counter writes its counters in batches
+// (store.AddRefusals adds them to refusal_rollups) from a loop it owns. A
+// flood of refusals costs a map increment each and at most one row per
+// counter per flush.
+package refusal
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/tollgate/tollgate/internal/periodic"
+	"github.com/tollgate/tollgate/store"
+)
+
+// Refusal is one refused request of a known key.
+type Refusal struct {
+	KeyID, AccountID string
+	Status           int
+	Code             string
+	// Model is the model the request asked for, as the client wrote it;
+	// "" when it was refused before its body was read.
+	Model string
+	// Message is what the client was told.
+	Message string
+	At      time.Time
+	// RequestID is the request's x-request-id, for its access-log line;
+	// it is not counted.
+	RequestID string
+}
+
+// Sink takes refusals; it must not block.
+type Sink interface {
+	Count(r Refusal)
+}
+
+// Writer is what a Counter needs of storage.
+type Writer interface {
+	AddRefusals(ctx context.Context, counts []store.RefusalCount) error
+}
+
+// Options configure a Counter. Zero values are documented per field.
+type Options struct {
+	// Interval is how often the counters are written; default 5 s.
+	Interval time.Duration
+	// MaxPending bounds the counters held between writes; default 10000.
+	// A refusal that would add one past it is counted under the model
+	// OtherModel; past twice that, it is dropped and the drop logged.
+	MaxPending int
+	// WriteTimeout bounds one write; default 10 s.
+	WriteTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// OtherModel is the model a refusal is counted under when the counters are
+// full (many distinct model names asked for in one interval).
+const OtherModel = "(other models)"
+
+// MaxModel bounds the model name kept, in bytes.
+const MaxModel = 128
+
+// counterKey names one counter.
+type counterKey struct {
+	keyID  string
+	hour   time.Time
+	status int
+	code   string
+	model  string
+}
+
+type counter struct {
+	accountID string
+	n         int64
+	message   string
+}
+
+// Counter counts refusals in memory and writes them every interval; Close
+// writes what is left.
+type Counter struct {
+	w   Writer
+	opt Options
+
+	mu      sync.Mutex
+	pending map[counterKey]*counter
+	dropped int64
+	loop    *periodic.Loop
+}
+
+// New starts a Counter writing to w.
+func New(w Writer, opt Options) *Counter {
+	if opt.Interval <= 0 {
+		opt.Interval = 5 * time.Second
+	}
+	if opt.MaxPending <= 0 {
+		opt.MaxPending = 10000
+	}
+	if opt.WriteTimeout <= 0 {
+		opt.WriteTimeout = 10 * time.Second
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	c := &Counter{w: w, opt: opt, pending: map[counterKey]*counter{}}
+	c.loop = periodic.Start(opt.Interval, func() { c.Flush(context.Background()) })
+	return c
+}
+
+// Count adds one refusal to its counter.
+func (c *Counter) Count(r Refusal) {
+	if r.KeyID == "" {
+		return // unknown keys are not counted per key
+	}
+	k := counterKey{keyID: r.KeyID, hour: r.At.UTC().Truncate(time.Hour), status: r.Status, code: r.Code, model: cleanModel(r.Model)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.addLocked(k, &counter{accountID: r.AccountID, n: 1, message: r.Message})
+}
+
+// addLocked adds v to k's counter, within the bounds (see MaxPending).
+func (c *Counter) addLocked(k counterKey, v *counter) {
+	cur := c.pending[k]
+	if cur == nil && len(c.pending) >= c.opt.MaxPending {
+		k.model = OtherModel
+		cur = c.pending[k]
+		if cur == nil && len(c.pending) >= 2*c.opt.MaxPending {
+			c.dropped += v.n
+			return
+		}
+	}
+	if cur == nil {
+		c.pending[k] = &counter{accountID: v.accountID, n: v.n, message: v.message}
+		return
+	}
+	cur.n += v.n
+	if v.message != "" {
+		cur.message = v.message
+	}
+}
+
+// cleanModel keeps a model name printable, valid UTF-8 and at most
+// MaxModel bytes: it is the client's text.
+func cleanModel(m string) string {
+	m = strings.Map(func(r rune) rune {
+		if !unicode.IsPrint(r) {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(m, ""))
+	return store.Truncate(m, MaxModel)
+}
+
+// Flush writes the counters held now. On failure they are kept (within
+// the bounds) for the next flush.
+func (c *Counter) Flush(ctx context.Context) {
+	c.mu.Lock()
+	batch, dropped := c.pending, c.dropped
+	c.pending, c.dropped = map[counterKey]*counter{}, 0
+	c.mu.Unlock()
+	if dropped > 0 {
+		c.opt.Logger.Warn("refusals not counted: too many distinct counters in one interval", "dropped", dropped)
+	}
+	if len(batch) == 0 {
+		return
+	}
+	counts := make([]store.RefusalCount, 0, len(batch))
+	for k, v := range batch {
+		counts = append(counts, store.RefusalCount{KeyID: k.keyID, AccountID: v.accountID, Hour: k.hour, Status: k.status,
+			Code: k.code, Model: k.model, Count: v.n, Message: v.message})
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opt.WriteTimeout)
+	defer cancel()
+	if err := c.w.AddRefusals(ctx, counts); err != nil {
+		c.opt.Logger.Warn("writing refusal counts failed; will retry", "counters", len(batch), "err", err)
+		c.mu.Lock()
+		for k, v := range batch {
+			c.addLocked(k, v)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// Close stops the loop and writes what is left.
+func (c *Counter) Close(ctx context.Context) {
+	c.loop.Stop()
+	c.Flush(ctx)
+}
