@@ -221,6 +221,24 @@ func (l *Leaser) Done(accountID, leaseID string, amount money.Nanos) {
 	}
 }
 
+// Cancel gives a hold back to its lease's free part: the request it was
+// for was refused before anything was sent (a spend budget or a limit
+// refused it after the balance held), so no record will shrink the lease
+// and the money stays reserved for this replica's next holds.
+func (l *Leaser) Cancel(accountID, _, leaseID string, amount money.Nanos) {
+	a := l.account(accountID)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ls := range a.leases() {
+		if ls.id == leaseID {
+			ls.held -= amount
+			ls.free += amount
+			ls.used = l.opt.Now()
+			return
+		}
+	}
+}
+
 // Overdrawn tells the Leaser that a request of the account was charged
 // more than it held (a provider that ignored the output limit), so the
 // account's balance may be below what its leases believe free. The

@@ -376,3 +376,26 @@ func TestAnOverdrawnAccountGetsNoHoldUntilItsBalanceIsPositive(t *testing.T) {
 	_, err = l.Hold(t.Context(), a.ID, "c10", 100)
 	require.NoError(t, err, "positive again: served")
 }
+
+// TestACanceledHoldGoesBackToTheLeasesFreePart: a request refused after
+// its hold (a spend budget refused it) writes no record, so Cancel gives
+// the hold back to the lease: the next holds find it there, and an idle
+// lease gives it all back to the account.
+func TestACanceledHoldGoesBackToTheLeasesFreePart(t *testing.T) {
+	st := openSQLite(t)
+	cs := &countingStore{Store: st}
+	c := testclock.New(time.Now())
+	l := newLeaser(t, cs, c)
+	a := newAccount(t, st, 10_000)
+
+	lease, err := l.Hold(t.Context(), a.ID, "r1", 100)
+	require.NoError(t, err)
+	require.Equal(t, money.Nanos(400), l.Spare(a.ID))
+	l.Cancel(a.ID, "r1", lease, 100)
+	require.Equal(t, money.Nanos(500), l.Spare(a.ID), "the hold is free again")
+	requireMoney(t, st, a.ID, 10_000, 500, "still leased")
+	c.Advance(2 * time.Hour)
+	l.sweep(false)
+	require.Equal(t, []money.Nanos{500}, cs.returns, "an idle lease gives back all of it")
+	requireMoney(t, st, a.ID, 10_000, 0, "nothing stays reserved")
+}

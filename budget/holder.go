@@ -181,6 +181,14 @@ func (h *Holder) Done(holds []store.BudgetLease, amount money.Nanos) {
 	}
 }
 
+// Cancel gives a refused request's holds back to their leases' free parts
+// (no record will settle them).
+func (h *Holder) Cancel(holds []store.BudgetLease, amount money.Nanos) {
+	for _, hl := range holds {
+		h.leaser.Cancel(hl.Pot, "", hl.Lease, amount)
+	}
+}
+
 // Overdrawn retires the current leases of the request's windows: it was
 // charged more than it held, so the next hold asks the database.
 func (h *Holder) Overdrawn(holds []store.BudgetLease) {

@@ -24,6 +24,7 @@ type fakeBudgets struct {
 	taken    []store.BudgetLease
 	exceeded []budget.Spent
 	done     [][]store.BudgetLease
+	canceled [][]store.BudgetLease
 }
 
 func (b *fakeBudgets) Hold(context.Context, string, string, money.Nanos) ([]store.BudgetLease, error) {
@@ -41,14 +42,21 @@ func (b *fakeBudgets) Done(holds []store.BudgetLease, _ money.Nanos) {
 	b.done = append(b.done, holds)
 }
 
+func (b *fakeBudgets) Cancel(holds []store.BudgetLease, _ money.Nanos) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.canceled = append(b.canceled, holds)
+}
+
 func (*fakeBudgets) Overdrawn([]store.BudgetLease) {}
 
 var testHolds = []store.BudgetLease{{Pot: "bgt_a/1748736000/1748822400", Lease: "lse_a"}, {Pot: "bgt_b/0/0", Lease: "lse_b"}}
 
 // TestASpentBudgetRefusesWith429AndTheReset: the refusal names the budget
-// and its reset, Retry-After counts the seconds to it, the refusal's
-// record settles the holds taken under the other budgets and the balance,
-// and the refusal is counted by scope and period.
+// and its reset, Retry-After counts the seconds to it, the holds taken
+// under the other budgets and the balance are given back (no record will
+// settle them), and the refusal is counted for the key, with the model
+// asked for, and in the metric by scope and period.
 func TestASpentBudgetRefusesWith429AndTheReset(t *testing.T) {
 	resets := time.Date(2025, 6, 2, 0, 0, 0, 0, time.UTC)
 	fb := &fakeBudgets{taken: testHolds[1:], exceeded: []budget.Spent{{
@@ -69,14 +77,15 @@ func TestASpentBudgetRefusesWith429AndTheReset(t *testing.T) {
 	assert.Equal(t, "Key budget of $5.00 per day is spent; it resets at 2025-06-02T00:00:00Z.", e.Message)
 	assert.Equal(t, "43200", immediateHeader(resp, "retry-after"), "12 hours to midnight")
 	assert.Equal(t, []string{"key/day"}, refused)
-	recs := g.usage.all()
-	require.Len(t, recs, 1)
-	assert.Equal(t, 429, recs[0].Status)
-	assert.Zero(t, recs[0].Cost)
-	assert.Equal(t, testHolds[1:], recs[0].BudgetLeases, "the holds taken are settled by the record")
-	assert.Equal(t, "lse_1", recs[0].LeaseID, "and the balance's")
-	assert.Equal(t, g.balance.holds[0], recs[0].Held)
-	assert.Equal(t, [][]store.BudgetLease{testHolds[1:]}, fb.done)
+	assert.Empty(t, g.usage.all(), "a refusal before admission is counted, not recorded")
+	counted := g.refused.all()
+	require.Len(t, counted, 1)
+	assert.Equal(t, 429, counted[0].Status)
+	assert.Equal(t, "budget_exceeded", counted[0].Code)
+	assert.Equal(t, [][]store.BudgetLease{testHolds[1:]}, fb.canceled, "the holds the other budgets took are given back")
+	assert.Equal(t, g.balance.holds, g.balance.canceled, "and the balance's")
+	assert.Empty(t, fb.done, "and not ended as if a record would settle them")
+	assert.Empty(t, g.balance.done)
 }
 
 // TestATotalBudgetRefusesWithoutRetryAfter: a total budget never resets.

@@ -28,6 +28,7 @@ type admission struct {
 	started          time.Time
 	leaseID          string              // the lease the hold came from; "" for a reservation of its own
 	held             money.Nanos         // money held for this request
+	balanceHeld      bool                // held is held from the balance too
 	budgetLeases     []store.BudgetLease // its holds under spend budgets, each of held
 	tokensHeld       int64               // tokens reserved against the key's token limits (tokens.go)
 	recorded         bool                // this step wrote the request's record

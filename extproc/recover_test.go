@@ -153,8 +153,9 @@ type doneBalance struct{ done int }
 func (b *doneBalance) Hold(context.Context, string, string, money.Nanos) (string, error) {
 	return "lease-1", nil
 }
-func (b *doneBalance) Done(string, string, money.Nanos) { b.done++ }
-func (b *doneBalance) Overdrawn(string)                 {}
+func (b *doneBalance) Done(string, string, money.Nanos)           { b.done++ }
+func (b *doneBalance) Cancel(string, string, string, money.Nanos) {}
+func (b *doneBalance) Overdrawn(string)                           {}
 
 // TestARouterStepPanicIs500AndReleasesTheHold: a panic in the router step
 // answers 500 internal_error, writes the request's record (with its hold),

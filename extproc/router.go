@@ -279,7 +279,7 @@ func (r *routerStep) holdBalance(ctx context.Context, amount money.Nanos) *oaier
 	leaseID, err := r.s.opt.Balance.Hold(ctx, r.accountID, r.requestID, amount)
 	switch {
 	case err == nil:
-		r.held, r.leaseID = amount, leaseID
+		r.held, r.leaseID, r.balanceHeld = amount, leaseID, true
 		return nil
 	case errors.Is(err, store.ErrInsufficientBalance):
 		e := oaierror.InsufficientBalance.With("Your account balance cannot cover this request: it could cost up to $"+amount.String()+
@@ -561,11 +561,32 @@ func (r *routerStep) refusalHeaders() []*corev3.HeaderValueOption {
 // model the client asked for: no usage record is written for it.
 func (r *routerStep) refuse(e oaierror.Error, model string) *extprocv3.ProcessingResponse {
 	r.recorded = true // finish writes no record either
+	r.giveBack()
 	if r.s.opt.Refusals != nil {
 		r.s.opt.Refusals.Count(refused.Refusal{KeyID: r.keyID, AccountID: r.accountID, Status: e.Status, Code: e.Code,
 			Model: model, Message: e.Message, At: r.s.opt.Now(), RequestID: r.clientRequestID})
 	}
 	return immediate(e.ForRequest(r.clientRequestID), r.refusalHeaders())
+}
+
+// giveBack returns what a refused request took before it was refused —
+// the balance held before a budget refused it, the holds of the budgets
+// that had room, the tokens reserved before a hold failed — since no
+// usage record will settle them.
+func (r *routerStep) giveBack() {
+	if r.held > 0 {
+		if r.s.opt.Balance != nil && (r.leaseID != "" || r.balanceHeld) {
+			r.s.opt.Balance.Cancel(r.accountID, r.requestID, r.leaseID, r.held)
+		}
+		if r.s.opt.Budgets != nil && len(r.budgetLeases) > 0 {
+			r.s.opt.Budgets.Cancel(r.budgetLeases, r.held)
+		}
+		r.held, r.leaseID, r.budgetLeases, r.balanceHeld = 0, "", nil, false
+	}
+	if r.tokensHeld > 0 {
+		r.s.settleTokens(&r.admission, store.UsageRecord{})
+		r.tokensHeld = 0
+	}
 }
 
 // askedModel is the model a body names, read for a refusal that came

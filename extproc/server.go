@@ -51,6 +51,9 @@ type Balance interface {
 	// Done tells the Balance that the request has ended in this replica
 	// (its router step is over; its record is made, here or elsewhere).
 	Done(accountID, leaseID string, amount money.Nanos)
+	// Cancel gives back a hold of a request refused before anything was
+	// sent, which no usage record will settle.
+	Cancel(accountID, requestID, leaseID string, amount money.Nanos)
 	// Overdrawn tells the Balance that a request of the account was
 	// charged more than it held: no further hold may be served without
 	// asking the database, which refuses it while the balance cannot
@@ -64,6 +67,7 @@ type Balance interface {
 type Reservations struct {
 	Store interface {
 		Reserve(ctx context.Context, accountID, reservationID string, amount money.Nanos, expiresAt time.Time) error
+		Release(ctx context.Context, reservationID string) error
 	}
 	// HoldFor is how long a hold lives if no usage record settles it (a
 	// replica that died); default one hour.
@@ -82,6 +86,17 @@ func (r Reservations) Hold(ctx context.Context, accountID, requestID string, amo
 // Done does nothing: writing the record releases the reservation.
 func (Reservations) Done(string, string, money.Nanos) {}
 
+// Cancel releases the request's own reservation; one that cannot be
+// released now expires with its HoldFor.
+func (r Reservations) Cancel(_, requestID, _ string, _ money.Nanos) {
+	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+	defer cancel()
+	_ = r.Store.Release(ctx, reservationID(requestID))
+}
+
+// cancelTimeout bounds releasing a refused request's reservation.
+const cancelTimeout = 2 * time.Second
+
 // Overdrawn does nothing: every hold is reserved in the database, which
 // refuses it while the balance cannot cover it.
 func (Reservations) Overdrawn(string) {}
@@ -94,6 +109,9 @@ type Budgets interface {
 	Hold(ctx context.Context, accountID, keyID string, amount money.Nanos) ([]store.BudgetLease, error)
 	// Done ends the request's holds in this replica.
 	Done(holds []store.BudgetLease, amount money.Nanos)
+	// Cancel gives back the holds of a request refused before anything
+	// was sent, which no usage record will settle.
+	Cancel(holds []store.BudgetLease, amount money.Nanos)
 	// Overdrawn: the request was charged more than it held.
 	Overdrawn(holds []store.BudgetLease)
 }

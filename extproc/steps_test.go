@@ -91,11 +91,12 @@ func (f *fakeKeys) Account(_ context.Context, id string) (store.Account, error) 
 // fakeBalance is a Balance that grants every hold from lease (or refuses
 // with err) and remembers them.
 type fakeBalance struct {
-	mu    sync.Mutex
-	lease string
-	err   error
-	holds []money.Nanos
-	done  []money.Nanos
+	mu       sync.Mutex
+	lease    string
+	err      error
+	holds    []money.Nanos
+	done     []money.Nanos
+	canceled []money.Nanos
 }
 
 func (b *fakeBalance) Hold(_ context.Context, _, _ string, amount money.Nanos) (string, error) {
@@ -112,6 +113,12 @@ func (b *fakeBalance) Done(_, _ string, amount money.Nanos) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.done = append(b.done, amount)
+}
+
+func (b *fakeBalance) Cancel(_, _, _ string, amount money.Nanos) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.canceled = append(b.canceled, amount)
 }
 
 func (*fakeBalance) Overdrawn(string) {}

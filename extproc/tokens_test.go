@@ -114,9 +114,9 @@ func TestAFullWindowRefusesWith429(t *testing.T) {
 	assert.Equal(t, "40000", headerOf(h, "retry-after-ms"))
 	assert.Equal(t, int64(50), remaining(t, g, lim, tpm), "a refusal counts nothing")
 	assert.Empty(t, g.balance.holds, "no money is held for it")
-	recs := g.usage.all()
-	require.Len(t, recs, 1)
-	assert.Equal(t, 429, recs[0].Status)
+	assert.Empty(t, g.usage.all(), "a refusal before admission is counted, not recorded")
+	require.Len(t, g.refused.all(), 1)
+	assert.Equal(t, 429, g.refused.all()[0].Status)
 }
 
 // TestARequestLargerThanTheLimitCanNeverPass: 429 with a message saying
@@ -138,7 +138,7 @@ func TestARequestLargerThanTheLimitCanNeverPass(t *testing.T) {
 }
 
 // TestARefusalAfterTheReservationGivesTheTokensBack: a hold the balance
-// refuses is recorded, and the record settles the reservation to zero.
+// refuses settles the reservation to zero (no record will).
 func TestARefusalAfterTheReservationGivesTheTokensBack(t *testing.T) {
 	g, lim := tokenRig(t, 1000, func(g *rig) { g.balance.err = store.ErrInsufficientBalance })
 	x := g.open(contract.StepRouter)
