@@ -8,11 +8,16 @@ import (
 	"github.com/tollgate/tollgate/money"
 )
 
-const accountColumns = `id, email, plan, balance_nanos, reserved_nanos, created_at`
+const accountColumns = `id, email, plan, balance_nanos, reserved_nanos, created_at, low_balance_threshold`
 
 func scanAccount(row scanner) (Account, error) {
 	var a Account
-	err := row.Scan(&a.ID, &a.Email, &a.Plan, &a.Balance, &a.Reserved, &a.CreatedAt)
+	var low *int64
+	err := row.Scan(&a.ID, &a.Email, &a.Plan, &a.Balance, &a.Reserved, &a.CreatedAt, &low)
+	if low != nil {
+		n := money.Nanos(*low)
+		a.LowBalanceThreshold = &n
+	}
 	return a, err
 }
 

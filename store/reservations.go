@@ -15,7 +15,9 @@ import (
 // its PostgreSQL row locks in the same order: usage records, then
 // reservations (by ID), then accounts (by ID). So concurrent Reserve,
 // Release, ReleaseExpired and RecordUsage never deadlock: a transaction that
-// holds an account's lock waits for nothing else.
+// holds an account's lock waits for nothing else. Alert events (alerts.go)
+// are written after the accounts and lock nothing another transaction
+// could be waiting on while holding an account.
 
 // Reserve inserts the reservation first (a missing account fails its foreign
 // key: ErrNotFound; a taken ID fails its primary key: ErrConflict), then
@@ -110,6 +112,9 @@ type accountChanges struct {
 	byAccount map[string]accountChange
 	// released counts the reservations freed.
 	released int
+	// lowBalance are the accounts apply took below their low balance
+	// threshold, for RecordUsage to alert about.
+	lowBalance []lowBalanceCrossing
 }
 
 // accountChange is what one account's UPDATE subtracts.
@@ -166,15 +171,23 @@ func (c *accountChanges) apply(ctx context.Context, q querier) error {
 		if ch == (accountChange{}) {
 			continue
 		}
-		n, err := q.exec(ctx,
-			`UPDATE accounts SET balance_nanos = balance_nanos - $2, reserved_nanos = reserved_nanos - $3
-			WHERE id = $1`,
-			id, ch.debit, ch.release)
+		// The same statement counts a fall below the account's low
+		// balance threshold (from at or above it to below it), under the
+		// account's lock: each fall is seen by one transaction only.
+		var after lowBalanceCrossing
+		err := q.queryRow(ctx,
+			`UPDATE accounts SET balance_nanos = balance_nanos - $2, reserved_nanos = reserved_nanos - $3,
+				low_balance_crossings = low_balance_crossings + CASE
+					WHEN low_balance_threshold IS NOT NULL AND balance_nanos >= low_balance_threshold
+						AND balance_nanos - $2 < low_balance_threshold THEN 1 ELSE 0 END
+			WHERE id = $1 RETURNING balance_nanos, low_balance_threshold, low_balance_crossings`,
+			id, ch.debit, ch.release).Scan(&after.balance, &after.threshold, &after.crossings)
 		if err != nil {
 			return fmt.Errorf("update account %s: %w", id, err)
 		}
-		if n == 0 {
-			return fmt.Errorf("update account %s: %w", id, ErrNotFound)
+		if after.crossed(ch.debit) {
+			after.accountID = id
+			c.lowBalance = append(c.lowBalance, after)
 		}
 	}
 	return nil

@@ -38,6 +38,9 @@ type Account struct {
 	// balance is Balance − Reserved.
 	Reserved  money.Nanos
 	CreatedAt time.Time
+	// LowBalanceThreshold, when set, is the balance below which the
+	// account gets a balance.low alert (see Alerts).
+	LowBalanceThreshold *money.Nanos
 }
 
 // BalanceChange is a change of an account's balance other than usage.
@@ -225,6 +228,8 @@ const (
 // Store is everything Tollgate keeps. Implementations are safe for
 // concurrent use.
 type Store interface {
+	// Alerts are the webhook endpoints and the alert outbox (alerts.go).
+	Alerts
 	// CreateAccount stores a new account; ID and CreatedAt are assigned.
 	// ErrConflict if the email is taken.
 	CreateAccount(ctx context.Context, a Account) (Account, error)

@@ -83,7 +83,10 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 		if err := changes.apply(ctx, q); err != nil {
 			return err
 		}
-		return rollups.write(ctx, q)
+		if err := rollups.write(ctx, q); err != nil {
+			return err
+		}
+		return s.enqueueLowBalance(ctx, q, changes.lowBalance)
 	})
 	if err != nil {
 		return fmt.Errorf("store: record usage: %w", err)
