@@ -89,8 +89,11 @@ func (w *Worker) Collector() prometheus.Collector { return w.results }
 
 // Backoff is the wait after the attempt-th failure: 30 s doubling up to
 // an hour, times a jitter factor in [0.8, 1.2) taken from r in [0, 1).
-func Backoff(attempt int, r float64) time.Duration {
-	d := 30 * time.Second
+func Backoff(attempt int, r float64) time.Duration { return BackoffFrom(30*time.Second, attempt, r) }
+
+// BackoffFrom is Backoff starting from first.
+func BackoffFrom(first time.Duration, attempt int, r float64) time.Duration {
+	d := first
 	for i := 1; i < attempt && d < time.Hour; i++ {
 		d *= 2
 	}

@@ -88,6 +88,8 @@ type Config struct {
 	// Limits bound what one account may hold and how fast the management
 	// API answers one token.
 	Limits Limits `yaml:"limits"`
+	// Alerts configure the webhook deliveries of alerts.
+	Alerts Alerts `yaml:"alerts"`
 	// LoadedAt is when the configuration was parsed: the created time of
 	// the models that give none.
 	LoadedAt time.Time `yaml:"-"`
@@ -502,6 +504,9 @@ func (c *Config) validate() error {
 		return fieldErr("max_body_bytes", "must be at least 1024, got %d", c.MaxBodyBytes)
 	}
 	if err := c.Limits.validate(); err != nil {
+		return err
+	}
+	if err := c.Alerts.validate(); err != nil {
 		return err
 	}
 

@@ -68,6 +68,9 @@ type Options struct {
 	// health ext_proc admits requests by, so the model list says what
 	// GET /v1/models says. Nil → every deployment of an enabled provider.
 	Available func(deploymentID string) bool
+	// WebhookKey seals the webhook endpoints' signing secrets (see
+	// manage.Options.WebhookKey).
+	WebhookKey []byte
 }
 
 // Dashboard serves the dashboard's pages. It is an http.Handler.
@@ -147,7 +150,7 @@ func New(opt Options) (*Dashboard, error) {
 	}
 	d.pages = p
 	d.manage, err = manage.New(manage.Options{Store: opt.Store, Config: d.config, KeyChanged: d.keyChanged, Now: d.now,
-		Random: d.random, Logger: d.log, Available: d.available})
+		Random: d.random, Logger: d.log, Available: d.available, WebhookKey: opt.WebhookKey})
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,13 @@ func (s *Service) routes() []route {
 		{"POST /api/v1/accounts/{id}/credit", s.creditAccount},
 		{"GET /api/v1/accounts/{id}/balance", s.balanceHistory},
 		{"GET /api/v1/models", s.listModels},
+		{"GET /api/v1/webhooks", s.listWebhooks},
+		{"POST /api/v1/webhooks", s.createWebhook},
+		{"GET /api/v1/webhooks/{id}", s.getWebhook},
+		{"PATCH /api/v1/webhooks/{id}", s.patchWebhook},
+		{"DELETE /api/v1/webhooks/{id}", s.deleteWebhook},
+		{"POST /api/v1/webhooks/{id}/test", s.testWebhook},
+		{"GET /api/v1/webhooks/{id}/deliveries", s.webhookDeliveries},
 	}
 }
 

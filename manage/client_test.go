@@ -90,7 +90,7 @@ func TestTheGeneratedClientDrivesEveryEndpoint(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, credited.JSON200, "%s", credited.Body)
 	assert.Equal(t, 7.5, credited.JSON200.BalanceUsd)
-	planned, err := admin.SetPlanWithResponse(ctx, id, apiclient.SetPlanJSONRequestBody{Plan: "pro"})
+	planned, err := admin.SetPlanWithResponse(ctx, id, apiclient.SetPlanJSONRequestBody{Plan: ptr("pro")})
 	require.NoError(t, err)
 	require.NotNil(t, planned.JSON200, "%s", planned.Body)
 	assert.Equal(t, "pro", planned.JSON200.Plan)
@@ -174,6 +174,7 @@ func TestTheGeneratedClientDrivesEveryEndpoint(t *testing.T) {
 	}
 	assert.Equal(t, []string{"key.rotate", "key.enable", "key.disable", "key.update", "key.create", "token.create",
 		"account.plan", "account.credit", "account.create"}, actions)
+	driveWebhooks(t, admin, id)
 	tokens, err := admin.ListTokensWithResponse(ctx, &apiclient.ListTokensParams{AccountId: &id})
 	require.NoError(t, err)
 	require.NotNil(t, tokens.JSON200)

@@ -22,6 +22,8 @@ func scopeProbeBodies(accountID string) map[string]string {
 		"createAccount": `{"email":"probe@example.com","plan":"basic"}`,
 		"setPlan":       `{"plan":"pro"}`,
 		"creditAccount": `{"amount_usd":1}`,
+		"createWebhook": `{"url":"https://hooks.example.com/probe"}`,
+		"updateWebhook": `{"enabled":false}`,
 	}
 }
 
