@@ -1,6 +1,7 @@
 package alerts
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -43,4 +44,31 @@ func SealSecret(key []byte, endpointID, secret string, random io.Reader) ([]byte
 // OpenSecret opens what SealSecret sealed.
 func OpenSecret(key []byte, endpointID string, sealed []byte) ([]byte, error) {
 	return seal.Open(key, sealed, []byte(endpointID))
+}
+
+// SharedSecrets keep the secrets every replica shares (a store.Store).
+type SharedSecrets interface {
+	SharedSecret(ctx context.Context, name string, candidate []byte) ([]byte, error)
+}
+
+// sharedKeyName names the alerts key kept in the database.
+const sharedKeyName = "alerts secret key"
+
+// KeyFor is the key endpoints' secrets are sealed under: derived from
+// configured (alerts.secret_key) when it is set, else from a random key
+// the first replica (or CLI) to ask stores in the database. Serve and the
+// CLI derive it alike, so either can seal what the other opens.
+func KeyFor(ctx context.Context, st SharedSecrets, configured []byte) ([]byte, error) {
+	if len(configured) > 0 {
+		return SecretKey(configured), nil
+	}
+	candidate := make([]byte, 32)
+	if _, err := rand.Read(candidate); err != nil {
+		return nil, fmt.Errorf("alerts key: %w", err)
+	}
+	key, err := st.SharedSecret(ctx, sharedKeyName, candidate)
+	if err != nil {
+		return nil, fmt.Errorf("alerts key: %w", err)
+	}
+	return SecretKey(key), nil
 }

@@ -2,9 +2,7 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/x509"
-	"fmt"
 	mrand "math/rand/v2"
 	"os"
 	"time"
@@ -19,18 +17,11 @@ import (
 // replica runs (claims are exclusive) until the server shuts down.
 func (a *App) buildAlerts(ctx context.Context) error {
 	cfg := a.cfg.Load().Alerts
-	serverKey := []byte(cfg.SecretKey.Reveal())
-	if len(serverKey) == 0 {
-		candidate := make([]byte, 32)
-		if _, err := rand.Read(candidate); err != nil {
-			return fmt.Errorf("alerts key: %w", err)
-		}
-		var err error
-		if serverKey, err = a.st.SharedSecret(ctx, "alerts secret key", candidate); err != nil {
-			return err
-		}
+	key, err := alerts.KeyFor(ctx, a.st, []byte(cfg.SecretKey.Reveal()))
+	if err != nil {
+		return err
 	}
-	a.alertsKey = alerts.SecretKey(serverKey)
+	a.alertsKey = key
 	pool, err := rootCAs(cfg.CAFile)
 	if err != nil {
 		return err
