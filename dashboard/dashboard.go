@@ -191,6 +191,16 @@ func (d *Dashboard) routes() {
 	m.Handle("POST /tokens", d.signedIn(d.createToken))
 	m.Handle("GET /tokens/{id}/created", d.signedIn(d.showCreatedToken))
 	m.Handle("POST /tokens/{id}/revoke", d.signedIn(d.revokeToken))
+	m.Handle("GET /webhooks", d.signedIn(d.listWebhooks))
+	m.Handle("POST /webhooks", d.signedIn(d.createWebhook))
+	m.Handle("POST /webhooks/threshold", d.signedIn(d.setLowBalance))
+	m.Handle("GET /webhooks/{id}/created", d.signedIn(d.showCreatedWebhook))
+	m.Handle("POST /webhooks/{id}/enable", d.signedIn(d.switchWebhook(true)))
+	m.Handle("POST /webhooks/{id}/disable", d.signedIn(d.switchWebhook(false)))
+	m.Handle("POST /webhooks/{id}/test", d.signedIn(d.testWebhook))
+	m.Handle("GET /webhooks/{id}/deliveries", d.signedIn(d.webhookDeliveries))
+	m.Handle("GET /webhooks/{id}/delete", d.signedIn(d.confirmDeleteWebhook))
+	m.Handle("POST /webhooks/{id}/delete", d.signedIn(d.deleteWebhook))
 
 	m.HandleFunc("/", d.notFound)
 	d.mux = m
