@@ -112,3 +112,11 @@ func TestTheLowBalanceThresholdIsOnTheAccount(t *testing.T) {
 	a = e.call("PATCH", path, e.token(e.a.ID, AllScopes...), `{"low_balance_threshold_usd":1}`)
 	require.Equal(t, http.StatusForbidden, a.status, "an account token may not (the dashboard's user may)")
 }
+
+// The webhook tests run again on PostgreSQL (databases_test.go).
+func init() {
+	onPostgreSQL["WebhookURLs"] = TestAPrivateOrPlainWebhookURLIsRefusedWithItsField
+	onPostgreSQL["WebhookSecrets"] = TestAWebhookSecretIsShownOnceAndKeptSealed
+	onPostgreSQL["WebhooksOwn"] = TestWebhooksAreTheAccountsOwn
+	onPostgreSQL["LowBalance"] = TestTheLowBalanceThresholdIsOnTheAccount
+}
