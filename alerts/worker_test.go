@@ -77,7 +77,7 @@ func newWorkerEnv(t *testing.T, statuses ...int) *workerEnv {
 	a, err := st.CreateAccount(t.Context(), store.Account{Email: "ada@example.com", Plan: "free"})
 	require.NoError(t, err)
 	ep, err := st.CreateWebhook(t.Context(), store.WebhookEndpoint{AccountID: a.ID, URL: srv.URL + "/hook", Enabled: true},
-		func(id string) ([]byte, error) { return alerts.SealSecret(key, id, secret, nil) })
+		func(id string) ([]byte, error) { return alerts.SealSecret(key, id, secret, nil) }, 0)
 	require.NoError(t, err)
 	pool := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
 	w := alerts.NewWorker(alerts.Options{

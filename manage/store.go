@@ -25,7 +25,7 @@ type Store interface {
 // Webhooks are the accounts' webhook endpoints, their deliveries, and the
 // low balance threshold.
 type Webhooks interface {
-	CreateWebhook(ctx context.Context, w store.WebhookEndpoint, sealSecret func(id string) ([]byte, error)) (store.WebhookEndpoint, error)
+	CreateWebhook(ctx context.Context, w store.WebhookEndpoint, sealSecret func(id string) ([]byte, error), limit int) (store.WebhookEndpoint, error)
 	WebhookByID(ctx context.Context, id string) (store.WebhookEndpoint, error)
 	ListWebhooks(ctx context.Context, accountID string) ([]store.WebhookEndpoint, error)
 	SetWebhookEnabled(ctx context.Context, id string, enabled bool) (store.WebhookEndpoint, error)

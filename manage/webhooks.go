@@ -87,13 +87,6 @@ func (s *Service) CreateWebhook(ctx context.Context, a Actor, r WebhookRequest) 
 	if len(s.opt.WebhookKey) == 0 {
 		return store.WebhookEndpoint{}, "", s.fail(ctx, "create webhook", errors.New("no webhook key (Options.WebhookKey)"))
 	}
-	have, err := s.opt.Store.ListWebhooks(ctx, r.AccountID)
-	if err != nil {
-		return store.WebhookEndpoint{}, "", s.fail(ctx, "list webhooks", err)
-	}
-	if len(have) >= MaxWebhooksPerAccount {
-		return store.WebhookEndpoint{}, "", ErrWebhookLimit
-	}
 	secret, err := alerts.NewSecret(s.opt.Random)
 	if err != nil {
 		return store.WebhookEndpoint{}, "", s.fail(ctx, "webhook secret", err)
@@ -101,8 +94,13 @@ func (s *Service) CreateWebhook(ctx context.Context, a Actor, r WebhookRequest) 
 	w, err := s.opt.Store.CreateWebhook(ctx, store.WebhookEndpoint{AccountID: r.AccountID, URL: strings.TrimSpace(r.URL),
 		Description: strings.TrimSpace(r.Description), Enabled: true}, func(id string) ([]byte, error) {
 		return alerts.SealSecret(s.opt.WebhookKey, id, secret, s.opt.Random)
-	})
-	if err != nil {
+	}, MaxWebhooksPerAccount)
+	switch {
+	case errors.Is(err, store.ErrLimit):
+		return store.WebhookEndpoint{}, "", ErrWebhookLimit
+	case errors.Is(err, store.ErrNotFound):
+		return store.WebhookEndpoint{}, "", ErrNotFound
+	case err != nil:
 		return store.WebhookEndpoint{}, "", s.fail(ctx, "create webhook", err)
 	}
 	s.audit(ctx, a, w.AccountID, ActionWebhookCreate, w.ID)

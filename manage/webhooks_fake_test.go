@@ -10,7 +10,7 @@ import (
 // The fake store keeps no webhooks: the rules of the webhooks are tested
 // over a real store (webhooks_test.go).
 
-func (f *fakeStore) CreateWebhook(context.Context, store.WebhookEndpoint, func(string) ([]byte, error)) (store.WebhookEndpoint, error) {
+func (f *fakeStore) CreateWebhook(context.Context, store.WebhookEndpoint, func(string) ([]byte, error), int) (store.WebhookEndpoint, error) {
 	return store.WebhookEndpoint{}, errFake
 }
 

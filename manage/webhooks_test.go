@@ -113,10 +113,23 @@ func TestTheLowBalanceThresholdIsOnTheAccount(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, a.status, "an account token may not (the dashboard's user may)")
 }
 
+// An account holds at most MaxWebhooksPerAccount endpoints: then 409.
+func TestAnAccountHoldsAtMostItsCapOfWebhooks(t *testing.T) {
+	e := newAPIEnv(t)
+	tok := e.token(e.a.ID, ScopeWebhooksWrite)
+	for range MaxWebhooksPerAccount {
+		require.Equal(t, http.StatusCreated, e.call("POST", "/api/v1/webhooks", tok, `{"url":"https://hooks.example.com/x"}`).status)
+	}
+	a := e.call("POST", "/api/v1/webhooks", tok, `{"url":"https://hooks.example.com/x"}`)
+	require.Equal(t, http.StatusConflict, a.status, "%s", a.body)
+	require.Equal(t, "webhook_limit_reached", a.get("error.code").String())
+}
+
 // The webhook tests run again on PostgreSQL (databases_test.go).
 func init() {
 	onPostgreSQL["WebhookURLs"] = TestAPrivateOrPlainWebhookURLIsRefusedWithItsField
 	onPostgreSQL["WebhookSecrets"] = TestAWebhookSecretIsShownOnceAndKeptSealed
 	onPostgreSQL["WebhooksOwn"] = TestWebhooksAreTheAccountsOwn
 	onPostgreSQL["LowBalance"] = TestTheLowBalanceThresholdIsOnTheAccount
+	onPostgreSQL["WebhookCap"] = TestAnAccountHoldsAtMostItsCapOfWebhooks
 }

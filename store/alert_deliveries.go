@@ -91,3 +91,21 @@ func (s *sqlStore) FinishDelivery(ctx context.Context, c ClaimedDelivery, r Deli
 	}
 	return nil
 }
+
+func (s *sqlStore) DeleteExpiredPings(ctx context.Context, now time.Time) (int64, error) {
+	var n int64
+	err := s.db.inTx(ctx, func(q querier) error {
+		before := dbTime(now.Add(-PingRetention))
+		if _, err := q.exec(ctx, `DELETE FROM alert_deliveries WHERE event_id IN
+			(SELECT id FROM alert_events WHERE kind = $1 AND created_at < $2)`, AlertPing, before); err != nil {
+			return err
+		}
+		var err error
+		n, err = q.exec(ctx, `DELETE FROM alert_events WHERE kind = $1 AND created_at < $2`, AlertPing, before)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: delete expired pings: %w", err)
+	}
+	return n, nil
+}

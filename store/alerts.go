@@ -19,8 +19,10 @@ import (
 type Alerts interface {
 	// CreateWebhook stores an endpoint; ID and CreatedAt are assigned.
 	// sealSecret seals its signing secret bound to the ID it is given.
-	// ErrNotFound if the account does not exist.
-	CreateWebhook(ctx context.Context, w WebhookEndpoint, sealSecret func(id string) ([]byte, error)) (WebhookEndpoint, error)
+	// ErrNotFound if the account does not exist; ErrLimit if it has limit
+	// endpoints already (0: no cap), counted and inserted as
+	// CreateKeyWithin does.
+	CreateWebhook(ctx context.Context, w WebhookEndpoint, sealSecret func(id string) ([]byte, error), limit int) (WebhookEndpoint, error)
 	// WebhookByID returns an endpoint; ErrNotFound if there is none.
 	WebhookByID(ctx context.Context, id string) (WebhookEndpoint, error)
 	// ListWebhooks returns the account's endpoints, newest first.
@@ -53,7 +55,14 @@ type Alerts interface {
 	// nothing when the claim was lost (the lease passed and another
 	// claimer took it) or the delivery is no longer pending.
 	FinishDelivery(ctx context.Context, c ClaimedDelivery, r DeliveryResult) error
+	// DeleteExpiredPings removes ping events (test deliveries) older than
+	// PingRetention at now, with their deliveries, and says how many.
+	// Other events are kept: their dedupe keys must stay.
+	DeleteExpiredPings(ctx context.Context, now time.Time) (int64, error)
 }
+
+// PingRetention is how long a test ping stays in the delivery log.
+const PingRetention = 7 * 24 * time.Hour
 
 // Alert event kinds.
 const (
@@ -149,7 +158,7 @@ func scanWebhook(row scanner) (WebhookEndpoint, error) {
 	return w, err
 }
 
-func (s *sqlStore) CreateWebhook(ctx context.Context, w WebhookEndpoint, sealSecret func(id string) ([]byte, error)) (WebhookEndpoint, error) {
+func (s *sqlStore) CreateWebhook(ctx context.Context, w WebhookEndpoint, sealSecret func(id string) ([]byte, error), limit int) (WebhookEndpoint, error) {
 	id, err := newID(s.random, webhookIDPrefix)
 	if err != nil {
 		return WebhookEndpoint{}, fmt.Errorf("store: create webhook: %w", err)
@@ -158,10 +167,18 @@ func (s *sqlStore) CreateWebhook(ctx context.Context, w WebhookEndpoint, sealSec
 	if err != nil {
 		return WebhookEndpoint{}, fmt.Errorf("store: create webhook: seal: %w", err)
 	}
-	out, err := scanWebhook(s.db.write().queryRow(ctx,
-		`INSERT INTO webhook_endpoints (id, account_id, url, description, enabled, secret_sealed, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+webhookColumns,
-		id, w.AccountID, w.URL, w.Description, w.Enabled, sealed, dbTime(s.now())))
+	var out WebhookEndpoint
+	err = s.db.inTx(ctx, func(q querier) error {
+		if err := s.underCap(ctx, q, w.AccountID, `SELECT COUNT(*) FROM webhook_endpoints WHERE account_id = $1`, limit); err != nil {
+			return err
+		}
+		var err error
+		out, err = scanWebhook(q.queryRow(ctx,
+			`INSERT INTO webhook_endpoints (id, account_id, url, description, enabled, secret_sealed, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+webhookColumns,
+			id, w.AccountID, w.URL, w.Description, w.Enabled, sealed, dbTime(s.now())))
+		return err
+	})
 	if err != nil {
 		return WebhookEndpoint{}, fmt.Errorf("store: create webhook: %w", err)
 	}

@@ -23,6 +23,7 @@ var alertTests = []struct {
 	{"ABalanceFallingBelowItsThresholdAlertsOncePerFall", testLowBalanceAlertsOncePerFall},
 	{"AClaimedDeliveryIsHiddenUntilItsLeaseAndFinishedOnce", testClaimLease},
 	{"ConcurrentClaimersNeverGetTheSameDelivery", testConcurrentClaims},
+	{"PingsAreForgottenAfterTheirRetentionAndOtherEventsKept", testPingRetention},
 }
 
 // newWebhook stores an enabled endpoint of the account whose sealed secret
@@ -31,7 +32,7 @@ func newWebhook(t *testing.T, s store.Store, accountID string) store.WebhookEndp
 	t.Helper()
 	w, err := s.CreateWebhook(t.Context(), store.WebhookEndpoint{
 		AccountID: accountID, URL: "https://hooks.example.com/" + accountID, Description: "ops", Enabled: true,
-	}, func(id string) ([]byte, error) { return []byte("sealed:" + id), nil })
+	}, func(id string) ([]byte, error) { return []byte("sealed:" + id), nil }, 0)
 	require.NoError(t, err)
 	return w
 }
@@ -60,8 +61,14 @@ func testWebhookLifecycle(t *testing.T, s store.Store) {
 	_, err = s.WebhookByID(ctx, w.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	_, err = s.CreateWebhook(ctx, store.WebhookEndpoint{AccountID: "acct_missing", URL: "https://x.example"},
-		func(string) ([]byte, error) { return []byte("x"), nil })
+		func(string) ([]byte, error) { return []byte("x"), nil }, 0)
 	require.ErrorIs(t, err, store.ErrNotFound)
+
+	// The cap counts the account's endpoints (two are left: w2 and w3).
+	newWebhook(t, s, a.ID)
+	_, err = s.CreateWebhook(ctx, store.WebhookEndpoint{AccountID: a.ID, URL: "https://x.example"},
+		func(string) ([]byte, error) { return []byte("x"), nil }, 2)
+	require.ErrorIs(t, err, store.ErrLimit)
 }
 
 func testAlertDedupe(t *testing.T, s store.Store) {
@@ -234,4 +241,27 @@ func testConcurrentClaims(t *testing.T, s store.Store) {
 	for id, n := range seen {
 		require.Equal(t, 1, n, "delivery %s claimed %d times", id, n)
 	}
+}
+
+func testPingRetention(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 0)
+	w := newWebhook(t, s, a.ID)
+	for _, kind := range []string{store.AlertPing, store.AlertBalanceLow} {
+		_, _, err := s.EnqueueAlert(ctx, store.AlertEvent{AccountID: a.ID, Kind: kind, DedupeKey: kind}, "")
+		require.NoError(t, err)
+	}
+	n, err := s.DeleteExpiredPings(ctx, time.Now().Add(store.PingRetention-time.Minute))
+	require.NoError(t, err)
+	require.Zero(t, n, "not yet")
+	n, err = s.DeleteExpiredPings(ctx, time.Now().Add(store.PingRetention+time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	ds, err := s.WebhookDeliveries(ctx, w.ID, 10)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.Equal(t, store.AlertBalanceLow, ds[0].Kind)
+	_, created, err := s.EnqueueAlert(ctx, store.AlertEvent{AccountID: a.ID, Kind: store.AlertBalanceLow, DedupeKey: store.AlertBalanceLow}, "")
+	require.NoError(t, err)
+	require.False(t, created, "its dedupe key stays")
 }
