@@ -1,6 +1,9 @@
-// Package store keeps Tollgate's accounts, API keys and usage records in
-// PostgreSQL (pgx/v5) or, by default, an embedded SQLite file, behind one
-// interface. Money is integer nano-dollars; secrets are stored only as hashes.
+// Package store keeps Tollgate's accounts, API keys, usage records, webhook
+// endpoints and alert outbox in PostgreSQL (pgx/v5) or, by default, an
+// embedded SQLite file, behind one interface. Money is integer
+// nano-dollars; secrets are stored only as hashes, but for the webhook
+// endpoints' signing secrets, which are needed again to sign and are
+// stored sealed by the caller.
 package store
 
 import (
