@@ -8,6 +8,38 @@ import (
 	"github.com/tollgate/tollgate/money"
 )
 
+// lowBalanceFall is the SQL, in an UPDATE of accounts that subtracts $2
+// from balance_nanos (a negative $2 adds), that is 1 when the change takes
+// the balance from at or above the low balance threshold to below it, and
+// 0 otherwise. Column references read the row as it was before.
+const lowBalanceFall = `CASE WHEN low_balance_threshold IS NOT NULL AND balance_nanos >= low_balance_threshold
+	AND balance_nanos - $2 < low_balance_threshold THEN 1 ELSE 0 END`
+
+// crossingScanner scans an account row followed by its
+// low_balance_crossings.
+type crossingScanner struct {
+	row       scanner
+	crossings *int64
+}
+
+func (c crossingScanner) Scan(dest ...any) error {
+	return c.row.Scan(append(dest, c.crossings)...)
+}
+
+// alertIfFell writes a balance.low event when a change of -debit took a
+// from at or above its threshold to below it.
+func (s *sqlStore) alertIfFell(ctx context.Context, q querier, a Account, debit, crossings int64) error {
+	c := lowBalanceCrossing{accountID: a.ID, balance: int64(a.Balance), crossings: crossings}
+	if a.LowBalanceThreshold != nil {
+		t := int64(*a.LowBalanceThreshold)
+		c.threshold = &t
+	}
+	if !c.crossed(debit) {
+		return nil
+	}
+	return s.enqueueLowBalance(ctx, q, []lowBalanceCrossing{c})
+}
+
 // lowBalanceCrossing is an account's state right after a debit.
 type lowBalanceCrossing struct {
 	accountID string

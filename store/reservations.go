@@ -177,9 +177,7 @@ func (c *accountChanges) apply(ctx context.Context, q querier) error {
 		var after lowBalanceCrossing
 		err := q.queryRow(ctx,
 			`UPDATE accounts SET balance_nanos = balance_nanos - $2, reserved_nanos = reserved_nanos - $3,
-				low_balance_crossings = low_balance_crossings + CASE
-					WHEN low_balance_threshold IS NOT NULL AND balance_nanos >= low_balance_threshold
-						AND balance_nanos - $2 < low_balance_threshold THEN 1 ELSE 0 END
+				low_balance_crossings = low_balance_crossings + `+lowBalanceFall+`
 			WHERE id = $1 RETURNING balance_nanos, low_balance_threshold, low_balance_crossings`,
 			id, ch.debit, ch.release).Scan(&after.balance, &after.threshold, &after.crossings)
 		if err != nil {

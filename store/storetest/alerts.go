@@ -156,6 +156,12 @@ func testLowBalanceAlertsOncePerFall(t *testing.T, s store.Store) {
 	debit(t, s, k, "r5", dollars(10))
 	require.Equal(t, 2, balanceLowEvents(t, s, w), "the next fall alerts again")
 
+	_, err = s.CreditAccount(ctx, a.ID, dollars(10)) // back above
+	require.NoError(t, err)
+	_, err = s.CreditAccount(ctx, a.ID, -dollars(8)) // a correction below
+	require.NoError(t, err)
+	require.Equal(t, 3, balanceLowEvents(t, s, w), "a negative credit that falls below alerts too")
+
 	_, err = s.SetLowBalanceThreshold(ctx, a.ID, nil)
 	require.NoError(t, err)
 	got, err = s.AccountByID(ctx, a.ID)
