@@ -90,6 +90,8 @@ type Config struct {
 	Limits Limits `yaml:"limits"`
 	// Dashboard are the dashboard's settings (config/dashboard.go).
 	Dashboard Dashboard `yaml:"dashboard"`
+	// Alerts configure the webhook deliveries of alerts.
+	Alerts Alerts `yaml:"alerts"`
 	// LoadedAt is when the configuration was parsed: the created time of
 	// the models that give none.
 	LoadedAt time.Time `yaml:"-"`
@@ -515,6 +517,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if err := c.Dashboard.validate(); err != nil {
+		return err
+	}
+	if err := c.Alerts.validate(); err != nil {
 		return err
 	}
 

@@ -71,6 +71,9 @@ type Options struct {
 	// health ext_proc admits requests by, so the model list says what
 	// GET /v1/models says. Nil → every deployment of an enabled provider.
 	Available func(deploymentID string) bool
+	// WebhookKey seals the webhook endpoints' signing secrets (see
+	// manage.Options.WebhookKey).
+	WebhookKey []byte
 }
 
 // Dashboard serves the dashboard's pages. It is an http.Handler.
@@ -150,7 +153,7 @@ func New(opt Options) (*Dashboard, error) {
 	}
 	d.pages = p
 	d.manage, err = manage.New(manage.Options{Store: opt.Store, Config: d.config, KeyChanged: d.keyChanged, Now: d.now,
-		Random: d.random, Logger: d.log, Available: d.available})
+		Random: d.random, Logger: d.log, Available: d.available, WebhookKey: opt.WebhookKey})
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +202,16 @@ func (d *Dashboard) routes() {
 	m.Handle("GET /tokens/{id}/created", d.signedIn(d.showCreatedToken))
 	m.Handle("GET /tokens/{id}/revoke", d.signedIn(d.confirmRevokeToken))
 	m.Handle("POST /tokens/{id}/revoke", d.signedIn(d.revokeToken))
+	m.Handle("GET /webhooks", d.signedIn(d.listWebhooks))
+	m.Handle("POST /webhooks", d.signedIn(d.createWebhook))
+	m.Handle("POST /webhooks/threshold", d.signedIn(d.setLowBalance))
+	m.Handle("GET /webhooks/{id}/created", d.signedIn(d.showCreatedWebhook))
+	m.Handle("POST /webhooks/{id}/enable", d.signedIn(d.switchWebhook(true)))
+	m.Handle("POST /webhooks/{id}/disable", d.signedIn(d.switchWebhook(false)))
+	m.Handle("POST /webhooks/{id}/test", d.signedIn(d.testWebhook))
+	m.Handle("GET /webhooks/{id}/deliveries", d.signedIn(d.webhookDeliveries))
+	m.Handle("GET /webhooks/{id}/delete", d.signedIn(d.confirmDeleteWebhook))
+	m.Handle("POST /webhooks/{id}/delete", d.signedIn(d.deleteWebhook))
 
 	m.HandleFunc("/", d.notFound)
 	d.mux = m

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate/tollgate/alerts"
 	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/testclock"
@@ -107,8 +108,9 @@ func newEnvWith(t *testing.T, wrap func(store.Store) store.Store) *testEnv {
 			defer e.mu.Unlock()
 			return !e.down[id]
 		},
-		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Now:    e.clock.Now,
+		Logger:     slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Now:        e.clock.Now,
+		WebhookKey: alerts.SecretKey([]byte("dashboard test key")),
 	})
 	require.NoError(t, err)
 	return e

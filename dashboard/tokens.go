@@ -49,9 +49,11 @@ type tokenCreatedPage struct {
 }
 
 var scopeWhat = map[string]string{
-	manage.ScopeKeysRead:  "list and read keys",
-	manage.ScopeKeysWrite: "create, change, rotate and delete keys",
-	manage.ScopeUsageRead: "read usage and the balance",
+	manage.ScopeKeysRead:      "list and read keys",
+	manage.ScopeKeysWrite:     "create, change, rotate and delete keys",
+	manage.ScopeUsageRead:     "read usage and the balance",
+	manage.ScopeWebhooksRead:  "list webhook endpoints and their delivery logs",
+	manage.ScopeWebhooksWrite: "add, switch, test and delete webhook endpoints",
 }
 
 // actor is the signed-in user as the management service knows them.

@@ -44,6 +44,10 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 	_, err = tg.client(tg.newKey(t, "me@example.com", "--description", "used")).Chat.Completions.New(ctx, chatParams())
 	require.NoError(t, err)
 	tg.run(t, "token", "create", "--account", "me@example.com", "--scope", "keys:read", "--name", "deploy bot")
+	tg.run(t, "webhook", "add", "--account", "me@example.com", "--url", "https://hooks.example.com/a/rather/long/path/for/the/billing/alerts", "--description", "billing")
+	webhooks, err := tg.Store.ListWebhooks(ctx, account.ID)
+	require.NoError(t, err)
+	tg.run(t, "webhook", "test", webhooks[0].ID)
 	keys, err := tg.Store.ListKeys(ctx, account.ID)
 	require.NoError(t, err)
 	keyID := keys[0].ID
@@ -70,7 +74,8 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 	)
 	pages := []string{"/keys", "/keys/new", "/keys/" + keyID, "/keys/" + keyID + "/requests", "/usage", "/keys/" + keyID + "/edit", "/keys/" + keyID + "/rotate",
 		"/keys/" + keyID + "/delete", "/models", "/tokens", "/tokens/" + tokens[0].ID + "/revoke", "/activity", "/activity?action=key.create",
-		"/keys/" + keyID + "/budgets", "/budgets", "/billing", "/no-such-page"}
+		"/keys/" + keyID + "/budgets", "/budgets", "/billing",
+		"/webhooks", "/webhooks/" + webhooks[0].ID + "/deliveries", "/webhooks/" + webhooks[0].ID + "/delete", "/no-such-page"}
 	for _, width := range []int64{1280, 390} {
 		do(fmt.Sprintf("a %d px wide window", width), chromedp.EmulateViewport(width, 844))
 		for _, page := range pages {

@@ -65,7 +65,10 @@ func schemathesisUnderEnvoy(t *testing.T, dir string) []string {
 // schemas allow to succeed, while some rules are not the schemas' to say
 // (an admin token must name the account, a cursor must be one the API
 // gave, an expiry must be in the future, a plan must exist). The admin run
-// leaves out revoking tokens, which would revoke its own.
+// leaves out revoking tokens, which would revoke its own. One worker: with
+// two threads, CPython's compile() now and then fails inside schemathesis
+// itself ("AST constructor recursion depth mismatch", a Runtime Error that
+// fails the run with every check passed).
 func TestTheManagementAPIHoldsToItsDocumentUnderGeneratedCalls(t *testing.T) {
 	st := needSchemathesis(t)
 	p := newMockOpenAI(t)
@@ -73,7 +76,7 @@ func TestTheManagementAPIHoldsToItsDocumentUnderGeneratedCalls(t *testing.T) {
 	tg.run(t, "account", "create", "--email", "team@example.com", "--plan", "pro", "--balance", "10")
 	admin := strings.TrimSpace(tg.run(t, "token", "create", "--admin"))
 	account := strings.TrimSpace(tg.run(t, "token", "create", "--account", "team@example.com",
-		"--scope", "keys:read", "--scope", "keys:write", "--scope", "usage:read"))
+		"--scope", "keys:read", "--scope", "keys:write", "--scope", "usage:read", "--scope", "webhooks:read", "--scope", "webhooks:write"))
 	doc := strings.TrimSuffix(tg.BaseURL, "/v1") + "/api/v1/openapi.json"
 	for _, run := range []struct {
 		name, token string
@@ -87,7 +90,7 @@ func TestTheManagementAPIHoldsToItsDocumentUnderGeneratedCalls(t *testing.T) {
 			defer cancel()
 			args := append([]string{"run", doc, "--header", "Authorization: Bearer " + run.token,
 				"--checks", "all", "--exclude-checks", "positive_data_acceptance",
-				"--max-examples", "15", "--seed", "20260615", "--workers", "2", "--request-timeout", "10",
+				"--max-examples", "15", "--seed", "20260615", "--workers", "1", "--request-timeout", "10",
 				"--no-color"}, run.extra...)
 			dir := t.TempDir() // its cache (.schemathesis) stays out of the repository
 			if binding() == bindingEnvoy {

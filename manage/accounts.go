@@ -212,17 +212,39 @@ func (s *Service) creditAccount(w http.ResponseWriter, r *http.Request, a Actor)
 }
 
 func (s *Service) patchAccount(w http.ResponseWriter, r *http.Request, a Actor) error {
-	fields, err := readBody(r, "plan")
+	fields, err := readBody(r, "plan", "low_balance_threshold_usd")
 	if err != nil {
 		return err
 	}
 	var plan string
-	if ok, err := field(fields, "plan", &plan); err != nil {
+	hasPlan, err := field(fields, "plan", &plan)
+	if err != nil {
 		return err
-	} else if !ok {
-		return oaierror.Invalid("invalid_request", "plan", "Give the plan to change to.")
 	}
-	acct, err := s.SetPlan(r.Context(), a, r.PathValue("id"), plan)
+	hasLow, low, err := lowBalanceField(fields)
+	if err != nil {
+		return err
+	}
+	if !hasPlan && !hasLow {
+		return oaierror.Invalid("invalid_request", "plan", "Give the plan to change to, or low_balance_threshold_usd.")
+	}
+	if err := s.adminOnly(a); err != nil {
+		return err
+	}
+	if hasLow { // checked before the plan changes: all or nothing
+		if err := s.checkLowBalance(low); err != nil {
+			return err
+		}
+	}
+	if hasPlan {
+		if _, err := s.SetPlan(r.Context(), a, r.PathValue("id"), plan); err != nil {
+			return err
+		}
+	}
+	acct, err := s.GetAccount(r.Context(), a, r.PathValue("id"))
+	if hasLow {
+		acct, err = s.SetLowBalanceThreshold(r.Context(), a, r.PathValue("id"), low)
+	}
 	if err != nil {
 		return err
 	}

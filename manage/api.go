@@ -66,6 +66,13 @@ func (s *Service) routes() []route {
 		{"PUT /api/v1/keys/{id}/budgets", s.putKeyBudgets},
 		{"GET /api/v1/accounts/{id}/budgets", s.getAccountBudgets},
 		{"PUT /api/v1/accounts/{id}/budgets", s.putAccountBudgets},
+		{"GET /api/v1/webhooks", s.listWebhooks},
+		{"POST /api/v1/webhooks", s.createWebhook},
+		{"GET /api/v1/webhooks/{id}", s.getWebhook},
+		{"PATCH /api/v1/webhooks/{id}", s.patchWebhook},
+		{"DELETE /api/v1/webhooks/{id}", s.deleteWebhook},
+		{"POST /api/v1/webhooks/{id}/test", s.testWebhook},
+		{"GET /api/v1/webhooks/{id}/deliveries", s.webhookDeliveries},
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
 
+	"github.com/tollgate/tollgate/alerts"
 	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/testclock"
@@ -66,7 +67,7 @@ func newAPIEnv(t *testing.T) *apiEnv {
 	require.NoError(t, err)
 	e := &apiEnv{t: t, st: st, clock: clock, changed: make(chan string, 100), cfg: cfg}
 	e.svc, err = New(Options{Store: st, Config: func() *config.Config { return e.cfg }, Now: e.clock.Now,
-		KeyChanged: func(id string) { e.changed <- id }})
+		KeyChanged: func(id string) { e.changed <- id }, WebhookKey: alerts.SecretKey([]byte("test server key"))})
 	require.NoError(t, err)
 	e.srv = httptest.NewServer(e.svc.Handler())
 	t.Cleanup(e.srv.Close)

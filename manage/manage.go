@@ -35,7 +35,7 @@ const (
 )
 
 // AllScopes are the scopes, in order.
-var AllScopes = []string{ScopeKeysRead, ScopeKeysWrite, ScopeUsageRead}
+var AllScopes = []string{ScopeKeysRead, ScopeKeysWrite, ScopeUsageRead, ScopeWebhooksRead, ScopeWebhooksWrite}
 
 // Audit log actions.
 const (
@@ -148,6 +148,9 @@ type Options struct {
 	// (configuration: limits.management_rpm); nil → ratelimit.NewMemory().
 	// Give every replica the same (Redis) limiter so the counts are shared.
 	Limiter ratelimit.Limiter
+	// WebhookKey seals the webhook endpoints' signing secrets
+	// (alerts.SecretKey); without it no endpoint can be added.
+	WebhookKey []byte
 }
 
 // Service applies the management rules.

@@ -24,6 +24,8 @@ func scopeProbeBodies(accountID string) map[string]string {
 		"creditAccount":     `{"amount_usd":1}`,
 		"setKeyBudgets":     `{"budgets":[{"period":"day","amount_usd":1}]}`,
 		"setAccountBudgets": `{"budgets":[{"period":"day","amount_usd":1}]}`,
+		"createWebhook":     `{"url":"https://hooks.example.com/probe"}`,
+		"updateWebhook":     `{"enabled":false}`,
 	}
 }
 

@@ -20,6 +20,20 @@ type Store interface {
 	Usage
 	Idempotency
 	Budgets
+	Webhooks
+}
+
+// Webhooks are the accounts' webhook endpoints, their deliveries, and the
+// low balance threshold.
+type Webhooks interface {
+	CreateWebhook(ctx context.Context, w store.WebhookEndpoint, sealSecret func(id string) ([]byte, error), limit int) (store.WebhookEndpoint, error)
+	WebhookByID(ctx context.Context, id string) (store.WebhookEndpoint, error)
+	ListWebhooks(ctx context.Context, accountID string) ([]store.WebhookEndpoint, error)
+	SetWebhookEnabled(ctx context.Context, id string, enabled bool) (store.WebhookEndpoint, error)
+	DeleteWebhook(ctx context.Context, id string) error
+	WebhookDeliveries(ctx context.Context, endpointID string, limit int) ([]store.AlertDelivery, error)
+	EnqueueAlert(ctx context.Context, e store.AlertEvent, endpointID string) (store.AlertEvent, bool, error)
+	SetLowBalanceThreshold(ctx context.Context, accountID string, threshold *money.Nanos) (store.Account, error)
 }
 
 // Accounts are the accounts, their balances, plans and passwords.

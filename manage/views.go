@@ -67,12 +67,16 @@ type AccountJSON struct {
 	ReservedUSD  money.Nanos `json:"reserved_usd"`
 	AvailableUSD money.Nanos `json:"available_usd"`
 	CreatedAt    time.Time   `json:"created_at"`
+	// LowBalanceThresholdUSD, when set, is the balance below which the
+	// account's webhooks get a balance.low alert.
+	LowBalanceThresholdUSD *money.Nanos `json:"low_balance_threshold_usd"`
 }
 
 // AccountView is a on the wire.
 func AccountView(a store.Account) AccountJSON {
 	return AccountJSON{ID: a.ID, Object: "account", Email: a.Email, Plan: a.Plan, BalanceUSD: a.Balance,
-		ReservedUSD: a.Reserved, AvailableUSD: a.Balance - a.Reserved, CreatedAt: a.CreatedAt.UTC()}
+		ReservedUSD: a.Reserved, AvailableUSD: a.Balance - a.Reserved, CreatedAt: a.CreatedAt.UTC(),
+		LowBalanceThresholdUSD: a.LowBalanceThreshold}
 }
 
 // TokenJSON is a management token on the wire.

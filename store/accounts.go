@@ -2,17 +2,24 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/tollgate/tollgate/money"
 )
 
-const accountColumns = `id, email, plan, balance_nanos, reserved_nanos, created_at`
+const accountColumns = `id, email, plan, balance_nanos, reserved_nanos, created_at, low_balance_threshold`
 
 func scanAccount(row scanner) (Account, error) {
 	var a Account
-	err := row.Scan(&a.ID, &a.Email, &a.Plan, &a.Balance, &a.Reserved, &a.CreatedAt)
+	var low *int64
+	err := row.Scan(&a.ID, &a.Email, &a.Plan, &a.Balance, &a.Reserved, &a.CreatedAt, &low)
+	if low != nil {
+		n := money.Nanos(*low)
+		a.LowBalanceThreshold = &n
+	}
 	return a, err
 }
 
@@ -58,19 +65,29 @@ func (s *sqlStore) AccountByID(ctx context.Context, id string) (Account, error) 
 	return a, nil
 }
 
-// CreditAccount announces the change to other replicas' caches.
+// CreditAccount announces the change to other replicas' caches. A
+// negative amount (a correction) that takes the balance below its low
+// balance threshold alerts as a debit does.
 func (s *sqlStore) CreditAccount(ctx context.Context, accountID string, amount money.Nanos) (Account, error) {
+	if amount == math.MinInt64 {
+		return Account{}, errors.New("store: credit account: amount out of range")
+	}
 	var a Account
 	err := s.changeTx(ctx, Change{Kind: ChangeAccount, ID: accountID}, func(q querier) error {
 		var err error
-		a, err = scanAccount(q.queryRow(ctx,
-			`UPDATE accounts SET balance_nanos = balance_nanos + $2 WHERE id = $1
-			RETURNING `+accountColumns,
-			accountID, int64(amount)))
+		var crossings int64
+		a, err = scanAccount(crossingScanner{q.queryRow(ctx,
+			`UPDATE accounts SET balance_nanos = balance_nanos - $2,
+				low_balance_crossings = low_balance_crossings + `+lowBalanceFall+`
+			WHERE id = $1 RETURNING `+accountColumns+`, low_balance_crossings`,
+			accountID, -int64(amount)), &crossings})
 		if err != nil {
 			return err
 		}
-		return s.addBalanceChange(ctx, q, a, BalanceCredit, amount, s.now())
+		if err := s.addBalanceChange(ctx, q, a, BalanceCredit, amount, s.now()); err != nil {
+			return err
+		}
+		return s.alertIfFell(ctx, q, a, -int64(amount), crossings)
 	})
 	if err != nil {
 		return Account{}, fmt.Errorf("store: credit account: %w", err)

@@ -104,7 +104,7 @@ func (s *sqlStore) ReturnBudgetLease(ctx context.Context, leaseID string, amount
 		if err := w.shrink(ctx, q, leaseID, amount); err != nil {
 			return err
 		}
-		return w.apply(ctx, q)
+		return w.apply(ctx, q, nil)
 	})
 	if err != nil {
 		return fmt.Errorf("store: return budget lease: %w", err)
@@ -201,10 +201,10 @@ func (w windowChanges) releaseExpired(ctx context.Context, q querier, now time.T
 	return released, nil
 }
 
-// apply updates each changed window in (budget, start) order, announcing
-// the thresholds its spending crossed. A window whose budget is gone is
-// left alone.
-func (w windowChanges) apply(ctx context.Context, q querier) error {
+// apply updates each changed window in (budget, start) order, adding the
+// thresholds its spending crossed to crossed (nil when the changes spend
+// nothing). A window whose budget is gone is left alone.
+func (w windowChanges) apply(ctx context.Context, q querier, crossed *[]BudgetCrossing) error {
 	keys := slices.SortedFunc(maps.Keys(w), func(a, b windowKey) int {
 		return cmp.Or(cmp.Compare(a.budgetID, b.budgetID), cmp.Compare(a.start, b.start))
 	})
@@ -224,10 +224,12 @@ func (w windowChanges) apply(ctx context.Context, q querier) error {
 		if err != nil {
 			return fmt.Errorf("update budget window %s@%d: %w", k.budgetID, k.start, err)
 		}
-		if ch.spend > 0 {
-			if err := announceCrossings(ctx, q, k, ch.end, money.Nanos(spent-ch.spend), money.Nanos(spent)); err != nil {
+		if ch.spend > 0 && crossed != nil {
+			cs, err := crossingsOf(ctx, q, k, ch.end, money.Nanos(spent-ch.spend), money.Nanos(spent))
+			if err != nil {
 				return err
 			}
+			*crossed = append(*crossed, cs...)
 		}
 	}
 	return nil
@@ -246,31 +248,30 @@ type BudgetCrossing struct {
 	Limit, Spent           money.Nanos
 }
 
-// announceCrossings reads the window's budget and announces every
-// threshold that spending from before to after crossed.
-func announceCrossings(ctx context.Context, q querier, k windowKey, end int64, before, after money.Nanos) error {
+// crossingsOf reads the window's budget and returns every threshold that
+// spending from before to after crossed.
+func crossingsOf(ctx context.Context, q querier, k windowKey, end int64, before, after money.Nanos) ([]BudgetCrossing, error) {
 	var b Budget
 	var amount int64
 	var ts string
 	err := q.queryRow(ctx, `SELECT account_id, key_id, period, amount_nanos, thresholds FROM budgets WHERE id = $1`, k.budgetID).
 		Scan(&b.AccountID, &b.KeyID, &b.Period, &amount, &ts)
 	if errors.Is(err, ErrNotFound) {
-		return nil // removed: nothing to announce
+		return nil, nil // removed: nothing to announce
 	}
 	if err != nil {
-		return fmt.Errorf("read budget %s: %w", k.budgetID, err)
+		return nil, fmt.Errorf("read budget %s: %w", k.budgetID, err)
 	}
+	var out []BudgetCrossing
 	for _, t := range crossedThresholds(before, after, money.Nanos(amount), parseThresholds(ts)) {
 		c := BudgetCrossing{AccountID: b.AccountID, KeyID: b.KeyID, BudgetID: k.budgetID, Period: b.Period,
 			WindowStart: time.Unix(k.start, 0).UTC(), Threshold: t, Limit: money.Nanos(amount), Spent: after}
 		if end != 0 {
 			c.WindowEnd = time.Unix(end, 0).UTC()
 		}
-		if err := onBudgetCrossing(ctx, q, c); err != nil {
-			return err
-		}
+		out = append(out, c)
 	}
-	return nil
+	return out, nil
 }
 
 // crossedThresholds are the thresholds (percentages of limit) that
@@ -289,15 +290,6 @@ func crossedThresholds(before, after, limit money.Nanos, thresholds []int) []int
 		}
 	}
 	return out
-}
-
-// onBudgetCrossing is called in the usage record's transaction for every
-// threshold a budget window's spending crosses, once per crossing (a
-// record is charged once). It does nothing yet: it is the seam where alert
-// deliveries are queued, in the same transaction as the spending that
-// caused them.
-func onBudgetCrossing(_ context.Context, _ querier, _ BudgetCrossing) error {
-	return nil
 }
 
 // budgetCharges is what one RecordUsage does to budgets: each record's
@@ -324,12 +316,15 @@ func (b budgetCharges) add(r UsageRecord) error {
 }
 
 // write shrinks the budget leases in ID order, then updates the windows
-// (see Lock order in reservations.go).
-func (b budgetCharges) write(ctx context.Context, q querier) error {
+// (see Lock order in reservations.go); it returns the alert thresholds the
+// spending crossed.
+func (b budgetCharges) write(ctx context.Context, q querier) ([]BudgetCrossing, error) {
 	for _, id := range slices.Sorted(maps.Keys(b.leases)) {
 		if err := b.windows.shrink(ctx, q, id, b.leases[id]); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return b.windows.apply(ctx, q)
+	var crossed []BudgetCrossing
+	err := b.windows.apply(ctx, q, &crossed)
+	return crossed, err
 }

@@ -30,7 +30,7 @@ var ErrBudgetExceeded = errors.New("budget exceeded")
 var budgetPeriods = []string{"day", "week", "month", "total"}
 
 // DefaultThresholds are the percentages of a budget whose crossing is
-// announced (onBudgetCrossing) when a budget names none.
+// announced (a budget.threshold alert) when a budget names none.
 var DefaultThresholds = []int{50, 80, 100}
 
 // MaxBudgets bounds the budgets of one owner: one per period.

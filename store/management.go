@@ -24,7 +24,8 @@ type ManagementToken struct {
 	AccountID string
 	Name      string
 	// Scopes are what the token may do (keys:read, keys:write,
-	// usage:read); an admin token may do everything whatever they say.
+	// usage:read, webhooks:read, webhooks:write); an admin token may do
+	// everything whatever they say.
 	Scopes    []string
 	Hint      string
 	CreatedAt time.Time

@@ -18,7 +18,8 @@ import (
 // concurrent Reserve, Release, ReleaseExpired, LeaseBudget and RecordUsage
 // never deadlock: a transaction that holds a window's lock waits for
 // nothing else (it may read a budget's row, which no such transaction
-// locks).
+// locks). Alert events (alerts.go) are written last, after the windows:
+// an event's dedupe key names what the transaction has locked already.
 
 // Reserve inserts the reservation first (a missing account fails its foreign
 // key: ErrNotFound; a taken ID fails its primary key: ErrConflict), then
@@ -107,7 +108,7 @@ func (s *sqlStore) ReleaseExpired(ctx context.Context, now time.Time) (int, erro
 			return err
 		}
 		released = changes.released + n
-		return windows.apply(ctx, q)
+		return windows.apply(ctx, q, nil)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: release expired: %w", err)
@@ -122,6 +123,9 @@ type accountChanges struct {
 	byAccount map[string]accountChange
 	// released counts the reservations freed.
 	released int
+	// lowBalance are the accounts apply took below their low balance
+	// threshold, for RecordUsage to alert about.
+	lowBalance []lowBalanceCrossing
 }
 
 // accountChange is what one account's UPDATE subtracts.
@@ -178,15 +182,21 @@ func (c *accountChanges) apply(ctx context.Context, q querier) error {
 		if ch == (accountChange{}) {
 			continue
 		}
-		n, err := q.exec(ctx,
-			`UPDATE accounts SET balance_nanos = balance_nanos - $2, reserved_nanos = reserved_nanos - $3
-			WHERE id = $1`,
-			id, ch.debit, ch.release)
+		// The same statement counts a fall below the account's low
+		// balance threshold (from at or above it to below it), under the
+		// account's lock: each fall is seen by one transaction only.
+		var after lowBalanceCrossing
+		err := q.queryRow(ctx,
+			`UPDATE accounts SET balance_nanos = balance_nanos - $2, reserved_nanos = reserved_nanos - $3,
+				low_balance_crossings = low_balance_crossings + `+lowBalanceFall+`
+			WHERE id = $1 RETURNING balance_nanos, low_balance_threshold, low_balance_crossings`,
+			id, ch.debit, ch.release).Scan(&after.balance, &after.threshold, &after.crossings)
 		if err != nil {
 			return fmt.Errorf("update account %s: %w", id, err)
 		}
-		if n == 0 {
-			return fmt.Errorf("update account %s: %w", id, ErrNotFound)
+		if after.crossed(ch.debit) {
+			after.accountID = id
+			c.lowBalance = append(c.lowBalance, after)
 		}
 	}
 	return nil

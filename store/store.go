@@ -1,6 +1,9 @@
-// Package store keeps Tollgate's accounts, API keys and usage records in
-// PostgreSQL (pgx/v5) or, by default, an embedded SQLite file, behind one
-// interface. Money is integer nano-dollars; secrets are stored only as hashes.
+// Package store keeps Tollgate's accounts, API keys, usage records, webhook
+// endpoints and alert outbox in PostgreSQL (pgx/v5) or, by default, an
+// embedded SQLite file, behind one interface. Money is integer
+// nano-dollars; secrets are stored only as hashes, but for the webhook
+// endpoints' signing secrets, which are needed again to sign and are
+// stored sealed by the caller.
 package store
 
 import (
@@ -38,6 +41,9 @@ type Account struct {
 	// balance is Balance − Reserved.
 	Reserved  money.Nanos
 	CreatedAt time.Time
+	// LowBalanceThreshold, when set, is the balance below which the
+	// account gets a balance.low alert (see Alerts).
+	LowBalanceThreshold *money.Nanos
 }
 
 // BalanceChange is a change of an account's balance other than usage.
@@ -250,6 +256,8 @@ const (
 // Store is everything Tollgate keeps. Implementations are safe for
 // concurrent use.
 type Store interface {
+	// Alerts are the webhook endpoints and the alert outbox (alerts.go).
+	Alerts
 	// CreateAccount stores a new account; ID and CreatedAt are assigned.
 	// ErrConflict if the email is taken.
 	CreateAccount(ctx context.Context, a Account) (Account, error)

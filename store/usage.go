@@ -76,10 +76,17 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 		if err := changes.apply(ctx, q); err != nil {
 			return err
 		}
-		if err := budgets.write(ctx, q); err != nil {
+		crossed, err := budgets.write(ctx, q)
+		if err != nil {
 			return err
 		}
-		return rollups.write(ctx, q)
+		if err := rollups.write(ctx, q); err != nil {
+			return err
+		}
+		if err := s.enqueueLowBalance(ctx, q, changes.lowBalance); err != nil {
+			return err
+		}
+		return s.enqueueBudgetCrossings(ctx, q, crossed)
 	})
 	if err != nil {
 		return fmt.Errorf("store: record usage: %w", err)

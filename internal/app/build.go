@@ -181,6 +181,7 @@ func (a *App) buildUsage(ctx context.Context) error {
 	})
 	a.sweepEveryMinute("expired dashboard sessions", a.st.DeleteExpiredSessions)
 	a.sweepEveryMinute("expired stored responses", a.st.DeleteExpiredResponses)
+	a.sweepEveryMinute("expired webhook test pings", a.st.DeleteExpiredPings)
 	return nil
 }
 

@@ -108,13 +108,13 @@ func dashboardHops(o Options) int {
 func (a *App) buildHTTP(context.Context) error {
 	dash, err := dashboard.New(dashboard.Options{
 		Store: a.st, Config: a.cfg.Load, Limiter: a.limiter, KeyChanged: a.keyChanged, Logger: a.log,
-		Available: a.deployments.Available, XFFTrustedHops: dashboardHops(a.opt),
+		Available: a.deployments.Available, XFFTrustedHops: dashboardHops(a.opt), WebhookKey: a.alertsKey,
 	})
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
 	mgmt, err := manage.New(manage.Options{Store: a.st, Config: a.cfg.Load, KeyChanged: a.keyChanged, AccountChanged: a.accountChanged,
-		Logger: a.log, Available: a.deployments.Available, Limiter: a.limiter})
+		Logger: a.log, Available: a.deployments.Available, Limiter: a.limiter, WebhookKey: a.alertsKey})
 	if err != nil {
 		return fmt.Errorf("management API: %w", err)
 	}

@@ -1,8 +1,9 @@
 // Package seal encrypts small values for a round trip through somewhere
 // untrusted (a cookie, a database row): AES-256-GCM under a key derived for
 // one purpose, a random nonce in front of the ciphertext, and optional
-// associated data the value is bound to. The dashboard's one-time secrets
-// and the management API's stored idempotent answers use it.
+// associated data the value is bound to. The dashboard's one-time secrets,
+// the management API's stored idempotent answers and the webhook
+// endpoints' signing secrets use it.
 package seal
 
 import (

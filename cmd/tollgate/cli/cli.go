@@ -102,6 +102,12 @@ var commands = []command{
 	{"token list", "[--account EMAIL] [--json]",
 		"list the admin tokens, or an account's (never their secrets)", runTokenList},
 	{"token revoke", "ID", "revoke a management token at once", runTokenRevoke},
+	{"webhook add", "--account EMAIL --url URL [--description TEXT] [--json]",
+		"add an alert webhook endpoint; prints its signing secret, shown only this once", runWebhookAdd},
+	{"webhook list", "--account EMAIL [--json]", "list an account's webhook endpoints", runWebhookList},
+	{"webhook remove", "ID", "delete a webhook endpoint and its delivery log", runWebhookRemove},
+	{"webhook test", "ID [--json]", "queue a ping event for the endpoint", runWebhookTest},
+	{"webhook deliveries", "ID [--limit N] [--json]", "an endpoint's delivery log, newest first", runWebhookDeliveries},
 }
 
 const usageHead = `Tollgate routes OpenAI-style API calls to LLM providers.
@@ -205,7 +211,7 @@ func (e *env) run(ctx context.Context, args []string) error {
 			return nil
 		}
 		return err
-	case "account", "key", "usage", "token":
+	case "account", "key", "usage", "token", "webhook":
 	default:
 		return usagef("unknown command %q", args[0])
 	}

@@ -1,0 +1,135 @@
+package manage
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/alerts"
+	"github.com/tollgate/tollgate/store"
+)
+
+// A webhook URL that is not https, or names a private address literally,
+// is refused with its field, and nothing is stored; with
+// alerts.allow_private_addresses it is accepted.
+func TestAPrivateOrPlainWebhookURLIsRefusedWithItsField(t *testing.T) {
+	e := newAPIEnv(t)
+	tok := e.token(e.a.ID, ScopeWebhooksWrite, ScopeWebhooksRead)
+	for _, url := range []string{"https://127.0.0.1/hook", "https://10.0.0.7/hook", "https://[::1]/hook",
+		"https://169.254.169.254/latest/meta-data", "https://localhost:8443/", "http://hooks.example.com/", "hooks.example.com"} {
+		a := e.call("POST", "/api/v1/webhooks", tok, `{"url":"`+url+`"}`)
+		assert.Equal(t, http.StatusBadRequest, a.status, "%s: %s", url, a.body)
+		assert.Equal(t, "url", a.get("error.param").String(), url)
+	}
+	ws, err := e.st.ListWebhooks(context.Background(), e.a.ID)
+	require.NoError(t, err)
+	require.Empty(t, ws, "nothing stored")
+
+	e.cfg.Alerts.AllowPrivateAddresses = true
+	a := e.call("POST", "/api/v1/webhooks", tok, `{"url":"http://127.0.0.1:9000/hook"}`)
+	require.Equal(t, http.StatusCreated, a.status, "%s", a.body)
+}
+
+// The secret is shown once, kept sealed, and opens with the server's key
+// for the endpoint it was made for.
+func TestAWebhookSecretIsShownOnceAndKeptSealed(t *testing.T) {
+	e := newAPIEnv(t)
+	tok := e.token(e.a.ID, ScopeWebhooksWrite, ScopeWebhooksRead)
+	a := e.call("POST", "/api/v1/webhooks", tok, `{"url":"https://hooks.example.com/x","description":"ops"}`)
+	require.Equal(t, http.StatusCreated, a.status, "%s", a.body)
+	secret := a.get("secret").String()
+	require.Regexp(t, `^whsec_`, secret)
+	id := a.get("id").String()
+	require.Equal(t, e.a.ID, a.get("account_id").String(), "an account token's own account")
+
+	got := e.call("GET", "/api/v1/webhooks/"+id, tok, "")
+	require.Equal(t, http.StatusOK, got.status)
+	require.False(t, got.get("secret").Exists())
+
+	_, _, err := e.st.EnqueueAlert(context.Background(), store.AlertEvent{AccountID: e.a.ID, Kind: store.AlertPing, DedupeKey: "k"}, "")
+	require.NoError(t, err)
+	claimed, err := e.st.ClaimDeliveries(context.Background(), e.clock.Now(), time.Minute, 10)
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.NotContains(t, string(claimed[0].SecretSealed), secret[len(alerts.SecretPrefix):], "not stored in plain")
+	plain, err := alerts.OpenSecret(e.svc.opt.WebhookKey, id, claimed[0].SecretSealed)
+	require.NoError(t, err)
+	require.Equal(t, secret, string(plain))
+}
+
+// An account token reaches its own endpoints only, and only with the
+// webhook scopes.
+func TestWebhooksAreTheAccountsOwn(t *testing.T) {
+	e := newAPIEnv(t)
+	own := e.token(e.a.ID, ScopeWebhooksWrite, ScopeWebhooksRead)
+	other := e.token(e.b.ID, ScopeWebhooksWrite, ScopeWebhooksRead)
+	a := e.call("POST", "/api/v1/webhooks", own, `{"url":"https://hooks.example.com/a"}`)
+	require.Equal(t, http.StatusCreated, a.status)
+	id := a.get("id").String()
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/api/v1/webhooks/" + id, ""},
+		{"PATCH", "/api/v1/webhooks/" + id, `{"enabled":false}`},
+		{"POST", "/api/v1/webhooks/" + id + "/test", ""},
+		{"GET", "/api/v1/webhooks/" + id + "/deliveries", ""},
+		{"DELETE", "/api/v1/webhooks/" + id, ""},
+	} {
+		got := e.call(c.method, c.path, other, c.body)
+		assert.Equal(t, http.StatusNotFound, got.status, "%s %s", c.method, c.path)
+	}
+	list := e.call("GET", "/api/v1/webhooks", other, "")
+	require.Equal(t, http.StatusOK, list.status)
+	require.Zero(t, list.get("data.#").Int())
+	w, err := e.st.WebhookByID(context.Background(), id)
+	require.NoError(t, err)
+	require.True(t, w.Enabled, "unchanged")
+}
+
+// The low balance threshold is set and cleared on the account, checked,
+// and shown on the account resource.
+func TestTheLowBalanceThresholdIsOnTheAccount(t *testing.T) {
+	e := newAPIEnv(t)
+	path := "/api/v1/accounts/" + e.a.ID
+	a := e.call("PATCH", path, e.admin, `{"low_balance_threshold_usd":2.5}`)
+	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	require.Equal(t, 2.5, a.get("low_balance_threshold_usd").Float())
+	require.Equal(t, "basic", a.get("plan").String())
+	for _, bad := range []string{`{"low_balance_threshold_usd":-1}`, `{"low_balance_threshold_usd":0}`, `{"low_balance_threshold_usd":"x"}`} {
+		got := e.call("PATCH", path, e.admin, bad)
+		assert.Equal(t, http.StatusBadRequest, got.status, bad)
+	}
+	got := e.call("PATCH", path, e.admin, `{"plan":"pro","low_balance_threshold_usd":-1}`)
+	require.Equal(t, http.StatusBadRequest, got.status)
+	acct, err := e.st.AccountByID(context.Background(), e.a.ID)
+	require.NoError(t, err)
+	require.Equal(t, "basic", acct.Plan, "all or nothing")
+	a = e.call("PATCH", path, e.admin, `{"low_balance_threshold_usd":null}`)
+	require.Equal(t, http.StatusOK, a.status)
+	require.Equal(t, "null", a.get("low_balance_threshold_usd").Raw)
+	a = e.call("PATCH", path, e.token(e.a.ID, AllScopes...), `{"low_balance_threshold_usd":1}`)
+	require.Equal(t, http.StatusForbidden, a.status, "an account token may not (the dashboard's user may)")
+}
+
+// An account holds at most MaxWebhooksPerAccount endpoints: then 409.
+func TestAnAccountHoldsAtMostItsCapOfWebhooks(t *testing.T) {
+	e := newAPIEnv(t)
+	tok := e.token(e.a.ID, ScopeWebhooksWrite)
+	for range MaxWebhooksPerAccount {
+		require.Equal(t, http.StatusCreated, e.call("POST", "/api/v1/webhooks", tok, `{"url":"https://hooks.example.com/x"}`).status)
+	}
+	a := e.call("POST", "/api/v1/webhooks", tok, `{"url":"https://hooks.example.com/x"}`)
+	require.Equal(t, http.StatusConflict, a.status, "%s", a.body)
+	require.Equal(t, "webhook_limit_reached", a.get("error.code").String())
+}
+
+// The webhook tests run again on PostgreSQL (databases_test.go).
+func init() {
+	onPostgreSQL["WebhookURLs"] = TestAPrivateOrPlainWebhookURLIsRefusedWithItsField
+	onPostgreSQL["WebhookSecrets"] = TestAWebhookSecretIsShownOnceAndKeptSealed
+	onPostgreSQL["WebhooksOwn"] = TestWebhooksAreTheAccountsOwn
+	onPostgreSQL["LowBalance"] = TestTheLowBalanceThresholdIsOnTheAccount
+	onPostgreSQL["WebhookCap"] = TestAnAccountHoldsAtMostItsCapOfWebhooks
+}

@@ -1,0 +1,273 @@
+package storetest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/store"
+)
+
+// alertTests are Run's subtests for webhook endpoints and the alert outbox.
+var alertTests = []struct {
+	name string
+	run  func(t *testing.T, s store.Store)
+}{
+	{"WebhooksAreCreatedListedSwitchedAndDeleted", testWebhookLifecycle},
+	{"AnAlertIsOneEventPerDedupeKeyWithADeliveryPerEnabledEndpoint", testAlertDedupe},
+	{"ABalanceFallingBelowItsThresholdAlertsOncePerFall", testLowBalanceAlertsOncePerFall},
+	{"AClaimedDeliveryIsHiddenUntilItsLeaseAndFinishedOnce", testClaimLease},
+	{"ConcurrentClaimersNeverGetTheSameDelivery", testConcurrentClaims},
+	{"PingsAreForgottenAfterTheirRetentionAndOtherEventsKept", testPingRetention},
+}
+
+// newWebhook stores an enabled endpoint of the account whose sealed secret
+// is "sealed:<id>".
+func newWebhook(t *testing.T, s store.Store, accountID string) store.WebhookEndpoint {
+	t.Helper()
+	w, err := s.CreateWebhook(t.Context(), store.WebhookEndpoint{
+		AccountID: accountID, URL: "https://hooks.example.com/" + accountID, Description: "ops", Enabled: true,
+	}, func(id string) ([]byte, error) { return []byte("sealed:" + id), nil }, 0)
+	require.NoError(t, err)
+	return w
+}
+
+func testWebhookLifecycle(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 0)
+	w := newWebhook(t, s, a.ID)
+	require.Regexp(t, `^whk_[0-9A-Za-z]{16}$`, w.ID)
+	require.True(t, w.Enabled)
+	got, err := s.WebhookByID(ctx, w.ID)
+	require.NoError(t, err)
+	require.Equal(t, w, got)
+
+	w2 := newWebhook(t, s, a.ID)
+	list, err := s.ListWebhooks(ctx, a.ID)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+
+	off, err := s.SetWebhookEnabled(ctx, w2.ID, false)
+	require.NoError(t, err)
+	require.False(t, off.Enabled)
+
+	require.NoError(t, s.DeleteWebhook(ctx, w.ID))
+	require.ErrorIs(t, s.DeleteWebhook(ctx, w.ID), store.ErrNotFound)
+	_, err = s.WebhookByID(ctx, w.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = s.CreateWebhook(ctx, store.WebhookEndpoint{AccountID: "acct_missing", URL: "https://x.example"},
+		func(string) ([]byte, error) { return []byte("x"), nil }, 0)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	// The cap counts the account's endpoints (two are left: w2 and w3).
+	newWebhook(t, s, a.ID)
+	_, err = s.CreateWebhook(ctx, store.WebhookEndpoint{AccountID: a.ID, URL: "https://x.example"},
+		func(string) ([]byte, error) { return []byte("x"), nil }, 2)
+	require.ErrorIs(t, err, store.ErrLimit)
+}
+
+func testAlertDedupe(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 0)
+	on := newWebhook(t, s, a.ID)
+	off := newWebhook(t, s, a.ID)
+	_, err := s.SetWebhookEnabled(ctx, off.ID, false)
+	require.NoError(t, err)
+
+	ev := store.AlertEvent{AccountID: a.ID, Kind: store.AlertBudgetThreshold, DedupeKey: "budget:b1:80:2026-11", Payload: []byte(`{"percent":80}`)}
+	first, created, err := s.EnqueueAlert(ctx, ev, "")
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Regexp(t, `^evt_`, first.ID)
+	_, created, err = s.EnqueueAlert(ctx, ev, "")
+	require.NoError(t, err)
+	require.False(t, created, "the same dedupe key is one event")
+
+	ds, err := s.WebhookDeliveries(ctx, on.ID, 10)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	assert.Equal(t, first.ID, ds[0].EventID)
+	assert.Equal(t, store.DeliveryPending, ds[0].Status)
+	assert.Equal(t, store.AlertBudgetThreshold, ds[0].Kind)
+	ds, err = s.WebhookDeliveries(ctx, off.ID, 10)
+	require.NoError(t, err)
+	require.Empty(t, ds, "a disabled endpoint gets no delivery")
+
+	// A ping goes to the one endpoint named, enabled or not.
+	_, created, err = s.EnqueueAlert(ctx, store.AlertEvent{AccountID: a.ID, Kind: store.AlertPing, DedupeKey: "ping:1"}, off.ID)
+	require.NoError(t, err)
+	require.True(t, created)
+	ds, err = s.WebhookDeliveries(ctx, off.ID, 10)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+}
+
+// debit records one usage record of cost for the account.
+func debit(t *testing.T, s store.Store, k store.Key, id string, cost money.Nanos) {
+	t.Helper()
+	require.NoError(t, s.RecordUsage(t.Context(), []store.UsageRecord{{
+		ID: id, KeyID: k.ID, AccountID: k.AccountID, Model: "m", Provider: "p", Cost: cost, Status: 200,
+	}}))
+}
+
+// balanceLowEvents counts the account's balance.low deliveries to w.
+func balanceLowEvents(t *testing.T, s store.Store, w store.WebhookEndpoint) int {
+	t.Helper()
+	ds, err := s.WebhookDeliveries(t.Context(), w.ID, 100)
+	require.NoError(t, err)
+	n := 0
+	for _, d := range ds {
+		if d.Kind == store.AlertBalanceLow {
+			n++
+		}
+	}
+	return n
+}
+
+func testLowBalanceAlertsOncePerFall(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	dollars := func(n int64) money.Nanos { return money.Nanos(n) * money.PerDollar }
+	a := newAccount(t, s, "ada@example.com", dollars(10))
+	k, _ := newKey(t, s, a.ID, store.Key{Enabled: true})
+	w := newWebhook(t, s, a.ID)
+	debit(t, s, k, "r0", dollars(1)) // no threshold yet: nothing
+	threshold := dollars(5)
+	got, err := s.SetLowBalanceThreshold(ctx, a.ID, &threshold)
+	require.NoError(t, err)
+	require.Equal(t, threshold, *got.LowBalanceThreshold)
+
+	debit(t, s, k, "r1", dollars(3)) // 9 → 6
+	require.Zero(t, balanceLowEvents(t, s, w))
+	debit(t, s, k, "r2", dollars(1)) // 6 → 5: not below
+	require.Zero(t, balanceLowEvents(t, s, w))
+	debit(t, s, k, "r3", 1) // 5 → 4.999999999: the fall
+	require.Equal(t, 1, balanceLowEvents(t, s, w))
+	debit(t, s, k, "r3", 1) // the same record again: skipped
+	debit(t, s, k, "r4", dollars(2))
+	require.Equal(t, 1, balanceLowEvents(t, s, w), "below already: no second alert")
+
+	_, err = s.CreditAccount(ctx, a.ID, dollars(10)) // back above: re-armed
+	require.NoError(t, err)
+	debit(t, s, k, "r5", dollars(10))
+	require.Equal(t, 2, balanceLowEvents(t, s, w), "the next fall alerts again")
+
+	_, err = s.CreditAccount(ctx, a.ID, dollars(10)) // back above
+	require.NoError(t, err)
+	_, err = s.CreditAccount(ctx, a.ID, -dollars(8)) // a correction below
+	require.NoError(t, err)
+	require.Equal(t, 3, balanceLowEvents(t, s, w), "a negative credit that falls below alerts too")
+
+	_, err = s.SetLowBalanceThreshold(ctx, a.ID, nil)
+	require.NoError(t, err)
+	got, err = s.AccountByID(ctx, a.ID)
+	require.NoError(t, err)
+	require.Nil(t, got.LowBalanceThreshold)
+}
+
+func testClaimLease(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 0)
+	w := newWebhook(t, s, a.ID)
+	ev, _, err := s.EnqueueAlert(ctx, store.AlertEvent{AccountID: a.ID, Kind: store.AlertPing, DedupeKey: "ping:1", Payload: []byte(`{"a":1}`)}, "")
+	require.NoError(t, err)
+	now := time.Now().Add(time.Minute)
+
+	claimed, err := s.ClaimDeliveries(ctx, now, time.Minute, 10)
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	c := claimed[0]
+	assert.Equal(t, ev.ID, c.Event.ID)
+	assert.JSONEq(t, `{"a":1}`, string(c.Event.Payload))
+	assert.Equal(t, w.URL, c.URL)
+	assert.Equal(t, "sealed:"+w.ID, string(c.SecretSealed))
+
+	again, err := s.ClaimDeliveries(ctx, now.Add(30*time.Second), time.Minute, 10)
+	require.NoError(t, err)
+	require.Empty(t, again, "hidden while its claim lasts")
+
+	// The lease passes: another claimer takes it over; the first one's
+	// result is then not recorded.
+	taken, err := s.ClaimDeliveries(ctx, now.Add(2*time.Minute), time.Minute, 10)
+	require.NoError(t, err)
+	require.Len(t, taken, 1)
+	require.NoError(t, s.FinishDelivery(ctx, c, store.DeliveryResult{Status: store.DeliveryFailed, At: now, Error: "late"}))
+	require.NoError(t, s.FinishDelivery(ctx, taken[0], store.DeliveryResult{Status: store.DeliveryDelivered, StatusCode: 204, At: now.Add(2 * time.Minute)}))
+
+	ds, err := s.WebhookDeliveries(ctx, w.ID, 10)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	assert.Equal(t, store.DeliveryDelivered, ds[0].Status)
+	assert.Equal(t, 1, ds[0].Attempts)
+	assert.Equal(t, 204, ds[0].LastStatusCode)
+	require.NotNil(t, ds[0].DeliveredAt)
+
+	never, err := s.ClaimDeliveries(ctx, now.Add(48*time.Hour), time.Minute, 10)
+	require.NoError(t, err)
+	require.Empty(t, never, "a delivered delivery is never claimed again")
+}
+
+func testConcurrentClaims(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 0)
+	newWebhook(t, s, a.ID)
+	newWebhook(t, s, a.ID)
+	const events = 40
+	for i := range events {
+		_, _, err := s.EnqueueAlert(ctx, store.AlertEvent{AccountID: a.ID, Kind: store.AlertPing, DedupeKey: fmt.Sprint("ping:", i)}, "")
+		require.NoError(t, err)
+	}
+	now := time.Now().Add(time.Minute)
+	var (
+		mu   sync.Mutex
+		seen = map[string]int{}
+		wg   sync.WaitGroup
+	)
+	for range 4 {
+		wg.Go(func() {
+			for {
+				got, err := s.ClaimDeliveries(ctx, now, time.Hour, 7)
+				if !assert.NoError(t, err) || len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, c := range got {
+					seen[c.Event.ID+"/"+c.EndpointID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, seen, 2*events, "every delivery claimed")
+	for id, n := range seen {
+		require.Equal(t, 1, n, "delivery %s claimed %d times", id, n)
+	}
+}
+
+func testPingRetention(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 0)
+	w := newWebhook(t, s, a.ID)
+	for _, kind := range []string{store.AlertPing, store.AlertBalanceLow} {
+		_, _, err := s.EnqueueAlert(ctx, store.AlertEvent{AccountID: a.ID, Kind: kind, DedupeKey: kind}, "")
+		require.NoError(t, err)
+	}
+	n, err := s.DeleteExpiredPings(ctx, time.Now().Add(store.PingRetention-time.Minute))
+	require.NoError(t, err)
+	require.Zero(t, n, "not yet")
+	n, err = s.DeleteExpiredPings(ctx, time.Now().Add(store.PingRetention+time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	ds, err := s.WebhookDeliveries(ctx, w.ID, 10)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.Equal(t, store.AlertBalanceLow, ds[0].Kind)
+	_, created, err := s.EnqueueAlert(ctx, store.AlertEvent{AccountID: a.ID, Kind: store.AlertBalanceLow, DedupeKey: store.AlertBalanceLow}, "")
+	require.NoError(t, err)
+	require.False(t, created, "its dedupe key stays")
+}
