@@ -36,6 +36,8 @@ func scopeProbeBodies(accountID string) map[string]string {
 // so a route added to it is probed too.
 func TestNoRouteAnswersATokenWithoutItsScope(t *testing.T) {
 	e := newAPIEnv(t)
+	// Two tokens a route: more than the default cap of an account's tokens.
+	e.cfg.Limits.TokensPerAccount = 1000
 	ctx := context.Background()
 	k, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("target"))
 	require.NoError(t, err)

@@ -339,7 +339,7 @@ func TestKeyUsage(t *testing.T) {
 	empty := h.obj("key", "usage", id, "--json")
 	if empty["object"] != "usage" || empty["key_id"] != id || empty["account_id"] != acct || empty["group"] != "day" ||
 		!equalJSON(empty["totals"], map[string]any{"requests": json.Number("0"), "error_requests": json.Number("0"),
-			"prompt_tokens": json.Number("0"), "completion_tokens": json.Number("0"), "cost_usd": json.Number("0")}) ||
+			"prompt_tokens": json.Number("0"), "completion_tokens": json.Number("0"), "cost_usd": json.Number("0"), "refused_requests": json.Number("0")}) ||
 		len(empty["by_model"].([]any)) != 0 || len(empty["buckets"].([]any)) != 30 {
 		t.Errorf("usage of an unused key, the API's shape over the last 30 days by day: %v", empty)
 	}
@@ -362,12 +362,12 @@ func TestKeyUsage(t *testing.T) {
 
 	u := h.obj("key", "usage", id, "--json")
 	wantTotals := map[string]any{"requests": json.Number("4"), "error_requests": json.Number("1"), "prompt_tokens": json.Number("1110"),
-		"completion_tokens": json.Number("55"), "cost_usd": json.Number("0.000900002")}
+		"completion_tokens": json.Number("55"), "cost_usd": json.Number("0.000900002"), "refused_requests": json.Number("0")}
 	wantByModel := []any{
 		map[string]any{"model": "gpt-4o", "requests": json.Number("2"), "error_requests": json.Number("0"), "prompt_tokens": json.Number("110"),
-			"completion_tokens": json.Number("55"), "cost_usd": json.Number("0.000750002")},
-		map[string]any{"model": "gpt-4o-mini", "requests": json.Number("2"), "error_requests": json.Number("0"), "prompt_tokens": json.Number("1000"),
-			"completion_tokens": json.Number("0"), "cost_usd": json.Number("0.00015")},
+			"completion_tokens": json.Number("55"), "cost_usd": json.Number("0.000750002"), "refused_requests": json.Number("0")},
+		map[string]any{"model": "gpt-4o-mini", "requests": json.Number("2"), "error_requests": json.Number("1"), "prompt_tokens": json.Number("1000"),
+			"completion_tokens": json.Number("0"), "cost_usd": json.Number("0.00015"), "refused_requests": json.Number("0")},
 	}
 	if !equalJSON(u["totals"], wantTotals) || !equalJSON(u["by_model"], wantByModel) {
 		t.Errorf("usage of the last 30 days (not the record of 40 days ago):\n got %v\nwant totals %v, by_model %v", u, wantTotals, wantByModel)
