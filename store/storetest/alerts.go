@@ -24,6 +24,7 @@ var alertTests = []struct {
 	{"AClaimedDeliveryIsHiddenUntilItsLeaseAndFinishedOnce", testClaimLease},
 	{"ConcurrentClaimersNeverGetTheSameDelivery", testConcurrentClaims},
 	{"PingsAreForgottenAfterTheirRetentionAndOtherEventsKept", testPingRetention},
+	{"ABudgetAlertsOncePerThresholdAndWindowUnderConcurrentWrites", testBudgetThresholdAlerts},
 }
 
 // newWebhook stores an enabled endpoint of the account whose sealed secret
@@ -270,4 +271,56 @@ func testPingRetention(t *testing.T, s store.Store) {
 	_, created, err := s.EnqueueAlert(ctx, store.AlertEvent{AccountID: a.ID, Kind: store.AlertBalanceLow, DedupeKey: store.AlertBalanceLow}, "")
 	require.NoError(t, err)
 	require.False(t, created, "its dedupe key stays")
+}
+
+// eventsOfKind counts the deliveries of one kind to w.
+func eventsOfKind(t *testing.T, s store.Store, w store.WebhookEndpoint, kind string) int {
+	t.Helper()
+	ds, err := s.WebhookDeliveries(t.Context(), w.ID, 100)
+	require.NoError(t, err)
+	n := 0
+	for _, d := range ds {
+		if d.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// testBudgetThresholdAlerts: twenty records written at once, each in its
+// own transaction, spend a day budget to the full: its 50, 80 and 100 %
+// thresholds are each one event, whichever write crossed it; the next
+// day's window alerts afresh.
+func testBudgetThresholdAlerts(t *testing.T, s store.Store) {
+	a := newAccount(t, s, "ada@example.com", 1_000_000)
+	k, _ := newKey(t, s, a.ID, store.Key{Enabled: true})
+	w := newWebhook(t, s, a.ID)
+	b := setBudget(t, s, a.ID, k.ID, "day", 1000)
+	pot := dayPot(b)
+	_, err := s.LeaseBudget(t.Context(), pot, "lse_alerts", 1000, 1000, later())
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		wg.Go(func() {
+			rec := usage(fmt.Sprintf("use_alert_%02d", i), k, "gpt-4o", 50)
+			rec.Held, rec.BudgetLeases = 50, []store.BudgetLease{{Pot: pot.String(), Lease: "lse_alerts"}}
+			errs <- s.RecordUsage(t.Context(), []store.UsageRecord{rec})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	requireSpend(t, s, pot, 1000, 0, "spent to the full")
+	require.Equal(t, 3, eventsOfKind(t, s, w, store.AlertBudgetThreshold), "50, 80 and 100 %, once each")
+
+	next := store.BudgetPot{BudgetID: b.ID, Start: pot.End, End: pot.End.AddDate(0, 0, 1)}
+	_, err = s.LeaseBudget(t.Context(), next, "lse_next", 600, 600, later())
+	require.NoError(t, err)
+	rec := usage("use_alert_next", k, "gpt-4o", 600)
+	rec.Held, rec.BudgetLeases = 600, []store.BudgetLease{{Pot: next.String(), Lease: "lse_next"}}
+	require.NoError(t, s.RecordUsage(t.Context(), []store.UsageRecord{rec}))
+	require.Equal(t, 4, eventsOfKind(t, s, w, store.AlertBudgetThreshold), "the next window's 50 %")
 }
