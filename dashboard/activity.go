@@ -29,6 +29,10 @@ var activityActions = []struct{ Value, Label string }{
 	{manage.ActionTokenCreate, "Token created"}, {manage.ActionTokenRevoke, "Token revoked"},
 	{manage.ActionAccountCreate, "Account opened"}, {manage.ActionAccountCredit, "Credit added"},
 	{manage.ActionAccountPlan, "Plan changed"}, {manage.ActionAccountPassword, "Password set"},
+	{manage.ActionKeyBudgets, "Key budgets set"}, {manage.ActionAccountBudgets, "Account budgets set"},
+	{manage.ActionAccountAlerts, "Low balance threshold set"}, {manage.ActionWebhookCreate, "Webhook added"},
+	{manage.ActionWebhookEnable, "Webhook enabled"}, {manage.ActionWebhookDisable, "Webhook disabled"},
+	{manage.ActionWebhookTest, "Webhook tested"}, {manage.ActionWebhookDelete, "Webhook deleted"},
 }
 
 type activityRow struct {

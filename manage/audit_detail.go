@@ -23,7 +23,7 @@ import (
 
 // auditActionRE is the shape of an action's name (GET /api/v1/audit's
 // action filter).
-var auditActionRE = regexp.MustCompile(`^[a-z]+\.[a-z]+$`)
+var auditActionRE = regexp.MustCompile(`^[a-z]+\.[a-z_]+$`)
 
 // AuditDetail is an audit entry's detail.
 type AuditDetail struct {

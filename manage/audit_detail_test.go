@@ -70,6 +70,10 @@ func TestAuditEntriesSayWhatChangedWithoutSecrets(t *testing.T) {
 	assert.Equal(t, []string{"key.rotate", "key.disable"}, actionsOf(later))
 	earlier := e.call("GET", "/api/v1/audit?account_id="+e.b.ID+"&to="+e.clock.Now().Add(-1500*time.Millisecond).Format(time.RFC3339Nano), e.admin, "")
 	assert.Equal(t, []string{"key.update", "key.create"}, actionsOf(earlier))
+	// An action's name may have an underscore (a threshold's).
+	none := e.call("GET", "/api/v1/audit?account_id="+e.b.ID+"&action="+ActionAccountAlerts, e.admin, "")
+	require.Equal(t, http.StatusOK, none.status, string(none.body))
+	assert.Equal(t, int64(0), none.get("data.#").Int())
 	for _, bad := range []string{"&from=yesterday", "&action=KEY", "&action="} {
 		a := e.call("GET", "/api/v1/audit?account_id="+e.b.ID+bad, e.admin, "")
 		assert.Equal(t, http.StatusBadRequest, a.status, bad)
