@@ -76,6 +76,8 @@ var commands = []command{
 		"add a positive amount to an account's balance", runAccountCredit},
 	{"account plan", "--email EMAIL --plan PLAN [--json]",
 		"move an account to another plan", runAccountPlan},
+	{"account alerts", "--email EMAIL --low-balance USD|off [--json]",
+		"set the balance below which the account's webhooks get a balance.low alert, or turn it off", runAccountAlerts},
 	{"account password", "--email EMAIL",
 		"set the password the account holder signs in to the dashboard with (read from stdin)", runAccountPassword},
 	{"account budget", "set|list|remove --email EMAIL [--period day|week|month|total] [--amount USD]\n" +

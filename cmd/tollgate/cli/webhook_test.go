@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -50,4 +51,18 @@ func TestWebhookCommandsRunAnEndpoint(t *testing.T) {
 	h.ok("webhook", "remove", id)
 	h.fails("no webhook", "webhook", "remove", id)
 	assert.NotContains(t, h.ok("webhook", "list", "--account", "a@example.com"), id)
+}
+
+// account alerts sets the low balance threshold (shown in the account's
+// JSON), "off" clears it, and a bad amount changes nothing.
+func TestAccountAlertsSetsAndClearsTheLowBalanceThreshold(t *testing.T) {
+	h := newHarness(t)
+	h.ok("account", "create", "--email", "a@example.com", "--plan", "free")
+	set := h.obj("account", "alerts", "--email", "a@example.com", "--low-balance", "5.50", "--json")
+	assert.Equal(t, "5.5", fmt.Sprint(set["low_balance_threshold_usd"]), "%v", set)
+	h.fails("--low-balance", "account", "alerts", "--email", "a@example.com", "--low-balance", "five")
+	shown := h.obj("account", "show", "--email", "a@example.com", "--json")
+	assert.Equal(t, "5.5", fmt.Sprint(shown["low_balance_threshold_usd"]), "unchanged by the bad amount")
+	off := h.obj("account", "alerts", "--email", "a@example.com", "--low-balance", "off", "--json")
+	assert.Nil(t, off["low_balance_threshold_usd"], "%v", off)
 }
