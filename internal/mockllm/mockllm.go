@@ -244,7 +244,9 @@ func (m *Mock) refusal(r *http.Request, req *Request, size int) (int, string) {
 	return 0, ""
 }
 
-func (m *Mock) serves(f Format) bool { return len(m.opt.Formats) == 0 || slices.Contains(m.opt.Formats, f) }
+func (m *Mock) serves(f Format) bool {
+	return len(m.opt.Formats) == 0 || slices.Contains(m.opt.Formats, f)
+}
 
 // formatOf tells the format from the path, or "" for none.
 func formatOf(path string) Format {
