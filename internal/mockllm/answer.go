@@ -160,9 +160,8 @@ func splitArgs(args string) []string {
 }
 
 // arguments fills a tool's parameters schema: every property, strings
-// with the enum's first value or the user's subject (the last capitalized
-// word of the message, else "demo"), numbers 21, booleans true, arrays and
-// objects empty. Keys come sorted.
+// with the enum's first value or the user's subject (see subject),
+// numbers 21, booleans true, arrays and objects empty. Keys come sorted.
 func arguments(schema map[string]any, user string) string {
 	props, _ := schema["properties"].(map[string]any)
 	out := make(map[string]any, len(props))
@@ -192,13 +191,14 @@ func value(prop map[string]any, user string) any {
 	return nil
 }
 
-// subject is the last word of the text that begins with a capital letter
-// (its punctuation trimmed), or "demo".
+// subject is the first word of the text after its first that begins with
+// a capital letter and is not an acronym (its punctuation trimmed), or
+// "demo": "Paris" in "Weather in Paris as JSON.".
 func subject(text string) string {
 	words := strings.Fields(text)
-	for i := len(words) - 1; i > 0; i-- {
+	for i := 1; i < len(words); i++ {
 		w := strings.TrimFunc(words[i], func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-		if r, _ := utf8.DecodeRuneInString(w); unicode.IsUpper(r) {
+		if r, _ := utf8.DecodeRuneInString(w); unicode.IsUpper(r) && strings.ToUpper(w) != w {
 			return w
 		}
 	}

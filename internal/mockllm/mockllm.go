@@ -91,6 +91,9 @@ type Options struct {
 	// Gap paces a stream: the wait between two events (between two bytes
 	// for Trickle, 20ms when zero).
 	Gap time.Duration
+	// Split writes every stream event in two writes, flushed apart, so
+	// that events arrive cut at arbitrary places.
+	Split bool
 	// Gzip compresses the answers of requests that accept gzip, as
 	// providers behind a CDN do.
 	Gzip bool

@@ -76,7 +76,7 @@ func sse(f Format, name string, data any) string {
 func (m *Mock) play(w http.ResponseWriter, r *http.Request, s stream, p Play) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
-	out := &eventWriter{w: w, ctx: r.Context(), gap: m.opt.Gap}
+	out := &eventWriter{w: w, ctx: r.Context(), gap: m.opt.Gap, split: m.opt.Split}
 	if m.opt.Odd {
 		out.raw(oddStart(s.format))
 	}
@@ -144,12 +144,13 @@ func oddStart(f Format) string {
 	return "data: {\"usage\":null}\n\n: keep-alive\n\ndata: {}\n\ndata: " + usageOnly + "\n\n"
 }
 
-// eventWriter writes a stream's events, each in two writes flushed apart
-// so that events arrive cut at arbitrary places, Options.Gap apart.
+// eventWriter writes a stream's events, flushed, Options.Gap apart (each
+// in two writes with Options.Split).
 type eventWriter struct {
-	w   http.ResponseWriter
-	ctx context.Context
-	gap time.Duration
+	w     http.ResponseWriter
+	ctx   context.Context
+	gap   time.Duration
+	split bool
 }
 
 // events writes the events and reports whether the client is still there.
@@ -158,8 +159,11 @@ func (e *eventWriter) events(evs []string) bool {
 		if i > 0 && e.gap > 0 && !e.wait(e.gap, nil) {
 			return false
 		}
-		half := len(ev) / 2
-		if !e.raw(ev[:half]) || !e.raw(ev[half:]) {
+		half := 0
+		if e.split {
+			half = len(ev) / 2
+		}
+		if (half > 0 && !e.raw(ev[:half])) || !e.raw(ev[half:]) {
 			return false
 		}
 	}
