@@ -102,6 +102,7 @@ type App struct {
 	extproc     *extproc.Server
 	grpc        grpcParts
 	edge        edgeParts
+	demo        demoParts
 
 	httpServer  *http.Server
 	httpLis     net.Listener
@@ -167,6 +168,7 @@ func New(ctx context.Context, opt Options) (*App, error) {
 func (a *App) Run(ctx context.Context) error {
 	errs := make(chan error, 3)
 	a.serveGRPC(errs)
+	a.serveDemo()
 	go func() {
 		err := a.httpServer.Serve(a.opt.HTTP.listener(a.httpLis))
 		errs <- fmt.Errorf("edge: %w", err)
