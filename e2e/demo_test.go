@@ -61,3 +61,19 @@ func TestTheDemoProviderAnswersThroughTheWholePath(t *testing.T) {
 	assert.Positive(t, answer.Usage.InputTokens)
 	tg.waitRecords(t, keyID, 3)
 }
+
+// TestTheBuiltInEdgeAnswersTheDemoInProcess: as `make run` starts it (no
+// gRPC listener for Envoy), tollgate serve opens no socket for the demo
+// provider; the built-in edge calls it in process, whichever binding ties
+// the edge to ext_proc.
+func TestTheBuiltInEdgeAnswersTheDemoInProcess(t *testing.T) {
+	for _, b := range []string{"in-process", "grpc"} {
+		t.Run(b, func(t *testing.T) {
+			tg := serve(t, demoConfig, "", "--edge", b, "--grpc-listen", "")
+			secret := tg.newAccount(t, "demo@example.com", "10")
+			resp, err := tg.client(secret).Chat.Completions.New(context.Background(), paramsFor("demo"))
+			require.NoError(t, err)
+			assert.Contains(t, resp.Choices[0].Message.Content, "Tollgate's demo model")
+		})
+	}
+}
