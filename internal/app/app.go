@@ -2,7 +2,8 @@
 // builds its parts from Options, in order: the logs, the configuration,
 // storage and its caches, the rate limiter and its Redis leases, usage
 // recording and balance leases, the gRPC server for Envoy (with TLS and
-// xDS), ext_authz and ext_proc, the built-in edge, the dashboard and the
+// xDS), ext_authz and ext_proc, the built-in edge (which answers the demo
+// provider in process; demo.go), the dashboard and the
 // management API on the HTTP listener, and the admin listener. Run serves
 // until its context ends or a listener fails; Shutdown stops everything in
 // order: stop accepting, drain in-flight streams, flush usage and
