@@ -29,6 +29,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/cli"
+	"github.com/tollgate/tollgate/internal/mockllm"
 )
 
 // This file is `make bench`'s table: each figure measured in the same run
@@ -230,13 +231,12 @@ func (c *child) readStatsQuery(b testing.TB, query string) childStats {
 
 func (c *child) cpu(b testing.TB) time.Duration { return childCPU(b, c.cmd.Process.Pid) }
 
-// mock is an OpenAI-type provider: a whole answer, a stream of `chunks`
-// content chunks (each flushed) with the usage chunk and [DONE], or — for
-// a prompt that says "slow" — one chunk and then silence until released.
+// mock is an OpenAI-type provider (internal/mockllm): an answer of
+// `chunks` words, whole or streamed a word per chunk (each flushed) with
+// the usage chunk and [DONE]; a stream whose prompt says "slow" sends its
+// first words and then nothing until release closes.
 type mock struct {
 	*httptest.Server
-	chunks  int
-	gap     time.Duration // between a stream's chunks
 	release chan struct{}
 }
 
@@ -245,45 +245,26 @@ func newMock(b testing.TB, chunks int) *mock { return newPacedMock(b, chunks, 0)
 // newPacedMock is a mock whose streams wait gap between chunks, as a
 // provider's tokens come apart: a proxy then reads each chunk alone.
 func newPacedMock(b testing.TB, chunks int, gap time.Duration) *mock {
-	m := &mock{chunks: chunks, gap: gap, release: make(chan struct{})}
-	var stream bytes.Buffer
-	for i := range chunks {
-		fmt.Fprintf(&stream, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"word%d "},"finish_reason":null}]}`+"\n\n", i)
+	m := &mock{release: make(chan struct{})}
+	words := make([]string, chunks)
+	for i := range words {
+		words[i] = fmt.Sprintf("word%d ", i)
 	}
-	pieces := bytes.SplitAfter(stream.Bytes(), []byte("\n\n"))
-	tail := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":20,"completion_tokens":100,"total_tokens":120}}` + "\n\ndata: [DONE]\n\n")
-	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if !bytes.Contains(body, []byte(`"stream":true`)) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(completion))
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		f := w.(http.Flusher)
-		if bytes.Contains(body, []byte("slow")) {
-			_, _ = w.Write(pieces[0])
-			f.Flush()
-			select {
-			case <-m.release:
-			case <-r.Context().Done():
-				return
+	llm := mockllm.New(mockllm.Options{
+		Formats: []mockllm.Format{mockllm.OpenAI}, Answer: words, Usage: &mockllm.Usage{Prompt: 20, Completion: chunks},
+		Gap: gap, Release: m.release,
+		Fault: func(r *mockllm.Request) mockllm.Fault {
+			if strings.Contains(fmt.Sprint(r.Body["messages"]), "slow") {
+				return mockllm.Fault{Play: mockllm.HangAfter}
 			}
-			_, _ = w.Write(tail)
-			return
-		}
-		for _, p := range pieces {
-			if len(p) > 0 {
-				_, _ = w.Write(p)
-				f.Flush()
-				if m.gap > 0 {
-					time.Sleep(m.gap)
-				}
-			}
-		}
-		_, _ = w.Write(tail)
-	}))
-	b.Cleanup(m.Close)
+			return mockllm.Fault{}
+		},
+	})
+	m.Server = httptest.NewServer(llm)
+	b.Cleanup(func() {
+		llm.Close()
+		m.Close()
+	})
 	return m
 }
 

@@ -28,7 +28,17 @@ const (
 	TypeAzure     = "azure"
 	TypeAnthropic = "anthropic"
 	TypeGemini    = "gemini"
+	// TypeDemo is Tollgate's built-in demo provider: a deterministic
+	// OpenAI-type server (internal/mockllm) that tollgate serve answers in
+	// process, offline. It takes no base_url and no api_key.
+	TypeDemo = "demo"
 )
+
+// DemoBaseURL is every demo provider's base URL: a name that resolves
+// nowhere (.invalid), which the built-in edge answers in process; behind
+// Envoy, tollgate serve points demo providers at a loopback listener of
+// its own instead (see internal/app).
+const DemoBaseURL = "http://demo.tollgate.invalid/v1"
 
 // Defaults applied where the file is silent.
 const (
@@ -139,7 +149,8 @@ func (l *Limits) validate() error {
 // Provider is an upstream API and its credential.
 type Provider struct {
 	Name string `yaml:"name"`
-	// Type is openai (also any OpenAI-compatible server), azure, anthropic or gemini.
+	// Type is openai (also any OpenAI-compatible server), azure, anthropic,
+	// gemini, or demo (TypeDemo).
 	Type    string `yaml:"type"`
 	BaseURL string `yaml:"base_url"`
 	// APIKey is the credential; ${VAR} expands from the environment. Never logged.
@@ -305,16 +316,16 @@ func (m *Model) Allows(param string) bool { return m.allowed[param] }
 
 // DefaultImageTokens is the most prompt tokens one image costs at each
 // provider type, from the providers' published rules:
-//   - openai, azure: 3,779 — patch-based models count up to 1,536 32-px
-//     patches times the model's multiplier (2.46 for gpt-4.1-nano and
-//     gpt-5-nano, the largest); tile-based models (gpt-4o, o1, o3) at most
+//   - openai, azure (and demo, counted as openai): 3,779 — patch-based
+//     models count up to 1,536 32-px patches times the model's multiplier
+//     (2.46 for gpt-4.1-nano and gpt-5-nano, the largest); tile-based models (gpt-4o, o1, o3) at most
 //     85 + 170 × 8 tiles = 1,445. gpt-4o-mini counts an image as 2,833 +
 //     5,667 per tile (up to 48,169) at a lower price: set its image_tokens.
 //   - anthropic: 1,600 — width × height / 750, images being scaled to at
 //     most about 1.15 megapixels.
 //   - gemini: 4,128 — 258 per 768-px tile, images being scaled to at most
 //     3072 × 3072 (16 tiles); Gemini 3's high media resolution is 1,120.
-var DefaultImageTokens = map[string]int{TypeOpenAI: 3779, TypeAzure: 3779, TypeAnthropic: 1600, TypeGemini: 4128}
+var DefaultImageTokens = map[string]int{TypeOpenAI: 3779, TypeAzure: 3779, TypeAnthropic: 1600, TypeGemini: 4128, TypeDemo: 3779}
 
 // CreatedAt is the model's created time as GET /v1/models reports it.
 func (c *Config) CreatedAt(m *Model) time.Time {
@@ -554,10 +565,14 @@ func (c *Config) validateProviders() error {
 func validateProvider(f string, p *Provider) error {
 	switch p.Type {
 	case TypeOpenAI, TypeAzure, TypeAnthropic, TypeGemini:
+	case TypeDemo:
+		if err := completeDemo(f, p); err != nil {
+			return err
+		}
 	case "":
-		return fieldErr(f+".type", "is required (openai, azure, anthropic or gemini)")
+		return fieldErr(f+".type", "is required (openai, azure, anthropic, gemini or demo)")
 	default:
-		return fieldErr(f+".type", "must be openai, azure, anthropic or gemini, got %q", p.Type)
+		return fieldErr(f+".type", "must be openai, azure, anthropic, gemini or demo, got %q", p.Type)
 	}
 	if p.BaseURL == "" {
 		return fieldErr(f+".base_url", "is required")
@@ -605,6 +620,19 @@ func validateProvider(f string, p *Provider) error {
 	if p.Type == TypeAnthropic && p.APIVersion == "" {
 		p.APIVersion = "2023-06-01"
 	}
+	return nil
+}
+
+// completeDemo checks a demo provider, which Tollgate answers itself, and
+// gives it DemoBaseURL.
+func completeDemo(f string, p *Provider) error {
+	if p.BaseURL != "" {
+		return fieldErr(f+".base_url", "is not taken by a demo provider: Tollgate answers it itself")
+	}
+	if p.APIKey.Reveal() != "" {
+		return fieldErr(f+".api_key", "is not taken by a demo provider")
+	}
+	p.BaseURL = DemoBaseURL
 	return nil
 }
 

@@ -219,8 +219,7 @@ func TestAnOpenCircuitSendsRequestsStraightToTheNextPriority(t *testing.T) {
 }
 
 func TestAProviderErrorMidStreamEndsTheSDKStreamWithAnError(t *testing.T) {
-	p := newMockProvider(t, "anthropic")
-	p.failMidStream = true
+	p := newMockProvider(t, "anthropic", failingMidStream)
 	tg := startTollgate(t, failoverConfig(map[string][]upstream{"claude": {p.upstream()}}), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
 	keyID := tg.onlyKeyID(t, "me@example.com")

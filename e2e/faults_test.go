@@ -115,7 +115,7 @@ func TestAHungProviderFailsOverWithinItsFirstByteTimeout(t *testing.T) {
 	assert.Equal(t, "[DONE]", end)
 	assert.Equal(t, "Hello there", text)
 
-	assert.Equal(t, 2, hung.requests(), "each request tried the hung deployment first")
+	assert.Equal(t, 2, hung.count(), "each request tried the hung deployment first")
 	for _, r := range tg.waitDetails(t, keyID, 2) {
 		assert.Equal(t, 200, r.Status)
 		assert.Equal(t, "m#p1/upstream-model", r.Deployment, "answered by the second deployment")
@@ -147,13 +147,13 @@ func TestProvidersThatNeverAnswerGet503AndAreEjected(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		assert.Contains(t, string(body), `"code":"no_available_workers"`)
 	}
-	assert.Equal(t, threshold, a.requests())
-	assert.Equal(t, threshold, b.requests())
+	assert.Equal(t, threshold, a.count())
+	assert.Equal(t, threshold, b.count())
 	// Both circuits are open now: the next request is answered at once
 	// without waiting on either provider.
 	resp := tg.postRaw(t, secret, `{"model":"m",`+faultMessages+`}`)
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	assert.Equal(t, threshold, a.requests(), "an ejected deployment gets no request")
+	assert.Equal(t, threshold, a.count(), "an ejected deployment gets no request")
 	assert.NotContains(t, tg.modelIDs(t, secret), "m", "GET /v1/models drops a model whose deployments are all ejected")
 	for _, r := range tg.waitDetails(t, keyID, threshold) {
 		assert.Equal(t, 503, r.Status)
@@ -252,8 +252,8 @@ func TestAStreamThatCompletedIsA200WhenTheClientLeavesAtOnce(t *testing.T) {
 }
 
 func TestAFreeModelCutOffByTheClientIsRecorded(t *testing.T) {
-	p := newFaultProvider(t, always(faultHangHeaders))
-	p.arrived = make(chan string, 1)
+	arrived := make(chan string, 1)
+	p := newFaultProvider(t, always(faultHangHeaders), arriving(arrived))
 	tg := startTollgate(t, faultConfig("30s", true, p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "1")
 	keyID := tg.onlyKeyID(t, "me@example.com")
@@ -273,7 +273,7 @@ func TestAFreeModelCutOffByTheClientIsRecorded(t *testing.T) {
 		errc <- err
 	}()
 	select {
-	case <-p.arrived:
+	case <-arrived:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the request never reached the provider")
 	}
@@ -395,4 +395,26 @@ func TestChaos(t *testing.T) {
 	}
 	assert.Equal(t, 100*money.PerDollar-spent, tg.balance(t, "me@example.com"),
 		"the balance moved by exactly the recorded costs")
+}
+
+// faultTimeouts are short per-attempt timeouts for the fault tests.
+const faultTimeouts = "connect_timeout: 1s, first_byte_timeout: 400ms, stream_idle_timeout: 400ms"
+
+// faultConfig serves model "m" from the given providers in priority order
+// (OpenAI-type, named p0, p1, …) with faultTimeouts and the model's
+// request timeout, at $0.15/$0.60 per million tokens (free when free), and
+// a plan with every model.
+func faultConfig(requestTimeout string, free bool, urls ...string) string {
+	var providers, deps strings.Builder
+	for i, u := range urls {
+		fmt.Fprintf(&providers, "  - {name: p%d, type: openai, base_url: \"%s/v1\", api_key: sk-openai-secret, %s}\n", i, u, faultTimeouts)
+		fmt.Fprintf(&deps, "      - {provider: p%d, model: upstream-model, priority: %d}\n", i, i)
+	}
+	prices := "    input_price_per_million: 0.15\n    output_price_per_million: 0.60\n"
+	if free {
+		prices = ""
+	}
+	return "key_prefix: tg\nproviders:\n" + providers.String() +
+		"models:\n  - id: m\n    max_tokens: 8192\n" + prices + "    request_timeout: " + requestTimeout + "\n    deployments:\n" + deps.String() +
+		"plans:\n  - {name: pro, default_rpm: 0, models: [\"*\"]}\n"
 }

@@ -29,7 +29,7 @@ func (tg *tollgate) modelIDs(t *testing.T, secret string) []string {
 // /v1/models, and its requests get 503 at once from the router step.
 func TestAFailingDeploymentLeavesTheModelList(t *testing.T) {
 	p := newMockOpenAI(t)
-	p.status = http.StatusInternalServerError
+	p.setStatus(http.StatusInternalServerError)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
 	require.True(t, slices.Contains(tg.modelIDs(t, secret), "gpt-4o-mini"))

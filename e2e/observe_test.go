@@ -375,7 +375,7 @@ func TestCallsAndMessagesPerRequestDoNotGrow(t *testing.T) {
 	got = tg.protocol(t).minus(before)
 	// The mock sends each of its events in two writes: at most two pieces
 	// an event, and the end.
-	events := float64(1 + len(p.words) + 1 + 1 + 1) // role, words, stop, usage, [DONE]
+	events := float64(1 + len(mockWords) + 1 + 1 + 1) // role, words, stop, usage, [DONE]
 	assert.Equal(t, 1.0, got.checks)
 	assert.Equal(t, 1.0, got.routerStreams)
 	assert.Equal(t, 1.0, got.upstreamStreams)

@@ -196,10 +196,7 @@ func TestEveryProviderReturnsToolCallsStreamedOrNot(t *testing.T) {
 // SDKs accept it. The answer must still be translated and metered.
 func TestAnswersOfProvidersThatCompressAreTranslatedAndMetered(t *testing.T) {
 	parallelUnderEnvoy(t)
-	tg, mocks := startWithEveryProvider(t)
-	for _, m := range mocks {
-		m.gzipWhenAsked = true
-	}
+	tg, _ := startWithEveryProvider(t, gzipWhenAsked)
 	for _, k := range providerKinds {
 		t.Run(k.kind, func(t *testing.T) {
 			email := k.kind + "-gzip@example.com"
@@ -300,6 +297,7 @@ func TestStructuredOutputWorksOnClaude(t *testing.T) {
 	secret := tg.newAccount(t, "structured@example.com", "10")
 	client := tg.client(secret)
 	p := paramsFor("claude-sonnet")
+	p.Messages = []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris as JSON.")}
 	p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{
 		OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
 			Name: "weather", Strict: openai.Bool(true),

@@ -8,13 +8,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/internal/testenv"
+	"github.com/tollgate/tollgate/money"
 )
 
 // needPython returns the Python of the project's .venv, where `make tools`
@@ -61,10 +64,14 @@ func TestPythonClientMatrix(t *testing.T) {
 	runClientMatrix(t, "py", py, "matrix.py", 10)
 }
 
-// TestTheREADMEsPythonExampleRuns runs the README's first Python example as
-// it is written, with only its base URL and key replaced, and checks that it
-// prints the model's whole answer.
-func TestTheREADMEsPythonExampleRuns(t *testing.T) {
+// TestTheREADMEsFirstRunAnswersOffline runs the README's first run as a
+// newcomer does: tollgate serve with examples/config.yaml and no
+// OPENAI_API_KEY, the account and the key made by the README's commands as
+// written, then its first Python example with only its base URL and key
+// replaced. The example's model is the built-in demo provider's: it
+// prints an answer to the example's message, and the key's usage shows
+// counted tokens and a cost, which the balance fell by.
+func TestTheREADMEsFirstRunAnswersOffline(t *testing.T) {
 	py := needPython(t)
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	require.NoError(t, err)
@@ -74,23 +81,69 @@ func TestTheREADMEsPythonExampleRuns(t *testing.T) {
 	const readmeBase, readmeKey = "http://127.0.0.1:8080/v1", "tg_sk_…"
 	require.Contains(t, code, readmeBase, "the example's base URL is the one `make run` serves")
 	require.Contains(t, code, readmeKey)
+	mm := regexp.MustCompile(`model="([^"]+)"`).FindStringSubmatch(code)
+	require.NotNil(t, mm, "the example names its model")
+	require.Equal(t, "demo", mm[1], "the example asks for the model that answers offline")
 
-	tg, _ := startWithEveryProvider(t)
-	secret := tg.newAccount(t, "readme@example.com", "10")
-	var model string
-	if mm := regexp.MustCompile(`model="([^"]+)"`).FindStringSubmatch(code); mm != nil {
-		model = mm[1]
-	}
-	require.Equal(t, "gpt-4o-mini", model, "the example asks for a model the example configuration serves")
-	code = strings.ReplaceAll(code, readmeBase, tg.BaseURL)
-	code = strings.ReplaceAll(code, readmeKey, secret)
+	t.Setenv("OPENAI_API_KEY", "")
+	require.NoError(t, os.Unsetenv("OPENAI_API_KEY"))
+	cfg, err := os.ReadFile(filepath.Join("..", "examples", "config.yaml"))
+	require.NoError(t, err)
+	tg := startTollgate(t, string(cfg), "")
+	email, secret := runREADMEsAccountCommands(t, tg, string(readme))
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, py, "-c", code)
+	code = strings.ReplaceAll(code, readmeBase, tg.BaseURL)
+	cmd := exec.CommandContext(ctx, py, "-c", strings.ReplaceAll(code, readmeKey, secret))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	require.NoError(t, err, "the README's example: %s", stderr.String())
-	require.Equal(t, mockFullText(), string(out))
+	require.Contains(t, string(out), `You said: "Say hello". This is Tollgate's demo model`)
+
+	keyID := tg.onlyKeyID(t, email)
+	r := tg.waitRecords(t, keyID, 1)[0]
+	assert.Equal(t, "demo", r.Model)
+	assert.Equal(t, "demo", r.Provider)
+	assert.False(t, r.Estimated, "the demo provider reports its usage")
+	assert.Positive(t, r.PromptTokens)
+	assert.Positive(t, r.Completion)
+	assert.Equal(t, money.Nanos(r.PromptTokens*1000+r.Completion*2000), r.Cost, "$1 and $2 per million tokens")
+	assert.Equal(t, 10*money.PerDollar-r.Cost, tg.balance(t, email))
+}
+
+// runREADMEsAccountCommands runs the README's first commands that make an
+// account and a key (`./bin/tollgate account create …`, `… key create …`)
+// as written, against tg, and returns the account's email and the key.
+func runREADMEsAccountCommands(t *testing.T, tg *tollgate, readme string) (email, secret string) {
+	t.Helper()
+	lines := regexp.MustCompile(`(?m)^\./bin/tollgate ((?:account create|key create) .*)$`).FindAllStringSubmatch(readme, 2)
+	require.Len(t, lines, 2, "the README makes an account, then a key")
+	for _, l := range lines {
+		args := shellWords(t, l[1])
+		out := tg.run(t, args...)
+		if args[0] == "account" {
+			email = args[slices.Index(args, "--email")+1]
+		} else {
+			secret = strings.TrimSpace(out)
+		}
+	}
+	require.Regexp(t, `^tg_sk_[0-9A-Za-z]{43}$`, secret)
+	return email, secret
+}
+
+// shellWords splits a command line as the shell does for the README's
+// commands: words, and "double-quoted" words with spaces.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var out []string
+	for _, m := range regexp.MustCompile(`"([^"]*)"|(\S+)`).FindAllStringSubmatch(line, -1) {
+		if m[2] != "" {
+			out = append(out, m[2])
+		} else {
+			out = append(out, m[1])
+		}
+	}
+	return out
 }

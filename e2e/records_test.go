@@ -115,12 +115,12 @@ var providerKinds = []struct{ kind, model string }{
 }
 
 // startWithEveryProvider starts one mock of each kind and Tollgate in front
-// of them.
-func startWithEveryProvider(t *testing.T) (*tollgate, map[string]*mockProvider) {
+// of them, each with opts.
+func startWithEveryProvider(t *testing.T, opts ...mockOption) (*tollgate, map[string]*mockProvider) {
 	t.Helper()
 	mocks := map[string]*mockProvider{}
 	for _, k := range providerKinds {
-		mocks[k.kind] = newMockProvider(t, k.kind)
+		mocks[k.kind] = newMockProvider(t, k.kind, opts...)
 	}
 	return startTollgate(t, providersConfig(mocks), ""), mocks
 }

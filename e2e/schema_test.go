@@ -161,8 +161,7 @@ func TestEveryErrorOnTheWireConformsToOpenAISchema(t *testing.T) {
 	overloaded.setStatus(http.StatusServiceUnavailable)
 	unauthorized := newMockProvider(t, "azure")
 	unauthorized.setStatus(http.StatusUnauthorized)
-	midStream := newMockProvider(t, "anthropic")
-	midStream.failMidStream = true
+	midStream := newMockProvider(t, "anthropic", failingMidStream)
 	tg := startTollgate(t, failoverConfig(map[string][]upstream{
 		"ok":           {newMockProvider(t, "openai").upstream()},
 		"bad-request":  {badRequest.upstream()},

@@ -15,8 +15,8 @@ import (
 // Stopping `tollgate serve` lets a stream under way finish, then writes its
 // usage before the process ends.
 func TestShutdownDrainsStreamsAndFlushesUsage(t *testing.T) {
-	p := newMockOpenAI(t)
-	p.hold = make(chan struct{})
+	hold := make(chan struct{})
+	p := newMockOpenAI(t, holding(hold, nil))
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
 	keyID := tg.onlyKeyID(t, "me@example.com")
@@ -34,7 +34,7 @@ func TestShutdownDrainsStreamsAndFlushesUsage(t *testing.T) {
 		t.Fatal("the server stopped with a stream still running")
 	default:
 	}
-	close(p.hold)
+	close(hold)
 
 	var text strings.Builder
 	text.WriteString(stream.Current().Choices[0].Delta.Content)
@@ -65,8 +65,8 @@ func TestShutdownDrainsStreamsAndFlushesUsage(t *testing.T) {
 // [DONE]) and still recorded, as a provider failure billed for what it
 // produced.
 func TestShutdownEndsStreamsPastTheDrainTimeoutAndStillRecordsThem(t *testing.T) {
-	p := newFaultProvider(t, always(faultHangAfter))
-	p.arrived = make(chan string, 1)
+	arrived := make(chan string, 1)
+	p := newFaultProvider(t, always(faultHangAfter), arriving(arrived))
 	tg := startTollgate(t, strings.Replace(faultConfig("10m", false, p.URL), "stream_idle_timeout: 400ms", "stream_idle_timeout: 5m", 1), "",
 		"--drain-timeout", "300ms")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -74,7 +74,7 @@ func TestShutdownEndsStreamsPastTheDrainTimeoutAndStillRecordsThem(t *testing.T)
 
 	resp := tg.postRaw(t, secret, `{"model":"m","stream":true,`+faultMessages+`}`)
 	require.Equal(t, 200, resp.StatusCode)
-	<-p.arrived
+	<-arrived
 	ended := make(chan string, 1)
 	go func() {
 		end, _ := streamEnd(t, resp.Body)

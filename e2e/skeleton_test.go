@@ -90,7 +90,7 @@ func TestNonStreamedCompletionIsMeteredAndCharged(t *testing.T) {
 	got := p.received()
 	require.Len(t, got, 1)
 	assert.Equal(t, "gpt-4o-mini-2024-07-18", got[0].Body["model"], "the model is rewritten to the provider's name")
-	assert.Equal(t, "Bearer sk-provider-secret", got[0].Auth, "the client's key is replaced by the provider's")
+	assert.Equal(t, "Bearer sk-provider-secret", got[0].Header.Get("Authorization"), "the client's key is replaced by the provider's")
 	for name := range got[0].Header {
 		assert.NotContains(t, strings.ToLower(name), "x-tollgate", "internal headers never reach a provider")
 	}
@@ -262,8 +262,8 @@ func TestKeysThatMayNotCallAreRefusedWith401(t *testing.T) {
 }
 
 func TestClientThatLeavesMidStreamIsBilledForWhatWasProduced(t *testing.T) {
-	p := newMockOpenAI(t)
-	p.hold, p.left = make(chan struct{}), make(chan struct{})
+	hold, left := make(chan struct{}), make(chan struct{})
+	p := newMockOpenAI(t, holding(hold, left))
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
 	keyID := tg.onlyKeyID(t, "me@example.com")
@@ -283,11 +283,11 @@ func TestClientThatLeavesMidStreamIsBilledForWhatWasProduced(t *testing.T) {
 	cancel()
 	stream.Close()
 	select { // the client's leaving reaches the provider
-	case <-p.left:
+	case <-left:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the provider's request was not cancelled after the client left")
 	}
-	close(p.hold)
+	close(hold)
 
 	eventually(t, func() bool { return tg.keyUsage(t, keyID).TotalRequests == 1 }, "a cut-off stream is recorded")
 	u := tg.keyUsage(t, keyID)

@@ -300,8 +300,8 @@ func (tp *topology) records(t *testing.T, keyID string) map[string][]store.Usage
 // record while the other takes the new requests.
 func TestTwoReplicasBehindOneEnvoy(t *testing.T) {
 	requireEnvoy(t)
-	p := newMockOpenAI(t)
-	p.hold = make(chan struct{})
+	hold := make(chan struct{})
+	p := newMockOpenAI(t, holding(hold, nil))
 	tp := startTopology(t, topologyConfig(p.URL, closedURL(t)), storetest.PostgresURL(t), testRedisURL(t), 2, "--redis-timeout", "20s")
 	tg := tp.tg
 
@@ -400,7 +400,7 @@ func TestTwoReplicasBehindOneEnvoy(t *testing.T) {
 			t.Fatal("replica 1 stopped with streams still running")
 		default:
 		}
-		close(p.hold)
+		close(hold)
 		var ids []string
 		for i, s := range streams {
 			a := s.finish()
@@ -459,8 +459,8 @@ func TestTwoReplicasBehindOneEnvoy(t *testing.T) {
 // record, and no request has more than one.
 func TestAReplicaKilledBehindEnvoyFailsOnlyItsInFlightRequests(t *testing.T) {
 	requireEnvoy(t)
-	p := newMockOpenAI(t)
-	p.hold = make(chan struct{})
+	hold := make(chan struct{})
+	p := newMockOpenAI(t, holding(hold, nil))
 	tp := startTopology(t, configFor(p.URL), storetest.PostgresURL(t), testRedisURL(t), 2, "--redis-timeout", "20s")
 	tg := tp.tg
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -479,7 +479,7 @@ func TestAReplicaKilledBehindEnvoyFailsOnlyItsInFlightRequests(t *testing.T) {
 	waitFor(t, 5*time.Second, 50*time.Millisecond, func() bool {
 		return (&envoyProc{Envoy: tp.Envoy}).stat(t, "cluster.tollgate_grpc.outlier_detection.ejections_enforced_consecutive_local_origin_failure") == 1
 	}, "Envoy ejects the killed replica after its refused connections")
-	close(p.hold)
+	close(hold)
 	failed := 0
 	for _, s := range streams {
 		a := s.finish()

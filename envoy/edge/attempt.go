@@ -351,7 +351,11 @@ func (e *Edge) send(a *attempt, h headers, body []byte) (*http.Response, bool) {
 		timedOut.Store(true)
 		cancelHTTP()
 	})
-	resp, err := e.opt.Transport.RoundTrip(req)
+	rt := e.opt.Transport
+	if local, ok := e.opt.InProcess[ep.Base.Host]; ok {
+		rt = local
+	}
+	resp, err := rt.RoundTrip(req)
 	if !timer.Stop() && err == nil {
 		// The timer fired as the headers came: the request is cancelled.
 		resp.Body.Close()

@@ -115,6 +115,9 @@ type Options struct {
 	// Transport reaches providers; nil means a transport of the edge's own
 	// whose connections are bounded by each endpoint's ConnectTimeout.
 	Transport http.RoundTripper
+	// InProcess are transports that answer an endpoint's host ("host:port")
+	// in process, in place of Transport: the demo provider's.
+	InProcess map[string]http.RoundTripper
 	// XFFTrustedHops is Envoy's xff_num_trusted_hops: how many proxies in
 	// front of the edge are trusted to append to X-Forwarded-For. 0 (the
 	// default) means the TCP peer is the caller.

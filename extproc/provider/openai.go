@@ -14,7 +14,14 @@ import (
 	"github.com/tollgate/tollgate/extproc/sse"
 )
 
-func init() { adapters[config.TypeOpenAI] = openAI{} }
+// The demo provider (config.TypeDemo) is an OpenAI-type server that
+// Tollgate answers itself: the same adapter, so that metering, records,
+// streams, tools and the Responses API (by translation) work against it as
+// against a real provider.
+func init() {
+	adapters[config.TypeOpenAI] = openAI{}
+	adapters[config.TypeDemo] = openAI{}
+}
 
 // openAI serves OpenAI and every OpenAI-compatible server (vLLM, Ollama,
 // Groq, Mistral…): the body passes through with the provider's model name,

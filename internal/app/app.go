@@ -3,7 +3,8 @@
 // storage and its caches, the rate limiter and its Redis leases, usage
 // recording and balance leases, the gRPC server for Envoy (with TLS and
 // xDS), ext_authz and ext_proc, the alert delivery worker, the built-in
-// edge, the dashboard and the
+// edge (which answers the demo provider in process; demo.go), the
+// dashboard and the
 // management API on the HTTP listener, and the admin listener. Run serves
 // until its context ends or a listener fails; Shutdown stops everything in
 // order: stop accepting, drain in-flight streams, flush usage and
@@ -109,6 +110,7 @@ type App struct {
 	extproc     *extproc.Server
 	grpc        grpcParts
 	edge        edgeParts
+	demo        demoParts
 
 	httpServer  *http.Server
 	httpLis     net.Listener
@@ -175,6 +177,7 @@ func New(ctx context.Context, opt Options) (*App, error) {
 func (a *App) Run(ctx context.Context) error {
 	errs := make(chan error, 3)
 	a.serveGRPC(errs)
+	a.serveDemo()
 	go func() {
 		err := a.httpServer.Serve(a.opt.HTTP.listener(a.httpLis))
 		errs <- fmt.Errorf("edge: %w", err)

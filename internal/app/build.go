@@ -40,6 +40,9 @@ func (a *App) loadConfig(context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := a.buildDemo(cfg); err != nil {
+		return err
+	}
 	a.cfg.Store(cfg)
 	table := edge.Clusters(cfg)
 	a.clusters.Store(&table)
@@ -267,6 +270,7 @@ func (a *App) buildServers(ctx context.Context) error {
 // kept.
 func (a *App) watchConfig(ctx context.Context) {
 	err := config.Watch(ctx, a.opt.ConfigPath, os.LookupEnv, func(next *config.Config) {
+		a.placeDemo(next)
 		if err := a.grpc.xdsUpdate(ctx, next); err != nil {
 			a.log.Error("configuration change not applied", "err", err)
 			return

@@ -55,6 +55,7 @@ func (a *App) buildEdge(context.Context) error {
 		MaxBodyBytes:   func() int { return a.cfg.Load().MaxBodyBytes },
 		XFFTrustedHops: a.opt.XFFTrustedHops,
 		Logger:         a.log,
+		InProcess:      a.demoTransports(),
 	}
 	if a.opt.Edge == EdgeGRPC {
 		if err := a.bindEdgeOverGRPC(&opt); err != nil {

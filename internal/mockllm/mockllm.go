@@ -1,0 +1,309 @@
+// Package mockllm is a deterministic LLM server: one http.Handler that
+// speaks OpenAI's chat completions and Responses API, Azure OpenAI,
+// Anthropic's Messages API and Gemini's generateContent and
+// streamGenerateContent, whole and streamed, with tool calls and usage
+// counted from the request's text and the answer.
+//
+// It is the other end of the wire, not a part of Tollgate's routing: the
+// demo provider (type: demo) is this handler served in process through
+// Transport, and the end-to-end tests and the benchmarks serve it on a
+// loopback listener in place of a real provider. It lives under internal/
+// because both tollgate serve and the tests use it, and nothing outside
+// this module should.
+//
+// The answer is the same for the same request: it names the last user
+// message; when the request offers tools and its tool choice does not
+// forbid them, it calls them instead (see Mock.ServeHTTP). Options fix the
+// answer and usage and make the server misbehave as real providers do
+// (error statuses, hangs, cut or malformed streams) for the tests.
+package mockllm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Format is a provider's wire format.
+type Format string
+
+// The wire formats, told apart by the request's path.
+const (
+	// OpenAI is POST /v1/chat/completions and POST /v1/responses, with
+	// Authorization: Bearer.
+	OpenAI Format = "openai"
+	// Azure is POST /openai/deployments/{deployment}/chat/completions
+	// ?api-version=…, with api-key; answers carry Azure's content-filter
+	// annotations.
+	Azure Format = "azure"
+	// Anthropic is POST /v1/messages with x-api-key and anthropic-version.
+	Anthropic Format = "anthropic"
+	// Gemini is POST /v1beta/models/{model}:generateContent and
+	// :streamGenerateContent?alt=sse, with x-goog-api-key.
+	Gemini Format = "gemini"
+)
+
+// CredentialHeader is the header each format's credential travels in.
+var CredentialHeader = map[Format]string{
+	OpenAI: "Authorization", Azure: "Api-Key", Anthropic: "X-Api-Key", Gemini: "X-Goog-Api-Key",
+}
+
+// MaxBodyBytes bounds a request body; a larger one is refused with 413.
+const MaxBodyBytes = 32 << 20
+
+// Usage is the tokens an answer reports, as OpenAI counts them: prompt
+// tokens include cached ones (Anthropic reports a fifth of them as read
+// from its cache), completion tokens include reasoning ones (Gemini
+// reports a quarter of them as thoughts).
+type Usage struct {
+	Prompt, Completion int
+}
+
+// Options configure a Mock. The zero value is the demo provider: every
+// format, no credential checked, the deterministic answer, nothing kept.
+type Options struct {
+	// Formats are the formats served; a request in another gets 404.
+	// Empty means all.
+	Formats []Format
+	// Credentials, when set for a format, is the exact value its
+	// CredentialHeader must carry ("Bearer sk-…" for OpenAI); a request
+	// without it gets 401.
+	Credentials map[Format]string
+	// Answer, when set, is the answer's text in its stream pieces instead
+	// of the deterministic one.
+	Answer []string
+	// Usage, when set, is reported instead of the counted usage.
+	Usage *Usage
+	// Fault, when set, says how to misbehave on each request; it is called
+	// once per request, as it arrives.
+	Fault func(*Request) Fault
+	// Release ends the HangAfter pause: the stream then runs to its end.
+	Release <-chan struct{}
+	// Left, when set, is called when a client goes away during a hang.
+	Left func()
+	// Gap paces a stream: the wait between two events (between two bytes
+	// for Trickle, 20ms when zero).
+	Gap time.Duration
+	// Split writes every stream event in two writes, flushed apart, so
+	// that events arrive cut at arbitrary places.
+	Split bool
+	// Gzip compresses the answers of requests that accept gzip, as
+	// providers behind a CDN do.
+	Gzip bool
+	// Odd begins every stream with odd but legal events of its format: an
+	// event {"usage":null}, a comment, {} and a usage-only event.
+	Odd bool
+	// Header is set on every answer, as a provider's own headers.
+	Header http.Header
+	// Record keeps every request (Requests, Problems) for the tests. The
+	// demo provider keeps none.
+	Record bool
+}
+
+// Request is a request as the mock received it.
+type Request struct {
+	Format Format
+	Method string
+	Path   string // escaped, without query
+	Query  url.Values
+	Header http.Header
+	// Body is the JSON body, decoded (nil when it was not JSON).
+	Body map[string]any
+}
+
+// Mock is the server. Its methods are safe for concurrent use.
+type Mock struct {
+	opt      Options
+	done     chan struct{}
+	doneOnce sync.Once
+
+	mu       sync.Mutex
+	requests []Request
+	problems []string
+}
+
+// New returns a Mock.
+func New(opt Options) *Mock { return &Mock{opt: opt, done: make(chan struct{})} }
+
+// Close ends every hang in progress and every one to come.
+func (m *Mock) Close() { m.doneOnce.Do(func() { close(m.done) }) }
+
+// Requests are the requests received so far (with Options.Record).
+func (m *Mock) Requests() []Request {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.requests)
+}
+
+// Count is how many requests were received (with Options.Record).
+func (m *Mock) Count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.requests)
+}
+
+// Problems are what a real provider would have refused so far (with
+// Options.Record): a body that is not JSON, an unknown route, a missing
+// version, a wrong credential.
+func (m *Mock) Problems() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.problems)
+}
+
+func (m *Mock) problem(format string, args ...any) {
+	if !m.opt.Record {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.problems = append(m.problems, fmt.Sprintf(format, args...))
+}
+
+func (m *Mock) record(r Request) {
+	if !m.opt.Record {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.requests = append(m.requests, r)
+}
+
+// ServeHTTP answers one request in its format. A request whose tool
+// choice forces tools (required, any, or a named one) calls them (only the
+// named one); one that merely offers tools calls every offered tool unless
+// its last message is a tool's result; otherwise the answer is text.
+func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil {
+		m.problem("reading the body: %v", err)
+		return
+	}
+	req := Request{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.Query(), Header: r.Header.Clone()}
+	req.Format = formatOf(req.Path)
+	if err := json.Unmarshal(raw, &req.Body); err != nil {
+		m.problem("%s %s: body is not JSON: %v", r.Method, req.Path, err)
+	}
+	m.record(req)
+	for k, vs := range m.opt.Header {
+		w.Header()[k] = vs
+	}
+	if status, msg := m.refusal(r, &req, len(raw)); status != 0 {
+		writeError(w, req.Format, status, msg)
+		return
+	}
+	var fault Fault
+	if m.opt.Fault != nil {
+		fault = m.opt.Fault(&req)
+	}
+	if fault.Status != 0 {
+		writeError(w, req.Format, fault.Status, fmt.Sprintf("mock failure %d", fault.Status))
+		return
+	}
+	if fault.Play == HangHeaders {
+		m.hang(r)
+		return
+	}
+	w = m.wrap(w, r)
+	if c, ok := w.(io.Closer); ok {
+		defer c.Close()
+	}
+	m.answer(w, r, &req, fault.Play)
+}
+
+// refusal is the status and message of a request a real provider would
+// refuse, or 0.
+func (m *Mock) refusal(r *http.Request, req *Request, size int) (int, string) {
+	switch {
+	case size > MaxBodyBytes:
+		return http.StatusRequestEntityTooLarge, "the request body is too large"
+	case r.Method != http.MethodPost || req.Format == "" || !m.serves(req.Format):
+		m.problem("unexpected request %s %s", r.Method, r.URL)
+		return http.StatusNotFound, "no such route"
+	case req.Format == Azure && req.Query.Get("api-version") == "":
+		m.problem("azure: no api-version in %s", r.URL)
+		return http.StatusNotFound, "no api-version"
+	case req.Format == Anthropic && r.Header.Get("Anthropic-Version") == "":
+		m.problem("anthropic: no anthropic-version header")
+		return http.StatusBadRequest, "anthropic-version header is required"
+	case req.Format == Gemini && strings.HasSuffix(req.Path, ":streamGenerateContent") && req.Query.Get("alt") != "sse":
+		m.problem("gemini: a stream without alt=sse")
+		return http.StatusNotFound, "no alt=sse"
+	}
+	if want, ok := m.opt.Credentials[req.Format]; ok {
+		name := CredentialHeader[req.Format]
+		if got := r.Header.Get(name); got != want {
+			m.problem("%s: credential header %s is %q", req.Format, name, got)
+			return http.StatusUnauthorized, "invalid credential"
+		}
+	}
+	return 0, ""
+}
+
+func (m *Mock) serves(f Format) bool {
+	return len(m.opt.Formats) == 0 || slices.Contains(m.opt.Formats, f)
+}
+
+// formatOf tells the format from the path, or "" for none.
+func formatOf(path string) Format {
+	switch {
+	case path == "/v1/chat/completions" || path == "/v1/responses":
+		return OpenAI
+	case strings.HasPrefix(path, "/openai/deployments/") && strings.HasSuffix(path, "/chat/completions"):
+		return Azure
+	case path == "/v1/messages":
+		return Anthropic
+	case strings.HasPrefix(path, "/v1beta/models/") &&
+		(strings.HasSuffix(path, ":generateContent") || strings.HasSuffix(path, ":streamGenerateContent")):
+		return Gemini
+	}
+	return ""
+}
+
+// hang waits until the client goes, or the mock closes.
+func (m *Mock) hang(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+		if m.opt.Left != nil {
+			m.opt.Left()
+		}
+	case <-m.done:
+	}
+}
+
+// writeError answers an error in the format's shape.
+func writeError(w http.ResponseWriter, f Format, status int, msg string) {
+	var body any
+	switch f {
+	case Azure:
+		body = map[string]any{"error": map[string]any{"code": fmt.Sprint(status), "message": msg}}
+	case Anthropic:
+		body = map[string]any{"type": "error", "error": map[string]any{"type": "api_error", "message": msg}}
+	case Gemini:
+		body = map[string]any{"error": map[string]any{"code": status, "message": msg, "status": "UNAVAILABLE"}}
+	default:
+		body = map[string]any{"error": map[string]any{"message": msg, "type": "server_error", "param": nil, "code": nil}}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(mustJSON(body))
+}
+
+// mustJSON encodes what the mock builds itself: maps of strings, numbers,
+// booleans and nested maps and slices, which always encode.
+func mustJSON(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return []byte(`null`)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}

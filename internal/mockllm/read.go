@@ -1,0 +1,181 @@
+package mockllm
+
+import "strings"
+
+// read reads what a request asks, in its format.
+func read(req *Request) asked {
+	b := req.Body
+	a := asked{text: textSize(b, "")}
+	a.model, _ = b["model"].(string)
+	a.stream, _ = b["stream"].(bool)
+	switch {
+	case req.Format == OpenAI && req.Path == "/v1/responses":
+		readResponses(b, &a)
+	case req.Format == Anthropic:
+		readAnthropic(b, &a)
+	case req.Format == Gemini:
+		readGemini(req, &a)
+	default:
+		readChat(b, &a)
+	}
+	return a
+}
+
+func list(v any) []map[string]any {
+	vs, _ := v.([]any)
+	out := make([]map[string]any, 0, len(vs))
+	for _, e := range vs {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func object(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
+// partsText is the text of a content: a string, or the text of its parts.
+func partsText(content any) string {
+	if s, ok := content.(string); ok {
+		return s
+	}
+	var b strings.Builder
+	for _, p := range list(content) {
+		if t, ok := p["text"].(string); ok {
+			b.WriteString(t)
+		}
+	}
+	return b.String()
+}
+
+func readChat(b map[string]any, a *asked) {
+	a.includeUsage, _ = object(b["stream_options"])["include_usage"].(bool)
+	msgs := list(b["messages"])
+	for _, m := range msgs {
+		if m["role"] == "user" {
+			a.lastUser = partsText(m["content"])
+		}
+	}
+	a.afterTool = len(msgs) > 0 && msgs[len(msgs)-1]["role"] == "tool"
+	for _, t := range list(b["tools"]) {
+		f := object(t["function"])
+		name, _ := f["name"].(string)
+		a.tools = append(a.tools, tool{name: name, schema: object(f["parameters"])})
+	}
+	a.choice = openAIChoice(b["tool_choice"], func(c map[string]any) any { return object(c["function"])["name"] })
+}
+
+// openAIChoice reads OpenAI's tool_choice; name reads a named choice's
+// tool name.
+func openAIChoice(v any, name func(map[string]any) any) toolChoice {
+	switch v {
+	case "none":
+		return toolChoice{mode: "none"}
+	case "required":
+		return toolChoice{mode: "forced"}
+	}
+	if c := object(v); c != nil {
+		n, _ := name(c).(string)
+		return toolChoice{mode: "forced", name: n}
+	}
+	return toolChoice{mode: "auto"}
+}
+
+func readResponses(b map[string]any, a *asked) {
+	if s, ok := b["input"].(string); ok {
+		a.lastUser = s
+	}
+	items := list(b["input"])
+	for _, it := range items {
+		if it["role"] == "user" {
+			a.lastUser = partsText(it["content"])
+		}
+	}
+	a.afterTool = len(items) > 0 && items[len(items)-1]["type"] == "function_call_output"
+	for _, t := range list(b["tools"]) {
+		if t["type"] == "function" {
+			name, _ := t["name"].(string)
+			a.tools = append(a.tools, tool{name: name, schema: object(t["parameters"])})
+		}
+	}
+	a.choice = openAIChoice(b["tool_choice"], func(c map[string]any) any { return c["name"] })
+}
+
+func readAnthropic(b map[string]any, a *asked) {
+	msgs := list(b["messages"])
+	for i, m := range msgs {
+		if m["role"] != "user" {
+			continue
+		}
+		if t := partsText(m["content"]); t != "" {
+			a.lastUser = t
+		}
+		for _, block := range list(m["content"]) {
+			if block["type"] == "tool_result" && i == len(msgs)-1 {
+				a.afterTool = true
+			}
+		}
+	}
+	for _, t := range list(b["tools"]) {
+		name, _ := t["name"].(string)
+		a.tools = append(a.tools, tool{name: name, schema: object(t["input_schema"])})
+	}
+	c := object(b["tool_choice"])
+	switch c["type"] {
+	case "none":
+		a.choice.mode = "none"
+	case "any":
+		a.choice.mode = "forced"
+	case "tool":
+		a.choice.mode = "forced"
+		a.choice.name, _ = c["name"].(string)
+	default:
+		a.choice.mode = "auto"
+	}
+}
+
+func readGemini(req *Request, a *asked) {
+	b := req.Body
+	name := strings.TrimPrefix(req.Path, "/v1beta/models/")
+	a.model, _, _ = strings.Cut(name, ":")
+	a.stream = strings.HasSuffix(req.Path, ":streamGenerateContent")
+	contents := list(b["contents"])
+	for i, c := range contents {
+		if c["role"] != "user" && c["role"] != nil {
+			continue
+		}
+		if t := partsText(c["parts"]); t != "" {
+			a.lastUser = t
+		}
+		for _, p := range list(c["parts"]) {
+			if p["functionResponse"] != nil && i == len(contents)-1 {
+				a.afterTool = true
+			}
+		}
+	}
+	for _, t := range list(b["tools"]) {
+		for _, d := range list(t["functionDeclarations"]) {
+			name, _ := d["name"].(string)
+			schema := object(d["parametersJsonSchema"])
+			if schema == nil {
+				schema = object(d["parameters"])
+			}
+			a.tools = append(a.tools, tool{name: name, schema: schema})
+		}
+	}
+	fc := object(object(b["toolConfig"])["functionCallingConfig"])
+	switch fc["mode"] {
+	case "NONE":
+		a.choice.mode = "none"
+	case "ANY":
+		a.choice.mode = "forced"
+		if n, ok := fc["allowedFunctionNames"].([]any); ok && len(n) == 1 {
+			a.choice.name, _ = n[0].(string)
+		}
+	default:
+		a.choice.mode = "auto"
+	}
+}
