@@ -4,8 +4,8 @@
 // recording and balance leases, the gRPC server for Envoy (with TLS and
 // xDS), ext_authz and ext_proc, the alert delivery worker, the built-in
 // edge (which answers the demo provider in process; demo.go), the
-// dashboard and the
-// management API on the HTTP listener, and the admin listener. Run serves
+// dashboard and the management API on the HTTP listener, and the admin
+// listener. Run serves
 // until its context ends or a listener fails; Shutdown stops everything in
 // order: stop accepting, drain in-flight streams, flush usage and
 // last-used times, close the database. The command line
