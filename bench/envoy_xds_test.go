@@ -9,6 +9,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	matchingv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/matching/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -124,12 +125,12 @@ func editHTTPFilters(fs []*hcmv3.HttpFilter, authz func(*extauthzv3.ExtAuthz), p
 			authz(&a)
 			m = &a
 		case xds.FilterExtProc:
-			var p extprocfilterv3.ExternalProcessor
-			if err := f.GetTypedConfig().UnmarshalTo(&p); err != nil {
+			a, err := editExtProc(f.GetTypedConfig(), proc)
+			if err != nil {
 				return err
 			}
-			proc(&p)
-			m = &p
+			f.ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: a}
+			continue
 		default:
 			continue
 		}
@@ -140,6 +141,30 @@ func editHTTPFilters(fs []*hcmv3.HttpFilter, authz func(*extauthzv3.ExtAuthz), p
 		f.ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: a}
 	}
 	return nil
+}
+
+// editExtProc edits an ext_proc filter's configuration, also when it is
+// wrapped in a matcher (the router step's, which skips Envoy's own
+// replies to requests its codec refused).
+func editExtProc(a *anypb.Any, proc func(*extprocfilterv3.ExternalProcessor)) (*anypb.Any, error) {
+	var wrapped matchingv3.ExtensionWithMatcher
+	if a.MessageIs(&wrapped) {
+		if err := a.UnmarshalTo(&wrapped); err != nil {
+			return nil, err
+		}
+		inner, err := editExtProc(wrapped.GetExtensionConfig().GetTypedConfig(), proc)
+		if err != nil {
+			return nil, err
+		}
+		wrapped.ExtensionConfig.TypedConfig = inner
+		return anypb.New(&wrapped)
+	}
+	var p extprocfilterv3.ExternalProcessor
+	if err := a.UnmarshalTo(&p); err != nil {
+		return nil, err
+	}
+	proc(&p)
+	return anypb.New(&p)
 }
 
 // googleGRPC has ext_authz and ext_proc call the gRPC server through
