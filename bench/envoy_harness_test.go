@@ -34,7 +34,7 @@ func TestTheEnvoyBenchHarnessWorks(t *testing.T) {
 		assert.InDelta(t, c.msgs, b.msgs, c.msgs*0.05, "%s: the no-op servers exchange as many ext_proc messages as Tollgate", s.name)
 	}
 
-	m2 := newMock(t, 100)
+	m2 := newMock(t, mockTokens)
 	c := startTollgateBehindEnvoy(t, m2.URL, "", grpcVariant{name: "production"}, nil)
 	envoy, tollgate := envoyMemoryPerStream(t, c, m2, 10)
 	assert.NotZero(t, envoy+tollgate, "resident memory read")
@@ -50,7 +50,7 @@ func TestTheEnvoyBenchHarnessWorks(t *testing.T) {
 // sends each a request of both shapes: a variant the bootstrap edits break
 // fails here, not in a long benchmark run.
 func TestEveryVariantServes(t *testing.T) {
-	m := newMock(t, 100)
+	m := newMock(t, mockTokens)
 	for _, v := range sidecarVariants {
 		t.Run(v.name, func(t *testing.T) {
 			for _, p := range []*envoyPath{startNoopBehindEnvoy(t, m.URL, v, nil), startTollgateBehindEnvoy(t, m.URL, "", v, nil)} {

@@ -73,7 +73,7 @@ func (t *envoyTrio) measureTrio(b testing.TB, body string, n, rounds int) (a, bb
 // envoyRows measures rows (a), (b) and (c): CPU per request, memory per
 // slow stream, and the added latency.
 func envoyRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio string)) {
-	m := newPacedMock(b, 100, envoyChunkGap)
+	m := newPacedMock(b, mockTokens, envoyChunkGap)
 	t := startEnvoyTrio(b, m, grpcVariant{name: "production"}, 1)
 	us := func(v float64) string { return fmt.Sprintf("%.0f", v) }
 	x := func(a, b float64) string { return fmt.Sprintf("%.2f×", a/b) }
@@ -99,10 +99,10 @@ func envoyRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio st
 // and Tollgate's, and through (a), each over a mock of its own (a mock
 // releases its slow streams once).
 func envoyMemory(b testing.TB, streams int) (envoy, tollgate, floor float64) {
-	m1 := newMock(b, 100)
+	m1 := newMock(b, mockTokens)
 	c := startTollgateBehindEnvoy(b, m1.URL, "", grpcVariant{name: "production"}, nil)
 	envoy, tollgate = envoyMemoryPerStream(b, c, m1, streams)
-	m2 := newMock(b, 100)
+	m2 := newMock(b, mockTokens)
 	floor, _ = envoyMemoryPerStream(b, startFloorEnvoy(b, m2.URL), m2, streams)
 	return envoy, tollgate, floor
 }
@@ -119,7 +119,7 @@ func envoyLatencyRows(b testing.TB, row func(what, ours, floor, ratio string)) {
 	} else {
 		pg = ""
 	}
-	m := newMock(b, 100)
+	m := newMock(b, mockTokens)
 	c := startTollgateBehindEnvoy(b, m.URL, pg, grpcVariant{name: "production"}, []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}, extra...)
 	a := startFloorEnvoy(b, m.URL)
 	cl := c.cl
@@ -155,7 +155,7 @@ var sidecarVariants = []grpcVariant{
 // and streamed, against the production bootstrap's (c) in the same run.
 func variantRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio string)) {
 	type pair struct{ b, c *envoyPath }
-	m := newPacedMock(b, 100, envoyChunkGap)
+	m := newPacedMock(b, mockTokens, envoyChunkGap)
 	paths := make([]pair, len(sidecarVariants))
 	env := []string{"GOMAXPROCS=1"}
 	for i, v := range sidecarVariants {

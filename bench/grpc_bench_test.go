@@ -57,7 +57,7 @@ plans:
   - {name: pro, default_rpm: 10000000, models: ["*"]}
 `
 
-const requestBody = `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello in five words."}],"temperature":0.7,"max_tokens":64}`
+const requestBody = `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello in five words."}],"temperature":0.7,"max_tokens":128}`
 
 const completion = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, how are you?"},"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"completion_tokens":7,"total_tokens":27}}`
 
@@ -278,7 +278,7 @@ func (r *rig) request(ctx context.Context, stream bool, pieces [][]byte) error {
 	}
 	body := []byte(requestBody)
 	if stream {
-		body = []byte(strings.Replace(requestBody, `"max_tokens":64`, `"max_tokens":64,"stream":true`, 1))
+		body = []byte(strings.Replace(requestBody, `"max_tokens":128`, `"max_tokens":128,"stream":true`, 1))
 	}
 
 	rctx, rcancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, contract.HeaderStep, contract.StepRouter))

@@ -240,6 +240,10 @@ type mock struct {
 	release chan struct{}
 }
 
+// mockTokens is the bench mock's answer: words, chunks and completion
+// tokens.
+const mockTokens = 100
+
 func newMock(b testing.TB, chunks int) *mock { return newPacedMock(b, chunks, 0) }
 
 // newPacedMock is a mock whose streams wait gap between chunks, as a
@@ -308,7 +312,7 @@ func newClient(secret string) *client {
 	}}}
 }
 
-const streamBody = `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello in five words."}],"temperature":0.7,"max_tokens":64,"stream":true}`
+const streamBody = `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello in five words."}],"temperature":0.7,"max_tokens":128,"stream":true}`
 
 func (c *client) do(base, body string) error {
 	req, err := http.NewRequest(http.MethodPost, base+"/chat/completions", strings.NewReader(body))
@@ -481,7 +485,7 @@ func BenchmarkTable(b *testing.B) {
 // embeddedRows measures the embedded path against httputil.ReverseProxy:
 // CPU and allocations per request, and memory per slow stream.
 func embeddedRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio string)) {
-	m := newMock(b, 100)
+	m := newMock(b, mockTokens)
 	emb, secret := startEmbedded(b, m.URL, "")
 	proxy := startChild(b, childProxy, "TOLLGATE_BENCH_TARGET="+m.URL)
 	cl := newClient(secret)
@@ -504,7 +508,7 @@ func embeddedRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio
 	}
 	const streams = 1000
 	oursMem := memoryPerStream(b, emb, cl, m, streams)
-	m2 := newMock(b, 100)
+	m2 := newMock(b, mockTokens)
 	proxy2 := startChild(b, childProxy, "TOLLGATE_BENCH_TARGET="+m2.URL)
 	floorMem := memoryPerStream(b, proxy2, cl, m2, streams)
 	row(fmt.Sprintf("memory per concurrent slow stream (%d open), KiB", streams), fmt.Sprintf("%.1f", oursMem/1024), fmt.Sprintf("%.1f", floorMem/1024), fmt.Sprintf("%.2f×", oursMem/floorMem))
@@ -534,7 +538,7 @@ func latencyRows(b testing.TB, row func(what, ours, floor, ratio string)) {
 	if !ok {
 		return
 	}
-	m3 := newMock(b, 100)
+	m3 := newMock(b, mockTokens)
 	// Every core, as in production (the CPU rows pin their children to
 	// one, to count CPU per request).
 	gw, secret := startEmbeddedEnv(b, m3.URL, pg, []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}, "--redis", redisURL)
@@ -582,4 +586,18 @@ func grpcCPU(b testing.TB, mode string, stream bool, pieces [][]byte, n int) flo
 	}
 	cpu := childCPU(b, r.child.Process.Pid) - start
 	return float64(cpu.Microseconds()) / float64(n)
+}
+
+// TestTheBenchRequestsHoldWhatTheMockAnswers: the mock answers 100
+// completion tokens (mockTokens); a request whose max_tokens held less
+// would be overcharged on every call, and the bench would measure the
+// overcharge's lease retirements instead of the request path.
+func TestTheBenchRequestsHoldWhatTheMockAnswers(t *testing.T) {
+	for _, body := range []string{requestBody, streamBody} {
+		var r struct {
+			MaxTokens int `json:"max_tokens"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &r))
+		require.GreaterOrEqual(t, r.MaxTokens, mockTokens, body)
+	}
 }
