@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/tollgate/tollgate/budget"
@@ -118,33 +119,55 @@ func (p *budgetsPage) fill(rep manage.BudgetReport, keepForm bool) {
 	}
 }
 
-// formBudgets reads the form's amounts: a blank one is no budget. Each kept
-// period keeps its alert thresholds.
+// formBudgets reads the budgets page's amounts (amount_day, ...): a blank
+// one is no budget. Each kept period keeps its alert thresholds.
 func formBudgets(r *http.Request, rep manage.BudgetReport) ([]store.Budget, []budgetField, error) {
-	var out []store.Budget
-	var fields []budgetField
+	fields := readBudgetFields(r.PostForm, "amount_")
+	out, errs := fieldBudgets(fields, rep.Budgets)
 	var bad error
+	for _, f := range fields {
+		if msg := errs[f.Period]; msg != "" {
+			bad = errors.Join(bad, errors.New(msg))
+		}
+	}
+	return out, fields, bad
+}
+
+// readBudgetFields reads the amount typed for each period, in the field
+// named prefix+period, trimmed.
+func readBudgetFields(v url.Values, prefix string) []budgetField {
+	fields := make([]budgetField, 0, len(budget.Periods))
 	for _, period := range budget.Periods {
 		p := string(period)
-		text := strings.TrimSpace(r.PostForm.Get("amount_" + p))
-		fields = append(fields, budgetField{Period: p, Label: periodLabels[p], Amount: text})
-		if text == "" {
+		fields = append(fields, budgetField{Period: p, Label: periodLabels[p], Amount: strings.TrimSpace(v.Get(prefix + p))})
+	}
+	return fields
+}
+
+// fieldBudgets are the budgets the fields ask for (a blank amount is no
+// budget), each keeping the alert thresholds of old's budget of its
+// period; and a sentence by period for each amount that is none.
+func fieldBudgets(fields []budgetField, old []manage.BudgetStatus) ([]store.Budget, map[string]string) {
+	var out []store.Budget
+	errs := map[string]string{}
+	for _, f := range fields {
+		if f.Amount == "" {
 			continue
 		}
-		amount, err := money.ParseUSD(strings.TrimPrefix(text, "$"))
+		amount, err := money.ParseUSD(strings.TrimPrefix(f.Amount, "$"))
 		if err != nil || amount < 0 {
-			bad = errors.Join(bad, fmt.Errorf("%s: %q is not an amount in dollars", periodLabels[p], text))
+			errs[f.Period] = fmt.Sprintf("%s: %q is not an amount in dollars, such as 25 or 12.50.", f.Label, f.Amount)
 			continue
 		}
-		b := store.Budget{Period: p, Amount: amount}
-		for _, old := range rep.Budgets {
-			if old.Period == p {
-				b.Thresholds = old.Thresholds
+		b := store.Budget{Period: f.Period, Amount: amount}
+		for _, o := range old {
+			if o.Period == f.Period {
+				b.Thresholds = o.Thresholds
 			}
 		}
 		out = append(out, b)
 	}
-	return out, fields, bad
+	return out, errs
 }
 
 // keyBudgets shows a key's budgets and their form.

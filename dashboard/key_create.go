@@ -3,6 +3,7 @@ package dashboard
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/tollgate/tollgate/store"
 )
@@ -17,40 +18,70 @@ type keyCreatedPage struct {
 	OldUntil shownTime
 	// Snippets are code to paste, with the secret while it is shown.
 	Snippets snippets
+	// BudgetsUnsaved says the form's budgets could not be given to the new
+	// key (a database failure).
+	BudgetsUnsaved bool
 }
 
 // createKey creates the key the form asks for through the management
-// service, which checks its options, and shows its secret once; or shows
-// the form again with its errors, nothing saved.
+// service, which checks its options, then gives it the form's budgets, and
+// shows its secret once; or shows the form again with its errors, nothing
+// saved.
 func (d *Dashboard) createKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	f := parseKeyForm(r.PostForm)
+	ctx, a := r.Context(), d.actor(r, s)
+	// The budgets are checked in full (as SetKeyBudgets checks them) before
+	// the key is written: once it is, only a database failure can keep
+	// them from it.
+	bs, budgetErrs := checkFormBudgets(f.Budgets, nil)
 	var (
 		k      store.Key
 		secret string
 		err    error
 	)
-	if f.mismatched() {
-		err = d.manage.CheckKey(r.Context(), d.actor(r, s), s.account.ID, "", f.patch(nil))
+	if f.mismatched() || len(budgetErrs) > 0 {
+		err = d.manage.CheckKey(ctx, a, s.account.ID, "", f.patch(nil))
 	} else {
-		k, secret, err = d.manage.CreateKey(r.Context(), d.actor(r, s), s.account.ID, f.patch(nil))
+		k, secret, err = d.manage.CreateKey(ctx, a, s.account.ID, f.patch(nil))
 	}
 	errs, err := d.formErrors(f, err)
 	if err != nil {
 		return fmt.Errorf("create key: %w", err)
 	}
-	if errs != nil {
+	if errs = withErrors(errs, budgetErrs); errs != nil {
 		d.renderKeyForm(w, r, s, http.StatusUnprocessableEntity, nil, f, errs)
 		return nil
 	}
-	d.log.InfoContext(r.Context(), "dashboard: key created", "key", k.ID, "account", s.account.ID)
+	d.log.InfoContext(ctx, "dashboard: key created", "key", k.ID, "account", s.account.ID)
+	page := "/keys/" + k.ID + "/created"
+	if !d.setNewKeyBudgets(r, s, k.ID, bs) {
+		page += "?budgets_unsaved"
+	}
 	// Post/Redirect/Get: the secret crosses to the page that shows it once,
 	// so a reload of that page makes no second key.
-	return d.showSecretAt(w, r, s, "/keys/"+k.ID+"/created", secret)
+	return d.showSecretAt(w, r, s, page, secret)
 }
 
-// showSecretAt redirects to the page at path, which shows secret once.
+// setNewKeyBudgets gives the new key the form's budgets, unless they are
+// the plan's defaults, which CreateKey gave it. A failure (of the
+// database: the budgets were checked) is logged and reported false, not
+// returned: the key is made, and its secret must still be shown once.
+func (d *Dashboard) setNewKeyBudgets(r *http.Request, s *session, keyID string, bs []store.Budget) bool {
+	if sameBudgets(bs, planBudgets(d.config(), s.account.Plan)) {
+		return true
+	}
+	if _, err := d.manage.SetKeyBudgets(r.Context(), d.actor(r, s), keyID, bs); err != nil {
+		d.log.ErrorContext(r.Context(), "dashboard: the new key's budgets were not saved", "key", keyID, "err", err)
+		return false
+	}
+	return true
+}
+
+// showSecretAt redirects to the page at path (which may carry a query),
+// which shows secret once.
 func (d *Dashboard) showSecretAt(w http.ResponseWriter, r *http.Request, s *session, path, secret string) error {
-	if err := d.setFlash(w, r, s, path, secret); err != nil {
+	page, _, _ := strings.Cut(path, "?")
+	if err := d.setFlash(w, r, s, page, secret); err != nil {
 		return fmt.Errorf("seal the secret for its page: %w", err)
 	}
 	http.Redirect(w, r, path, http.StatusSeeOther)
@@ -68,6 +99,6 @@ func (d *Dashboard) showCreatedKey(w http.ResponseWriter, r *http.Request, s *se
 	w.Header().Set("Cache-Control", "no-store")
 	secret := d.takeFlash(w, r, s)
 	d.render(w, r, http.StatusOK, "key_created", s, "Key created", keyCreatedPage{Key: keyView(k, d.now()), Secret: secret,
-		Snippets: d.snippetsFor(r, secret, d.firstModel(s.account.Plan, k.Models))})
+		Snippets: d.snippetsFor(r, secret, d.firstModel(s.account.Plan, k.Models)), BudgetsUnsaved: r.URL.Query().Has("budgets_unsaved")})
 	return nil
 }

@@ -39,6 +39,7 @@ type keyForm struct {
 	ExpiresAt      string // YYYY-MM-DD
 	Enabled        bool
 	Tokens         tokenLimitsForm // key_form_tokens.go
+	Budgets        []budgetField   // key_form_budgets.go
 }
 
 // newKeyForm is the create form's defaults (docs/api.md, Keys).
@@ -86,6 +87,7 @@ func parseKeyForm(v url.Values) keyForm {
 		ExpiresAt:      strings.TrimSpace(v.Get("expires_at")),
 		Enabled:        v.Get("enabled") != "",
 		Tokens:         parseTokenLimitsForm(v),
+		Budgets:        parseBudgetsForm(v),
 	}
 	if v.Get("rate_limit") == rateLimitCustom {
 		f.RateLimitMode = rateLimitCustom
@@ -282,6 +284,10 @@ type keyFormPage struct {
 	// ConfirmExpiry is the expiry date, already ended, that the edit form
 	// asks to confirm before it disables the key ("" when none).
 	ConfirmExpiry string
+	// Budgets are the spend budgets' fields; Timezone names the zone of
+	// their windows.
+	Budgets  []keyBudgetField
+	Timezone string
 }
 
 // modelChoice is one checkbox of Model Access.

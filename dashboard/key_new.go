@@ -4,9 +4,12 @@ import (
 	"net/http"
 )
 
-// newKey shows the create form with its defaults.
+// newKey shows the create form with its defaults, and the plan's default
+// budgets as its spend budgets.
 func (d *Dashboard) newKey(w http.ResponseWriter, r *http.Request, s *session) error {
-	d.renderKeyForm(w, r, s, http.StatusOK, nil, newKeyForm(), nil)
+	f := newKeyForm()
+	f.Budgets = budgetFieldsOf(planBudgets(d.config(), s.account.Plan))
+	d.renderKeyForm(w, r, s, http.StatusOK, nil, f, nil)
 	return nil
 }
 
@@ -22,11 +25,14 @@ func (d *Dashboard) renderKeyFormConfirm(w http.ResponseWriter, r *http.Request,
 	d.renderKeyFormPage(w, r, s, http.StatusUnprocessableEntity, keyFormPage{Key: k, Form: f, Errors: errs, ConfirmExpiry: date})
 }
 
-// renderKeyFormPage fills in page's action, models and today, and shows it.
+// renderKeyFormPage fills in page's action, models, today and budget
+// fields, and shows it.
 func (d *Dashboard) renderKeyFormPage(w http.ResponseWriter, r *http.Request, s *session, status int, page keyFormPage) {
 	page.Action = "/keys"
 	page.Models = modelChoices(d.config(), s.account.Plan, page.Form)
 	page.Today = d.now().UTC().Format(dateLayout)
+	page.Budgets = keyBudgetFields(page.Form, page.Errors)
+	page.Timezone = d.accountZone(r, s)
 	title := "Create key"
 	if page.Key != nil {
 		page.Action = "/keys/" + page.Key.ID

@@ -12,15 +12,15 @@ import (
 )
 
 // updateKey saves the fields the edit form changed through the management
-// service, which checks them, or shows the form again with its errors and
-// nothing saved. The secret cannot be edited.
+// service, which checks them, then the budgets if the form changed them;
+// or shows the form again with its errors and nothing saved. The secret
+// cannot be edited.
 func (d *Dashboard) updateKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	k, err := d.ownKey(r, s)
 	if err != nil {
 		return err
 	}
 	f := parseKeyForm(r.PostForm)
-	was := keyFormOf(k)
 	now := d.now()
 	if date := f.pastExpiry(k, now); date != "" && r.PostForm.Get("confirm_past_expiry") != date {
 		row := keyView(k, now)
@@ -30,19 +30,9 @@ func (d *Dashboard) updateKey(w http.ResponseWriter, r *http.Request, s *session
 		d.renderKeyFormConfirm(w, r, s, &row, f, errs, date)
 		return nil
 	}
-	// Only the fields changed on the form are sent: an edit made meanwhile
-	// elsewhere to another field is kept.
-	if f.mismatched() {
-		err = d.manage.CheckKey(r.Context(), d.actor(r, s), "", k.ID, f.patch(&was))
-	} else {
-		_, err = d.manage.UpdateKey(r.Context(), d.actor(r, s), k.ID, "", f.patch(&was))
-	}
-	if errors.Is(err, manage.ErrNotFound) {
-		return errNotFound // deleted meanwhile
-	}
-	errs, err := d.formErrors(f, err)
+	errs, err := d.saveKeyEdit(r, s, k, f)
 	if err != nil {
-		return fmt.Errorf("update key: %w", err)
+		return err
 	}
 	if errs != nil {
 		row := keyView(k, now)
@@ -51,6 +41,42 @@ func (d *Dashboard) updateKey(w http.ResponseWriter, r *http.Request, s *session
 	}
 	redirectSaved(w, r, k.ID)
 	return nil
+}
+
+// saveKeyEdit saves the key's changed options, then its budgets unless
+// the form leaves them as they are (no write, no audit entry); or saves
+// nothing and returns the form's errors. The budgets are checked in full
+// (as SetKeyBudgets checks them) before the key is written: once it is,
+// only a database failure can keep them from it.
+func (d *Dashboard) saveKeyEdit(r *http.Request, s *session, k store.Key, f keyForm) (fieldErrors, error) {
+	ctx, a := r.Context(), d.actor(r, s)
+	rep, err := d.manage.KeyBudgets(ctx, a, k.ID)
+	if err != nil {
+		return nil, fmt.Errorf("key budgets: %w", err)
+	}
+	bs, budgetErrs := checkFormBudgets(f.Budgets, rep.Budgets)
+	// Only the fields changed on the form are sent: an edit made meanwhile
+	// elsewhere to another field is kept.
+	was := keyFormOf(k)
+	if f.mismatched() || len(budgetErrs) > 0 {
+		err = d.manage.CheckKey(ctx, a, "", k.ID, f.patch(&was))
+	} else {
+		_, err = d.manage.UpdateKey(ctx, a, k.ID, "", f.patch(&was))
+	}
+	if errors.Is(err, manage.ErrNotFound) {
+		return nil, errNotFound // deleted meanwhile
+	}
+	errs, err := d.formErrors(f, err)
+	if err != nil {
+		return nil, fmt.Errorf("update key: %w", err)
+	}
+	if errs = withErrors(errs, budgetErrs); errs != nil || sameBudgets(bs, budgetsOfReport(rep)) {
+		return errs, nil
+	}
+	if _, err := d.manage.SetKeyBudgets(ctx, a, k.ID, bs); err != nil {
+		return nil, fmt.Errorf("set key budgets: %w", err)
+	}
+	return nil, nil
 }
 
 // pastExpiry is the date the form sets as the key's expiry when that date

@@ -380,3 +380,10 @@ func WithoutBudget(rep BudgetReport, period string) []store.Budget {
 	}
 	return out
 }
+
+// CheckBudgets checks a set of budgets as SetKeyBudgets and
+// SetAccountBudgets do, and saves nothing: a form checks its budgets with
+// its other fields before it writes anything.
+func CheckBudgets(budgets []store.Budget) error {
+	return checkBudgets(budgets)
+}
