@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -160,4 +161,24 @@ func TestABadBudgetOnTheEditFormChangesNothing(t *testing.T) {
 	assert.Equal(t, "ci", e.key(k.ID).Description, "the key is not changed")
 	amounts, _ := e.budgetAmounts(a, k.ID)
 	assert.Equal(t, map[string]string{"day": "5"}, amounts, "nor its budgets")
+}
+
+// budgetsFail is a store whose budgets cannot be written.
+type budgetsFail struct{ store.Store }
+
+func (budgetsFail) SetBudgets(context.Context, string, string, []store.Budget) ([]store.Budget, error) {
+	return nil, errors.New("disk full")
+}
+
+func TestANewKeyWhoseBudgetsFailToSaveStillShowsItsSecretAndSaysSo(t *testing.T) {
+	e := newEnvWith(t, func(s store.Store) store.Store { return budgetsFail{s} })
+	a := e.account("me@example.com", "pro", 0)
+	b := e.signedIn(a)
+	w := b.post("/keys", url.Values{"description": {"app"}, "enabled": {"on"}, "budget_day": {"5"}})
+	require.Equal(t, http.StatusSeeOther, w.Code, w.Body.String())
+	assert.Regexp(t, `^/keys/key_[0-9A-Za-z]+/created\?budgets_unsaved$`, w.Header().Get("Location"))
+	shown := b.follow(w).Body.String()
+	assert.Regexp(t, secretRE, shown, "the secret is shown once all the same")
+	assert.Contains(t, shown, `id="budgets-unsaved"`)
+	assert.Contains(t, e.logs.String(), "the new key's budgets were not saved")
 }
