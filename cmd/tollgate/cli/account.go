@@ -44,6 +44,22 @@ func openService(ctx context.Context, e *env, f *flags) (*manage.Service, func()
 	return svc, s.Close, nil
 }
 
+// openForAccount opens the management service (with open) and finds the
+// account with the email; the caller calls the close function returned.
+func openForAccount(ctx context.Context, e *env, f *flags,
+	open func(context.Context, *env, *flags) (*manage.Service, func(), error), email string) (*manage.Service, store.Account, func(), error) {
+	svc, done, err := open(ctx, e, f)
+	if err != nil {
+		return nil, store.Account{}, nil, err
+	}
+	a, err := accountByEmail(ctx, svc, email)
+	if err != nil {
+		done()
+		return nil, store.Account{}, nil, err
+	}
+	return svc, a, done, nil
+}
+
 // cliActor is the CLI as the management service knows it: an admin.
 var cliActor = manage.Actor{Kind: manage.ActorCLI}
 

@@ -36,15 +36,11 @@ func runAccountCredit(ctx context.Context, e *env, f *flags, args []string) erro
 // management service, then prints the account as it is afterwards.
 func changeAccount(ctx context.Context, e *env, f *flags, email string, asJSON bool,
 	change func(*manage.Service, store.Account) (store.Account, error)) error {
-	svc, done, err := openService(ctx, e, f)
+	svc, a, done, err := openForAccount(ctx, e, f, openService, email)
 	if err != nil {
 		return err
 	}
 	defer done()
-	a, err := accountByEmail(ctx, svc, email)
-	if err != nil {
-		return err
-	}
 	if a, err = change(svc, a); err != nil {
 		return serviceError(err)
 	}

@@ -37,15 +37,11 @@ func runAccountPassword(ctx context.Context, e *env, f *flags, args []string) er
 		return fmt.Errorf("password: %w", err)
 	}
 
-	svc, done, err := openService(ctx, e, f)
+	svc, a, done, err := openForAccount(ctx, e, f, openService, *email)
 	if err != nil {
 		return err
 	}
 	defer done()
-	a, err := accountByEmail(ctx, svc, *email)
-	if err != nil {
-		return err
-	}
 	if err := svc.SetPassword(ctx, cliActor, a.ID, hash); err != nil {
 		return serviceError(err)
 	}

@@ -11,14 +11,10 @@ func runAccountShow(ctx context.Context, e *env, f *flags, args []string) error 
 	if err := f.require("email"); err != nil {
 		return err
 	}
-	svc, done, err := openService(ctx, e, f)
+	_, a, done, err := openForAccount(ctx, e, f, openService, *email)
 	if err != nil {
 		return err
 	}
 	defer done()
-	a, err := accountByEmail(ctx, svc, *email)
-	if err != nil {
-		return err
-	}
 	return printAccount(e, a, *asJSON)
 }

@@ -129,15 +129,11 @@ func runAccountBudget(ctx context.Context, e *env, f *flags, args []string) erro
 			return err
 		}
 	}
-	svc, done, err := openService(ctx, e, f)
+	svc, a, done, err := openForAccount(ctx, e, f, openService, *email)
 	if err != nil {
 		return err
 	}
 	defer done()
-	a, err := accountByEmail(ctx, svc, *email)
-	if err != nil {
-		return err
-	}
 	rep, err := svc.AccountBudgets(ctx, cliActor, a.ID)
 	if err != nil {
 		return serviceError(err)

@@ -34,15 +34,11 @@ func runKeyCreate(ctx context.Context, e *env, f *flags, args []string) error {
 		p.Models = &models.values
 	}
 
-	svc, done, err := openService(ctx, e, f)
+	svc, a, done, err := openForAccount(ctx, e, f, openService, *account)
 	if err != nil {
 		return err
 	}
 	defer done()
-	a, err := accountByEmail(ctx, svc, *account)
-	if err != nil {
-		return err
-	}
 	k, secret, err := svc.CreateKey(ctx, cliActor, a.ID, p)
 	if err != nil {
 		return serviceError(err)

@@ -15,15 +15,11 @@ func runKeyList(ctx context.Context, e *env, f *flags, args []string) error {
 	if err := f.require("account"); err != nil {
 		return err
 	}
-	svc, done, err := openService(ctx, e, f)
+	svc, a, done, err := openForAccount(ctx, e, f, openService, *account)
 	if err != nil {
 		return err
 	}
 	defer done()
-	a, err := accountByEmail(ctx, svc, *account)
-	if err != nil {
-		return err
-	}
 	keys, err := svc.AccountKeys(ctx, cliActor, a.ID)
 	if err != nil {
 		return serviceError(err)

@@ -56,15 +56,11 @@ func runWebhookAdd(ctx context.Context, e *env, f *flags, args []string) error {
 	if err := f.require("account", "url"); err != nil {
 		return err
 	}
-	svc, done, err := openWebhookService(ctx, e, f)
+	svc, a, done, err := openForAccount(ctx, e, f, openWebhookService, *account)
 	if err != nil {
 		return err
 	}
 	defer done()
-	a, err := accountByEmail(ctx, svc, *account)
-	if err != nil {
-		return err
-	}
 	w, secret, err := svc.CreateWebhook(ctx, cliActor, manage.WebhookRequest{AccountID: a.ID, URL: *url, Description: *description})
 	if err != nil {
 		return serviceError(err)
@@ -88,15 +84,11 @@ func runWebhookList(ctx context.Context, e *env, f *flags, args []string) error 
 	if err := f.require("account"); err != nil {
 		return err
 	}
-	svc, done, err := openService(ctx, e, f)
+	svc, a, done, err := openForAccount(ctx, e, f, openService, *account)
 	if err != nil {
 		return err
 	}
 	defer done()
-	a, err := accountByEmail(ctx, svc, *account)
-	if err != nil {
-		return err
-	}
 	ws, err := svc.ListWebhooks(ctx, cliActor, a.ID)
 	if err != nil {
 		return serviceError(err)
