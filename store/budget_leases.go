@@ -48,23 +48,20 @@ func (s *sqlStore) LeaseBudget(ctx context.Context, pot BudgetPot, leaseID strin
 			return err
 		}
 		grant := min(want, max(need, money.Nanos(available/2)))
-		for _, amount := range []money.Nanos{grant, need} {
-			n, err := q.exec(ctx,
+		var err error
+		granted, err = grantFirst([]money.Nanos{grant, need}, func(amount money.Nanos) (int64, error) {
+			return q.exec(ctx,
 				`UPDATE budget_windows SET reserved_nanos = reserved_nanos + $4
 				WHERE budget_id = $1 AND window_start = $2 AND $3 - spent_nanos - reserved_nanos >= $4`,
 				pot.BudgetID, pot.Start.Unix(), limit, int64(amount))
-			if err != nil {
-				return err
-			}
-			if n == 1 {
-				granted = amount
-				break
-			}
+		})
+		if err != nil {
+			return err
 		}
 		if granted == 0 {
 			return ErrBudgetExceeded
 		}
-		_, err := q.exec(ctx, `UPDATE budget_leases SET amount_nanos = amount_nanos + $2 WHERE id = $1`, leaseID, int64(granted))
+		_, err = q.exec(ctx, `UPDATE budget_leases SET amount_nanos = amount_nanos + $2 WHERE id = $1`, leaseID, int64(granted))
 		return err
 	})
 	if err != nil {

@@ -237,23 +237,20 @@ func (s *sqlStore) Lease(ctx context.Context, accountID, leaseID string, need, w
 			return err
 		}
 		grant := min(want, max(need, money.Nanos(available/2)))
-		for _, amount := range []money.Nanos{grant, need} {
-			n, err := q.exec(ctx,
+		var err error
+		granted, err = grantFirst([]money.Nanos{grant, need}, func(amount money.Nanos) (int64, error) {
+			return q.exec(ctx,
 				`UPDATE accounts SET reserved_nanos = reserved_nanos + $2
 				WHERE id = $1 AND balance_nanos - reserved_nanos >= $2`,
 				accountID, int64(amount))
-			if err != nil {
-				return err
-			}
-			if n == 1 {
-				granted = amount
-				break
-			}
+		})
+		if err != nil {
+			return err
 		}
 		if granted == 0 {
 			return ErrInsufficientBalance
 		}
-		_, err := q.exec(ctx, `UPDATE reservations SET amount_nanos = amount_nanos + $2 WHERE id = $1`, leaseID, int64(granted))
+		_, err = q.exec(ctx, `UPDATE reservations SET amount_nanos = amount_nanos + $2 WHERE id = $1`, leaseID, int64(granted))
 		return err
 	})
 	if err != nil {
@@ -309,4 +306,20 @@ func (c *accountChanges) shrink(ctx context.Context, q querier, leaseID string, 
 	}
 	c.give(accountID, taken)
 	return nil
+}
+
+// grantFirst reserves the first of amounts that reserve (a conditional
+// UPDATE, reporting the rows it changed) grants: the lease's wish, then
+// what the hold needs. It returns 0 when none fits.
+func grantFirst(amounts []money.Nanos, reserve func(money.Nanos) (int64, error)) (money.Nanos, error) {
+	for _, amount := range amounts {
+		n, err := reserve(amount)
+		if err != nil {
+			return 0, err
+		}
+		if n == 1 {
+			return amount, nil
+		}
+	}
+	return 0, nil
 }
