@@ -209,16 +209,7 @@ func (l *Leaser) growAhead(accountID string, a *account, ls *lease, need, want m
 // or not, here or by another replica: the whole hold leaves the lease
 // (the record's write shrinks the lease in the database by as much).
 func (l *Leaser) Done(accountID, leaseID string, amount money.Nanos) {
-	a := l.account(accountID)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, ls := range a.leases() {
-		if ls.id == leaseID {
-			ls.held -= amount
-			ls.used = l.opt.Now()
-			return
-		}
-	}
+	l.unhold(accountID, leaseID, amount, false)
 }
 
 // Cancel gives a hold back to its lease's free part: the request it was
@@ -226,13 +217,21 @@ func (l *Leaser) Done(accountID, leaseID string, amount money.Nanos) {
 // refused it after the balance held), so no record will shrink the lease
 // and the money stays reserved for this replica's next holds.
 func (l *Leaser) Cancel(accountID, _, leaseID string, amount money.Nanos) {
+	l.unhold(accountID, leaseID, amount, true)
+}
+
+// unhold takes amount off the lease's holds; back to its free part when
+// free is set (a canceled hold), else out of the lease (a done one).
+func (l *Leaser) unhold(accountID, leaseID string, amount money.Nanos, free bool) {
 	a := l.account(accountID)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, ls := range a.leases() {
 		if ls.id == leaseID {
 			ls.held -= amount
-			ls.free += amount
+			if free {
+				ls.free += amount
+			}
 			ls.used = l.opt.Now()
 			return
 		}
