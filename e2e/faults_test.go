@@ -383,12 +383,19 @@ func TestChaos(t *testing.T) {
 	t.Logf("outcomes: %v", counts)
 	assert.Positive(t, counts["200 [DONE]"]+counts["200 "], "some requests succeeded")
 
+	// Every request is recorded once, or, refused before admission (a 503
+	// while no deployment is available), counted once for the key.
 	var recs []recordDetail
+	var refusals int
 	waitFor(t, 20*time.Second, 50*time.Millisecond, func() bool {
-		recs = tg.recordDetails(t, keyID)
-		return len(recs) >= requests
-	}, "%d usage records", requests)
-	require.Len(t, recs, requests, "exactly one record per request")
+		recs, refusals = tg.recordDetails(t, keyID), 0
+		for _, c := range tg.refusalTotals(t, keyID) {
+			refusals += int(c.Count)
+		}
+		return len(recs)+refusals >= requests
+	}, "%d usage records and counted refusals", requests)
+	require.Equal(t, requests, len(recs)+refusals, "exactly one record or refusal per request")
+	assert.LessOrEqual(t, refusals, counts["503 "], "only a 503 can be a refusal here")
 	var spent money.Nanos
 	for _, r := range recs {
 		spent = money.Add(spent, r.Cost)
