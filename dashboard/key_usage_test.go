@@ -372,3 +372,18 @@ func TestAKeysUsageOverACustomRangeOfDays(t *testing.T) {
 	assert.Contains(t, kept, `id="window-from" name="from" value="2025-03-04"`, "the dates sent are kept")
 	assert.Contains(t, kept, `id="window-to" name="to" value="2025-03-01"`)
 }
+
+// TestTheUsagePageNamesCachedAndReasoningTokens: the window's tokens say
+// how many of them the provider read from or wrote to its cache, or spent
+// reasoning (read from the hourly rollups).
+func TestTheUsagePageNamesCachedAndReasoningTokens(t *testing.T) {
+	e := newEnv(t)
+	a := e.account("me@example.com", "pro", 0)
+	k := e.createKey(a, "cached")
+	at := e.clock.Now().Add(-2 * time.Hour).Truncate(time.Hour)
+	require.NoError(t, e.st.RecordUsage(t.Context(), []store.UsageRecord{{ID: "use_cached", KeyID: k.ID, AccountID: k.AccountID,
+		Model: "gpt-4o", Provider: "openai", PromptTokens: 2006, CompletionTokens: 300, CachedTokens: 1920, CacheWriteTokens: 6,
+		ReasoningTokens: 192, Status: 200, CreatedAt: at}}))
+	body := e.signedIn(a).get("/keys/" + k.ID).Body.String()
+	assert.Contains(t, body, `id="token-detail">of which 1,920 cached, 6 cache write, 192 reasoning<`)
+}

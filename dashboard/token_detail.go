@@ -11,18 +11,24 @@ import (
 // (cached and cache-write prompt tokens, reasoning completion tokens).
 func tokensLabel(u store.UsageRecord) string {
 	s := count(u.PromptTokens) + " + " + count(u.CompletionTokens)
-	var parts []string
-	if u.CachedTokens > 0 {
-		parts = append(parts, count(u.CachedTokens)+" cached")
-	}
-	if u.CacheWriteTokens > 0 {
-		parts = append(parts, count(u.CacheWriteTokens)+" cache write")
-	}
-	if u.ReasoningTokens > 0 {
-		parts = append(parts, count(u.ReasoningTokens)+" reasoning")
-	}
-	if len(parts) > 0 {
-		s += " (" + strings.Join(parts, ", ") + ")"
+	if d := tokenDetailLabel(u.CachedTokens, u.CacheWriteTokens, u.ReasoningTokens); d != "" {
+		s += " (" + d + ")"
 	}
 	return s
+}
+
+// tokenDetailLabel names the cached, cache-write and reasoning tokens that
+// are not zero ("" when all are).
+func tokenDetailLabel(cached, written, reasoning int64) string {
+	var parts []string
+	if cached > 0 {
+		parts = append(parts, count(cached)+" cached")
+	}
+	if written > 0 {
+		parts = append(parts, count(written)+" cache write")
+	}
+	if reasoning > 0 {
+		parts = append(parts, count(reasoning)+" reasoning")
+	}
+	return strings.Join(parts, ", ")
 }

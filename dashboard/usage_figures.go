@@ -21,10 +21,13 @@ type usageFigures struct {
 	ErrorRate                      string
 	Cost                           string
 	PromptTokens, CompletionTokens string
-	ByModel                        []modelUsageRow
-	Errors                         []errorRow
-	RequestsChart, CostChart       chart
-	Buckets                        []bucketRow
+	// TokenDetail names the cached, cache-write and reasoning tokens among
+	// them ("" when none).
+	TokenDetail              string
+	ByModel                  []modelUsageRow
+	Errors                   []errorRow
+	RequestsChart, CostChart chart
+	Buckets                  []bucketRow
 	// sum is the records' summary (for the account page's top models).
 	sum store.UsageSummary
 }
@@ -81,7 +84,8 @@ func (d *Dashboard) usageFigures(ctx context.Context, a manage.Actor, q manage.U
 	f := usageFigures{Requests: count(all), Answered: count(answered), Failed: count(sum.ErrorRequests), Refused: count(nRefused),
 		ErrorRate: percent(sum.ErrorRequests+nRefused, all), Cost: usd(sum.Cost),
 		PromptTokens: count(sum.PromptTokens), CompletionTokens: count(sum.CompletionTokens),
-		ByModel: modelRows(sum.ByModel, refused), Errors: errorRows(failed, refused), sum: sum}
+		TokenDetail: tokenDetailLabel(sum.CachedTokens, sum.CacheWriteTokens, sum.ReasoningTokens),
+		ByModel:     modelRows(sum.ByModel, refused), Errors: errorRows(failed, refused), sum: sum}
 	f.RequestsChart, f.CostChart, f.Buckets = drawTimeline(win, buckets)
 	return f, nil
 }

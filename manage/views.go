@@ -119,10 +119,25 @@ type UsageCounts struct {
 	CostUSD          money.Nanos `json:"cost_usd"`
 }
 
+// TokenDetail are the prompt tokens read from and written to a provider's
+// cache and the completion tokens spent reasoning, each part of its count
+// (totals and models; the buckets carry none).
+type TokenDetail struct {
+	CachedTokens     int64 `json:"cached_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+	ReasoningTokens  int64 `json:"reasoning_tokens"`
+}
+
+// UsageTotals are the counts of a range or a model, with their token detail.
+type UsageTotals struct {
+	UsageCounts
+	TokenDetail
+}
+
 // ModelUsageJSON is one model's share of usage.
 type ModelUsageJSON struct {
 	Model string `json:"model"`
-	UsageCounts
+	UsageTotals
 }
 
 // BucketJSON is one hour or day of usage.
@@ -139,7 +154,7 @@ type UsageJSON struct {
 	From      time.Time        `json:"from"`
 	To        time.Time        `json:"to"`
 	Group     string           `json:"group"`
-	Totals    UsageCounts      `json:"totals"`
+	Totals    UsageTotals      `json:"totals"`
 	ByModel   []ModelUsageJSON `json:"by_model"`
 	Buckets   []BucketJSON     `json:"buckets"`
 }
@@ -148,26 +163,28 @@ type UsageJSON struct {
 func UsageView(rep UsageReport) UsageJSON {
 	sum := rep.Summary
 	out := UsageJSON{Object: "usage", AccountID: rep.Query.AccountID, From: rep.Query.From.UTC(), To: rep.Query.To.UTC(), Group: rep.Group,
-		Totals: UsageCounts{Requests: sum.TotalRequests, ErrorRequests: sum.ErrorRequests,
+		Totals: UsageTotals{UsageCounts{Requests: sum.TotalRequests, ErrorRequests: sum.ErrorRequests,
 			PromptTokens: sum.PromptTokens, CompletionTokens: sum.CompletionTokens, CostUSD: sum.Cost},
+			TokenDetail{sum.CachedTokens, sum.CacheWriteTokens, sum.ReasoningTokens}},
 		ByModel: []ModelUsageJSON{}, Buckets: make([]BucketJSON, len(rep.Buckets))}
 	if rep.Query.KeyID != "" {
 		out.KeyID = &rep.Query.KeyID
 	}
-	byModel := map[string]*UsageCounts{}
+	byModel := map[string]*UsageTotals{}
 	for _, m := range sum.ByModel {
-		byModel[m.Model] = &UsageCounts{Requests: m.Requests, ErrorRequests: m.ErrorRequests,
-			PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens, CostUSD: m.Cost}
+		byModel[m.Model] = &UsageTotals{UsageCounts{Requests: m.Requests, ErrorRequests: m.ErrorRequests,
+			PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens, CostUSD: m.Cost},
+			TokenDetail{m.CachedTokens, m.CacheWriteTokens, m.ReasoningTokens}}
 	}
 	for _, r := range rep.Refused {
 		out.Totals.refuse(r.Count)
 		if byModel[r.Model] == nil {
-			byModel[r.Model] = &UsageCounts{}
+			byModel[r.Model] = &UsageTotals{}
 		}
 		byModel[r.Model].refuse(r.Count)
 	}
 	for _, m := range slices.Sorted(maps.Keys(byModel)) {
-		out.ByModel = append(out.ByModel, ModelUsageJSON{Model: m, UsageCounts: *byModel[m]})
+		out.ByModel = append(out.ByModel, ModelUsageJSON{Model: m, UsageTotals: *byModel[m]})
 	}
 	for i, b := range rep.Buckets {
 		out.Buckets[i] = BucketJSON{Start: b.Start.UTC(), UsageCounts: UsageCounts{Requests: b.Requests, ErrorRequests: b.ErrorRequests,

@@ -31,16 +31,18 @@ func TestTheRollupsMigrationFillsTheRowsRecordUsageWrites(t *testing.T) {
 	for i := range 60 {
 		recs = append(recs, UsageRecord{ID: fmt.Sprintf("use_%02d", i), KeyID: []string{"key_a", "key_b"}[i%2], AccountID: "acct_a",
 			Model: []string{"m1", "m2", "m3"}[i%3], Provider: "p", PromptTokens: int64(i), CompletionTokens: 2 * int64(i),
-			Cost: money.Nanos(1000 + i), Status: []int{200, 500}[i%4/3], CreatedAt: start.Add(time.Duration(i) * 7 * time.Minute)})
+			Cost: money.Nanos(1000 + i), Status: []int{200, 500}[i%4/3], CreatedAt: start.Add(time.Duration(i) * 7 * time.Minute),
+			CachedTokens: int64(i / 2), CacheWriteTokens: int64(i / 3), ReasoningTokens: int64(i)})
 	}
 	require.NoError(t, s.RecordUsage(ctx, recs))
 	rows := func() []string {
 		var out []string
-		require.NoError(t, db.read().queryEach(ctx, `SELECT key_id, model, hour, account_id, requests, error_requests, prompt_tokens, completion_tokens, cost_nanos
+		require.NoError(t, db.read().queryEach(ctx, `SELECT key_id, model, hour, account_id, requests, error_requests, prompt_tokens, completion_tokens, cost_nanos,
+				cached_tokens, cache_write_tokens, reasoning_tokens
 			FROM usage_rollups ORDER BY key_id, model, hour`, nil, func(row scanner) error {
 			var k, m, h, a string
-			var n [5]int64
-			if err := row.Scan(&k, &m, &h, &a, &n[0], &n[1], &n[2], &n[3], &n[4]); err != nil {
+			var n [8]int64
+			if err := row.Scan(&k, &m, &h, &a, &n[0], &n[1], &n[2], &n[3], &n[4], &n[5], &n[6], &n[7]); err != nil {
 				return err
 			}
 			out = append(out, fmt.Sprint(k, m, h, a, n))
@@ -53,16 +55,24 @@ func TestTheRollupsMigrationFillsTheRowsRecordUsageWrites(t *testing.T) {
 
 	ms, err := loadMigrations(dialectSQLite)
 	require.NoError(t, err)
-	var fill string
+	// The migration that made the rollups fills their first columns; the
+	// one that added the token detail fills those.
+	var fill, detail string
 	for _, m := range ms {
 		if i := strings.Index(m.sql, "INSERT INTO usage_rollups"); i >= 0 {
 			fill = m.sql[i:]
 		}
+		if i := strings.Index(m.sql, "UPDATE usage_rollups SET"); i >= 0 {
+			detail = m.sql[i:]
+		}
 	}
 	require.NotEmpty(t, fill, "the migration fills the rollups")
+	require.NotEmpty(t, detail, "the migration fills the token detail")
 	_, err = db.write().exec(ctx, `DELETE FROM usage_rollups`)
 	require.NoError(t, err)
-	_, err = db.write().exec(ctx, fill)
-	require.NoError(t, err)
+	for _, q := range []string{fill, detail} {
+		_, err = db.write().exec(ctx, q)
+		require.NoError(t, err)
+	}
 	require.Equal(t, written, rows())
 }

@@ -185,6 +185,9 @@ type ModelUsage struct {
 	PromptTokens     int64
 	CompletionTokens int64
 	Cost             money.Nanos
+	// Of the prompt tokens, read from and written to the provider's cache;
+	// of the completion tokens, spent reasoning (as UsageRecord's).
+	CachedTokens, CacheWriteTokens, ReasoningTokens int64
 }
 
 // UsageSummary totals a key's usage records.
@@ -198,7 +201,10 @@ type UsageSummary struct {
 	PromptTokens     int64
 	CompletionTokens int64
 	Cost             money.Nanos
-	ByModel          []ModelUsage // sorted by model id
+	// Of the prompt tokens, read from and written to the provider's cache;
+	// of the completion tokens, spent reasoning (as UsageRecord's).
+	CachedTokens, CacheWriteTokens, ReasoningTokens int64
+	ByModel                                         []ModelUsage // sorted by model id
 }
 
 // Session is a signed-in dashboard session. Only the hash of its secret (the cookie value) is stored.

@@ -123,6 +123,7 @@ type rollupKey struct {
 type rollup struct {
 	accountID                                   string
 	requests, errors, prompt, completion, costs int64
+	cached, written, reasoning                  int64
 }
 
 // rollupBatch is what one RecordUsage adds to usage_rollups.
@@ -143,6 +144,9 @@ func (b rollupBatch) add(r UsageRecord, created time.Time) {
 	ro.prompt += r.PromptTokens
 	ro.completion += r.CompletionTokens
 	ro.costs += int64(r.Cost)
+	ro.cached += r.CachedTokens
+	ro.written += r.CacheWriteTokens
+	ro.reasoning += r.ReasoningTokens
 }
 
 // write adds the batch to usage_rollups, in key order (concurrent batches
@@ -154,15 +158,20 @@ func (b rollupBatch) write(ctx context.Context, q querier) error {
 	for _, k := range keys {
 		ro := b[k]
 		if _, err := q.exec(ctx,
-			`INSERT INTO usage_rollups (key_id, model, hour, account_id, requests, error_requests, prompt_tokens, completion_tokens, cost_nanos)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			`INSERT INTO usage_rollups (key_id, model, hour, account_id, requests, error_requests, prompt_tokens, completion_tokens, cost_nanos,
+				cached_tokens, cache_write_tokens, reasoning_tokens)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 			ON CONFLICT (key_id, model, hour) DO UPDATE SET
 				requests = usage_rollups.requests + excluded.requests,
 				error_requests = usage_rollups.error_requests + excluded.error_requests,
 				prompt_tokens = usage_rollups.prompt_tokens + excluded.prompt_tokens,
 				completion_tokens = usage_rollups.completion_tokens + excluded.completion_tokens,
-				cost_nanos = usage_rollups.cost_nanos + excluded.cost_nanos`,
-			k.keyID, k.model, dbTime(k.hour), ro.accountID, ro.requests, ro.errors, ro.prompt, ro.completion, ro.costs); err != nil {
+				cost_nanos = usage_rollups.cost_nanos + excluded.cost_nanos,
+				cached_tokens = usage_rollups.cached_tokens + excluded.cached_tokens,
+				cache_write_tokens = usage_rollups.cache_write_tokens + excluded.cache_write_tokens,
+				reasoning_tokens = usage_rollups.reasoning_tokens + excluded.reasoning_tokens`,
+			k.keyID, k.model, dbTime(k.hour), ro.accountID, ro.requests, ro.errors, ro.prompt, ro.completion, ro.costs,
+			ro.cached, ro.written, ro.reasoning); err != nil {
 			return fmt.Errorf("roll up %s %s %v: %w", k.keyID, k.model, k.hour, err)
 		}
 	}
@@ -341,7 +350,10 @@ func (s *sqlStore) UsageSummaryOf(ctx context.Context, q UsageQuery) (UsageSumma
 			CAST(`+src.errors+` AS BIGINT),
 			CAST(SUM(prompt_tokens) AS BIGINT),
 			CAST(SUM(completion_tokens) AS BIGINT),
-			CAST(SUM(cost_nanos) AS BIGINT)
+			CAST(SUM(cost_nanos) AS BIGINT),
+			CAST(SUM(cached_tokens) AS BIGINT),
+			CAST(SUM(cache_write_tokens) AS BIGINT),
+			CAST(SUM(reasoning_tokens) AS BIGINT)
 		FROM `+src.table+`
 		WHERE `+where+`
 		GROUP BY model
@@ -353,7 +365,8 @@ func (s *sqlStore) UsageSummaryOf(ctx context.Context, q UsageQuery) (UsageSumma
 				failed int64
 				cost   int64
 			)
-			if err := row.Scan(&m.Model, &m.Requests, &failed, &m.PromptTokens, &m.CompletionTokens, &cost); err != nil {
+			if err := row.Scan(&m.Model, &m.Requests, &failed, &m.PromptTokens, &m.CompletionTokens, &cost,
+				&m.CachedTokens, &m.CacheWriteTokens, &m.ReasoningTokens); err != nil {
 				return err
 			}
 			m.Cost, m.ErrorRequests = money.Nanos(cost), failed
@@ -361,6 +374,9 @@ func (s *sqlStore) UsageSummaryOf(ctx context.Context, q UsageQuery) (UsageSumma
 			sum.ErrorRequests += failed
 			sum.PromptTokens += m.PromptTokens
 			sum.CompletionTokens += m.CompletionTokens
+			sum.CachedTokens += m.CachedTokens
+			sum.CacheWriteTokens += m.CacheWriteTokens
+			sum.ReasoningTokens += m.ReasoningTokens
 			sum.Cost = money.Add(sum.Cost, m.Cost)
 			sum.ByModel = append(sum.ByModel, m)
 			return nil

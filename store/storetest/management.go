@@ -103,6 +103,8 @@ func testRollupsEqualTheRecords(t *testing.T, s store.Store) {
 			Provider: "openai", PromptTokens: rng.Int64N(1000), CompletionTokens: rng.Int64N(500), Cost: money.Nanos(rng.Int64N(50_000)),
 			Status:    []int{200, 200, 200, 429, 500}[rng.IntN(5)],
 			CreatedAt: day.Add(time.Duration(rng.Int64N(int64(72 * time.Hour)))).Truncate(time.Microsecond)}
+		r.CachedTokens, r.CacheWriteTokens = rng.Int64N(r.PromptTokens+1)/2, rng.Int64N(r.PromptTokens+1)/2
+		r.ReasoningTokens = rng.Int64N(r.CompletionTokens + 1)
 		all = append(all, r)
 	}
 	for i := 0; i < len(all); {
@@ -143,6 +145,7 @@ func testRollupsEqualTheRecords(t *testing.T, s store.Store) {
 		assert.Equal(t, want.PromptTokens, got.PromptTokens)
 		assert.Equal(t, want.CompletionTokens, got.CompletionTokens)
 		assert.Equal(t, want.Cost, got.Cost)
+		assert.Equal(t, tokenDetailOf(all, k.ID, time.Time{}, forever), tokenDetail{got.CachedTokens, got.CacheWriteTokens, got.ReasoningTokens})
 		for _, m := range got.ByModel {
 			assert.Equal(t, byModel[m.Model], m.Requests, m.Model)
 		}
@@ -174,6 +177,8 @@ func testRollupsEqualTheRecords(t *testing.T, s store.Store) {
 			want, _ := sum(k.ID, c.from, c.to)
 			assert.Equal(t, want.Requests, total.TotalRequests)
 			assert.Equal(t, want.Cost, total.Cost)
+			assert.Equal(t, tokenDetailOf(all, k.ID, c.from, c.to), tokenDetail{total.CachedTokens, total.CacheWriteTokens, total.ReasoningTokens},
+				"cached, cache-write and reasoning tokens, %v–%v", c.from, c.to)
 		}
 	}
 	totals, err := s.KeyTotals(ctx, store.UsageQuery{AccountID: a.ID, From: day, To: day.Add(24 * time.Hour)})
@@ -182,6 +187,22 @@ func testRollupsEqualTheRecords(t *testing.T, s store.Store) {
 		want, _ := sum(k.ID, day, day.Add(24*time.Hour))
 		assert.Equal(t, store.KeyTotal{Requests: want.Requests, Cost: want.Cost}, totals[k.ID])
 	}
+}
+
+// tokenDetail is a sum of cached, cache-write and reasoning tokens.
+type tokenDetail struct{ cached, written, reasoning int64 }
+
+// tokenDetailOf sums the key's records in [from, to).
+func tokenDetailOf(all []store.UsageRecord, keyID string, from, to time.Time) tokenDetail {
+	var d tokenDetail
+	for _, r := range all {
+		if r.KeyID == keyID && !r.CreatedAt.Before(from) && r.CreatedAt.Before(to) {
+			d.cached += r.CachedTokens
+			d.written += r.CacheWriteTokens
+			d.reasoning += r.ReasoningTokens
+		}
+	}
+	return d
 }
 
 func testStoredResponses(t *testing.T, s store.Store) {

@@ -339,7 +339,8 @@ func TestKeyUsage(t *testing.T) {
 	empty := h.obj("key", "usage", id, "--json")
 	if empty["object"] != "usage" || empty["key_id"] != id || empty["account_id"] != acct || empty["group"] != "day" ||
 		!equalJSON(empty["totals"], map[string]any{"requests": json.Number("0"), "error_requests": json.Number("0"),
-			"prompt_tokens": json.Number("0"), "completion_tokens": json.Number("0"), "cost_usd": json.Number("0"), "refused_requests": json.Number("0")}) ||
+			"prompt_tokens": json.Number("0"), "completion_tokens": json.Number("0"), "cost_usd": json.Number("0"), "refused_requests": json.Number("0"),
+			"cached_tokens": json.Number("0"), "cache_write_tokens": json.Number("0"), "reasoning_tokens": json.Number("0")}) ||
 		len(empty["by_model"].([]any)) != 0 || len(empty["buckets"].([]any)) != 30 {
 		t.Errorf("usage of an unused key, the API's shape over the last 30 days by day: %v", empty)
 	}
@@ -349,8 +350,10 @@ func TestKeyUsage(t *testing.T) {
 		return store.UsageRecord{ID: id, KeyID: k["id"].(string), AccountID: acct, Model: model, Provider: "openai",
 			PromptTokens: p, CompletionTokens: c, Cost: cost, Status: status, CreatedAt: now}
 	}
+	u1 := rec("u1", "gpt-4o", 200, 100, 50, 750_001)
+	u1.CachedTokens, u1.CacheWriteTokens, u1.ReasoningTokens = 60, 20, 30
 	err := h.store().RecordUsage(context.Background(), []store.UsageRecord{
-		rec("u1", "gpt-4o", 200, 100, 50, 750_001),
+		u1,
 		rec("u2", "gpt-4o", 200, 10, 5, 1),
 		rec("u3", "gpt-4o-mini", 200, 1000, 0, 150_000),
 		rec("u4", "gpt-4o-mini", 503, 0, 0, 0),
@@ -362,12 +365,15 @@ func TestKeyUsage(t *testing.T) {
 
 	u := h.obj("key", "usage", id, "--json")
 	wantTotals := map[string]any{"requests": json.Number("4"), "error_requests": json.Number("1"), "prompt_tokens": json.Number("1110"),
-		"completion_tokens": json.Number("55"), "cost_usd": json.Number("0.000900002"), "refused_requests": json.Number("0")}
+		"completion_tokens": json.Number("55"), "cost_usd": json.Number("0.000900002"), "refused_requests": json.Number("0"),
+		"cached_tokens": json.Number("60"), "cache_write_tokens": json.Number("20"), "reasoning_tokens": json.Number("30")}
 	wantByModel := []any{
 		map[string]any{"model": "gpt-4o", "requests": json.Number("2"), "error_requests": json.Number("0"), "prompt_tokens": json.Number("110"),
-			"completion_tokens": json.Number("55"), "cost_usd": json.Number("0.000750002"), "refused_requests": json.Number("0")},
+			"completion_tokens": json.Number("55"), "cost_usd": json.Number("0.000750002"), "refused_requests": json.Number("0"),
+			"cached_tokens": json.Number("60"), "cache_write_tokens": json.Number("20"), "reasoning_tokens": json.Number("30")},
 		map[string]any{"model": "gpt-4o-mini", "requests": json.Number("2"), "error_requests": json.Number("1"), "prompt_tokens": json.Number("1000"),
-			"completion_tokens": json.Number("0"), "cost_usd": json.Number("0.00015"), "refused_requests": json.Number("0")},
+			"completion_tokens": json.Number("0"), "cost_usd": json.Number("0.00015"), "refused_requests": json.Number("0"),
+			"cached_tokens": json.Number("0"), "cache_write_tokens": json.Number("0"), "reasoning_tokens": json.Number("0")},
 	}
 	if !equalJSON(u["totals"], wantTotals) || !equalJSON(u["by_model"], wantByModel) {
 		t.Errorf("usage of the last 30 days (not the record of 40 days ago):\n got %v\nwant totals %v, by_model %v", u, wantTotals, wantByModel)

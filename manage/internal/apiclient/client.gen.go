@@ -1219,6 +1219,11 @@ type Usage struct {
 		Start           time.Time `json:"start"`
 	} `json:"buckets"`
 	ByModel []struct {
+		// CacheWriteTokens Of the prompt tokens, written to the provider's cache.
+		CacheWriteTokens int `json:"cache_write_tokens"`
+
+		// CachedTokens Of the prompt tokens, read from the provider's cache.
+		CachedTokens     int `json:"cached_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 
 		// CostUsd US dollars, exact to the nano-dollar.
@@ -1226,6 +1231,9 @@ type Usage struct {
 		ErrorRequests int     `json:"error_requests"`
 		Model         string  `json:"model"`
 		PromptTokens  int     `json:"prompt_tokens"`
+
+		// ReasoningTokens Of the completion tokens, spent reasoning.
+		ReasoningTokens int `json:"reasoning_tokens"`
 
 		// RefusedRequests Refused before admission (401, 403, 429, 402, 400…), counted per hour, not recorded; included in requests and error_requests.
 		RefusedRequests int `json:"refused_requests"`
@@ -1237,6 +1245,11 @@ type Usage struct {
 	Object UsageObject `json:"object"`
 	To     time.Time   `json:"to"`
 	Totals struct {
+		// CacheWriteTokens Of the prompt tokens, written to the provider's cache.
+		CacheWriteTokens int `json:"cache_write_tokens"`
+
+		// CachedTokens Of the prompt tokens, read from the provider's cache.
+		CachedTokens     int `json:"cached_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 
 		// CostUsd US dollars, exact to the nano-dollar.
@@ -1245,6 +1258,9 @@ type Usage struct {
 		// ErrorRequests Failed (a usage record with status 400 and above) and refused.
 		ErrorRequests int `json:"error_requests"`
 		PromptTokens  int `json:"prompt_tokens"`
+
+		// ReasoningTokens Of the completion tokens, spent reasoning.
+		ReasoningTokens int `json:"reasoning_tokens"`
 
 		// RefusedRequests Refused before admission (401, 403, 429, 402, 400…), counted per hour, not recorded; included in requests and error_requests.
 		RefusedRequests int `json:"refused_requests"`
