@@ -21,6 +21,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 
+	"github.com/tollgate/tollgate/admission"
 	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/authz/decision"
 	"github.com/tollgate/tollgate/config"
@@ -37,6 +38,11 @@ import (
 type Keys interface {
 	KeyByHash(ctx context.Context, h apikey.Hash) (store.Key, error)
 	Account(ctx context.Context, id string) (store.Account, error)
+}
+
+// Admitter says whether a new request may begin (an admission.Gate).
+type Admitter interface {
+	Admit() bool
 }
 
 // Toucher records that a key was used; it must not block.
@@ -65,6 +71,10 @@ type Options struct {
 	// signs none (tests of authz alone); a router step with a key then
 	// refuses the request.
 	DecisionKey []byte
+	// Admission, when set, refuses new requests while the replica is at
+	// capacity (503, Retry-After), before any other check; nil admits
+	// every request.
+	Admission Admitter
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger; nil means slog.Default().
@@ -124,6 +134,9 @@ func New(opt Options) *Server {
 // Check decides one request, in the order docs/api.md fixes: key (401),
 // address (403), rate (429), balance (402).
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	if s.opt.Admission != nil && !s.opt.Admission.Admit() {
+		return deny(oaierror.Overloaded, contract.SetHeaders("retry-after", strconv.Itoa(admission.RetryAfterSeconds))), nil
+	}
 	httpReq := req.GetAttributes().GetRequest().GetHttp()
 	headers := httpReq.GetHeaders()
 	now := s.opt.Now()

@@ -125,6 +125,9 @@ type Usage interface {
 type Options struct {
 	// Config returns the configuration in force (it may be reloaded).
 	Config func() *config.Config
+	// InFlight counts each open step (an admission.Gate, which ext_authz
+	// asks before it admits a new request); nil counts nothing.
+	InFlight Counter
 	Keys   Keys
 	Usage  Usage
 	// Refusals counts the requests the router step refuses before
@@ -170,6 +173,12 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
+}
+
+// Counter counts a step in flight until the function Enter returns is
+// called.
+type Counter interface {
+	Enter() (leave func())
 }
 
 // Observer counts the ext_proc protocol's work, by step, and the requests
@@ -285,6 +294,8 @@ type Session struct {
 	step string
 	obs  Observer
 	log  *slog.Logger
+	// leave ends the session's count in Options.InFlight.
+	leave func()
 	// broken: a message's handling panicked; the request was answered
 	// with an internal error and recorded, and the step is not used again.
 	broken bool
@@ -303,7 +314,11 @@ func (s *Server) Open(ctx context.Context, step string) (*Session, error) {
 	}
 	if p != nil {
 		s.opt.Observer.Stream(step)
-		return &Session{ctx: ctx, p: p, step: step, obs: s.opt.Observer, log: s.opt.Logger}, nil
+		leave := func() {}
+		if s.opt.InFlight != nil {
+			leave = s.opt.InFlight.Enter()
+		}
+		return &Session{ctx: ctx, p: p, step: step, obs: s.opt.Observer, log: s.opt.Logger, leave: leave}, nil
 	}
 	return nil, status.Errorf(codes.InvalidArgument, "unknown %s %q", contract.HeaderStep, step)
 }
@@ -330,6 +345,9 @@ func (x *Session) Handle(req *extprocv3.ProcessingRequest) (resp *extprocv3.Proc
 // closed its side, a Canceled status when the caller went away, or the
 // error that broke the stream. The step writes its usage record here.
 func (x *Session) Finish(err error) {
+	if x.leave != nil {
+		defer x.leave()
+	}
 	defer guard.Recover(panicWhere(x.step), x.log, func(*guard.Panic) string { return x.p.logID() })
 	x.p.finish(x.ctx, err)
 }

@@ -225,6 +225,11 @@ func (m *Metrics) Gauge(name, help string, read func() float64) {
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, read))
 }
 
+// Counter registers a counter read at scrape time (read never decreases).
+func (m *Metrics) Counter(name, help string, read func() float64) {
+	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, read))
+}
+
 // Deployments registers tollgate_deployment_up: 1 for each deployment of
 // an enabled provider that takes requests, 0 for one ejected (its circuit
 // open). list returns the deployments in force at scrape time.

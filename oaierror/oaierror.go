@@ -102,6 +102,11 @@ var (
 		"This API key or your plan does not give access to this model.", "model"}
 	NoAvailableWorkers = Error{http.StatusServiceUnavailable, "no_available_workers", TypeServiceUnavailable,
 		"No provider is available to serve this model right now; please retry.", ""}
+	// Overloaded refuses a new request while the replica is at capacity
+	// (package admission), with a Retry-After: the same code as any other
+	// momentary unavailability, so clients retry it as they would.
+	Overloaded = Error{http.StatusServiceUnavailable, "no_available_workers", TypeServiceUnavailable,
+		"Tollgate is at capacity right now; please retry shortly.", ""}
 	// UpstreamFailed is not a status of its own: it is the error event that
 	// ends a stream whose provider failed after the answer began.
 	UpstreamFailed = Error{http.StatusBadGateway, "upstream_error", TypeServer,

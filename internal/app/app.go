@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tollgate/tollgate/admission"
 	"io"
 	"log/slog"
 	"net"
@@ -66,11 +67,15 @@ type Options struct {
 	EnvoyListen    string        // --envoy-listen
 	CacheTTL       time.Duration // --cache-ttl; 0: 30 s with a change feed, 1 s without
 	Drain          time.Duration // --drain-timeout
-	Journal        string        // --journal; empty: see journalPath
-	AdminListen    string        // --admin-listen; empty: none
-	HTTP           HTTPLimits    // --http-*
-	LogFormat      string        // --log-format: LogJSON or LogText
-	LogLevel       slog.Level    // --log-level
+	// MaxInFlight (--max-in-flight) is how many requests this replica
+	// serves at once; past it new ones get 503 with Retry-After (package
+	// admission). 0: no limit.
+	MaxInFlight int
+	Journal     string     // --journal; empty: see journalPath
+	AdminListen string     // --admin-listen; empty: none
+	HTTP        HTTPLimits // --http-*
+	LogFormat   string     // --log-format: LogJSON or LogText
+	LogLevel    slog.Level // --log-level
 	// Stdout gets the one line that says where Tollgate serves; Stderr
 	// the logs.
 	Stdout, Stderr io.Writer
@@ -107,6 +112,7 @@ type App struct {
 
 	deployments *health.Tracker
 	authz       metrics.Authz
+	gate        *admission.Gate
 	extproc     *extproc.Server
 	grpc        grpcParts
 	edge        edgeParts

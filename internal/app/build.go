@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"github.com/tollgate/tollgate/admission"
 	"os"
 	"strings"
 	"time"
@@ -242,13 +243,19 @@ func (a *App) buildServers(ctx context.Context) error {
 		return err
 	}
 	m := a.metrics
+	a.gate = admission.New(a.opt.MaxInFlight)
+	m.Gauge("tollgate_inflight_requests", "Requests this replica is serving (open ext_proc steps), which --max-in-flight bounds.",
+		func() float64 { return float64(a.gate.InFlight()) })
+	m.Counter("tollgate_overload_refusals_total", "New requests refused with 503 because the replica was serving --max-in-flight requests.",
+		func() float64 { return float64(a.gate.Refused()) })
 	a.authz = metrics.Authz{Next: authz.New(authz.Options{
-		Keys: a.cache, Limiter: clockedLimiter{a.limiter, a.opt.RateLimitClock}, Config: a.cfg.Load, Toucher: a.lastUsed, Logger: a.log,
+		Admission: a.gate,
+		Keys:      a.cache, Limiter: clockedLimiter{a.limiter, a.opt.RateLimitClock}, Config: a.cfg.Load, Toucher: a.lastUsed, Logger: a.log,
 		Refusals: a.refusals, Spare: a.leaser.Spare, DecisionKey: stepKey,
 	}), Metrics: m}
 	a.deployments = health.New(health.Options{})
 	a.extproc = extproc.New(extproc.Options{
-		Config: a.cfg.Load, Keys: a.cache, Balance: a.leaser, Budgets: a.budgets, BudgetRefused: m.BudgetRefused, Logger: a.log,
+		Config: a.cfg.Load, InFlight: a.gate, Keys: a.cache, Balance: a.leaser, Budgets: a.budgets, BudgetRefused: m.BudgetRefused, Logger: a.log,
 		// Every refusal before admission: counted in the metrics, logged
 		// as the request's access-log line, then counted for its key.
 		Refusals: metrics.Refusals{Next: extproc.RefusalAccessLog{Refusals: a.refusals, Logger: a.accessLog}, Metrics: m},

@@ -82,6 +82,7 @@ func serveFlags(fs *flag.FlagSet, o *app.Options) {
 	fs.IntVar(&o.XFFTrustedHops, "xff-trusted-hops", 0, "proxies in front of the edge trusted to append to X-Forwarded-For: the built-in edge's, and Envoy's xff_num_trusted_hops in the listener served over xDS; the client address of IP restrictions and of the dashboard's sign-in limit is the entry that many from the right (with --edge off, Envoy is one more hop in front of the dashboard)")
 	fs.StringVar(&o.EnvoyListen, "envoy-listen", "0.0.0.0:8080", "where the Envoys served over xDS (--grpc-listen) bind the public listener: IP:port")
 	fs.DurationVar(&o.CacheTTL, "cache-ttl", 0, "how long a replica may serve a key or account from memory without hearing of a change (default 1s with SQLite; 30s with PostgreSQL, whose changes are announced at once)")
+	fs.IntVar(&o.MaxInFlight, "max-in-flight", 2048, "the most requests this replica serves at once; past it a new request is refused at once with 503 and Retry-After, so that overload is shed instead of queued (0: no limit)")
 	fs.DurationVar(&o.Drain, "drain-timeout", 30*time.Second, "how long shutdown waits for in-flight streams")
 	fs.StringVar(&o.Journal, "journal", "", "file that keeps usage records the database could not take (replayed at the next start; records it refused for good go to FILE.dead); default beside the SQLite database, or tollgate-usage.journal in the working directory")
 	fs.StringVar(&o.AdminListen, "admin-listen", "127.0.0.1:9464", "address of the admin listener: /metrics (Prometheus), /healthz, /readyz; empty: none")
