@@ -128,8 +128,8 @@ type Options struct {
 	// InFlight counts each open step (an admission.Gate, which ext_authz
 	// asks before it admits a new request); nil counts nothing.
 	InFlight Counter
-	Keys   Keys
-	Usage  Usage
+	Keys     Keys
+	Usage    Usage
 	// Refusals counts the requests the router step refuses before
 	// admitting them (no usage record is written for those: nothing was
 	// held or sent); nil counts none.
