@@ -288,7 +288,23 @@ func TestAFreeModelCutOffByTheClientIsRecorded(t *testing.T) {
 // by two deployments that each play a random fault per request. Every
 // request ends with a whole answer or a clear error, every one is recorded
 // once, and the balance moves by exactly the sum of the recorded costs.
-func TestChaos(t *testing.T) {
+func TestChaos(t *testing.T) { runChaos(t, false) }
+
+// TestChaosBehindEnvoy plays the same chaos behind a real Envoy, which
+// ends a stream broken after it began by resetting the client (no error
+// event: see TestBehindEnvoyAStreamBrokenAfterItBeganResetsTheClient). What
+// holds there: Envoy and Tollgate stay up, every other ending is a whole
+// answer or a well-formed error, every request is recorded once or
+// counted as a refusal once, and the balance moves by exactly the
+// recorded costs (no hold is left behind).
+func TestChaosBehindEnvoy(t *testing.T) {
+	requireEnvoy(t)
+	runChaos(t, true)
+}
+
+// runChaos is TestChaos; reset allows a stream to end in a reset of the
+// client's connection, as Envoy ends a broken one.
+func runChaos(t *testing.T, reset bool) {
 	const requests, workers = 500, 16
 	faults := []string{faultNone, faultNone, faultNone, faultNone, faultNone, faultNone,
 		faultHangHeaders, faultHangAfter, faultResetAfter, faultCut, fault500, faultMalformed, faultErrorEvent}
@@ -336,6 +352,9 @@ func TestChaos(t *testing.T) {
 				data, err := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				switch {
+				case reset && o.stream && o.status == http.StatusOK &&
+					(err != nil || !strings.Contains(string(data), "data: [DONE]") && !strings.Contains(string(data), `{"error"`)):
+					o.end = "reset"
 				case err != nil:
 					o.err = "body: " + err.Error()
 				case o.stream && o.status == http.StatusOK:

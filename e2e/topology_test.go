@@ -91,6 +91,13 @@ type topology struct {
 // ends.
 func startTopology(t *testing.T, cfg, db, redis string, n int, extra ...string) *topology {
 	t.Helper()
+	return startTopologyEdited(t, nil, cfg, db, redis, n, extra...)
+}
+
+// startTopologyEdited is startTopology with Envoy's bootstrap changed by
+// edit (local.Options.EditBootstrap; nil: as it is).
+func startTopologyEdited(t *testing.T, edit func([]byte) ([]byte, error), cfg, db, redis string, n int, extra ...string) *topology {
+	t.Helper()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "config.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o600))
@@ -98,7 +105,7 @@ func startTopology(t *testing.T, cfg, db, redis string, n int, extra ...string) 
 	top, err := local.Start(context.Background(), local.Options{
 		Repo: "..", Tollgate: tollgateBinary(t), Envoy: envoyPath(t), Config: cfgPath, DB: db, Redis: redis,
 		Certs: filepath.Join(dir, "certs"), Dir: dir, Replicas: n, Listen: "127.0.0.1:0", EnvoyAdmin: "127.0.0.1:0",
-		Extra: extra, Quick: true, Logs: logs,
+		Extra: extra, Quick: true, Logs: logs, EditBootstrap: edit,
 		EnvoyLogLevel: os.Getenv("TOLLGATE_E2E_ENVOY_LOG_LEVEL"),
 	})
 	require.NoError(t, err, "logs:\n%s", logs.String())
@@ -179,6 +186,22 @@ func TestRunEnvoyServesTheAPIAndTheDashboardThroughEnvoy(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, body, "<html", "the dashboard through Envoy")
 	assert.Contains(t, logs.String(), "envoy | ", "Envoy's log, prefixed")
+
+	// Envoy ends by itself (here: told to quit on its admin port; a crash
+	// is the same to the supervisor): it is said, started again on the
+	// same listener, and serves.
+	admin := regexp.MustCompile(`Envoy admin at (http://\S+)`).FindStringSubmatch(out.String())
+	require.NotNil(t, admin)
+	quit, err := http.Post(admin[1]+"/quitquitquit", "text/plain", nil)
+	require.NoError(t, err)
+	quit.Body.Close()
+	waitFor(t, 60*time.Second, 50*time.Millisecond, func() bool {
+		return strings.Contains(out.String(), "run-envoy: envoy is up again")
+	}, "run-envoy starts Envoy again:\n%s", out.String())
+	assert.Contains(t, out.String(), "run-envoy: envoy exited by itself")
+	resp, err = tg.client(secret).Chat.Completions.New(context.Background(), chatParams())
+	require.NoError(t, err, "logs:\n%s", logs.String())
+	assert.Equal(t, "Hello from the mock.", resp.Choices[0].Message.Content)
 
 	cancel()
 	select {

@@ -453,9 +453,11 @@ func TestTheRouterStepSkipsCodecRefusals(t *testing.T) {
 	var marks []*corev3.HeaderValue
 	for _, m := range p.hcm.GetLocalReplyConfig().GetMappers() {
 		for _, h := range m.GetHeadersToAdd() {
+			if h.GetHeader().GetKey() == "retry-after" {
+				assert.EqualValues(t, 503, m.GetStatusCode().GetValue(), "a Retry-After only on a 503")
+				continue
+			}
 			marks = append(marks, h.GetHeader())
-		}
-		if len(m.GetHeadersToAdd()) > 0 {
 			expr := m.GetFilter().GetExtensionFilter().String()
 			assert.Contains(t, expr, "http1.", "the mark is on the codec's refusals")
 		}

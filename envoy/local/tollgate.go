@@ -34,6 +34,7 @@ type Replica struct {
 	// GRPC and HTTP are the bound addresses (host:port), known once Ready
 	// returned.
 	GRPC, HTTP string
+	name       string
 	up         chan [2]string
 }
 
@@ -62,7 +63,7 @@ func StartReplica(o ReplicaOptions) (*Replica, error) {
 	if name == "" {
 		name = "tollgate"
 	}
-	r := &Replica{up: make(chan [2]string, 1)}
+	r := &Replica{name: name, up: make(chan [2]string, 1)}
 	onLine := func(line string) {
 		if m := readyLine.FindStringSubmatch(line); m != nil {
 			select {

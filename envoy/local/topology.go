@@ -34,6 +34,9 @@ type Options struct {
 	Extra                         []string // more serve flags for every replica
 	EnvoyLogLevel                 string
 	Quick                         bool // stop Envoy within seconds (tests)
+	// EditBootstrap, when set, changes the substituted bootstrap before
+	// Envoy starts (tests that run Envoy in a configuration of their own).
+	EditBootstrap func([]byte) ([]byte, error)
 	Logs                          io.Writer
 }
 
@@ -105,6 +108,11 @@ func (t *Topology) startEnvoy(ctx context.Context, o Options, certs string) erro
 	boot, err := Bootstrap(src, a)
 	if err != nil {
 		return err
+	}
+	if o.EditBootstrap != nil {
+		if boot, err = o.EditBootstrap(boot); err != nil {
+			return err
+		}
 	}
 	t.Envoy, err = StartEnvoy(EnvoyOptions{Binary: o.Envoy, Bootstrap: boot, Dir: o.Dir, LogLevel: o.EnvoyLogLevel, Logs: o.Logs, Quick: o.Quick})
 	if err != nil {
