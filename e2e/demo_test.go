@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -134,8 +135,11 @@ var demoAddrRE = regexp.MustCompile(`"demo":"(127\.0\.0\.1:\d+)"`)
 // Tollgate knows: a request without it, or with another, is refused with
 // 401 and a log line, while Tollgate's own requests (through Envoy under
 // the envoy binding) are answered.
+//
+// With the credential (which the database keeps, for every replica), a
+// body above what Tollgate may send (four times max_body_bytes) is 413.
 func TestTheDemoPortAnswersOnlyTollgate(t *testing.T) {
-	tg := startTollgate(t, demoConfig, "")
+	tg := startTollgate(t, "max_body_bytes: 2048\n"+demoConfig, "")
 	secret := tg.newAccount(t, "demo@example.com", "10")
 	_, err := tg.client(secret).Chat.Completions.New(context.Background(), paramsFor("demo"))
 	require.NoError(t, err)
@@ -155,5 +159,24 @@ func TestTheDemoPortAnswersOnlyTollgate(t *testing.T) {
 		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "credential %q", auth)
 	}
 	assert.Equal(t, 3, strings.Count(tg.logs.String(), "request refused without its credential"), "a log line each")
-	assert.NotContains(t, tg.logs.String(), "demo-", "the credential is never logged")
+	key, err := tg.Store.SharedSecret(context.Background(), "demo provider credential", []byte("unused"))
+	require.NoError(t, err)
+	credential := "demo-" + hex.EncodeToString(key)
+	assert.NotContains(t, tg.logs.String(), credential, "the credential is never logged")
+
+	for _, c := range []struct {
+		body string
+		want int
+	}{
+		{body, http.StatusOK},
+		{`{"model":"demo","messages":[{"role":"user","content":"` + strings.Repeat("x", 4*2048+64<<10) + `"}]}`, http.StatusRequestEntityTooLarge},
+	} {
+		req, err := http.NewRequest(http.MethodPost, "http://"+m[1]+"/v1/chat/completions", strings.NewReader(c.body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+credential)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, c.want, resp.StatusCode, "%d bytes with the credential", len(c.body))
+	}
 }
