@@ -148,15 +148,7 @@ func TestTheDemoPortAnswersOnlyTollgate(t *testing.T) {
 	require.NotNil(t, m, "serve logs the demo listener's address:\n%s", tg.logs.String())
 	body := `{"model":"demo","messages":[{"role":"user","content":"hi"}]}`
 	for _, auth := range []string{"", "Bearer " + secret, "Bearer demo-0000"} {
-		req, err := http.NewRequest(http.MethodPost, "http://"+m[1]+"/v1/chat/completions", strings.NewReader(body))
-		require.NoError(t, err)
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "credential %q", auth)
+		assert.Equal(t, http.StatusUnauthorized, postDemo(t, m[1], auth, body), "credential %q", auth)
 	}
 	assert.Equal(t, 3, strings.Count(tg.logs.String(), "request refused without its credential"), "a log line each")
 	key, err := tg.Store.SharedSecret(context.Background(), "demo provider credential", []byte("unused"))
@@ -171,12 +163,21 @@ func TestTheDemoPortAnswersOnlyTollgate(t *testing.T) {
 		{body, http.StatusOK},
 		{`{"model":"demo","messages":[{"role":"user","content":"` + strings.Repeat("x", 4*2048+64<<10) + `"}]}`, http.StatusRequestEntityTooLarge},
 	} {
-		req, err := http.NewRequest(http.MethodPost, "http://"+m[1]+"/v1/chat/completions", strings.NewReader(c.body))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+credential)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, c.want, resp.StatusCode, "%d bytes with the credential", len(c.body))
+		assert.Equal(t, c.want, postDemo(t, m[1], "Bearer "+credential, c.body), "%d bytes with the credential", len(c.body))
 	}
+}
+
+// postDemo posts a chat request to the demo port at addr, with an
+// Authorization header when auth is not empty, and returns the status.
+func postDemo(t *testing.T, addr, auth, body string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
+	require.NoError(t, err)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
 }
