@@ -72,8 +72,9 @@ type Usage struct {
 	Prompt, Completion int
 }
 
-// Options configure a Mock. The zero value is the demo provider: every
-// format, no credential checked, the deterministic answer, nothing kept.
+// Options configure a Mock. The zero value serves every format, checks no
+// credential, gives the deterministic answer and keeps nothing; the demo
+// provider is that with a credential only Tollgate holds.
 type Options struct {
 	// Formats are the formats served; a request in another gets 404.
 	// Empty means all.
