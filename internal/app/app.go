@@ -160,6 +160,7 @@ func New(ctx context.Context, opt Options) (*App, error) {
 		a.buildLogs,
 		a.loadConfig,
 		a.openStorage,
+		a.buildDemo,
 		a.buildLimiter,
 		a.buildObservability,
 		a.buildUsage,
@@ -279,7 +280,7 @@ func (a *App) announce() {
 	}
 	addr := a.httpLis.Addr()
 	a.log.Info("tollgate serving", "edge", "http://"+addr.String()+"/v1", "binding", a.opt.Edge, "grpc", grpcAddr,
-		"admin", adminAddr, "models", len(cfg.Models), "providers", len(cfg.Providers))
+		"admin", adminAddr, "demo", a.demoAddr(), "models", len(cfg.Models), "providers", len(cfg.Providers))
 	if a.opt.Edge == EdgeOff {
 		fmt.Fprintf(a.opt.Stdout, "tollgate: dashboard at http://%s/keys, the API through Envoy only%s\n", addr, forEnvoy)
 		return

@@ -35,18 +35,15 @@ func (a *App) buildLogs(context.Context) error {
 	return nil
 }
 
-// loadConfig reads the configuration file; watchConfig follows it.
+// loadConfig reads the configuration file; watchConfig follows it. The
+// routing table follows once its demo providers have their address
+// (buildDemo).
 func (a *App) loadConfig(context.Context) error {
 	cfg, err := config.Load(a.opt.ConfigPath)
 	if err != nil {
 		return err
 	}
-	if err := a.buildDemo(cfg); err != nil {
-		return err
-	}
 	a.cfg.Store(cfg)
-	table := edge.Clusters(cfg)
-	a.clusters.Store(&table)
 	return nil
 }
 

@@ -2,11 +2,25 @@ package mockllm
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+)
+
+// The bounds of every answer, whatever its request: a string argument's
+// value is at most maxValueBytes, an answer calls at most maxCalls tools,
+// and its text, tool names and arguments are at most maxAnswerRunes in all
+// (maxAnswerRunes/4 tokens as the mock counts them; see tokens). An answer
+// that reaches a bound ends as one that reaches its request's output limit.
+const (
+	maxValueBytes  = 256
+	maxCalls       = 32
+	maxAnswerRunes = 16 << 10
 )
 
 // asked is what the mock reads of a request, whatever its format.
@@ -23,6 +37,9 @@ type asked struct {
 	choice    toolChoice
 	// text is every piece of text the request carries, for counting.
 	text int
+	// limit is the request's output limit in tokens (see outputLimit), 0
+	// when it sets none.
+	limit int
 }
 
 type tool struct {
@@ -52,7 +69,10 @@ type reply struct {
 	calls  []call
 	// forced is true when the request named the one tool to call.
 	forced bool
-	usage  Usage
+	// cut is true when the answer stopped at its output limit (the
+	// request's, or the mock's own bounds): its finish reason says so.
+	cut   bool
+	usage Usage
 }
 
 func (r reply) text() string { return strings.Join(r.pieces, "") }
@@ -60,6 +80,7 @@ func (r reply) text() string { return strings.Join(r.pieces, "") }
 // answer writes the reply to a request in its format.
 func (m *Mock) answer(w http.ResponseWriter, r *http.Request, req *Request, p Play) {
 	a := read(req)
+	a.limit = outputLimit(req)
 	rep := m.reply(a)
 	if !a.stream && p == Malformed {
 		w.Header().Set("Content-Type", "application/json")
@@ -87,39 +108,161 @@ func (m *Mock) answer(w http.ResponseWriter, r *http.Request, req *Request, p Pl
 }
 
 // reply is the mock's answer to what was asked: Options.Answer, or the
-// deterministic text; tool calls when the tool choice says so.
+// deterministic text; tool calls when the tool choice says so. The answer
+// is cut at the request's output limit, as the mock counts tokens, and at
+// the mock's own bounds (maxAnswerRunes, maxCalls); the counted usage
+// never exceeds the limit. Options.Usage, when set, is reported as it is
+// and only the mock's own bounds cut: a provider that bills past the limit.
 func (m *Mock) reply(a asked) reply {
 	var rep reply
-	switch {
-	case len(a.tools) == 0 || a.choice.mode == "none":
-	case a.choice.mode == "forced":
-		for _, t := range a.tools {
-			if a.choice.name == "" || t.name == a.choice.name {
-				rep.calls = append(rep.calls, call{name: t.name, args: splitArgs(arguments(t.schema, a.lastUser))})
+	left := maxAnswerRunes
+	if a.limit > 0 && m.opt.Usage == nil {
+		left = min(left, 4*a.limit)
+	}
+	b := &budget{left: left}
+	if tools := a.toCall(); len(tools) > 0 {
+		rep.forced = a.choice.mode == "forced" && a.choice.name != ""
+		for _, t := range tools {
+			c, ok := b.call(t, a.lastUser)
+			if !ok {
+				break
+			}
+			rep.calls = append(rep.calls, c)
+			if len(rep.calls) == maxCalls && len(tools) > maxCalls {
+				b.cut = true
+				break
 			}
 		}
-		rep.forced = a.choice.name != ""
-	case !a.afterTool:
-		for _, t := range a.tools {
-			rep.calls = append(rep.calls, call{name: t.name, args: splitArgs(arguments(t.schema, a.lastUser))})
+	} else {
+		text := m.opt.Answer
+		if len(text) == 0 {
+			text = pieces(demoText(a.lastUser))
 		}
+		rep.pieces = b.pieces(text)
 	}
-	if len(rep.calls) == 0 {
-		rep.pieces = m.opt.Answer
-		if len(rep.pieces) == 0 {
-			rep.pieces = pieces(demoText(a.lastUser))
-		}
-	}
+	rep.cut = b.cut
 	if m.opt.Usage != nil {
 		rep.usage = *m.opt.Usage
 		return rep
 	}
-	out := rep.text()
-	for _, c := range rep.calls {
-		out += c.name + c.arguments()
-	}
-	rep.usage = Usage{Prompt: tokens(a.text) + 3, Completion: max(1, tokens(utf8.RuneCountInString(out)))}
+	rep.usage = Usage{Prompt: tokens(a.text) + 3, Completion: max(1, tokens(b.used))}
 	return rep
+}
+
+// toCall are the tools the answer calls: those the tool choice forces
+// (only the named one), else every offered one unless the last message is
+// a tool's result; none when the answer is text.
+func (a asked) toCall() []tool {
+	switch {
+	case len(a.tools) == 0 || a.choice.mode == "none":
+		return nil
+	case a.choice.mode == "forced":
+		var out []tool
+		for _, t := range a.tools {
+			if a.choice.name == "" || t.name == a.choice.name {
+				out = append(out, t)
+			}
+		}
+		return out
+	case !a.afterTool:
+		return a.tools
+	}
+	return nil
+}
+
+// budget is what is left of an answer's runes as it is made.
+type budget struct {
+	left, used int
+	// cut is true once something did not fit.
+	cut bool
+}
+
+// take takes at most b.left runes of s.
+func (b *budget) take(s string) string {
+	n := utf8.RuneCountInString(s)
+	if n > b.left {
+		s, n, b.cut = cutRunes(s, b.left), b.left, true
+	}
+	b.left -= n
+	b.used += n
+	return s
+}
+
+// pieces are text's pieces as far as the budget goes.
+func (b *budget) pieces(text []string) []string {
+	var out []string
+	for _, p := range text {
+		if b.cut {
+			break
+		}
+		if p = b.take(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// call is a call of t, its arguments cut where the budget ends, or false
+// when not even its name and the arguments' first rune fit.
+func (b *budget) call(t tool, user string) (call, bool) {
+	if b.left <= utf8.RuneCountInString(t.name) {
+		b.cut = true
+		return call{}, false
+	}
+	name := b.take(t.name)
+	args := b.take(arguments(t.schema, user, b.left))
+	return call{name: name, args: splitArgs(args)}, true
+}
+
+// cutRunes is s's first n runes.
+func cutRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
+}
+
+// cutBytes is s's longest prefix of at most n bytes that ends between
+// runes.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// outputLimit is the request's limit on the answer's tokens, in its
+// format's field (the smaller of OpenAI chat's two), or 0 when it sets
+// none.
+func outputLimit(req *Request) int {
+	b := req.Body
+	var fields []any
+	switch {
+	case req.Format == OpenAI && req.Path == "/v1/responses":
+		fields = []any{b["max_output_tokens"]}
+	case req.Format == Anthropic:
+		fields = []any{b["max_tokens"]}
+	case req.Format == Gemini:
+		fields = []any{object(b["generationConfig"])["maxOutputTokens"]}
+	default:
+		fields = []any{b["max_completion_tokens"], b["max_tokens"]}
+	}
+	limit := 0
+	for _, f := range fields {
+		if n, ok := f.(float64); ok && n >= 1 {
+			n = min(n, math.MaxInt32)
+			if limit == 0 || int(n) < limit {
+				limit = int(n)
+			}
+		}
+	}
+	return limit
 }
 
 // tokens estimates the tokens of n characters: about four each.
@@ -160,25 +303,42 @@ func splitArgs(args string) []string {
 }
 
 // arguments fills a tool's parameters schema: every property, strings
-// with the enum's first value or the user's subject (see subject),
-// numbers 21, booleans true, arrays and objects empty. Keys come sorted.
-func arguments(schema map[string]any, user string) string {
+// with the enum's first value or the user's subject (see subject), cut at
+// maxValueBytes, numbers 21, booleans true, arrays and objects empty. Keys
+// come sorted. Once the JSON passes 4×runes bytes (more than runes runes),
+// the properties left are not written: the caller cuts it.
+func arguments(schema map[string]any, user string, runes int) string {
 	props, _ := schema["properties"].(map[string]any)
-	out := make(map[string]any, len(props))
-	for name, p := range props {
-		prop, _ := p.(map[string]any)
-		out[name] = value(prop, user)
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, name := range slices.Sorted(maps.Keys(props)) {
+		if b.Len() > 4*runes {
+			break
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		prop, _ := props[name].(map[string]any)
+		b.Write(mustJSON(name))
+		b.WriteByte(':')
+		b.Write(mustJSON(value(prop, user)))
 	}
-	return string(mustJSON(out))
+	b.WriteByte('}')
+	return b.String()
 }
 
 func value(prop map[string]any, user string) any {
 	if enum, ok := prop["enum"].([]any); ok && len(enum) > 0 {
-		return enum[0]
+		if s, ok := enum[0].(string); ok {
+			return cutBytes(s, maxValueBytes)
+		}
+		if len(mustJSON(enum[0])) <= maxValueBytes {
+			return enum[0]
+		}
 	}
 	switch prop["type"] {
 	case "string":
-		return subject(user)
+		return cutBytes(subject(user), maxValueBytes)
 	case "number", "integer":
 		return 21
 	case "boolean":

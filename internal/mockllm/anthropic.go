@@ -36,6 +36,9 @@ func anthropic(a asked, rep reply) (any, stream) {
 		}
 		stop = "tool_use"
 	}
+	if rep.cut {
+		stop = "max_tokens"
+	}
 	whole := map[string]any{"id": "msg_mock", "type": "message", "role": "assistant", "model": a.model,
 		"content": content, "stop_reason": stop, "stop_sequence": nil, "usage": anthropicUsage(rep.usage, rep.usage.Completion)}
 	return whole, anthropicStream(a, rep, stop)

@@ -90,19 +90,27 @@ func gemini(a asked, rep reply, opt geminiOptions) (any, stream) {
 	if len(rep.calls) > 0 {
 		parts = geminiCalls(rep)
 	}
-	whole := geminiAnswer(a, parts, "STOP", full, opt)
+	stop := "STOP"
+	if rep.cut {
+		stop = "MAX_TOKENS"
+	}
+	whole := geminiAnswer(a, parts, stop, full, opt)
 	b := &builder{stream: stream{format: Gemini}}
 	if len(rep.calls) > 0 {
 		if !rep.forced {
 			b.piece("", geminiAnswer(a, []any{map[string]any{"text": preamble}}, "", geminiUsage(rep.usage.Prompt, 3, 0), geminiOptions{candidates: 1}))
 		}
-		b.piece("", geminiAnswer(a, geminiCalls(rep), "STOP", full, geminiOptions{candidates: 1}))
+		b.piece("", geminiAnswer(a, geminiCalls(rep), stop, full, geminiOptions{candidates: 1}))
 		return whole, b.done()
 	}
-	for i, piece := range rep.pieces {
-		finish, usage := "", geminiUsage(rep.usage.Prompt, i+1, 0)
-		if i == len(rep.pieces)-1 {
-			finish, usage = "STOP", full
+	pieces := rep.pieces
+	if len(pieces) == 0 {
+		pieces = []string{""}
+	}
+	for i, piece := range pieces {
+		finish, usage := "", geminiUsage(rep.usage.Prompt, min(i+1, rep.usage.Completion), 0)
+		if i == len(pieces)-1 {
+			finish, usage = stop, full
 		}
 		b.piece("", geminiAnswer(a, []any{map[string]any{"text": piece}}, finish, usage, opt))
 	}

@@ -13,16 +13,22 @@
 //
 // The answer is the same for the same request: it names the last user
 // message; when the request offers tools and its tool choice does not
-// forbid them, it calls them instead (see Mock.ServeHTTP). Options fix the
+// forbid them, it calls them instead (see Mock.ServeHTTP). It stops where
+// the request's output limit says, as a model does, and is bounded
+// whatever the request. Options fix the
 // answer and usage and make the server misbehave as real providers do
 // (error statuses, hangs, cut or malformed streams) for the tests.
 package mockllm
 
 import (
 	"bytes"
+	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -66,16 +72,21 @@ type Usage struct {
 	Prompt, Completion int
 }
 
-// Options configure a Mock. The zero value is the demo provider: every
-// format, no credential checked, the deterministic answer, nothing kept.
+// Options configure a Mock. The zero value serves every format, checks no
+// credential, gives the deterministic answer and keeps nothing; the demo
+// provider is that with a credential only Tollgate holds.
 type Options struct {
 	// Formats are the formats served; a request in another gets 404.
 	// Empty means all.
 	Formats []Format
 	// Credentials, when set for a format, is the exact value its
 	// CredentialHeader must carry ("Bearer sk-…" for OpenAI); a request
-	// without it gets 401.
+	// without it gets 401, before its body is read. A request on a path of
+	// no format with a credential must carry one of them.
 	Credentials map[Format]string
+	// Log, when set, gets a line for each request refused for its
+	// credential (never the credential itself).
+	Log *slog.Logger
 	// Answer, when set, is the answer's text in its stream pieces instead
 	// of the deterministic one.
 	Answer []string
@@ -179,15 +190,28 @@ func (m *Mock) record(r Request) {
 // ServeHTTP answers one request in its format. A request whose tool
 // choice forces tools (required, any, or a named one) calls them (only the
 // named one); one that merely offers tools calls every offered tool unless
-// its last message is a tool's result; otherwise the answer is text.
+// its last message is a tool's result; otherwise the answer is text. The
+// answer is cut at the request's output limit (max_completion_tokens or
+// max_tokens, max_output_tokens, max_tokens, maxOutputTokens), as the mock
+// counts tokens, and at most about 4,000 tokens whatever the limit; its
+// finish reason then says so (length, incomplete, max_tokens, MAX_TOKENS)
+// and its counted usage never exceeds the limit.
 func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req := Request{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.Query(), Header: r.Header.Clone()}
+	req.Format = formatOf(req.Path)
+	if !m.authorized(r, req.Format) {
+		m.record(req)
+		writeError(w, req.Format, http.StatusUnauthorized, "invalid credential")
+		return
+	}
 	raw, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
 	if err != nil {
 		m.problem("reading the body: %v", err)
+		if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
+			writeError(w, req.Format, http.StatusRequestEntityTooLarge, "the request body is too large")
+		}
 		return
 	}
-	req := Request{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.Query(), Header: r.Header.Clone()}
-	req.Format = formatOf(req.Path)
 	if err := json.Unmarshal(raw, &req.Body); err != nil {
 		m.problem("%s %s: body is not JSON: %v", r.Method, req.Path, err)
 	}
@@ -237,14 +261,32 @@ func (m *Mock) refusal(r *http.Request, req *Request, size int) (int, string) {
 		m.problem("gemini: a stream without alt=sse")
 		return http.StatusNotFound, "no alt=sse"
 	}
-	if want, ok := m.opt.Credentials[req.Format]; ok {
-		name := CredentialHeader[req.Format]
-		if got := r.Header.Get(name); got != want {
-			m.problem("%s: credential header %s is %q", req.Format, name, got)
-			return http.StatusUnauthorized, "invalid credential"
+	return 0, ""
+}
+
+// authorized reports whether r carries its format's credential
+// (Options.Credentials), or, on a path of no format with one, any of them.
+// A refusal is a problem, and logged.
+func (m *Mock) authorized(r *http.Request, f Format) bool {
+	if len(m.opt.Credentials) == 0 {
+		return true
+	}
+	formats := []Format{f}
+	if _, ok := m.opt.Credentials[f]; !ok {
+		formats = slices.Sorted(maps.Keys(m.opt.Credentials))
+	}
+	for _, cf := range formats {
+		got := r.Header.Get(CredentialHeader[cf])
+		if subtle.ConstantTimeCompare([]byte(got), []byte(m.opt.Credentials[cf])) == 1 {
+			return true
 		}
 	}
-	return 0, ""
+	m.problem("%s: credential header %s is %q", f, CredentialHeader[formats[0]], r.Header.Get(CredentialHeader[formats[0]]))
+	if m.opt.Log != nil {
+		m.opt.Log.Warn("mock provider: request refused without its credential", "method", r.Method, "path", r.URL.EscapedPath(),
+			"remote_addr", r.RemoteAddr)
+	}
+	return false
 }
 
 func (m *Mock) serves(f Format) bool {

@@ -109,15 +109,18 @@ func TestRecordedRequestsCredentialsAndRoutes(t *testing.T) {
 
 	resp, _ = post(t, m, "/v1/chat/completions", `{"model":"m"}`, "Authorization", "Bearer wrong")
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	resp, _ = post(t, m, "/v1/messages", `{"model":"m"}`, "Anthropic-Version", "1")
+	resp, _ = post(t, m, "/v1/messages", `{"model":"m"}`, "Anthropic-Version", "1", "Authorization", "Bearer sk-1")
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "a format it does not serve")
-	resp, _ = post(t, m, "/v2/chat", `{}`)
+	resp, _ = post(t, m, "/v2/chat", `{}`, "Authorization", "Bearer sk-1")
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	resp, _ = post(t, m, "/v2/chat", `{}`)
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "any path needs a credential")
 
-	require.Equal(t, 4, m.Count())
+	require.Equal(t, 5, m.Count())
 	assert.Equal(t, "m", m.Requests()[0].Body["model"])
 	assert.Equal(t, OpenAI, m.Requests()[0].Format)
-	assert.Len(t, m.Problems(), 3)
+	assert.Nil(t, m.Requests()[1].Body, "a request without its credential is refused before its body is read")
+	assert.Len(t, m.Problems(), 4)
 	assert.Empty(t, New(Options{}).Requests(), "nothing is kept without Record")
 }
 

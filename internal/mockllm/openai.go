@@ -72,6 +72,9 @@ func chat(a asked, rep reply, azure bool) (any, stream) {
 		msg = map[string]any{"role": "assistant", "content": nil, "refusal": nil, "tool_calls": calls}
 		finish = "tool_calls"
 	}
+	if rep.cut {
+		finish = "length"
+	}
 	choice := map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}
 	whole := map[string]any{"id": id, "object": "chat.completion", "created": created, "model": a.model,
 		"choices": []any{choice}, "usage": usage, "system_fingerprint": "fp_mock"}
@@ -83,10 +86,10 @@ func chat(a asked, rep reply, azure bool) (any, stream) {
 		choice["content_filter_results"] = azureFilterResults
 		whole["prompt_filter_results"] = []any{map[string]any{"prompt_index": 0, "content_filter_results": azureFilterResults}}
 	}
-	return whole, chatStream(a, rep, f, usage)
+	return whole, chatStream(a, rep, f, usage, finish)
 }
 
-func chatStream(a asked, rep reply, f Format, usage map[string]any) stream {
+func chatStream(a asked, rep reply, f Format, usage map[string]any, finish string) stream {
 	azure := f == Azure
 	id := "chatcmpl-mock" + string(f)
 	chunk := func(delta map[string]any, finish any) map[string]any {
@@ -106,7 +109,6 @@ func chatStream(a asked, rep reply, f Format, usage map[string]any) stream {
 		b.add("", map[string]any{"choices": []any{}, "created": 0, "id": "", "model": "", "object": "",
 			"prompt_filter_results": []any{map[string]any{"prompt_index": 0, "content_filter_results": azureFilterResults}}})
 	}
-	finish := "stop"
 	if len(rep.calls) > 0 {
 		b.add("", chunk(map[string]any{"role": "assistant", "content": nil, "refusal": nil}, nil))
 		for i, c := range rep.calls {
@@ -119,7 +121,6 @@ func chatStream(a asked, rep reply, f Format, usage map[string]any) stream {
 				b.piece("", chunk(map[string]any{"tool_calls": []any{call}}, nil))
 			}
 		}
-		finish = "tool_calls"
 	} else {
 		b.add("", chunk(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil))
 		for _, piece := range rep.pieces {

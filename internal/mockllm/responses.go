@@ -3,8 +3,14 @@ package mockllm
 import "fmt"
 
 // responses is OpenAI's Responses API answer: a response object, or its
-// stream's events, with item ids of the server's own.
+// stream's events, with item ids of the server's own. An answer cut at its
+// output limit is incomplete (reason max_output_tokens), as are its items,
+// and its stream ends with response.incomplete.
 func responses(a asked, rep reply) (any, stream) {
+	status, details, final := "completed", any(nil), "response.completed"
+	if rep.cut {
+		status, details, final = "incomplete", map[string]any{"reason": "max_output_tokens"}, "response.incomplete"
+	}
 	u := rep.usage
 	usage := map[string]any{"input_tokens": u.Prompt, "input_tokens_details": map[string]any{"cached_tokens": 0, "cache_write_tokens": 0},
 		"output_tokens": u.Completion, "output_tokens_details": map[string]any{"reasoning_tokens": 0},
@@ -12,15 +18,19 @@ func responses(a asked, rep reply) (any, stream) {
 	var output []any
 	for i, c := range rep.calls {
 		output = append(output, map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_mock%d", i),
-			"call_id": ToolCallID(OpenAI, i), "name": c.name, "arguments": c.arguments(), "status": "completed"})
+			"call_id": ToolCallID(OpenAI, i), "name": c.name, "arguments": c.arguments(), "status": status})
 	}
 	if len(rep.calls) == 0 {
-		output = []any{map[string]any{"type": "message", "id": "msg_mock0", "role": "assistant", "status": "completed",
+		output = []any{map[string]any{"type": "message", "id": "msg_mock0", "role": "assistant", "status": status,
 			"content": []any{map[string]any{"type": "output_text", "text": rep.text(), "annotations": []any{}, "logprobs": []any{}}}}}
 	}
 	response := func(status string, out []any, u any) map[string]any {
+		incomplete := any(nil)
+		if status == "incomplete" {
+			incomplete = details
+		}
 		return map[string]any{"id": "resp_mock", "object": "response", "created_at": created, "status": status,
-			"model": a.model, "output": out, "usage": u, "error": nil, "incomplete_details": nil, "instructions": nil,
+			"model": a.model, "output": out, "usage": u, "error": nil, "incomplete_details": incomplete, "instructions": nil,
 			"metadata": map[string]any{}, "parallel_tool_calls": true, "temperature": 1.0, "top_p": 1.0, "tool_choice": "auto",
 			"tools": []any{}, "store": false, "text": map[string]any{"format": map[string]any{"type": "text"}}}
 	}
@@ -40,8 +50,8 @@ func responses(a asked, rep reply) (any, stream) {
 	for i, it := range output {
 		responsesItem(ev, i, it.(map[string]any), rep)
 	}
-	ev("response.completed", map[string]any{"response": response("completed", output, usage)}, false)
-	return response("completed", output, usage), b.done()
+	ev(final, map[string]any{"response": response(status, output, usage)}, false)
+	return response(status, output, usage), b.done()
 }
 
 // responsesItem streams one output item.
