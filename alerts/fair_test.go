@@ -40,6 +40,7 @@ func (h *hanging) ServeHTTP(_ http.ResponseWriter, r *http.Request) {
 	case <-h.release:
 	case <-r.Context().Done():
 	}
+	panic(http.ErrAbortHandler) // no answer, ever
 }
 
 // newHanging starts a hanging TLS endpoint, released when the test ends.
@@ -101,12 +102,12 @@ func TestAHangingSendEndsAtTheClientsTimeoutAndTheAccountsNextFollows(t *testing
 	e := newWorkerEnv(t, 204)
 	h, srv := newHanging(t)
 	a, ep, _ := e.addEndpoint(t, "slow@example.com", srv.URL+"/hook")
-	for i := range 3 {
+	for i := range 2 {
 		e.alert(t, a.ID, store.AlertBudgetThreshold, fmt.Sprint("slow:", i))
 	}
 	other := e.alert(t, e.account.ID, store.AlertBalanceLow, "low")
 	client := alerts.NewClient(alerts.ClientOptions{RootCAs: e.pool, AllowPrivate: func() bool { return true }})
-	client.Timeout = 50 * time.Millisecond
+	client.Timeout = time.Second
 	w := e.newWorker(client, discard())
 
 	// Each round sends one delivery per account: the other account's alert
@@ -116,12 +117,10 @@ func TestAHangingSendEndsAtTheClientsTimeoutAndTheAccountsNextFollows(t *testing
 	require.Equal(t, 2, n)
 	require.Equal(t, []string{other.ID}, e.rc.ids())
 	require.Equal(t, int32(1), h.taken.Load())
-	for i := 2; i <= 3; i++ {
-		n, err := w.RunOnce(t.Context())
-		require.NoError(t, err)
-		require.Equal(t, 1, n)
-		require.Equal(t, int32(i), h.taken.Load())
-	}
+	n, err = w.RunOnce(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the slow account's next")
+	require.Equal(t, int32(2), h.taken.Load())
 	ds, err := e.st.WebhookDeliveries(t.Context(), ep.ID, 10)
 	require.NoError(t, err)
 	for _, d := range ds {

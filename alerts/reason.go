@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -38,6 +39,10 @@ var (
 	errURL    = errors.New("the endpoint's URL cannot be requested")
 )
 
+// plainHTTP is net/http's error (a string) for a server that answers an
+// https:// request in plain HTTP.
+const plainHTTP = "server gave HTTP response to HTTPS client"
+
 // StatusReason is the reason for an answer other than 2xx: "HTTP 503".
 func StatusReason(code int) string {
 	s := "HTTP " + strconv.Itoa(code)
@@ -61,6 +66,8 @@ func Reason(err error) string {
 		netErr   net.Error
 	)
 	switch {
+	case err == nil:
+		return ""
 	case errors.Is(err, errSecret):
 		return ReasonSecret
 	case errors.Is(err, errURL):
@@ -71,7 +78,7 @@ func Reason(err error) string {
 		return ReasonDNS
 	case errors.As(err, &verify), errors.As(err, &unknown), errors.As(err, &hostname), errors.As(err, &invalid):
 		return ReasonCertificate
-	case errors.As(err, &record), errors.As(err, &alert):
+	case errors.As(err, &record), errors.As(err, &alert), strings.Contains(err.Error(), plainHTTP):
 		return ReasonTLS
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
 		errors.As(err, &netErr) && netErr.Timeout():
