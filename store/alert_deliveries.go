@@ -117,16 +117,18 @@ func (s *sqlStore) FinishDelivery(ctx context.Context, c ClaimedDelivery, r Deli
 	if len(msg) > MaxDeliveryError {
 		msg = strings.ToValidUTF8(msg[:MaxDeliveryError], "")
 	}
+	// The lane first, then the delivery: a claimer's order (no deadlock
+	// with one that takes the lane over once the lease has passed).
 	err := s.db.inTx(ctx, func(q querier) error {
-		if _, err := q.exec(ctx,
+		if _, err := q.exec(ctx, `UPDATE alert_lanes SET busy_until = NULL WHERE account_id = $1 AND busy_until = $2`,
+			c.Event.AccountID, dbTime(c.ClaimedUntil)); err != nil {
+			return err
+		}
+		_, err := q.exec(ctx,
 			`UPDATE alert_deliveries SET status = $4, attempts = attempts + 1, next_attempt_at = $5,
 				last_status_code = $6, last_error = $7, delivered_at = $8
 			WHERE event_id = $1 AND endpoint_id = $2 AND status = 'pending' AND next_attempt_at = $3`,
-			c.Event.ID, c.EndpointID, dbTime(c.ClaimedUntil), r.Status, dbTime(next), int64(r.StatusCode), msg, delivered); err != nil {
-			return err
-		}
-		_, err := q.exec(ctx, `UPDATE alert_lanes SET busy_until = NULL WHERE account_id = $1 AND busy_until = $2`,
-			c.Event.AccountID, dbTime(c.ClaimedUntil))
+			c.Event.ID, c.EndpointID, dbTime(c.ClaimedUntil), r.Status, dbTime(next), int64(r.StatusCode), msg, delivered)
 		return err
 	})
 	if err != nil {
