@@ -25,11 +25,13 @@ const (
 	GiveUpAfter = 24 * time.Hour
 	// DefaultInterval is how often the worker looks for due deliveries.
 	DefaultInterval = time.Second
-	// claimLease hides a claimed delivery from other replicas; it is
-	// well beyond what a batch takes (parallel sends of Timeout each).
+	// claimLease hides a claimed delivery (and its account's other
+	// deliveries) from other replicas; it is well beyond one send
+	// (Timeout).
 	claimLease = 5 * time.Minute
-	batch      = 16
-	parallel   = 8
+	// parallel is how many deliveries a worker sends at once: of as many
+	// accounts, since the store hands out one per account at a time.
+	parallel = 8
 )
 
 // Delivery results, the label of tollgate_webhook_deliveries_total.
@@ -60,8 +62,11 @@ type Options struct {
 }
 
 // Worker sends due deliveries. Every replica may run one: claims are
-// exclusive (store.ClaimDeliveries), a 2xx answer ends a delivery for
-// good, and anything else is retried with backoff until GiveUpAfter.
+// exclusive and take one delivery per account at a time, the account
+// served longest ago first (store.ClaimDeliveries), so one account's slow
+// endpoint holds back no other account's alerts. A 2xx answer ends a
+// delivery for good; anything else is retried with backoff until
+// GiveUpAfter, but a test ping, which is tried once.
 type Worker struct {
 	opt     Options
 	results *prometheus.CounterVec
@@ -101,39 +106,67 @@ func BackoffFrom(first time.Duration, attempt int, r float64) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*r))
 }
 
-// Run looks for due deliveries every interval until ctx ends.
+// Run sends due deliveries until ctx ends, up to parallel at once: it
+// claims as many as it has free slots every interval and whenever a send
+// ends, so that a slow send holds its own slot only. It returns once its
+// sends have ended.
 func (w *Worker) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	done := make(chan struct{}, parallel) // a send ended: its slot is free
+	free := parallel
 	for {
+		if free > 0 {
+			claimed, err := w.claim(ctx, free)
+			if err != nil && ctx.Err() == nil {
+				w.opt.Logger.Warn("webhook deliveries", "err", err)
+			}
+			for _, c := range claimed {
+				free--
+				wg.Go(func() {
+					defer func() { done <- struct{}{} }()
+					if err := w.deliver(ctx, c); err != nil && ctx.Err() == nil {
+						w.opt.Logger.Warn("webhook deliveries", "err", err)
+					}
+				})
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
-				w.opt.Logger.Warn("webhook deliveries", "err", err)
-			}
+		case <-done:
+			free++
 		}
 	}
 }
 
-// RunOnce claims one batch of due deliveries, sends them (a few at a
-// time) and records each outcome; it returns how many it sent.
-func (w *Worker) RunOnce(ctx context.Context) (int, error) {
-	claimed, err := w.opt.Outbox.ClaimDeliveries(ctx, w.opt.Now(), claimLease, batch)
+// claim takes up to n due deliveries.
+func (w *Worker) claim(ctx context.Context, n int) ([]store.ClaimedDelivery, error) {
+	claimed, err := w.opt.Outbox.ClaimDeliveries(ctx, w.opt.Now(), claimLease, n)
 	if err != nil {
-		return 0, fmt.Errorf("alerts: %w", err)
+		return nil, fmt.Errorf("alerts: %w", err)
+	}
+	return claimed, nil
+}
+
+// RunOnce claims the due deliveries it has slots for (one per account),
+// sends them at once and records each outcome; it returns how many it
+// sent.
+func (w *Worker) RunOnce(ctx context.Context) (int, error) {
+	claimed, err := w.claim(ctx, parallel)
+	if err != nil {
+		return 0, err
 	}
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
-		slot = make(chan struct{}, parallel)
 	)
 	for _, c := range claimed {
-		slot <- struct{}{}
 		wg.Go(func() {
-			defer func() { <-slot }()
 			if err := w.deliver(ctx, c); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
@@ -145,22 +178,26 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	return len(claimed), errors.Join(errs...)
 }
 
-// deliver sends one delivery and records the outcome.
+// deliver sends one delivery and records the outcome: the account holder
+// reads its reason (Reason), the operator's log the error itself.
 func (w *Worker) deliver(ctx context.Context, c store.ClaimedDelivery) error {
 	code, sendErr := w.send(ctx, c)
 	now := w.opt.Now()
 	r := store.DeliveryResult{StatusCode: code, At: now, Status: store.DeliveryDelivered}
 	result := ResultDelivered
 	if sendErr != nil {
-		r.Error = sendErr.Error()
+		r.Error = Reason(sendErr)
+		if code != 0 {
+			r.Error = StatusReason(code)
+		}
 		next := now.Add(w.opt.Backoff(c.Attempts + 1))
-		if next.After(c.Event.CreatedAt.Add(GiveUpAfter)) {
+		if c.Event.Kind == store.AlertPing || next.After(c.Event.CreatedAt.Add(GiveUpAfter)) {
 			r.Status, result = store.DeliveryFailed, ResultFailed
 		} else {
 			r.Status, r.Next, result = store.DeliveryPending, next, ResultRetry
 		}
 		w.opt.Logger.Info("webhook delivery failed", "event", c.Event.ID, "endpoint", c.EndpointID,
-			"attempt", c.Attempts+1, "result", result, "err", r.Error)
+			"attempt", c.Attempts+1, "result", result, "reason", r.Error, "err", sendErr)
 	}
 	w.results.WithLabelValues(result).Inc()
 	if err := w.opt.Outbox.FinishDelivery(ctx, c, r); err != nil {
@@ -191,7 +228,7 @@ func Body(e store.AlertEvent) ([]byte, error) {
 func (w *Worker) send(ctx context.Context, c store.ClaimedDelivery) (int, error) {
 	secret, err := OpenSecret(w.opt.SealKey, c.EndpointID, c.SecretSealed)
 	if err != nil {
-		return 0, errors.New("the endpoint's secret cannot be opened (was the alerts key changed?)")
+		return 0, errSecret
 	}
 	body, err := Body(c.Event)
 	if err != nil {
@@ -199,7 +236,7 @@ func (w *Worker) send(ctx context.Context, c store.ClaimedDelivery) (int, error)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
 	if err != nil {
-		return 0, errors.New("the endpoint's URL cannot be requested")
+		return 0, errURL
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Tollgate-Webhooks/1")
@@ -217,14 +254,12 @@ func (w *Worker) send(ctx context.Context, c store.ClaimedDelivery) (int, error)
 	return resp.StatusCode, nil
 }
 
-// describe is a send error without its URL (which may hold a token).
+// describe is a send error without its URL (which may hold a token),
+// for the operator's log.
 func describe(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	if errors.Is(err, ErrPrivateAddress) {
-		return ErrPrivateAddress
+		return ue.Err
 	}
 	return err
 }

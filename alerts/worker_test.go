@@ -1,6 +1,7 @@
 package alerts_test
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -29,6 +30,8 @@ type receiver struct {
 	mu       sync.Mutex
 	statuses []int
 	got      []alerts.Envelope
+	// arrived, when set, is told each event id as it is taken.
+	arrived chan string
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -42,7 +45,24 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.got = append(rc.got, e)
 	status := rc.statuses[min(len(rc.got), len(rc.statuses))-1]
 	w.WriteHeader(status)
+	if rc.arrived != nil {
+		rc.arrived <- e.ID
+	}
 }
+
+// ids are the event ids received, in order.
+func (rc *receiver) ids() []string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := []string{}
+	for _, e := range rc.got {
+		out = append(out, e.ID)
+	}
+	return out
+}
+
+// discard is a logger that keeps nothing.
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func (rc *receiver) count() int {
 	rc.mu.Lock()
@@ -53,6 +73,8 @@ func (rc *receiver) count() int {
 type workerEnv struct {
 	st       store.Store
 	clock    *testclock.Clock
+	key      []byte
+	pool     *x509.CertPool // trusts the TLS test servers
 	worker   *alerts.Worker
 	rc       *receiver
 	endpoint store.WebhookEndpoint
@@ -67,26 +89,48 @@ func newWorkerEnv(t *testing.T, statuses ...int) *workerEnv {
 	st, err := store.OpenWith(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "t.db"), store.Options{Now: clock.Now})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
+	e := &workerEnv{st: st, clock: clock, key: alerts.SecretKey([]byte("server key"))}
+	e.rc = &receiver{t: t, now: clock.Now, statuses: statuses}
+	srv := httptest.NewTLSServer(e.rc)
+	t.Cleanup(srv.Close)
+	e.pool = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	var secret string
+	e.account, e.endpoint, secret = e.addEndpoint(t, "ada@example.com", srv.URL+"/hook")
+	e.rc.secret = []byte(secret)
+	e.worker = e.newWorker(alerts.NewClient(alerts.ClientOptions{RootCAs: e.pool, AllowPrivate: func() bool { return true }}), discard())
+	return e
+}
+
+// addEndpoint adds an account with one enabled endpoint at url, and
+// returns them with the endpoint's secret.
+func (e *workerEnv) addEndpoint(t *testing.T, email, url string) (store.Account, store.WebhookEndpoint, string) {
+	t.Helper()
 	secret, err := alerts.NewSecret(nil)
 	require.NoError(t, err)
-	rc := &receiver{t: t, secret: []byte(secret), now: clock.Now, statuses: statuses}
-	srv := httptest.NewTLSServer(rc)
-	t.Cleanup(srv.Close)
+	a, err := e.st.CreateAccount(t.Context(), store.Account{Email: email, Plan: "free"})
+	require.NoError(t, err)
+	ep, err := e.st.CreateWebhook(t.Context(), store.WebhookEndpoint{AccountID: a.ID, URL: url, Enabled: true},
+		func(id string) ([]byte, error) { return alerts.SealSecret(e.key, id, secret, nil) }, 0)
+	require.NoError(t, err)
+	return a, ep, secret
+}
 
-	key := alerts.SecretKey([]byte("server key"))
-	a, err := st.CreateAccount(t.Context(), store.Account{Email: "ada@example.com", Plan: "free"})
-	require.NoError(t, err)
-	ep, err := st.CreateWebhook(t.Context(), store.WebhookEndpoint{AccountID: a.ID, URL: srv.URL + "/hook", Enabled: true},
-		func(id string) ([]byte, error) { return alerts.SealSecret(key, id, secret, nil) }, 0)
-	require.NoError(t, err)
-	pool := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
-	w := alerts.NewWorker(alerts.Options{
-		Outbox: st, SealKey: key, Now: clock.Now,
-		Client:  alerts.NewClient(alerts.ClientOptions{RootCAs: pool, AllowPrivate: func() bool { return true }}),
+// newWorker is a worker of the env's outbox with client and logger.
+func (e *workerEnv) newWorker(client *http.Client, log *slog.Logger) *alerts.Worker {
+	return alerts.NewWorker(alerts.Options{
+		Outbox: e.st, SealKey: e.key, Now: e.clock.Now, Client: client,
 		Backoff: func(int) time.Duration { return time.Minute },
-		Logger:  slog.New(slog.DiscardHandler),
+		Logger:  log,
 	})
-	return &workerEnv{st: st, clock: clock, worker: w, rc: rc, endpoint: ep, account: a}
+}
+
+// alert queues an event of kind for the account's endpoints.
+func (e *workerEnv) alert(t *testing.T, accountID, kind, dedupeKey string) store.AlertEvent {
+	t.Helper()
+	ev, created, err := e.st.EnqueueAlert(t.Context(), store.AlertEvent{AccountID: accountID, Kind: kind, DedupeKey: dedupeKey}, "")
+	require.NoError(t, err)
+	require.True(t, created)
+	return ev
 }
 
 // step runs the worker once, then moves the clock on by d.
@@ -152,8 +196,7 @@ func results(t *testing.T, w *alerts.Worker) map[string]float64 {
 
 func TestADeliveryIsRetriedForADayThenFailed(t *testing.T) {
 	e := newWorkerEnv(t, 503)
-	_, _, err := e.st.EnqueueAlert(t.Context(), store.AlertEvent{AccountID: e.account.ID, Kind: store.AlertPing, DedupeKey: "k"}, "")
-	require.NoError(t, err)
+	e.alert(t, e.account.ID, store.AlertBudgetThreshold, "k")
 	for range 30 {
 		e.step(t, time.Hour)
 	}
@@ -161,7 +204,7 @@ func TestADeliveryIsRetriedForADayThenFailed(t *testing.T) {
 	require.Equal(t, store.DeliveryFailed, d.Status)
 	require.Equal(t, 25, d.Attempts, "hourly for a day, both ends included")
 	require.Equal(t, 503, d.LastStatusCode)
-	require.Contains(t, d.LastError, "503")
+	require.Equal(t, "HTTP 503", d.LastError)
 	require.Equal(t, 25, e.rc.count())
 	require.Equal(t, map[string]float64{alerts.ResultRetry: 24, alerts.ResultFailed: 1}, results(t, e.worker))
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/money"
@@ -144,6 +145,12 @@ func (d *Dashboard) testWebhook(w http.ResponseWriter, r *http.Request, s *sessi
 	_, err := d.manage.TestWebhook(r.Context(), d.actor(r, s), r.PathValue("id"))
 	if errors.Is(err, manage.ErrNotFound) {
 		return errNotFound
+	}
+	if errors.Is(err, manage.ErrWebhookTestPending) {
+		after := int(manage.WebhookTestRetryAfter / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(after))
+		return &pageError{status: http.StatusTooManyRequests, title: "Test ping not queued",
+			message: "This endpoint's last test ping is not sent yet (an endpoint takes one at a time, and a disabled one's waits until it is enabled): its delivery log shows it. Try again in " + strconv.Itoa(after) + " seconds."}
 	}
 	if err != nil {
 		return err

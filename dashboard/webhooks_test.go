@@ -52,6 +52,10 @@ func TestTheAlertsPageRunsTheAccountsWebhooks(t *testing.T) {
 	log := b.follow(tested).Body.String()
 	assert.Contains(t, log, `data-field="type">ping<`)
 	assert.Contains(t, log, `data-field="status">pending<`)
+	twice := b.post("/webhooks/"+id+"/test", nil)
+	assert.Equal(t, http.StatusTooManyRequests, twice.Code, "one test ping not sent yet at a time")
+	assert.Equal(t, "10", twice.Header().Get("Retry-After"))
+	assert.Contains(t, twice.Body.String(), "last test ping is not sent yet")
 
 	assert.Contains(t, b.get("/webhooks/"+id+"/delete").Body.String(), `id="confirm-delete"`)
 	require.Equal(t, http.StatusSeeOther, b.post("/webhooks/"+id+"/delete", nil).Code)

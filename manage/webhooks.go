@@ -47,6 +47,16 @@ const (
 var ErrWebhookLimit = oaierror.Error{Status: http.StatusConflict, Code: "webhook_limit_reached", Type: oaierror.TypeInvalidRequest,
 	Message: "This account has as many webhook endpoints as it may have (10): delete one before adding another."}
 
+// ErrWebhookTestPending refuses a test of an endpoint whose last test ping
+// is not sent yet: an endpoint holds one at a time, so that tests cannot
+// pile up behind a slow endpoint. Retry after WebhookTestRetryAfter.
+var ErrWebhookTestPending = oaierror.Error{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded", Type: oaierror.TypeRateLimit,
+	Message: "This endpoint's last test ping is not sent yet (one at a time; a disabled endpoint's waits until it is enabled): retry after the time in Retry-After."}
+
+// WebhookTestRetryAfter is the Retry-After of ErrWebhookTestPending: about
+// when a ping queued now has been sent (one send's timeout).
+const WebhookTestRetryAfter = alerts.Timeout
+
 // WebhookRequest is a new endpoint.
 type WebhookRequest struct {
 	// AccountID is the account; an account token's own when empty.
@@ -180,7 +190,9 @@ func (s *Service) DeleteWebhook(ctx context.Context, a Actor, id string) error {
 }
 
 // TestWebhook queues a ping event for the endpoint alone (enabled or
-// not; it is sent once the endpoint is enabled) and returns it.
+// not; it is sent once the endpoint is enabled) and returns it; a ping is
+// tried once. ErrWebhookTestPending while the endpoint's last ping is not
+// sent yet.
 func (s *Service) TestWebhook(ctx context.Context, a Actor, id string) (store.AlertEvent, error) {
 	w, err := s.webhook(ctx, a, id, ScopeWebhooksWrite)
 	if err != nil {
@@ -196,7 +208,12 @@ func (s *Service) TestWebhook(ctx context.Context, a Actor, id string) (store.Al
 	}
 	ev, _, err := s.opt.Store.EnqueueAlert(ctx, store.AlertEvent{AccountID: w.AccountID, Kind: store.AlertPing,
 		DedupeKey: "ping:" + w.ID + ":" + hex.EncodeToString(nonce), Payload: data}, w.ID)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrPingPending):
+		return store.AlertEvent{}, ErrWebhookTestPending
+	case errors.Is(err, store.ErrNotFound):
+		return store.AlertEvent{}, ErrNotFound
+	case err != nil:
 		return store.AlertEvent{}, s.fail(ctx, "queue ping", err)
 	}
 	s.audit(ctx, a, w.AccountID, ActionWebhookTest, w.ID)

@@ -2,7 +2,10 @@ package manage
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
@@ -95,6 +98,9 @@ func (s *Service) testWebhook(w http.ResponseWriter, r *http.Request, a Actor) e
 		return err
 	}
 	ev, err := s.TestWebhook(r.Context(), a, r.PathValue("id"))
+	if errors.Is(err, ErrWebhookTestPending) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(WebhookTestRetryAfter/time.Second)))
+	}
 	if err != nil {
 		return err
 	}

@@ -125,9 +125,39 @@ func TestAnAccountHoldsAtMostItsCapOfWebhooks(t *testing.T) {
 	require.Equal(t, "webhook_limit_reached", a.get("error.code").String())
 }
 
+// An endpoint holds one test ping not sent yet: another test meanwhile is
+// 429 rate_limit_exceeded with Retry-After, and nothing is queued; once the
+// ping is sent, the next test is taken.
+func TestAWebhookTestWaitsForTheLastPingToBeSent(t *testing.T) {
+	e := newAPIEnv(t)
+	tok := e.token(e.a.ID, ScopeWebhooksWrite, ScopeWebhooksRead)
+	a := e.call("POST", "/api/v1/webhooks", tok, `{"url":"https://hooks.example.com/a"}`)
+	require.Equal(t, http.StatusCreated, a.status)
+	id := a.get("id").String()
+	path := "/api/v1/webhooks/" + id + "/test"
+	require.Equal(t, http.StatusAccepted, e.call("POST", path, tok, "").status)
+	for range 3 {
+		got := e.call("POST", path, tok, "")
+		require.Equal(t, http.StatusTooManyRequests, got.status, "%s", got.body)
+		require.Equal(t, "rate_limit_exceeded", got.get("error.code").String())
+		require.Equal(t, "rate_limit_error", got.get("error.type").String())
+		require.Equal(t, "10", got.header.Get("Retry-After"))
+	}
+	log := e.call("GET", "/api/v1/webhooks/"+id+"/deliveries", tok, "")
+	require.Equal(t, int64(1), log.get("data.#").Int(), "one ping queued")
+
+	claimed, err := e.st.ClaimDeliveries(context.Background(), e.clock.Now(), time.Minute, 10)
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.NoError(t, e.st.FinishDelivery(context.Background(), claimed[0],
+		store.DeliveryResult{Status: store.DeliveryDelivered, StatusCode: 204, At: e.clock.Now()}))
+	require.Equal(t, http.StatusAccepted, e.call("POST", path, tok, "").status, "sent: the next test is taken")
+}
+
 // The webhook tests run again on PostgreSQL (databases_test.go).
 func init() {
 	onPostgreSQL["WebhookURLs"] = TestAPrivateOrPlainWebhookURLIsRefusedWithItsField
+	onPostgreSQL["WebhookTestPending"] = TestAWebhookTestWaitsForTheLastPingToBeSent
 	onPostgreSQL["WebhookSecrets"] = TestAWebhookSecretIsShownOnceAndKeptSealed
 	onPostgreSQL["WebhooksOwn"] = TestWebhooksAreTheAccountsOwn
 	onPostgreSQL["LowBalance"] = TestTheLowBalanceThresholdIsOnTheAccount

@@ -39,7 +39,10 @@ type Alerts interface {
 	// EnqueueAlert writes e (ID and CreatedAt assigned) with one pending
 	// delivery per enabled endpoint of its account, or, with endpointID,
 	// to that endpoint only (a test ping). created is false, and nothing
-	// is written, when an event with e.DedupeKey exists already.
+	// is written, when an event with e.DedupeKey exists already. An
+	// endpoint holds at most one pending ping: a ping to endpointID while
+	// it holds one writes nothing and is ErrPingPending (ErrNotFound when
+	// the account has no such endpoint).
 	EnqueueAlert(ctx context.Context, e AlertEvent, endpointID string) (out AlertEvent, created bool, err error)
 	// SetLowBalanceThreshold sets (nil: clears) the balance below which
 	// the account gets a balance.low alert. ErrNotFound if there is no
@@ -48,18 +51,28 @@ type Alerts interface {
 	// ClaimDeliveries takes up to limit pending deliveries due at now, to
 	// enabled endpoints, and hides them from every other claimer until
 	// now+lease (their claim): concurrent claimers, on any replica, never
-	// get the same delivery. A delivery whose claimer died is due again
-	// once its lease has passed.
+	// get the same delivery. It takes at most one delivery per account, of
+	// an account none of whose deliveries is claimed (its lane is free),
+	// the accounts served longest ago first, and of each account its oldest
+	// due alert, else its oldest due ping: one account's deliveries never
+	// wait behind another's more than one send. A delivery whose claimer
+	// died is due again, and its account's lane free, once its lease has
+	// passed.
 	ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]ClaimedDelivery, error)
-	// FinishDelivery records one attempt of a claimed delivery. It changes
-	// nothing when the claim was lost (the lease passed and another
-	// claimer took it) or the delivery is no longer pending.
+	// FinishDelivery records one attempt of a claimed delivery and frees
+	// its account's lane. It changes nothing when the claim was lost (the
+	// lease passed and another claimer took it) or the delivery is no
+	// longer pending.
 	FinishDelivery(ctx context.Context, c ClaimedDelivery, r DeliveryResult) error
 	// DeleteExpiredPings removes ping events (test deliveries) older than
 	// PingRetention at now, with their deliveries, and says how many.
 	// Other events are kept: their dedupe keys must stay.
 	DeleteExpiredPings(ctx context.Context, now time.Time) (int64, error)
 }
+
+// ErrPingPending refuses a test ping to an endpoint that holds one not
+// sent yet.
+var ErrPingPending = errors.New("a test ping to this endpoint is pending")
 
 // PingRetention is how long a test ping stays in the delivery log.
 const PingRetention = 7 * 24 * time.Hour
@@ -177,6 +190,11 @@ func (s *sqlStore) CreateWebhook(ctx context.Context, w WebhookEndpoint, sealSec
 			`INSERT INTO webhook_endpoints (id, account_id, url, description, enabled, secret_sealed, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+webhookColumns,
 			id, w.AccountID, w.URL, w.Description, w.Enabled, sealed, dbTime(s.now())))
+		if err != nil {
+			return err
+		}
+		// The account's delivery lane (see ClaimDeliveries).
+		_, err = q.exec(ctx, `INSERT INTO alert_lanes (account_id) VALUES ($1) ON CONFLICT DO NOTHING`, w.AccountID)
 		return err
 	})
 	if err != nil {
@@ -300,17 +318,37 @@ func (s *sqlStore) enqueueAlert(ctx context.Context, q querier, e AlertEvent, en
 	if err != nil || n == 0 {
 		return AlertEvent{}, false, err
 	}
-	target, args := `enabled = $3`, []any{e.ID, e.AccountID, true, e.CreatedAt}
+	target, args := `enabled = $3`, []any{e.ID, e.AccountID, true, e.CreatedAt, e.Kind == AlertPing}
 	if endpointID != "" {
 		target, args[2] = `id = $3`, endpointID
 	}
-	_, err = q.exec(ctx,
-		`INSERT INTO alert_deliveries (event_id, endpoint_id, status, next_attempt_at, created_at)
-		SELECT $1, id, 'pending', $4, $4 FROM webhook_endpoints WHERE account_id = $2 AND `+target, args...)
+	// The conflict is a second pending ping to an endpoint
+	// (alert_deliveries_one_ping).
+	n, err = q.exec(ctx,
+		`INSERT INTO alert_deliveries (event_id, endpoint_id, status, next_attempt_at, created_at, ping)
+		SELECT $1, id, 'pending', $4, $4, $5 FROM webhook_endpoints WHERE account_id = $2 AND `+target+`
+		ON CONFLICT DO NOTHING`, args...)
 	if err != nil {
 		return AlertEvent{}, false, err
 	}
+	if n == 0 && endpointID != "" {
+		return AlertEvent{}, false, s.whyNotQueued(ctx, q, e.AccountID, endpointID)
+	}
 	return e, true, nil
+}
+
+// whyNotQueued says why a delivery to endpointID was not written:
+// ErrNotFound when the account has no such endpoint, else ErrPingPending.
+func (s *sqlStore) whyNotQueued(ctx context.Context, q querier, accountID, endpointID string) error {
+	var n int
+	if err := q.queryRow(ctx, `SELECT COUNT(*) FROM webhook_endpoints WHERE id = $1 AND account_id = $2`,
+		endpointID, accountID).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return ErrPingPending
 }
 
 func (s *sqlStore) SetLowBalanceThreshold(ctx context.Context, accountID string, threshold *money.Nanos) (Account, error) {

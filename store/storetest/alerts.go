@@ -22,7 +22,9 @@ var alertTests = []struct {
 	{"AnAlertIsOneEventPerDedupeKeyWithADeliveryPerEnabledEndpoint", testAlertDedupe},
 	{"ABalanceFallingBelowItsThresholdAlertsOncePerFall", testLowBalanceAlertsOncePerFall},
 	{"AClaimedDeliveryIsHiddenUntilItsLeaseAndFinishedOnce", testClaimLease},
-	{"ConcurrentClaimersNeverGetTheSameDelivery", testConcurrentClaims},
+	{"ConcurrentClaimersNeverGetTheSameDeliveryNorTwoOfOneAccount", testConcurrentClaims},
+	{"AClaimTakesOneDeliveryPerAccountAndServesTheAccountsInTurn", testFairClaims},
+	{"AnEndpointHoldsOnePendingTestPing", testOnePendingPing},
 	{"PingsAreForgottenAfterTheirRetentionAndOtherEventsKept", testPingRetention},
 	{"ABudgetAlertsOncePerThresholdAndWindowUnderConcurrentWrites", testBudgetThresholdAlerts},
 }
@@ -212,42 +214,179 @@ func testClaimLease(t *testing.T, s store.Store) {
 	require.Empty(t, never, "a delivered delivery is never claimed again")
 }
 
+// testConcurrentClaims: four claimers take and finish the deliveries of
+// twelve accounts at once: each delivery is claimed once, and no account
+// ever has two out at a time.
 func testConcurrentClaims(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	a := newAccount(t, s, "ada@example.com", 0)
-	newWebhook(t, s, a.ID)
-	newWebhook(t, s, a.ID)
-	const events = 40
-	for i := range events {
-		_, _, err := s.EnqueueAlert(ctx, store.AlertEvent{AccountID: a.ID, Kind: store.AlertPing, DedupeKey: fmt.Sprint("ping:", i)}, "")
-		require.NoError(t, err)
+	const accounts, events = 12, 3
+	for i := range accounts {
+		a := newAccount(t, s, fmt.Sprintf("user%d@example.com", i), 0)
+		newWebhook(t, s, a.ID)
+		for j := range events {
+			_, _, err := s.EnqueueAlert(ctx, store.AlertEvent{AccountID: a.ID, Kind: store.AlertBudgetThreshold,
+				DedupeKey: fmt.Sprint("budget:", i, ":", j)}, "")
+			require.NoError(t, err)
+		}
 	}
 	now := time.Now().Add(time.Minute)
 	var (
 		mu   sync.Mutex
 		seen = map[string]int{}
+		out  = map[string]bool{} // accounts with a delivery out
 		wg   sync.WaitGroup
 	)
+	finished := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == accounts*events
+	}
 	for range 4 {
 		wg.Go(func() {
-			for {
-				got, err := s.ClaimDeliveries(ctx, now, time.Hour, 7)
-				if !assert.NoError(t, err) || len(got) == 0 {
+			for !finished() {
+				got, err := s.ClaimDeliveries(ctx, now, time.Hour, 5)
+				if !assert.NoError(t, err) {
 					return
 				}
 				mu.Lock()
 				for _, c := range got {
 					seen[c.Event.ID+"/"+c.EndpointID]++
+					assert.False(t, out[c.Event.AccountID], "two deliveries of one account out at once")
+					out[c.Event.AccountID] = true
 				}
 				mu.Unlock()
+				for _, c := range got {
+					mu.Lock()
+					out[c.Event.AccountID] = false
+					mu.Unlock()
+					assert.NoError(t, s.FinishDelivery(ctx, c, store.DeliveryResult{Status: store.DeliveryDelivered, StatusCode: 204, At: now}))
+				}
 			}
 		})
 	}
 	wg.Wait()
-	require.Len(t, seen, 2*events, "every delivery claimed")
+	require.Len(t, seen, accounts*events, "every delivery claimed")
 	for id, n := range seen {
 		require.Equal(t, 1, n, "delivery %s claimed %d times", id, n)
 	}
+}
+
+// claimOne claims at most one delivery at now.
+func claimOne(t *testing.T, s store.Store, now time.Time) []store.ClaimedDelivery {
+	t.Helper()
+	got, err := s.ClaimDeliveries(t.Context(), now, time.Hour, 1)
+	require.NoError(t, err)
+	return got
+}
+
+// testFairClaims: an account with a backlog (a ping, then ten alerts over
+// two endpoints) and one with a single later alert: a claim takes one
+// delivery of each (the first account's oldest alert, not its ping), no
+// account has two out at once, and a claimer of one delivery at a time
+// serves the accounts in turn.
+func testFairClaims(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	busy := newAccount(t, s, "busy@example.com", 0)
+	w1 := newWebhook(t, s, busy.ID)
+	newWebhook(t, s, busy.ID)
+	_, _, err := s.EnqueueAlert(ctx, store.AlertEvent{AccountID: busy.ID, Kind: store.AlertPing, DedupeKey: "ping"}, w1.ID)
+	require.NoError(t, err)
+	for i := range 5 {
+		_, _, err := s.EnqueueAlert(ctx, store.AlertEvent{AccountID: busy.ID, Kind: store.AlertBudgetThreshold,
+			DedupeKey: fmt.Sprint("budget:", i)}, "")
+		require.NoError(t, err)
+	}
+	quiet := newAccount(t, s, "quiet@example.com", 0)
+	newWebhook(t, s, quiet.ID)
+	_, _, err = s.EnqueueAlert(ctx, store.AlertEvent{AccountID: quiet.ID, Kind: store.AlertBalanceLow, DedupeKey: "low"}, "")
+	require.NoError(t, err)
+
+	now := time.Now().Add(time.Minute)
+	got, err := s.ClaimDeliveries(ctx, now, time.Hour, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 2, "one delivery per account")
+	byAccount := map[string]store.ClaimedDelivery{}
+	for _, c := range got {
+		byAccount[c.Event.AccountID] = c
+	}
+	require.Equal(t, store.AlertBudgetThreshold, byAccount[busy.ID].Event.Kind, "alerts before pings")
+	require.Equal(t, store.AlertBalanceLow, byAccount[quiet.ID].Event.Kind)
+	require.Empty(t, claimOne(t, s, now), "both accounts have one out")
+
+	// The quiet account's is finished: the busy one's lane is still out.
+	require.NoError(t, s.FinishDelivery(ctx, byAccount[quiet.ID], store.DeliveryResult{Status: store.DeliveryDelivered, At: now}))
+	require.Empty(t, claimOne(t, s, now))
+	require.NoError(t, s.FinishDelivery(ctx, byAccount[busy.ID], store.DeliveryResult{Status: store.DeliveryDelivered, At: now}))
+
+	// In turn: each claim of one goes to the account served longest ago,
+	// though the busy account's deliveries are older.
+	for i := range 3 {
+		_, _, err = s.EnqueueAlert(ctx, store.AlertEvent{AccountID: quiet.ID, Kind: store.AlertBalanceLow, DedupeKey: fmt.Sprint("low:", i)}, "")
+		require.NoError(t, err)
+	}
+	var turns []string
+	for i := range 6 {
+		now = now.Add(time.Second)
+		got := claimOne(t, s, now)
+		require.Len(t, got, 1, "claim %d", i)
+		turns = append(turns, got[0].Event.AccountID)
+		require.NoError(t, s.FinishDelivery(ctx, got[0], store.DeliveryResult{Status: store.DeliveryDelivered, At: now}))
+	}
+	for i := 1; i < len(turns); i++ {
+		require.NotEqual(t, turns[i-1], turns[i], "turn %d: the same account twice in a row (%v)", i, turns)
+	}
+
+	// A lease that passes frees the lane with its delivery.
+	c := claimOne(t, s, now)
+	require.Len(t, c, 1)
+	require.Equal(t, busy.ID, c[0].Event.AccountID)
+	require.Empty(t, claimOne(t, s, now.Add(30*time.Minute)), "out till its lease ends")
+	again := claimOne(t, s, now.Add(2*time.Hour))
+	require.Len(t, again, 1, "free again once the lease has passed")
+	require.Equal(t, busy.ID, again[0].Event.AccountID)
+}
+
+// testOnePendingPing: an endpoint holds at most one pending test ping,
+// also when many are asked at once; once it is sent, another may follow.
+func testOnePendingPing(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 0)
+	w, other := newWebhook(t, s, a.ID), newWebhook(t, s, a.ID)
+	ping := func(key, endpointID string) error {
+		_, _, err := s.EnqueueAlert(ctx, store.AlertEvent{AccountID: a.ID, Kind: store.AlertPing, DedupeKey: key}, endpointID)
+		return err
+	}
+	var (
+		wg   sync.WaitGroup
+		errs = make(chan error, 8)
+	)
+	for i := range 8 {
+		wg.Go(func() { errs <- ping(fmt.Sprint("ping:", i), w.ID) })
+	}
+	wg.Wait()
+	close(errs)
+	queued := 0
+	for err := range errs {
+		if err == nil {
+			queued++
+			continue
+		}
+		require.ErrorIs(t, err, store.ErrPingPending)
+	}
+	require.Equal(t, 1, queued, "one of eight at once")
+	require.Equal(t, 1, eventsOfKind(t, s, w, store.AlertPing))
+	require.NoError(t, ping("ping:other", other.ID), "another endpoint's own")
+	require.ErrorIs(t, ping("ping:missing", "whk_missing"), store.ErrNotFound)
+
+	// Sent (failed, here): the next may be queued.
+	now := time.Now().Add(time.Minute)
+	for range 2 {
+		got := claimOne(t, s, now)
+		require.Len(t, got, 1)
+		require.NoError(t, s.FinishDelivery(ctx, got[0], store.DeliveryResult{Status: store.DeliveryFailed, At: now, Error: "timed out"}))
+	}
+	require.NoError(t, ping("ping:next", w.ID))
+	require.Equal(t, 2, eventsOfKind(t, s, w, store.AlertPing))
 }
 
 func testPingRetention(t *testing.T, s store.Store) {

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tollgate/tollgate/alerts"
 	"github.com/tollgate/tollgate/config"
@@ -139,6 +141,10 @@ func runWebhookTest(ctx context.Context, e *env, f *flags, args []string) error 
 	}
 	defer done()
 	ev, err := svc.TestWebhook(ctx, cliActor, rest[0])
+	if errors.Is(err, manage.ErrWebhookTestPending) {
+		return fmt.Errorf("the last test ping to %s is not sent yet (one at a time; a disabled endpoint's waits until it is enabled): retry in %d seconds",
+			rest[0], int(manage.WebhookTestRetryAfter/time.Second))
+	}
 	if err != nil {
 		return notFound(err, "no webhook with id %q", rest[0])
 	}

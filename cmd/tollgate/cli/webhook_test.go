@@ -33,6 +33,7 @@ func TestWebhookCommandsRunAnEndpoint(t *testing.T) {
 	assert.Contains(t, list, id)
 	assert.NotContains(t, list, secret)
 	assert.Contains(t, h.ok("webhook", "test", id), "queued ping evt_")
+	h.fails("not sent yet (one at a time; a disabled endpoint's waits until it is enabled): retry in 10 seconds", "webhook", "test", id)
 	deliveries, ok := h.json("webhook", "deliveries", id, "--json").([]any)
 	require.True(t, ok)
 	require.Len(t, deliveries, 1)

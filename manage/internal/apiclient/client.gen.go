@@ -2074,7 +2074,7 @@ type ClientInterface interface {
 
 	// TestWebhook Send a test event
 	//
-	// Queues a ping event for this endpoint alone; the delivery log shows how it went.
+	// Queues a ping event for this endpoint alone; the delivery log shows how it went. A ping is tried once, and an endpoint holds one ping not sent yet at a time: another test meanwhile is refused with 429.
 	//
 	// Corresponds with POST /api/v1/webhooks/{id}/test (the `TestWebhook` operationId).
 	TestWebhook(ctx context.Context, id string, params *TestWebhookParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2836,7 +2836,7 @@ func (c *Client) ListWebhookDeliveries(ctx context.Context, id string, params *L
 
 // TestWebhook Send a test event
 //
-// Queues a ping event for this endpoint alone; the delivery log shows how it went.
+// Queues a ping event for this endpoint alone; the delivery log shows how it went. A ping is tried once, and an endpoint holds one ping not sent yet at a time: another test meanwhile is refused with 429.
 //
 // Corresponds with POST /api/v1/webhooks/{id}/test (the `TestWebhook` operationId).
 func (c *Client) TestWebhook(ctx context.Context, id string, params *TestWebhookParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5085,7 +5085,7 @@ type ClientWithResponsesInterface interface {
 
 	// TestWebhookWithResponse Send a test event
 	//
-	// Queues a ping event for this endpoint alone; the delivery log shows how it went.
+	// Queues a ping event for this endpoint alone; the delivery log shows how it went. A ping is tried once, and an endpoint holds one ping not sent yet at a time: another test meanwhile is refused with 429.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8510,7 +8510,7 @@ func (c *ClientWithResponses) ListWebhookDeliveriesWithResponse(ctx context.Cont
 
 // TestWebhookWithResponse Send a test event
 //
-// Queues a ping event for this endpoint alone; the delivery log shows how it went.
+// Queues a ping event for this endpoint alone; the delivery log shows how it went. A ping is tried once, and an endpoint holds one ping not sent yet at a time: another test meanwhile is refused with 429.
 //
 // Returns a wrapper object for the known response body format(s).
 //
