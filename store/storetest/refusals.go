@@ -95,10 +95,11 @@ func testRefusalModelsBounded(t *testing.T, s store.Store) {
 	// Writers at once (replicas) share the bound.
 	k3, _ := newKey(t, s, a.ID, store.Key{})
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for w := range 4 {
+	errs, start := make(chan error, 8), make(chan struct{})
+	for w := range 8 {
 		wg.Go(func() {
-			for batch := range 5 {
+			<-start
+			for batch := range 3 {
 				var counts []store.RefusalCount
 				for i := range 20 {
 					counts = append(counts, count(k3, hour, fmt.Sprintf("w%d-%d-%d", w, batch, i)))
@@ -110,6 +111,7 @@ func testRefusalModelsBounded(t *testing.T, s store.Store) {
 			}
 		})
 	}
+	close(start)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
