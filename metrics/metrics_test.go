@@ -63,7 +63,9 @@ func (nopSink) Count(refusal.Refusal) {}
 // or an account: their number would grow with the keys.
 func TestNoMetricIsLabelledByKeyOrAccount(t *testing.T) {
 	m := New()
-	m.Deployments(func() []Deployment { return []Deployment{{ID: "gpt-4o#openai/gpt-4o", Model: "gpt-4o", Provider: "openai", Up: true}} })
+	m.Deployments(func() []Deployment {
+		return []Deployment{{ID: "gpt-4o#openai/gpt-4o", Model: "gpt-4o", Provider: "openai", Up: true}}
+	})
 	m.Budgets(&countingBudgets{budgets: 3}, time.Now, slog.New(slog.DiscardHandler))
 	m.Gauge("tollgate_test_gauge", "A gauge.", func() float64 { return 1 })
 	m.Observe(store.UsageRecord{KeyID: "key_1", AccountID: "acct_1", Model: "gpt-4o", Provider: "openai", Status: 200,
