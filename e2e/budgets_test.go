@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -98,9 +99,9 @@ func TestReplicasNeverSpendPastAKeysDailyBudget(t *testing.T) {
 
 // TestABudgetSetByTheCLIRefusesCountsAndIsRaised: a key budget set with
 // the CLI refuses the request that would pass it with 429 and
-// Retry-After; the refusal is counted and the key's remaining budget is a
-// gauge; raised with the CLI, the budget admits again (the change reaches
-// the replica).
+// Retry-After; the refusal is counted, and the budget in the gauges (by
+// scope and period, exhausted once lowered below its spending); raised
+// with the CLI, the budget admits again (the change reaches the replica).
 func TestABudgetSetByTheCLIRefusesCountsAndIsRaised(t *testing.T) {
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
@@ -126,11 +127,17 @@ func TestABudgetSetByTheCLIRefusesCountsAndIsRaised(t *testing.T) {
 	fams := tg.scrape(t)
 	require.Contains(t, fams, "tollgate_budget_refusals_total")
 	assert.GreaterOrEqual(t, sumWhere(fams["tollgate_budget_refusals_total"], map[string]string{"scope": "key", "period": "day"}, false), 1.0)
-	eventually(t, func() bool { // once the answers' records are written
-		fams := tg.scrape(t)
-		left := sumWhere(fams["tollgate_budget_remaining_nanos"], map[string]string{"key_id": id, "period": "day"}, false)
-		return left > 0 && left < 50_000
-	}, "the key's remaining budget is a gauge")
+	keyDay := map[string]string{"scope": "key", "period": "day"}
+	assert.InDelta(t, 1, sumWhere(fams["tollgate_budgets"], keyDay, false), 0, "the budget is counted, by scope and period")
+	assert.Zero(t, sumWhere(fams["tollgate_budgets_exhausted"], keyDay, false))
+	// Lowered below what the window spent, the budget is exhausted.
+	tg.run(t, "key", "budget", "set", id, "--period", "day", "--amount", "0.000001")
+	eventually(t, func() bool {
+		fams = tg.scrape(t)
+		return sumWhere(fams["tollgate_budgets_exhausted"], keyDay, false) == 1
+	}, "the exhausted budget is counted")
+	assert.InDelta(t, 1, sumWhere(fams["tollgate_budgets_over_80_percent"], keyDay, false), 0)
+	requireNoKeyLabels(t, fams)
 
 	tg.run(t, "key", "budget", "set", id, "--period", "day", "--amount", "1")
 	eventually(t, func() bool {
@@ -147,4 +154,17 @@ func TestABudgetSetByTheCLIRefusesCountsAndIsRaised(t *testing.T) {
 		require.Len(t, view.Data, 1)
 		return tg.keyUsage(t, id).TotalCostUSD == view.Data[0].SpentUSD
 	}, "the window spent what the key's records cost")
+}
+
+// requireNoKeyLabels fails if a series of the scrape is labelled by a key
+// or an account: their number would grow with the keys.
+func requireNoKeyLabels(t *testing.T, fams map[string]*dto.MetricFamily) {
+	t.Helper()
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				require.NotContains(t, []string{"key_id", "account_id"}, l.GetName(), "%s is labelled by %s", name, l.GetName())
+			}
+		}
+	}
 }

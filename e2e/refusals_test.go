@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -96,4 +98,45 @@ func TestRefusalsOfAKnownKeyAreCountedNotRecorded(t *testing.T) {
 	assert.NotEmpty(t, byCode["invalid_messages"].Message)
 	assert.Empty(t, tg.usageRecords(t, otherID), "a refusal writes no usage record")
 	assert.Len(t, tg.waitRecords(t, keyID, 2), 2, "the answered requests only")
+}
+
+// TestAFloodOfUnknownModelsCostsNoRowEach: 500 requests each naming a new
+// model that is not configured (some long, some not ASCII) are refused
+// 400 and counted under one model, "(unknown model)", never the client's
+// text: the key's hour has one row for them, and the usage API's by_model
+// names a handful of models. A configured model the key may not use keeps
+// its name.
+func TestAFloodOfUnknownModelsCostsNoRowEach(t *testing.T) {
+	tg := startTollgate(t, twoModelConfig(newMockOpenAI(t).URL), "")
+	secret := tg.newAccount(t, "flood@example.com", "10", "--model", "gpt-4o-mini")
+	keyID := tg.onlyKeyID(t, "flood@example.com")
+
+	const n = 500
+	for i := range n {
+		model := fmt.Sprintf("no-such-model-%d-%s", i, strings.Repeat("é", i%300))
+		body, err := json.Marshal(map[string]any{"model": model, "messages": []map[string]string{{"role": "user", "content": "hi"}}})
+		require.NoError(t, err)
+		resp, _ := tg.post(t, secret, string(body))
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	}
+	resp, _ := tg.post(t, secret, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+
+	totals := tg.waitRefusals(t, keyID, n+1)
+	byModel := map[string]int64{}
+	for _, c := range totals {
+		byModel[c.Model] += c.Count
+	}
+	assert.Equal(t, map[string]int64{store.UnknownModel: n, "gpt-4o": 1}, byModel)
+	rows, err := tg.Store.RefusalsOf(context.Background(), store.UsageQuery{KeyID: keyID}, store.MaxUsageRecords)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(rows), 4, "two rows an hour (the flood may straddle an hour's end)")
+
+	usage := tg.keyUsage(t, keyID)
+	assert.LessOrEqual(t, len(usage.ByModel), 3)
+	refused := map[string]int64{}
+	for _, m := range usage.ByModel {
+		refused[m.Model] += m.RefusedRequests
+	}
+	assert.EqualValues(t, n, refused[store.UnknownModel], "the API shows the flood under one model")
 }

@@ -1,18 +1,19 @@
 package metrics
 
 import (
+	"context"
+	"log/slog"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate/tollgate/store"
 )
 
-// Spend budgets: a counter of refusals, and the money each key budget has
-// left in its window, read at scrape time. The gauge has a series per key
-// budget only (at most four per key, and only for keys that have one), so
-// its cardinality is the number of key budgets, bounded by
-// MaxBudgetSeries.
-
-// MaxBudgetSeries bounds the series of tollgate_budget_remaining_nanos; a
-// scrape reports the first ones only.
-const MaxBudgetSeries = 10_000
+// Spend budgets: a counter of refusals, and gauges of the budgets in force
+// read at scrape time, by scope (key, account) and period only — never a
+// key or an account — so their series number eight per gauge, however many
+// budgets there are, and a scrape costs one query (store.BudgetGauges).
 
 // newBudgetRefusals makes and registers tollgate_budget_refusals_total.
 func newBudgetRefusals(r *prometheus.Registry) *prometheus.CounterVec {
@@ -29,31 +30,59 @@ func (m *Metrics) BudgetRefused(scope, period string) {
 	m.budgetRefusals.WithLabelValues(scope, period).Inc()
 }
 
-// BudgetRemaining is what one key budget has left in its current window.
-type BudgetRemaining struct {
-	KeyID, Period string
-	Nanos         int64
+// BudgetSource is what the budget gauges read: called once per scrape.
+type BudgetSource interface {
+	BudgetGauges(ctx context.Context, now time.Time) ([]store.BudgetGauge, error)
 }
 
-var budgetRemainingDesc = prometheus.NewDesc("tollgate_budget_remaining_nanos",
-	"Nano-dollars a key's spend budget has left in its current window (amount − spent, at least 0); only keys with a budget have series.",
-	[]string{"key_id", "period"}, nil)
+// BudgetReadTimeout bounds a scrape's read of the budgets.
+const BudgetReadTimeout = 5 * time.Second
 
-// BudgetsRemaining registers tollgate_budget_remaining_nanos; list returns
-// the key budgets at scrape time.
-func (m *Metrics) BudgetsRemaining(list func() []BudgetRemaining) {
-	m.Registry.MustRegister(budgetCollector{list: list})
+var (
+	budgetsDesc = prometheus.NewDesc("tollgate_budgets",
+		"Spend budgets in force (a key's while the key lives), by scope (key, account) and period.",
+		[]string{"scope", "period"}, nil)
+	budgetsOver80Desc = prometheus.NewDesc("tollgate_budgets_over_80_percent",
+		"Spend budgets that have spent at least 80 % of their amount in their current window (the exhausted included), by scope and period.",
+		[]string{"scope", "period"}, nil)
+	budgetsExhaustedDesc = prometheus.NewDesc("tollgate_budgets_exhausted",
+		"Spend budgets that have spent all of their amount in their current window (their requests are refused until it ends), by scope and period.",
+		[]string{"scope", "period"}, nil)
+)
+
+// Budgets registers tollgate_budgets, tollgate_budgets_over_80_percent and
+// tollgate_budgets_exhausted, read from src at scrape time (at now()). A
+// read that fails is logged and its gauges are absent from that scrape.
+func (m *Metrics) Budgets(src BudgetSource, now func() time.Time, log *slog.Logger) {
+	m.Registry.MustRegister(budgetCollector{src: src, now: now, log: log})
 }
 
-type budgetCollector struct{ list func() []BudgetRemaining }
+type budgetCollector struct {
+	src BudgetSource
+	now func() time.Time
+	log *slog.Logger
+}
 
-func (budgetCollector) Describe(ch chan<- *prometheus.Desc) { ch <- budgetRemainingDesc }
+func (budgetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- budgetsDesc
+	ch <- budgetsOver80Desc
+	ch <- budgetsExhaustedDesc
+}
 
 func (c budgetCollector) Collect(ch chan<- prometheus.Metric) {
-	for i, b := range c.list() {
-		if i >= MaxBudgetSeries {
-			return
+	ctx, cancel := context.WithTimeout(context.Background(), BudgetReadTimeout)
+	defer cancel()
+	gauges, err := c.src.BudgetGauges(ctx, c.now())
+	if err != nil {
+		c.log.Warn("reading the budgets for the metrics failed", "err", err)
+		return
+	}
+	for _, g := range gauges {
+		for _, v := range [...]struct {
+			desc *prometheus.Desc
+			n    int64
+		}{{budgetsDesc, g.Budgets}, {budgetsOver80Desc, g.Over80}, {budgetsExhaustedDesc, g.Exhausted}} {
+			ch <- prometheus.MustNewConstMetric(v.desc, prometheus.GaugeValue, float64(v.n), g.Scope, g.Period)
 		}
-		ch <- prometheus.MustNewConstMetric(budgetRemainingDesc, prometheus.GaugeValue, float64(b.Nanos), b.KeyID, b.Period)
 	}
 }

@@ -6,16 +6,17 @@
 // code and model asked for, and a Counter writes its counters in batches
 // (store.AddRefusals adds them to refusal_rollups) from a loop it owns. A
 // flood of refusals costs a map increment each and at most one row per
-// counter per flush.
+// counter per flush; and the rows of a key's hour are bounded whatever the
+// client sends: a model is counted under its configured id, or
+// store.UnknownModel when it names none, and past store.MaxRefusalModels
+// models in a key's hour under store.OtherModels.
 package refusal
 
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/tollgate/tollgate/internal/periodic"
 	"github.com/tollgate/tollgate/store"
@@ -26,8 +27,10 @@ type Refusal struct {
 	KeyID, AccountID string
 	Status           int
 	Code             string
-	// Model is the model the request asked for, as the client wrote it;
-	// "" when it was refused before its body was read.
+	// Model is the model the request asked for, as the client wrote it
+	// (for its access-log line, cut to MaxModel); "" when it was refused
+	// before its body was read. It is counted under the configured model
+	// it names (Options.Model), never as written.
 	Model string
 	// Message is what the client was told.
 	Message string
@@ -57,15 +60,25 @@ type Options struct {
 	MaxPending int
 	// WriteTimeout bounds one write; default 10 s.
 	WriteTimeout time.Duration
-	Logger       *slog.Logger
+	// Model is the id of the configured model (or alias) a request names,
+	// false for none; read at each refusal, so that a reloaded
+	// configuration applies. A refusal naming none is counted under
+	// UnknownModel. Nil: no model is known.
+	Model  func(asked string) (id string, ok bool)
+	Logger *slog.Logger
 }
 
-// OtherModel is the model a refusal is counted under when the counters are
-// full (many distinct model names asked for in one interval).
-const OtherModel = "(other models)"
+// The models a refusal is counted under when not its configured model's
+// id (see store.UnknownModel, store.OtherModels).
+const (
+	UnknownModel = store.UnknownModel
+	// OtherModel is also the model when the counters are full (many
+	// distinct counters in one interval).
+	OtherModel = store.OtherModels
+)
 
 // MaxModel bounds the model name kept, in bytes.
-const MaxModel = 128
+const MaxModel = store.MaxRefusalModel
 
 // counterKey names one counter.
 type counterKey struct {
@@ -74,6 +87,13 @@ type counterKey struct {
 	status int
 	code   string
 	model  string
+}
+
+// keyHour names the counters of one key's hour, whose distinct models
+// are bounded.
+type keyHour struct {
+	keyID string
+	hour  time.Time
 }
 
 type counter struct {
@@ -90,6 +110,9 @@ type Counter struct {
 
 	mu      sync.Mutex
 	pending map[counterKey]*counter
+	// models counts the distinct models (other than the buckets) of the
+	// pending counters per key and hour.
+	models  map[keyHour]int
 	dropped int64
 	loop    *periodic.Loop
 }
@@ -108,7 +131,7 @@ func New(w Writer, opt Options) *Counter {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	c := &Counter{w: w, opt: opt, pending: map[counterKey]*counter{}}
+	c := &Counter{w: w, opt: opt, pending: map[counterKey]*counter{}, models: map[keyHour]int{}}
 	c.loop = periodic.Start(opt.Interval, func() { c.Flush(context.Background()) })
 	return c
 }
@@ -118,17 +141,40 @@ func (c *Counter) Count(r Refusal) {
 	if r.KeyID == "" {
 		return // unknown keys are not counted per key
 	}
-	k := counterKey{keyID: r.KeyID, hour: r.At.UTC().Truncate(time.Hour), status: r.Status, code: r.Code, model: cleanModel(r.Model)}
+	k := counterKey{keyID: r.KeyID, hour: r.At.UTC().Truncate(time.Hour), status: r.Status, code: r.Code, model: c.modelOf(r.Model)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.addLocked(k, &counter{accountID: r.AccountID, n: 1, message: r.Message})
 }
 
-// addLocked adds v to k's counter, within the bounds (see MaxPending).
+// modelOf is the model a refusal naming asked is counted under: "" for
+// none, the configured model's id, else UnknownModel.
+func (c *Counter) modelOf(asked string) string {
+	if asked == "" {
+		return ""
+	}
+	if c.opt.Model != nil {
+		if id, ok := c.opt.Model(asked); ok {
+			return store.Truncate(id, MaxModel)
+		}
+	}
+	return UnknownModel
+}
+
+// addLocked adds v to k's counter, within the bounds: a key's hour names
+// at most store.MaxRefusalModels models besides the buckets, and the
+// counters number at most MaxPending (see Options), else the model is
+// OtherModel.
 func (c *Counter) addLocked(k counterKey, v *counter) {
 	cur := c.pending[k]
+	kh := keyHour{k.keyID, k.hour}
+	named := k.model != "" && k.model != UnknownModel && k.model != OtherModel
+	if cur == nil && named && c.models[kh] >= store.MaxRefusalModels {
+		k.model, named = OtherModel, false
+		cur = c.pending[k]
+	}
 	if cur == nil && len(c.pending) >= c.opt.MaxPending {
-		k.model = OtherModel
+		k.model, named = OtherModel, false
 		cur = c.pending[k]
 		if cur == nil && len(c.pending) >= 2*c.opt.MaxPending {
 			c.dropped += v.n
@@ -137,6 +183,9 @@ func (c *Counter) addLocked(k counterKey, v *counter) {
 	}
 	if cur == nil {
 		c.pending[k] = &counter{accountID: v.accountID, n: v.n, message: v.message}
+		if named {
+			c.models[kh]++
+		}
 		return
 	}
 	cur.n += v.n
@@ -145,24 +194,12 @@ func (c *Counter) addLocked(k counterKey, v *counter) {
 	}
 }
 
-// cleanModel keeps a model name printable, valid UTF-8 and at most
-// MaxModel bytes: it is the client's text.
-func cleanModel(m string) string {
-	m = strings.Map(func(r rune) rune {
-		if !unicode.IsPrint(r) {
-			return -1
-		}
-		return r
-	}, strings.ToValidUTF8(m, ""))
-	return store.Truncate(m, MaxModel)
-}
-
 // Flush writes the counters held now. On failure they are kept (within
 // the bounds) for the next flush.
 func (c *Counter) Flush(ctx context.Context) {
 	c.mu.Lock()
 	batch, dropped := c.pending, c.dropped
-	c.pending, c.dropped = map[counterKey]*counter{}, 0
+	c.pending, c.models, c.dropped = map[counterKey]*counter{}, map[keyHour]int{}, 0
 	c.mu.Unlock()
 	if dropped > 0 {
 		c.opt.Logger.Warn("refusals not counted: too many distinct counters in one interval", "dropped", dropped)

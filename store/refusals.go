@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -20,8 +21,10 @@ type RefusalCount struct {
 	Hour   time.Time
 	Status int
 	Code   string
-	// Model is the model the request asked for; "" when it was refused
-	// before its body was read (ext_authz sees no body).
+	// Model is the configured model the request asked for; "" when it
+	// was refused before its body was read (ext_authz sees no body);
+	// UnknownModel for a model not configured; OtherModels past
+	// MaxRefusalModels in the key's hour.
 	Model string
 	Count int64
 	// Message is the last message the client was given for the row.
@@ -48,21 +51,59 @@ func errorMessage(r UsageRecord) any {
 	return Truncate(r.ErrorMessage, MaxErrorMessage)
 }
 
+// The model names of refusal_rollups that are not a configured model's
+// id. A key's refusals of one hour name at most MaxRefusalModels models
+// besides these, so that a client naming a new model in every request adds
+// no row per request.
+const (
+	// UnknownModel is the model a refusal is counted under when the
+	// client named a model that is not configured: the client's text is
+	// never a row's model.
+	UnknownModel = "(unknown model)"
+	// OtherModels is the model a refusal is counted under when its key
+	// and hour already name MaxRefusalModels models.
+	OtherModels = "(other models)"
+)
+
+// MaxRefusalModels bounds the distinct models (other than "",
+// UnknownModel and OtherModels) of one key's refusal rows in one hour.
+const MaxRefusalModels = 16
+
+// MaxRefusalModel bounds a refusal row's model, in bytes.
+const MaxRefusalModel = 128
+
+// bucketModel reports whether m is one of the models every key and hour
+// may have besides MaxRefusalModels named ones.
+func bucketModel(m string) bool { return m == "" || m == UnknownModel || m == OtherModels }
+
 // AddRefusals upserts in key order, so that concurrent batches lock the
-// rows they share in the same order; each count adds to its row.
+// rows they share in the same order; each count adds to its row. Before
+// a key's rows it locks the key's row (keys are locked in id order, as
+// TouchKeys does), so that the models a key's hour already names are read
+// and grown by one writer at a time: a model past MaxRefusalModels is
+// counted as OtherModels.
 func (s *sqlStore) AddRefusals(ctx context.Context, counts []RefusalCount) error {
 	if len(counts) == 0 {
 		return nil
 	}
 	sorted := slices.Clone(counts)
+	for i := range sorted {
+		sorted[i].Hour = sorted[i].Hour.UTC().Truncate(time.Hour)
+		sorted[i].Model = Truncate(sorted[i].Model, MaxRefusalModel)
+	}
 	slices.SortFunc(sorted, func(a, b RefusalCount) int {
 		return cmp.Or(cmp.Compare(a.KeyID, b.KeyID), a.Hour.Compare(b.Hour), cmp.Compare(a.Status, b.Status),
 			cmp.Compare(a.Code, b.Code), cmp.Compare(a.Model, b.Model))
 	})
 	err := s.db.inTx(ctx, func(q querier) error {
+		var models refusalModels
 		for _, c := range sorted {
 			if c.KeyID == "" || c.Count <= 0 {
 				return fmt.Errorf("a refusal count needs a key and a positive count: %+v", c)
+			}
+			model, err := models.of(ctx, q, s.db.forUpdate(), c)
+			if err != nil {
+				return fmt.Errorf("refusals of %s: %w", c.KeyID, err)
 			}
 			if _, err := q.exec(ctx,
 				`INSERT INTO refusal_rollups (key_id, hour, status, error_code, model, account_id, refused, message)
@@ -70,7 +111,7 @@ func (s *sqlStore) AddRefusals(ctx context.Context, counts []RefusalCount) error
 				ON CONFLICT (key_id, hour, status, error_code, model) DO UPDATE SET
 					refused = refusal_rollups.refused + excluded.refused,
 					message = excluded.message`,
-				c.KeyID, dbTime(c.Hour.Truncate(time.Hour)), int64(c.Status), c.Code, c.Model, c.AccountID, c.Count,
+				c.KeyID, dbTime(c.Hour), int64(c.Status), c.Code, model, c.AccountID, c.Count,
 				Truncate(c.Message, MaxErrorMessage)); err != nil {
 				return fmt.Errorf("refusals of %s: %w", c.KeyID, err)
 			}
@@ -81,6 +122,60 @@ func (s *sqlStore) AddRefusals(ctx context.Context, counts []RefusalCount) error
 		return fmt.Errorf("store: add refusals: %w", err)
 	}
 	return nil
+}
+
+// refusalModels are the models one key's hour names in refusal_rollups,
+// as one AddRefusals transaction reads and grows them (its counts come in
+// key and hour order).
+type refusalModels struct {
+	keyID string
+	hour  time.Time
+	named map[string]bool
+}
+
+// of is the model c is counted under: its own when it is a bucket, or
+// one the key's hour names already, or while the hour names fewer than
+// MaxRefusalModels; OtherModels past that. The first count of a key locks
+// the key's row (lock is the dialect's FOR UPDATE).
+func (m *refusalModels) of(ctx context.Context, q querier, lock string, c RefusalCount) (string, error) {
+	if c.KeyID != m.keyID {
+		var id string
+		err := q.queryRow(ctx, `SELECT id FROM keys WHERE id = $1`+lock, c.KeyID).Scan(&id)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return "", fmt.Errorf("lock the key: %w", err)
+		}
+		m.keyID, m.hour, m.named = c.KeyID, time.Time{}, nil
+	}
+	if bucketModel(c.Model) {
+		return c.Model, nil
+	}
+	if m.named == nil || !c.Hour.Equal(m.hour) {
+		m.hour, m.named = c.Hour, map[string]bool{}
+		// Rows written before the bound may name more: reading one past
+		// it is enough to know the hour is full.
+		err := q.queryEach(ctx,
+			`SELECT DISTINCT model FROM refusal_rollups WHERE key_id = $1 AND hour = $2 AND model NOT IN ('', $3, $4)
+			LIMIT `+strconv.Itoa(MaxRefusalModels+1),
+			[]any{c.KeyID, dbTime(c.Hour), UnknownModel, OtherModels}, func(row scanner) error {
+				var model string
+				if err := row.Scan(&model); err != nil {
+					return err
+				}
+				m.named[model] = true
+				return nil
+			})
+		if err != nil {
+			return "", fmt.Errorf("the hour's models: %w", err)
+		}
+	}
+	switch {
+	case m.named[c.Model]:
+		return c.Model, nil
+	case len(m.named) < MaxRefusalModels:
+		m.named[c.Model] = true
+		return c.Model, nil
+	}
+	return OtherModels, nil
 }
 
 // refusalWhere is q's WHERE clause on refusal_rollups; ok is false when q

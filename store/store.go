@@ -503,6 +503,10 @@ type Store interface {
 	// RefusalTimelineOf sets each bucket's Refused to the refusals q
 	// selects in its hours; the buckets are UsageTimelineOf's for q.
 	RefusalTimelineOf(ctx context.Context, q UsageQuery, buckets []UsageBucket) error
+	// BudgetGauges counts the budgets in force by scope and period, and
+	// how many of them have spent 80 % and all of their window at now, in
+	// one query (budget_gauges.go).
+	BudgetGauges(ctx context.Context, now time.Time) ([]BudgetGauge, error)
 
 	// BeginIdempotent starts a call made with an Idempotency-Key: it
 	// records (actor, key) as running and reports created true, or, when

@@ -90,12 +90,12 @@ func (a *App) buildAdmin(context.Context) error {
 }
 
 // registerGauges reads, at scrape time, the health of every deployment,
-// what each key budget has left, the usage recorder's queue and journal,
-// the database and Redis.
+// the budgets (counted by scope and period, one query), the usage
+// recorder's queue and journal, the database and Redis.
 func (a *App) registerGauges() {
 	m := a.metrics
 	m.Deployments(a.deploymentStates)
-	m.BudgetsRemaining(a.budgetsRemaining)
+	m.Budgets(a.st, time.Now, a.log)
 	m.Gauge("tollgate_usage_queue_length", "Usage records waiting in memory to be written.", func() float64 { return float64(a.recorder.Len()) })
 	m.Gauge("tollgate_usage_journal_bytes", "Size of the usage journal (records the database could not take, replayed at the next start).", func() float64 {
 		st, err := os.Stat(a.journal)

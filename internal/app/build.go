@@ -174,7 +174,7 @@ func (a *App) buildUsage(ctx context.Context) error {
 		},
 	})
 	a.lastUsed = authz.NewLastUsed(a.st, time.Second, a.log)
-	a.refusals = refusal.New(a.st, refusal.Options{Interval: time.Second, Logger: a.log})
+	a.refusals = refusal.New(a.st, refusal.Options{Interval: time.Second, Model: a.configuredModel, Logger: a.log})
 	a.leaser = balance.New(balance.Options{Store: a.st, Logger: a.log})
 	a.sweepEveryMinute("expired balance holds", func(ctx context.Context, now time.Time) (int64, error) {
 		n, err := a.st.ReleaseExpired(ctx, now)
@@ -307,4 +307,19 @@ type clockedLimiter struct {
 
 func (c clockedLimiter) Allow(ctx context.Context, key string, limit int, _ time.Time) (ratelimit.Result, error) {
 	return c.next.Allow(ctx, key, limit, c.now())
+}
+
+// configuredModel is the id of the model of the configuration in force
+// that asked names, for the refusal counters (which count any other name
+// as an unknown model).
+func (a *App) configuredModel(asked string) (string, bool) {
+	cfg := a.cfg.Load()
+	if cfg == nil {
+		return "", false
+	}
+	m, ok := cfg.Model(asked)
+	if !ok {
+		return "", false
+	}
+	return m.ID, true
 }

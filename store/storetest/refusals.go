@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ var refusalTests = []struct {
 }{
 	{"RefusalCountsAddUpPerKeyHourStatusCodeAndModel", testRefusalCountsAddUp},
 	{"RefusalsAreFilteredBucketedAndTotalled", testRefusalsFilteredAndBucketed},
+	{"AKeysHourOfRefusalsNamesBoundedModels", testRefusalModelsBounded},
 	{"FailedRecordsKeepTheirMessageBounded", testRecordErrorMessage},
 	{"RecordsAreFoundByRecordIDRequestIDStatusClassAndCode", testRecordFilters},
 }
@@ -43,6 +46,80 @@ func testRefusalCountsAddUp(t *testing.T, s store.Store) {
 		Model: "gpt-4o", Count: 12, Message: "second"}, got[0], "counts add up; the last message stays")
 	assert.EqualValues(t, 1, got[1].Count)
 	assert.Error(t, s.AddRefusals(ctx, []store.RefusalCount{{KeyID: k.ID, Hour: at, Count: 0}}), "a zero count is a mistake")
+}
+
+// testRefusalModelsBounded: 500 distinct model names written for one
+// key's hour, in batches, make at most store.MaxRefusalModels rows besides
+// the buckets ("", UnknownModel, OtherModels), and every refusal is
+// counted; a model the hour names keeps its row, a long one is cut, and
+// another key or hour has its own bound.
+func testRefusalModelsBounded(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", money.PerDollar)
+	k, _ := newKey(t, s, a.ID, store.Key{})
+	k2, _ := newKey(t, s, a.ID, store.Key{})
+	hour := time.Date(2026, 5, 1, 14, 0, 0, 0, time.UTC)
+	count := func(key store.Key, at time.Time, model string) store.RefusalCount {
+		return store.RefusalCount{KeyID: key.ID, AccountID: a.ID, Hour: at, Status: 403, Code: "model_not_allowed", Model: model, Count: 1}
+	}
+	long := strings.Repeat("é", store.MaxRefusalModel)
+	for batch := range 5 {
+		var counts []store.RefusalCount
+		for i := range 100 {
+			counts = append(counts, count(k, hour, fmt.Sprintf("%s-%03d", long[:batch*2], batch*100+i)))
+		}
+		counts = append(counts, count(k, hour, ""), count(k, hour, store.UnknownModel))
+		require.NoError(t, s.AddRefusals(ctx, counts))
+	}
+	require.NoError(t, s.AddRefusals(ctx, []store.RefusalCount{count(k, hour, "-000"), count(k2, hour, long), count(k, hour.Add(time.Hour), long)}))
+
+	rows, err := s.RefusalsOf(ctx, store.UsageQuery{KeyID: k.ID, From: hour, To: hour.Add(time.Hour)}, store.MaxUsageRecords)
+	require.NoError(t, err)
+	assert.Len(t, rows, store.MaxRefusalModels+3)
+	byModel := map[string]int64{}
+	for _, r := range rows {
+		byModel[r.Model] += r.Count
+	}
+	assert.EqualValues(t, 2, byModel["-000"], "a model the hour names keeps its row")
+	assert.EqualValues(t, 500-store.MaxRefusalModels, byModel[store.OtherModels])
+	assert.EqualValues(t, 5, byModel[""])
+	assert.EqualValues(t, 5, byModel[store.UnknownModel])
+
+	for _, q := range []store.UsageQuery{{KeyID: k2.ID}, {KeyID: k.ID, From: hour.Add(time.Hour), To: hour.Add(2 * time.Hour)}} {
+		rows, err := s.RefusalsOf(ctx, q, 10)
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		assert.Equal(t, strings.Repeat("é", store.MaxRefusalModel/2), rows[0].Model, "cut to MaxRefusalModel bytes")
+	}
+
+	// Writers at once (replicas) share the bound.
+	k3, _ := newKey(t, s, a.ID, store.Key{})
+	var wg sync.WaitGroup
+	errs, start := make(chan error, 8), make(chan struct{})
+	for w := range 8 {
+		wg.Go(func() {
+			<-start
+			for batch := range 3 {
+				var counts []store.RefusalCount
+				for i := range 20 {
+					counts = append(counts, count(k3, hour, fmt.Sprintf("w%d-%d-%d", w, batch, i)))
+				}
+				if err := s.AddRefusals(ctx, counts); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	rows, err = s.RefusalsOf(ctx, store.UsageQuery{KeyID: k3.ID}, store.MaxUsageRecords)
+	require.NoError(t, err)
+	assert.Len(t, rows, store.MaxRefusalModels+1, "concurrent writers never pass the bound")
 }
 
 func testRefusalsFilteredAndBucketed(t *testing.T, s store.Store) {

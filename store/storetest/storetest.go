@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests = append(tests, refusalTests...)
 	tests = append(tests, capTests...)
 	tests = append(tests, budgetTests...)
+	tests = append(tests, budgetGaugeTests...)
 	tests = append(tests, alertTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

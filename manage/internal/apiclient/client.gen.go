@@ -1229,8 +1229,10 @@ type Usage struct {
 		// CostUsd US dollars, exact to the nano-dollar.
 		CostUsd       float64 `json:"cost_usd"`
 		ErrorRequests int     `json:"error_requests"`
-		Model         string  `json:"model"`
-		PromptTokens  int     `json:"prompt_tokens"`
+
+		// Model The configured model. For refusals only: "" when refused before the body was read, "(unknown model)" for a model that is not configured, "(other models)" past 16 models in one key's hour.
+		Model        string `json:"model"`
+		PromptTokens int    `json:"prompt_tokens"`
 
 		// ReasoningTokens Of the completion tokens, spent reasoning.
 		ReasoningTokens int `json:"reasoning_tokens"`
