@@ -101,8 +101,9 @@ func TestADayInNewYorkEndsAtItsMidnightAcrossTheNovemberChange(t *testing.T) {
 	c := testclock.New(time.Date(2026, 11, 1, 4, 0, 0, 0, time.UTC))
 	h := newHolder(t, st, c)
 	k := owner(t, st)
-	require.NoError(t, st.SetAccountTimezone(t.Context(), k.AccountID, "America/New_York"))
-	_, err := st.SetBudgets(t.Context(), k.AccountID, "", []store.Budget{{Period: "day", Amount: 300}})
+	_, err := st.SetAccountTimezone(t.Context(), k.AccountID, "America/New_York")
+	require.NoError(t, err)
+	_, err = st.SetBudgets(t.Context(), k.AccountID, "", []store.Budget{{Period: "day", Amount: 300}})
 	require.NoError(t, err)
 	for range 3 {
 		require.NoError(t, request(t, st, h, k, 100, 100))

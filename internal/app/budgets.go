@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/budget/calendar"
 	"github.com/tollgate/tollgate/metrics"
 )
 
 // budgetsRemaining is what every key budget has left in its current
 // window, for tollgate_budget_remaining_nanos: one query for the key
-// budgets, one per account for its time zone and one per budget for its
+// budgets, one per account for its calendar and one per budget for its
 // window, within five seconds (a scrape that runs out reports what it
 // read).
 func (a *App) budgetsRemaining() []metrics.BudgetRemaining {
@@ -21,24 +22,22 @@ func (a *App) budgetsRemaining() []metrics.BudgetRemaining {
 		a.log.Warn("reading key budgets for the metrics failed", "err", err)
 		return nil
 	}
-	zones := map[string]*time.Location{}
+	zones := map[string]calendar.Zone{}
 	now := time.Now()
 	out := make([]metrics.BudgetRemaining, 0, min(len(bs), metrics.MaxBudgetSeries))
 	for _, b := range bs {
 		if len(out) >= metrics.MaxBudgetSeries || ctx.Err() != nil {
 			break
 		}
-		loc, ok := zones[b.AccountID]
+		zone, ok := zones[b.AccountID]
 		if !ok {
-			loc = time.UTC
-			if tz, err := a.st.AccountTimezone(ctx, b.AccountID); err == nil {
-				if l, err := budget.LoadZone(tz); err == nil {
-					loc = l
-				}
+			zone = calendar.Zone{Loc: time.UTC}
+			if z, err := a.st.AccountZone(ctx, b.AccountID); err == nil {
+				zone, _ = z.Load() // UTC windows for a zone unknown here, as the holds do
 			}
-			zones[b.AccountID] = loc
+			zones[b.AccountID] = zone
 		}
-		start, _ := budget.Window(budget.Period(b.Period), now, loc)
+		start, _ := zone.Window(budget.Period(b.Period), now)
 		spend, err := a.st.BudgetSpend(ctx, b.ID, start)
 		if err != nil {
 			continue
