@@ -10,9 +10,8 @@ import (
 	"sync"
 	"time"
 
-	_ "time/tzdata" // account time zones do not depend on the host's zoneinfo
-
 	"github.com/tollgate/tollgate/balance"
+	"github.com/tollgate/tollgate/budget/calendar"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
@@ -20,7 +19,7 @@ import (
 // Source is where a Holder reads budgets and time zones (a store.Store).
 type Source interface {
 	BudgetsFor(ctx context.Context, accountID, keyID string) ([]store.Budget, error)
-	AccountTimezone(ctx context.Context, accountID string) (string, error)
+	AccountZone(ctx context.Context, accountID string) (calendar.Zone, error)
 	LeaseBudget(ctx context.Context, pot store.BudgetPot, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error)
 	ReturnBudgetLease(ctx context.Context, leaseID string, amount money.Nanos) error
 }
@@ -55,10 +54,11 @@ type Holder struct {
 	gen uint64
 }
 
-// owned is the budgets that apply to one key's requests, as read at at.
+// owned is the budgets that apply to one key's requests and the calendar
+// of their windows, as read at at.
 type owned struct {
 	budgets []store.Budget
-	loc     *time.Location
+	zone    calendar.Zone
 	at      time.Time
 }
 
@@ -143,7 +143,7 @@ func (h *Holder) Hold(ctx context.Context, accountID, keyID string, amount money
 	var holds []store.BudgetLease
 	var spent []Spent
 	for _, b := range o.budgets {
-		start, end := Window(Period(b.Period), now, o.loc)
+		start, end := o.zone.Window(Period(b.Period), now)
 		pot := store.BudgetPot{BudgetID: b.ID, Start: start, End: end}.String()
 		lease, err := h.leaser.Hold(ctx, pot, "", amount)
 		switch {
@@ -225,7 +225,7 @@ func (h *Holder) forget(accountID, keyID string) {
 			continue
 		}
 		for _, b := range o.budgets {
-			start, end := Window(Period(b.Period), now, o.loc)
+			start, end := o.zone.Window(Period(b.Period), now)
 			pots = append(pots, store.BudgetPot{BudgetID: b.ID, Start: start, End: end}.String())
 		}
 		delete(h.cache, k)
@@ -252,15 +252,14 @@ func (h *Holder) owned(ctx context.Context, accountID, keyID string) (owned, err
 	if err != nil {
 		return owned{}, fmt.Errorf("budget: reading budgets: %w", err)
 	}
-	o = owned{budgets: budgets, loc: time.UTC, at: now}
+	o = owned{budgets: budgets, zone: calendar.Zone{Name: "UTC", Loc: time.UTC}, at: now}
 	if len(budgets) > 0 {
-		tz, err := h.opt.Source.AccountTimezone(ctx, accountID)
+		z, err := h.opt.Source.AccountZone(ctx, accountID)
 		if err != nil {
 			return owned{}, fmt.Errorf("budget: reading the time zone: %w", err)
 		}
-		if o.loc, err = LoadZone(tz); err != nil {
+		if o.zone, err = z.Load(); err != nil {
 			h.opt.Logger.Warn("budget: the account's time zone is unknown here; its windows follow UTC", "account_id", accountID, "err", err)
-			o.loc = time.UTC
 		}
 	}
 	h.mu.Lock()

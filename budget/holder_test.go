@@ -101,8 +101,9 @@ func TestADayInNewYorkEndsAtItsMidnightAcrossTheNovemberChange(t *testing.T) {
 	c := testclock.New(time.Date(2026, 11, 1, 4, 0, 0, 0, time.UTC))
 	h := newHolder(t, st, c)
 	k := owner(t, st)
-	require.NoError(t, st.SetAccountTimezone(t.Context(), k.AccountID, "America/New_York"))
-	_, err := st.SetBudgets(t.Context(), k.AccountID, "", []store.Budget{{Period: "day", Amount: 300}})
+	_, err := st.SetAccountTimezone(t.Context(), k.AccountID, "America/New_York")
+	require.NoError(t, err)
+	_, err = st.SetBudgets(t.Context(), k.AccountID, "", []store.Budget{{Period: "day", Amount: 300}})
 	require.NoError(t, err)
 	for range 3 {
 		require.NoError(t, request(t, st, h, k, 100, 100))
@@ -223,4 +224,57 @@ func TestReplicasNeverSpendPastABudget(t *testing.T) {
 			require.Positive(t, admitted.Load())
 		})
 	}
+}
+
+// TestSwitchingTimeZonesNeverStartsADayAfresh: under a day budget of 50,
+// an account spends it, then switches its zone three times a few seconds
+// apart, spending what it can in between (each zone's day starts at
+// another instant than UTC's). The UTC day under way stays the window
+// until its end, so nothing more is admitted in it; its end starts the
+// last zone's days.
+func TestSwitchingTimeZonesNeverStartsADayAfresh(t *testing.T) {
+	c := testclock.New(time.Date(2026, 11, 25, 13, 0, 0, 0, time.UTC))
+	st, err := store.OpenWith(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "t.db"), store.Options{Now: c.Now})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	h := newHolder(t, st, c)
+	k := owner(t, st)
+	_, err = st.SetBudgets(t.Context(), k.AccountID, "", []store.Budget{{Period: "day", Amount: 50}})
+	require.NoError(t, err)
+	spend := func() (admitted money.Nanos) {
+		t.Helper()
+		for range 20 {
+			if err := request(t, st, h, k, 10, 10); err != nil {
+				var ex *Exceeded
+				require.ErrorAs(t, err, &ex)
+				return admitted
+			}
+			admitted += 10
+		}
+		return admitted
+	}
+	dayEnd := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	total := spend()
+	require.Equal(t, money.Nanos(50), total)
+	for _, tz := range []string{"Pacific/Kiritimati", "Etc/GMT+12", "Asia/Kolkata"} {
+		c.Advance(10 * time.Second)
+		_, err := st.SetAccountTimezone(t.Context(), k.AccountID, tz)
+		require.NoError(t, err)
+		h.Changed(store.Change{Kind: store.ChangeAccount, ID: k.AccountID}) // the change feed
+		total += spend()
+		require.Equal(t, money.Nanos(50), total, "after switching to %s: never more than the budget in the day", tz)
+		_, err = h.Hold(t.Context(), k.AccountID, k.ID, 10)
+		var ex *Exceeded
+		require.ErrorAs(t, err, &ex)
+		require.Equal(t, dayEnd, ex.First().ResetsAt, "%s: the UTC day under way resets at its end", tz)
+	}
+	c.Advance(dayEnd.Sub(c.Now()))
+	require.Equal(t, money.Nanos(50), spend(), "the UTC day's end starts a day")
+	c.Advance(18*time.Hour + 29*time.Minute)
+	_, err = h.Hold(t.Context(), k.AccountID, k.ID, 10)
+	var ex *Exceeded
+	require.ErrorAs(t, err, &ex)
+	require.Equal(t, time.Date(2026, 11, 26, 18, 30, 0, 0, time.UTC), ex.First().ResetsAt, "which ends at midnight in Kolkata")
+	c.Advance(time.Minute)
+	require.Equal(t, money.Nanos(50), spend(), "and Kolkata's days follow")
 }

@@ -3,9 +3,11 @@ package dashboard
 import (
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/manage"
 )
 
 // changeLabels name the audit detail's fields as the forms do, in the
@@ -14,6 +16,11 @@ var changeLabels = []struct{ Field, Label string }{
 	{keyopts.FieldDescription, "Description"}, {"enabled", "Status"}, {keyopts.FieldRateLimitRPM, "Rate limit"},
 	{keyopts.FieldIPRestrictions, "IP restrictions"}, {keyopts.FieldModels, "Model access"},
 	{keyopts.FieldExpiresAt, "Expires"}, {"scopes", "Scopes"}, {"grace", "Old secret works on for"},
+	{manage.BudgetField("day"), "Day budget"}, {manage.BudgetAlertsField("day"), "Day budget alerts"},
+	{manage.BudgetField("week"), "Week budget"}, {manage.BudgetAlertsField("week"), "Week budget alerts"},
+	{manage.BudgetField("month"), "Month budget"}, {manage.BudgetAlertsField("month"), "Month budget alerts"},
+	{manage.BudgetField("total"), "Total budget"}, {manage.BudgetAlertsField("total"), "Total budget alerts"},
+	{manage.FieldTimezone, "Time zone"},
 }
 
 // changesOf are a detail's changes as the page shows them: labelled, in
@@ -56,6 +63,12 @@ func changeValue(field, v string) string {
 		if t, err := time.Parse(time.RFC3339, v); err == nil {
 			return expiryLabel(&t)
 		}
+	case strings.HasPrefix(field, "budget.") && strings.HasSuffix(field, ".alert_thresholds"):
+		return "at " + strings.ReplaceAll(v, ",", " %,") + " %"
+	case strings.HasPrefix(field, "budget.") && v == manage.NoBudget:
+		return "None"
+	case strings.HasPrefix(field, "budget."):
+		return "$" + v
 	}
 	return v
 }

@@ -69,6 +69,26 @@ func TestActivityNamesLinksAndSaysWhatChanged(t *testing.T) {
 	assert.Contains(t, none, `id="no-matching-activity"`)
 }
 
+// Issue finding 6: budget and time zone changes showed on Activity with
+// nothing but their action. They say each period's amount and the zone,
+// before and after.
+func TestActivitySaysWhatABudgetOrTimeZoneChangeChanged(t *testing.T) {
+	e := newEnv(t)
+	a := e.account("me@example.com", "pro", 0)
+	b := e.signedIn(a)
+	requireRedirect(t, b.post("/budgets", url.Values{"amount_day": {"0.05"}, "timezone": {"UTC"}}), "/budgets?saved")
+	e.clock.Advance(time.Minute)
+	requireRedirect(t, b.post("/budgets", url.Values{"amount_day": {"0.10"}, "amount_total": {"5"}, "timezone": {"Asia/Kolkata"}}), "/budgets?saved")
+	rows := activityRows(t, b.get("/activity").Body.String())
+	require.Len(t, rows, 2)
+	assert.Contains(t, rows[0], "Account budgets set")
+	assert.Contains(t, rows[0], "Day budget: $0.05 → $0.10")
+	assert.Contains(t, rows[0], "Total budget: None → $5.00")
+	assert.Contains(t, rows[0], "Time zone: UTC → Asia/Kolkata")
+	assert.Contains(t, rows[1], "Day budget: None → $0.05")
+	assert.NotContains(t, rows[1], "Time zone", "the zone it had: no change")
+}
+
 // A token acting is named with its id, and linked while it lives: two of
 // one name are told apart.
 func TestActivityNamesTheTokenThatActed(t *testing.T) {
@@ -98,4 +118,15 @@ func httpRequest() *http.Request {
 
 func auditBy(actor, accountID string) store.AuditEntry {
 	return store.AuditEntry{AccountID: accountID, Actor: actor, Action: "key.create", Target: "key_x", At: start.Add(time.Hour)}
+}
+
+func TestBudgetChangesAreWordedAsTheBudgetPagesWordThem(t *testing.T) {
+	for _, tc := range []struct{ field, value, want string }{
+		{"budget.day", "none", "None"},
+		{"budget.week", "5.00", "$5.00"},
+		{"budget.month.alert_thresholds", "50, 80, 100", "at 50 %, 80 %, 100 %"},
+		{"timezone", "Asia/Kolkata", "Asia/Kolkata"},
+	} {
+		assert.Equal(t, tc.want, changeValue(tc.field, tc.value), tc.field)
+	}
 }

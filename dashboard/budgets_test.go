@@ -78,7 +78,7 @@ func TestTheAccountsBudgetsAndTimeZoneAreSetOnTheBudgetsPage(t *testing.T) {
 	page := b.get("/budgets").Body.String()
 	assert.Contains(t, page, `value="Europe/Paris"`)
 	assert.Contains(t, page, `<td data-field="resets">never</td>`)
-	tz, err := e.st.AccountTimezone(context.Background(), a.ID)
+	z, err := e.st.AccountZone(context.Background(), a.ID)
 	require.NoError(t, err)
-	assert.Equal(t, "Europe/Paris", tz)
+	assert.Equal(t, "Europe/Paris", z.Name)
 }

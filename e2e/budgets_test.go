@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/money"
@@ -167,4 +169,72 @@ func requireNoKeyLabels(t *testing.T, fams map[string]*dto.MetricFamily) {
 			}
 		}
 	}
+}
+
+// TestSwitchingTheTimeZoneThroughTheAPINeverStartsADayAfresh: an account
+// spends its day budget, then switches the zone of its windows three times
+// through the management API, trying to spend between switches (each
+// zone's day starts at another instant than UTC's). The UTC day under way
+// keeps its bounds: every request is refused until it ends, what it spent
+// never passes the budget, and each switch is in the audit log with the
+// zone before and after.
+func TestSwitchingTheTimeZoneThroughTheAPINeverStartsADayAfresh(t *testing.T) {
+	_, end := budget.Window(budget.Day, time.Now(), time.UTC)
+	if time.Until(end) < 3*time.Minute {
+		t.Skip("the UTC day ends within the test: its end rightly starts a day")
+	}
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "")
+	secret := tg.newAccount(t, "zones@example.com", "10")
+	accountID := gjson.Get(tg.run(t, "account", "show", "--email", "zones@example.com", "--json"), "id").String()
+	admin := strings.TrimSpace(tg.run(t, "token", "create", "--admin"))
+	path := "/api/v1/accounts/" + accountID + "/budgets"
+	// A request holds about $0.000043 and costs $0.00000435: $0.00005
+	// admits two, one at a time, and refuses once they are recorded.
+	const day = `{"period":"day","amount_usd":0.00005}`
+	st, b := tg.mgmt(t, "PUT", path, admin, `{"budgets":[`+day+`]}`)
+	require.Equal(t, http.StatusOK, st, "%s", b)
+	spent := func() money.Nanos {
+		st, b := tg.mgmt(t, "GET", path, admin, "")
+		require.Equal(t, http.StatusOK, st, "%s", b)
+		var view struct {
+			Data []struct {
+				SpentUSD money.Nanos `json:"spent_usd"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(b, &view))
+		require.Len(t, view.Data, 1)
+		return view.Data[0].SpentUSD
+	}
+	const body = `{"model":"gpt-4o-mini","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
+	admitted := 0
+	for ; ; admitted++ {
+		// Each answer's record is written before the next request, so
+		// that no hold is pending when one is refused.
+		eventually(t, func() bool { return spent() == money.Nanos(admitted)*mockCost }, "the answers are recorded")
+		resp, b := tg.post(t, secret, body)
+		if resp.StatusCode == http.StatusTooManyRequests {
+			break
+		}
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+		require.Less(t, admitted, 5, "the budget runs out")
+	}
+	last := "UTC"
+	for _, tz := range []string{"Pacific/Kiritimati", "Etc/GMT+12", "Asia/Kolkata"} {
+		st, b := tg.mgmt(t, "PUT", path, admin, `{"timezone":"`+tz+`","budgets":[`+day+`]}`)
+		require.Equal(t, http.StatusOK, st, "%s", b)
+		assert.Equal(t, tz, gjson.GetBytes(b, "timezone").String())
+		assert.Equal(t, end.Format(time.RFC3339), gjson.GetBytes(b, "data.0.resets_at").String(), "%s: the UTC day under way keeps its end", tz)
+		for range 3 {
+			resp, refusal := tg.post(t, secret, body)
+			require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "%s: %s", tz, refusal)
+			assert.Contains(t, string(refusal), "Account budget of $0.00005 per day is spent; it resets at "+end.Format(time.RFC3339)+".")
+		}
+		st, b = tg.mgmt(t, "GET", "/api/v1/audit?account_id="+accountID+"&action=account.budgets&limit=1", admin, "")
+		require.Equal(t, http.StatusOK, st, "%s", b)
+		assert.JSONEq(t, `{"timezone":["`+last+`","`+tz+`"]}`, gjson.GetBytes(b, "data.0.detail.changes").Raw, "%s", b)
+		last = tz
+	}
+	assert.Equal(t, money.Nanos(admitted)*mockCost, spent(), "the day spent what the answers before the switches cost")
+	assert.LessOrEqual(t, spent(), money.Nanos(50_000), "never past the budget in the day")
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
@@ -126,4 +127,63 @@ func graceText(grace time.Duration) string {
 		return "none"
 	}
 	return fmt.Sprint(grace)
+}
+
+// FieldTimezone is the audit detail's field of an account's time zone.
+const FieldTimezone = "timezone"
+
+// BudgetField is the audit detail's field of the amount of a budget of
+// period p ("budget.day"), BudgetAlertsField that of its alert thresholds.
+func BudgetField(p string) string { return "budget." + p }
+
+// BudgetAlertsField: see BudgetField.
+func BudgetAlertsField(p string) string { return "budget." + p + ".alert_thresholds" }
+
+// NoBudget is a budget's amount in an audit detail when the period has
+// none.
+const NoBudget = "none"
+
+// budgetChanges are the budgets that differ between two sets: per period,
+// the amount in USD (NoBudget for none) and, for a budget kept, its alert
+// thresholds.
+func budgetChanges(before, after []store.Budget) map[string][2]string {
+	out := map[string][2]string{}
+	find := func(bs []store.Budget, p string) (store.Budget, bool) {
+		i := slices.IndexFunc(bs, func(b store.Budget) bool { return b.Period == p })
+		if i < 0 {
+			return store.Budget{}, false
+		}
+		return bs[i], true
+	}
+	for _, p := range budget.Periods {
+		b, hadB := find(before, string(p))
+		a, hasA := find(after, string(p))
+		amount := func(b store.Budget, ok bool) string {
+			if !ok {
+				return NoBudget
+			}
+			return budget.USD(b.Amount)
+		}
+		if was, is := amount(b, hadB), amount(a, hasA); was != is {
+			out[BudgetField(string(p))] = [2]string{was, is}
+		}
+		if hadB && hasA {
+			if was, is := thresholdsText(b.Thresholds), thresholdsText(a.Thresholds); was != is {
+				out[BudgetAlertsField(string(p))] = [2]string{was, is}
+			}
+		}
+	}
+	return out
+}
+
+// thresholdsText is a budget's alert thresholds, in percent.
+func thresholdsText(ts []int) string {
+	if ts == nil {
+		ts = store.DefaultThresholds
+	}
+	parts := make([]string, len(ts))
+	for i, t := range ts {
+		parts[i] = strconv.Itoa(t)
+	}
+	return strings.Join(parts, ", ")
 }

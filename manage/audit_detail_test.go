@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -95,4 +96,47 @@ func TestAnAuditDetailIsBounded(t *testing.T) {
 	require.NotEmpty(t, enc)
 	assert.LessOrEqual(t, len(enc), store.MaxAuditDetail)
 	assert.Equal(t, "", AuditDetail{}.encode())
+}
+
+// Issue finding 6: "key.budgets" and "account.budgets" said neither what
+// the budgets were nor the time zone. Each entry keeps every period's
+// amount (and a kept budget's alert thresholds) before and after, and the
+// account's zone; the API serves them.
+func TestBudgetAndTimezoneChangesAreAuditedBeforeAndAfter(t *testing.T) {
+	e := newAPIEnv(t)
+	ctx := context.Background()
+	cli := Actor{Kind: ActorCLI}
+	desc := "billing"
+	k, _, err := e.svc.CreateKey(ctx, cli, e.b.ID, keyopts.Patch{Description: &desc})
+	require.NoError(t, err)
+	_, err = e.svc.SetKeyBudgets(ctx, cli, k.ID, []store.Budget{{Period: "day", Amount: 5 * money.PerDollar}, {Period: "total", Amount: 50 * money.PerDollar}})
+	require.NoError(t, err)
+	e.clock.Advance(time.Second)
+	_, err = e.svc.SetKeyBudgets(ctx, cli, k.ID, []store.Budget{{Period: "day", Amount: 7_500_000_000, Thresholds: []int{90}}, {Period: "month", Amount: 100 * money.PerDollar}})
+	require.NoError(t, err)
+	e.clock.Advance(time.Second)
+	tz := "Asia/Kolkata"
+	_, err = e.svc.SetAccountBudgets(ctx, cli, e.b.ID, &tz, []store.Budget{{Period: "day", Amount: 50_000_000}})
+	require.NoError(t, err)
+	e.clock.Advance(time.Second)
+	tz = "Pacific/Kiritimati"
+	_, err = e.svc.SetAccountBudgets(ctx, cli, e.b.ID, &tz, []store.Budget{{Period: "day", Amount: 50_000_000}})
+	require.NoError(t, err)
+
+	page, err := e.svc.ListAuditWhere(ctx, cli, e.b.ID, store.AuditFilter{Action: ActionKeyBudgets}, "", 10)
+	require.NoError(t, err)
+	require.Len(t, page.Entries, 2)
+	d, ok := ParseAuditDetail(page.Entries[0].Detail)
+	require.True(t, ok)
+	assert.Equal(t, AuditDetail{Name: "billing", Changes: map[string][2]string{
+		"budget.day": {"5.00", "7.50"}, "budget.day.alert_thresholds": {"50, 80, 100", "90"},
+		"budget.month": {"none", "100.00"}, "budget.total": {"50.00", "none"}}}, d)
+	d, _ = ParseAuditDetail(page.Entries[1].Detail)
+	assert.Equal(t, map[string][2]string{"budget.day": {"none", "5.00"}, "budget.total": {"none", "50.00"}}, d.Changes)
+
+	a := e.call("GET", "/api/v1/audit?account_id="+e.b.ID+"&action=account.budgets", e.admin, "")
+	require.Equal(t, http.StatusOK, a.status, string(a.body))
+	require.Equal(t, int64(2), a.get("data.#").Int())
+	assert.JSONEq(t, `{"timezone":["Asia/Kolkata","Pacific/Kiritimati"]}`, a.get("data.0.detail.changes").Raw, "the same budgets: only the zone changed")
+	assert.JSONEq(t, `{"timezone":["UTC","Asia/Kolkata"],"budget.day":["none","0.05"]}`, a.get("data.1.detail.changes").Raw)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/budget/calendar"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
@@ -25,8 +26,8 @@ type Budgets interface {
 	Budgets(ctx context.Context, accountID, keyID string) ([]store.Budget, error)
 	KeysWithBudgets(ctx context.Context, accountID string) ([]store.Budget, error)
 	BudgetSpend(ctx context.Context, budgetID string, windowStart time.Time) (store.BudgetSpend, error)
-	AccountTimezone(ctx context.Context, accountID string) (string, error)
-	SetAccountTimezone(ctx context.Context, accountID, tz string) error
+	AccountZone(ctx context.Context, accountID string) (calendar.Zone, error)
+	SetAccountTimezone(ctx context.Context, accountID, tz string) (string, error)
 }
 
 // Audit log actions of budgets.
@@ -74,11 +75,12 @@ func (s *Service) SetKeyBudgets(ctx context.Context, a Actor, keyID string, budg
 	if err != nil {
 		return BudgetReport{}, err
 	}
-	if err := s.setBudgets(ctx, k.AccountID, k.ID, budgets); err != nil {
+	changes, err := s.setBudgets(ctx, k.AccountID, k.ID, budgets)
+	if err != nil {
 		return BudgetReport{}, err
 	}
 	s.opt.KeyChanged(k.ID)
-	s.audit(ctx, a, k.AccountID, ActionKeyBudgets, k.ID)
+	s.auditWith(ctx, a, k.AccountID, ActionKeyBudgets, k.ID, AuditDetail{Name: k.Description, Changes: changes})
 	return s.budgetReport(ctx, k.AccountID, k.ID)
 }
 
@@ -93,31 +95,42 @@ func (s *Service) SetAccountBudgets(ctx context.Context, a Actor, accountID stri
 			return BudgetReport{}, oaierror.Invalid("invalid_request", "timezone", "timezone must name an IANA time zone, such as UTC or America/New_York.")
 		}
 	}
-	if err := s.setBudgets(ctx, accountID, "", budgets); err != nil {
+	changes, err := s.setBudgets(ctx, accountID, "", budgets)
+	if err != nil {
 		return BudgetReport{}, err
 	}
 	if timezone != nil {
-		if err := s.opt.Store.SetAccountTimezone(ctx, accountID, *timezone); err != nil {
+		before, err := s.opt.Store.SetAccountTimezone(ctx, accountID, *timezone)
+		if err != nil {
 			return BudgetReport{}, s.fail(ctx, "set time zone", err)
+		}
+		if before != *timezone {
+			changes[FieldTimezone] = [2]string{before, *timezone}
 		}
 	}
 	s.opt.AccountChanged(accountID)
-	s.audit(ctx, a, accountID, ActionAccountBudgets, accountID)
+	s.auditWith(ctx, a, accountID, ActionAccountBudgets, accountID, AuditDetail{Changes: changes})
 	return s.budgetReport(ctx, accountID, "")
 }
 
-// setBudgets checks and stores a set of budgets.
-func (s *Service) setBudgets(ctx context.Context, accountID, keyID string, budgets []store.Budget) error {
+// setBudgets checks and stores a set of budgets, and returns what changed
+// (budgetChanges).
+func (s *Service) setBudgets(ctx context.Context, accountID, keyID string, budgets []store.Budget) (map[string][2]string, error) {
 	if err := checkBudgets(budgets); err != nil {
-		return err
+		return nil, err
 	}
-	switch _, err := s.opt.Store.SetBudgets(ctx, accountID, keyID, budgets); {
+	before, err := s.opt.Store.Budgets(ctx, accountID, keyID)
+	if err != nil {
+		return nil, s.fail(ctx, "budgets", err)
+	}
+	after, err := s.opt.Store.SetBudgets(ctx, accountID, keyID, budgets)
+	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return ErrNotFound
+		return nil, ErrNotFound
 	case err != nil:
-		return s.fail(ctx, "set budgets", err)
+		return nil, s.fail(ctx, "set budgets", err)
 	}
-	return nil
+	return budgetChanges(before, after), nil
 }
 
 // checkBudgets refuses a set the store would: an unknown period, two
@@ -162,12 +175,12 @@ func (s *Service) KeyBudgetsOf(ctx context.Context, a Actor, accountID string) (
 	if len(bs) == 0 {
 		return out, nil
 	}
-	loc, err := s.zone(ctx, accountID)
+	zone, err := s.zone(ctx, accountID)
 	if err != nil {
 		return nil, err
 	}
 	for _, b := range bs {
-		st, err := s.status(ctx, b, loc)
+		st, err := s.status(ctx, b, zone)
 		if err != nil {
 			return nil, err
 		}
@@ -176,22 +189,20 @@ func (s *Service) KeyBudgetsOf(ctx context.Context, a Actor, accountID string) (
 	return out, nil
 }
 
-// zone is the time zone of the account's windows.
-func (s *Service) zone(ctx context.Context, accountID string) (*time.Location, error) {
-	tz, err := s.opt.Store.AccountTimezone(ctx, accountID)
+// zone is the calendar of the account's windows (UTC windows for a zone
+// this build does not know, as the holds do).
+func (s *Service) zone(ctx context.Context, accountID string) (calendar.Zone, error) {
+	z, err := s.opt.Store.AccountZone(ctx, accountID)
 	if err != nil {
-		return nil, s.fail(ctx, "time zone", err)
+		return calendar.Zone{}, s.fail(ctx, "time zone", err)
 	}
-	loc, err := budget.LoadZone(tz)
-	if err != nil {
-		return time.UTC, nil
-	}
-	return loc, nil
+	z, _ = z.Load()
+	return z, nil
 }
 
 // status is a budget with what its current window spent.
-func (s *Service) status(ctx context.Context, b store.Budget, loc *time.Location) (BudgetStatus, error) {
-	start, end := budget.Window(budget.Period(b.Period), s.opt.Now(), loc)
+func (s *Service) status(ctx context.Context, b store.Budget, zone calendar.Zone) (BudgetStatus, error) {
+	start, end := zone.Window(budget.Period(b.Period), s.opt.Now())
 	spend, err := s.opt.Store.BudgetSpend(ctx, b.ID, start)
 	if err != nil {
 		return BudgetStatus{}, s.fail(ctx, "budget spend", err)
@@ -206,11 +217,7 @@ func (s *Service) status(ctx context.Context, b store.Budget, loc *time.Location
 // budgetReport reads the budgets of a key (or the account's own) and
 // what each spent in its current window.
 func (s *Service) budgetReport(ctx context.Context, accountID, keyID string) (BudgetReport, error) {
-	tz, err := s.opt.Store.AccountTimezone(ctx, accountID)
-	if err != nil {
-		return BudgetReport{}, s.fail(ctx, "time zone", err)
-	}
-	loc, err := s.zone(ctx, accountID)
+	zone, err := s.zone(ctx, accountID)
 	if err != nil {
 		return BudgetReport{}, err
 	}
@@ -218,9 +225,9 @@ func (s *Service) budgetReport(ctx context.Context, accountID, keyID string) (Bu
 	if err != nil {
 		return BudgetReport{}, s.fail(ctx, "budgets", err)
 	}
-	rep := BudgetReport{Timezone: tz, Budgets: make([]BudgetStatus, 0, len(bs))}
+	rep := BudgetReport{Timezone: zone.Name, Budgets: make([]BudgetStatus, 0, len(bs))}
 	for _, b := range bs {
-		st, err := s.status(ctx, b, loc)
+		st, err := s.status(ctx, b, zone)
 		if err != nil {
 			return BudgetReport{}, err
 		}

@@ -2,6 +2,7 @@ package manage
 
 import (
 	"context"
+	"github.com/tollgate/tollgate/budget/calendar"
 	"time"
 
 	"github.com/tollgate/tollgate/store"
@@ -22,9 +23,13 @@ func (f *fakeStore) BudgetSpend(context.Context, string, time.Time) (store.Budge
 	return store.BudgetSpend{}, nil
 }
 
-func (f *fakeStore) AccountTimezone(context.Context, string) (string, error) { return "UTC", nil }
+func (f *fakeStore) AccountZone(context.Context, string) (calendar.Zone, error) {
+	return calendar.Zone{Name: "UTC"}, nil
+}
 
-func (f *fakeStore) SetAccountTimezone(context.Context, string, string) error { return errFake }
+func (f *fakeStore) SetAccountTimezone(context.Context, string, string) (string, error) {
+	return "", errFake
+}
 
 func (f *fakeStore) KeysWithBudgets(context.Context, string) ([]store.Budget, error) {
 	return []store.Budget{}, nil

@@ -75,16 +75,27 @@ func TestKeyBudgetsAreSetAndReadWithTheirWindows(t *testing.T) {
 }
 
 // TestAccountBudgetsFollowTheAccountsTimeZone: the account's own budgets
-// and time zone are set together; windows follow the zone.
+// and time zone are set together; the week under way keeps its UTC bounds,
+// then windows follow the zone.
 func TestAccountBudgetsFollowTheAccountsTimeZone(t *testing.T) {
 	e := newAPIEnv(t)
 	path := "/api/v1/accounts/" + e.a.ID + "/budgets"
 	got := e.call("PUT", path, e.token(e.a.ID, ScopeKeysWrite), `{"timezone":"America/New_York","budgets":[{"period":"week","amount_usd":20}]}`)
 	require.Equal(t, http.StatusOK, got.status, "%s", got.body)
 	assert.Equal(t, "America/New_York", got.get("timezone").String())
-	// 2026-06-15 is a Monday; midnight in New York is 04:00 UTC (EDT).
-	assert.Equal(t, "2026-06-15T04:00:00Z", got.get("data.0.window_start").String())
+	// 2026-06-15 is a Monday: its UTC week under way lasts to its end.
+	assert.Equal(t, "2026-06-15T00:00:00Z", got.get("data.0.window_start").String())
+	assert.Equal(t, "2026-06-22T00:00:00Z", got.get("data.0.resets_at").String())
+	e.clock.Advance(time.Date(2026, 6, 22, 0, 0, 0, 0, time.UTC).Sub(e.clock.Now()))
+	got = e.call("GET", path, e.token(e.a.ID, ScopeKeysRead), "")
+	// Then New York's week, which began at 04:00 UTC (midnight EDT) on
+	// the 15th, runs from there to its end.
+	assert.Equal(t, "2026-06-22T00:00:00Z", got.get("data.0.window_start").String())
 	assert.Equal(t, "2026-06-22T04:00:00Z", got.get("data.0.resets_at").String())
+	e.clock.Advance(4 * time.Hour)
+	got = e.call("GET", path, e.token(e.a.ID, ScopeKeysRead), "")
+	assert.Equal(t, "2026-06-22T04:00:00Z", got.get("data.0.window_start").String())
+	assert.Equal(t, "2026-06-29T04:00:00Z", got.get("data.0.resets_at").String())
 	bad := e.call("PUT", path, e.admin, `{"timezone":"Mars/Olympus","budgets":[]}`)
 	assert.Equal(t, http.StatusBadRequest, bad.status)
 	assert.Equal(t, "timezone", bad.get("error.param").String())

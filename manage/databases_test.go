@@ -56,6 +56,7 @@ var onPostgreSQL = map[string]func(*testing.T){
 	"AccountBudgets": TestAccountBudgetsFollowTheAccountsTimeZone,
 	"PlanBudgets":    TestANewKeyGetsItsPlansDefaultBudgets,
 	"AuditDetail":    TestAuditEntriesSayWhatChangedWithoutSecrets,
+	"BudgetAudit":    TestBudgetAndTimezoneChangesAreAuditedBeforeAndAfter,
 }
 
 // runs records, per database, the tests (by function name) that built an

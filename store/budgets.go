@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/budget/calendar"
 	"github.com/tollgate/tollgate/money"
 )
 
@@ -299,32 +300,49 @@ func (s *sqlStore) BudgetSpend(ctx context.Context, budgetID string, windowStart
 	return BudgetSpend{Spent: money.Nanos(spent), Reserved: money.Nanos(reserved)}, nil
 }
 
-// AccountTimezone is the IANA name of the time zone the account's budget
-// windows follow ("UTC" unless set).
-func (s *sqlStore) AccountTimezone(ctx context.Context, accountID string) (string, error) {
-	var tz string
-	if err := s.db.read().queryRow(ctx, `SELECT timezone FROM accounts WHERE id = $1`, accountID).Scan(&tz); err != nil {
-		return "", fmt.Errorf("store: account time zone: %w", err)
+// AccountZone is the calendar of the account's budget windows: its time
+// zone ("UTC" unless set) and the windows a change of zone kept. Its Loc
+// is unset (calendar.Zone.Load).
+func (s *sqlStore) AccountZone(ctx context.Context, accountID string) (calendar.Zone, error) {
+	var tz, kept string
+	if err := s.db.read().queryRow(ctx, `SELECT timezone, timezone_kept FROM accounts WHERE id = $1`, accountID).Scan(&tz, &kept); err != nil {
+		return calendar.Zone{}, fmt.Errorf("store: account time zone: %w", err)
 	}
-	return tz, nil
+	return calendar.Zone{Name: tz, Kept: calendar.ParseKept(kept)}, nil
 }
 
 // SetAccountTimezone sets the time zone of the account's budget windows
-// (the caller checks that it names one). Windows already begun keep their
-// bounds: the next window starts where the new zone says.
-func (s *sqlStore) SetAccountTimezone(ctx context.Context, accountID, tz string) error {
+// (an IANA name; "" is UTC) and returns the one it replaced. No window
+// begun is moved: each period's current window is kept to its end, and
+// the new zone's windows start there (calendar.Zone.Change), so a change
+// never starts a window afresh.
+func (s *sqlStore) SetAccountTimezone(ctx context.Context, accountID, tz string) (string, error) {
 	if tz == "" {
 		tz = "UTC"
 	}
-	err := s.changeTx(ctx, Change{Kind: ChangeAccount, ID: accountID}, func(q querier) error {
-		n, err := q.exec(ctx, `UPDATE accounts SET timezone = $2 WHERE id = $1`, accountID, tz)
-		if err == nil && n == 0 {
-			err = ErrNotFound
+	loc, err := calendar.LoadZone(tz)
+	if err != nil {
+		return "", fmt.Errorf("store: set account time zone: %w", err)
+	}
+	var before string
+	err = s.changeTx(ctx, Change{Kind: ChangeAccount, ID: accountID}, func(q querier) error {
+		var kept string
+		// Locks the account's row: concurrent changes move the windows one
+		// after the other.
+		if err := q.queryRow(ctx, `UPDATE accounts SET timezone = timezone WHERE id = $1 RETURNING timezone, timezone_kept`,
+			accountID).Scan(&before, &kept); err != nil {
+			return err
 		}
+		if before == tz {
+			return nil
+		}
+		cur, _ := calendar.Zone{Name: before, Kept: calendar.ParseKept(kept)}.Load() // unknown here: UTC, as the holds do
+		next := cur.Change(s.now(), tz, loc)
+		_, err := q.exec(ctx, `UPDATE accounts SET timezone = $2, timezone_kept = $3 WHERE id = $1`, accountID, tz, next.KeptText())
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("store: set account time zone: %w", err)
+		return "", fmt.Errorf("store: set account time zone: %w", err)
 	}
-	return nil
+	return before, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/budget/calendar"
 	"github.com/tollgate/tollgate/money"
 )
 
@@ -385,10 +386,14 @@ type Store interface {
 	LeaseBudget(ctx context.Context, pot BudgetPot, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error)
 	// ReturnBudgetLease gives free money of a budget lease back.
 	ReturnBudgetLease(ctx context.Context, leaseID string, amount money.Nanos) error
-	// AccountTimezone and SetAccountTimezone read and set the IANA time
-	// zone of an account's budget windows ("UTC" by default).
-	AccountTimezone(ctx context.Context, accountID string) (string, error)
-	SetAccountTimezone(ctx context.Context, accountID, tz string) error
+	// AccountZone is the calendar of an account's budget windows: its
+	// IANA time zone ("UTC" by default) and the windows a change of zone
+	// kept (see budgets.go).
+	AccountZone(ctx context.Context, accountID string) (calendar.Zone, error)
+	// SetAccountTimezone changes the time zone of an account's budget
+	// windows, keeping every window begun to its end, and returns the
+	// zone it replaced.
+	SetAccountTimezone(ctx context.Context, accountID, tz string) (string, error)
 
 	// SetPassword stores the encoded hash of the account's dashboard password,
 	// replacing any, and deletes the account's sessions in the same

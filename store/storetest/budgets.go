@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate/tollgate/budget/calendar"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
@@ -26,6 +27,7 @@ var budgetTests = []struct {
 	{"ConcurrentBudgetLeasesNeverSpendPastTheBudget", testConcurrentBudgetLeases},
 	{"AnExpiredBudgetLeaseIsReleased", testExpiredBudgetLease},
 	{"AccountTimezoneDefaultsToUTCAndIsSettable", testAccountTimezone},
+	{"TimezoneChangesKeepEveryWindowBegunAndItsSpend", testTimezoneChangesKeepTheWindows},
 }
 
 // dayPot is the pot of budget b's window of 2026-11-25 (UTC).
@@ -234,12 +236,69 @@ func testExpiredBudgetLease(t *testing.T, s store.Store) {
 
 func testAccountTimezone(t *testing.T, s store.Store) {
 	a := newAccount(t, s, "ada@example.com", 1000)
-	tz, err := s.AccountTimezone(t.Context(), a.ID)
+	z, err := s.AccountZone(t.Context(), a.ID)
 	require.NoError(t, err)
-	require.Equal(t, "UTC", tz)
-	require.NoError(t, s.SetAccountTimezone(t.Context(), a.ID, "America/New_York"))
-	tz, err = s.AccountTimezone(t.Context(), a.ID)
+	require.Equal(t, "UTC", z.Name)
+	require.Empty(t, z.Kept)
+	before, err := s.SetAccountTimezone(t.Context(), a.ID, "America/New_York")
 	require.NoError(t, err)
-	require.Equal(t, "America/New_York", tz)
-	require.ErrorIs(t, s.SetAccountTimezone(t.Context(), "acct_0000000000000000", "UTC"), store.ErrNotFound)
+	require.Equal(t, "UTC", before)
+	z, err = s.AccountZone(t.Context(), a.ID)
+	require.NoError(t, err)
+	require.Equal(t, "America/New_York", z.Name)
+	before, err = s.SetAccountTimezone(t.Context(), a.ID, "America/New_York")
+	require.NoError(t, err)
+	require.Equal(t, "America/New_York", before, "the same zone again changes nothing")
+	_, err = s.SetAccountTimezone(t.Context(), a.ID, "Mars/Olympus")
+	require.Error(t, err, "an unknown zone is refused")
+	_, err = s.SetAccountTimezone(t.Context(), "acct_0000000000000000", "UTC")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// currentPot is the pot of budget b's window that holds now under the
+// account's calendar as stored.
+func currentPot(t *testing.T, s store.Store, b store.Budget) store.BudgetPot {
+	t.Helper()
+	z, err := s.AccountZone(t.Context(), b.AccountID)
+	require.NoError(t, err)
+	z, err = z.Load()
+	require.NoError(t, err)
+	start, end := z.Window(calendar.Period(b.Period), time.Now())
+	return store.BudgetPot{BudgetID: b.ID, Start: start, End: end}
+}
+
+func testTimezoneChangesKeepTheWindows(t *testing.T, s store.Store) {
+	a := newAccount(t, s, "ada@example.com", 10_000)
+	k, _ := newKey(t, s, a.ID, store.Key{})
+	day := setBudget(t, s, a.ID, "", "day", 50)
+	pot := currentPot(t, s, day)
+	if time.Until(pot.End) < time.Minute {
+		t.Skip("the UTC day ends within the test; its windows would rightly move")
+	}
+	_, err := s.LeaseBudget(t.Context(), pot, "lse_1", 50, 50, later())
+	require.NoError(t, err)
+	rec := usage("use_1", k, "gpt-4o", 50)
+	rec.Held, rec.BudgetLeases = 50, []store.BudgetLease{{Pot: pot.String(), Lease: "lse_1"}}
+	require.NoError(t, s.RecordUsage(t.Context(), []store.UsageRecord{rec}))
+	// Each of these zones' days starts at another instant than UTC's: a
+	// change that started its window would hold 50 more in each.
+	last := "UTC"
+	for i, tz := range []string{"Pacific/Kiritimati", "Etc/GMT+12", "Asia/Kolkata"} {
+		before, err := s.SetAccountTimezone(t.Context(), a.ID, tz)
+		require.NoError(t, err)
+		require.Equal(t, last, before)
+		last = tz
+		now := currentPot(t, s, day)
+		require.Equal(t, pot, now, "%s: the UTC day under way lasts to its end", tz)
+		_, err = s.LeaseBudget(t.Context(), now, fmt.Sprintf("lse_%d", i+2), 1, 1, later())
+		require.ErrorIs(t, err, store.ErrBudgetExceeded, "%s: what the day spent stays spent", tz)
+	}
+	requireSpend(t, s, pot, 50, 0, "never more than the budget")
+	z, err := s.AccountZone(t.Context(), a.ID)
+	require.NoError(t, err)
+	require.Equal(t, "Asia/Kolkata", z.Name)
+	for _, p := range []calendar.Period{calendar.Week, calendar.Month} {
+		start, end := calendar.Window(p, time.Now(), time.UTC)
+		require.Equal(t, calendar.Span{Start: start, End: end}, z.Kept[p], "the UTC %s under way is kept too", p)
+	}
 }

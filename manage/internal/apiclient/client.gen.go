@@ -758,7 +758,7 @@ type AccountObject string
 type AccountBudgetsPut struct {
 	Budgets []BudgetInput `json:"budgets"`
 
-	// Timezone IANA time zone of the account's budget windows, such as UTC or America/New_York.
+	// Timezone IANA time zone of the account's budget windows, such as UTC or America/New_York. Each window under way keeps its bounds and what it spent; the new zone's windows start at its end.
 	Timezone *string `json:"timezone,omitempty"`
 }
 

@@ -1,6 +1,7 @@
-package budget
+package calendar
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -88,4 +89,83 @@ func TestZonesAndPeriodsAreChecked(t *testing.T) {
 	p, err := ParsePeriod("week")
 	require.NoError(t, err)
 	require.Equal(t, Week, p)
+}
+
+func mustZone(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := LoadZone(name)
+	require.NoError(t, err)
+	return loc
+}
+
+func TestAChangeKeepsEachWindowUnderWayAndTheNewZoneStartsAtItsEnd(t *testing.T) {
+	utc := Zone{Name: "UTC", Loc: time.UTC}
+	at := time.Date(2026, 11, 25, 13, 0, 0, 0, time.UTC) // a Wednesday
+	kiritimati := mustZone(t, "Pacific/Kiritimati")      // UTC+14
+	z := utc.Change(at, "Pacific/Kiritimati", kiritimati)
+	dayEnd := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		now        time.Time
+		start, end time.Time
+	}{
+		{at, time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC), dayEnd},
+		{dayEnd.Add(-time.Nanosecond), time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC), dayEnd},
+		// Kiritimati's 26th began at 10:00 UTC on the 25th: its first day
+		// starts where the UTC day ended, and ends at its midnight.
+		{dayEnd, dayEnd, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC), time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC), time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)},
+	} {
+		start, end := z.Window(Day, tc.now)
+		require.Equal(t, tc.start, start, tc.now)
+		require.Equal(t, tc.end, end, tc.now)
+	}
+	ws, we := z.Window(Week, at)
+	require.Equal(t, time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), ws, "the UTC week under way is kept")
+	require.Equal(t, time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC), we)
+	start, end := z.Window(Total, at)
+	require.Equal(t, time.Unix(0, 0).UTC(), start)
+	require.True(t, end.IsZero())
+
+	back := z.Change(at.Add(time.Minute), "UTC", time.UTC)
+	start, end = back.Window(Day, at.Add(time.Minute))
+	require.Equal(t, time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC), start, "a change back keeps the same window")
+	require.Equal(t, dayEnd, end)
+	require.Empty(t, back.Kept, "whose zone is again the account's: nothing to keep")
+	require.Equal(t, z.Kept, ParseKept(z.KeptText()), "Kept is stored as text")
+}
+
+// TestWindowsFollowOneAnotherWithoutGapOrOverlapAcrossAnyChanges walks
+// time in half hours across random changes of zone: each window holds the
+// instant asked about, and the next begins exactly where the last ended.
+// So no instant is counted in two windows, and every window in force
+// spends at most its budget.
+func TestWindowsFollowOneAnotherWithoutGapOrOverlapAcrossAnyChanges(t *testing.T) {
+	names := []string{"UTC", "Pacific/Kiritimati", "Etc/GMT+12", "Asia/Kolkata", "America/New_York", "Australia/Adelaide", "Europe/Paris"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for run := range 20 {
+		z := Zone{Name: "UTC", Loc: time.UTC}
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rng.IntN(365*48)) * 30 * time.Minute)
+		prev := map[Period]Span{}
+		for step := range 24 * 2 * 70 { // 70 days: several weeks and months
+			if rng.IntN(40) == 0 {
+				name := names[rng.IntN(len(names))]
+				z = z.Change(now, name, mustZone(t, name))
+				z = Zone{Name: z.Name, Loc: z.Loc, Kept: ParseKept(z.KeptText())} // as stored
+			}
+			for _, p := range []Period{Day, Week, Month} {
+				start, end := z.Window(p, now)
+				last, ok := prev[p]
+				switch {
+				case now.Before(start) || !now.Before(end):
+					t.Fatalf("run %d step %d %s: %v not in [%v, %v)", run, step, p, now, start, end)
+				case ok && !last.Start.Equal(start) && !last.End.Equal(start):
+					t.Fatalf("run %d step %d %s: [%v, %v) does not start where [%v, %v) ended", run, step, p, start, end, last.Start, last.End)
+				case ok && last.Start.Equal(start) && !last.End.Equal(end):
+					t.Fatalf("run %d step %d %s: [%v, %v) moved its end to %v", run, step, p, last.Start, last.End, end)
+				}
+				prev[p] = Span{Start: start, End: end}
+			}
+			now = now.Add(30 * time.Minute)
+		}
+	}
 }
