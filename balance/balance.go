@@ -19,7 +19,9 @@
 //     believes it holds: it shrinks later, never sooner.
 //   - A lease idle for a while gives back only its free part; what the
 //     records still to be written will shrink stays reserved until they
-//     are. A replica that dies leaves its leases to expire (ReleaseExpired);
+//     are. Idle counts from the last charge (Done) or grant: a hold that is
+//     canceled was no use, so a replica whose requests are all refused
+//     after holding (a budget refuses them) does not keep its lease. A replica that dies leaves its leases to expire (ReleaseExpired);
 //     its journaled records debit their costs when replayed.
 //   - A lease takes new holds only in the first half of its life, and a
 //     hold lasts at most a request (much less than half a lease's life), so
@@ -27,7 +29,12 @@
 //
 // Leases shrink to single requests when the balance is low: the database
 // grants at most half of what is available (never less than the request
-// needs), so replicas share a small balance instead of one taking it all.
+// needs), and only the need once the lease holds as much as that half, so
+// replicas share a small balance instead of one taking it all. A lease
+// that got less than it asked for (or was refused) is tight: the pot is
+// short, and other replicas may be refused for want of what it leaves
+// free, so the sweep gives its free part back within Idle/2, whatever its
+// holds, and the next hold that needs money asks the database again.
 package balance
 
 import (
@@ -100,7 +107,10 @@ type lease struct {
 	held    money.Nanos // the holds of requests in flight
 	taken   time.Time
 	expires time.Time
-	used    time.Time // the last hold or Done
+	used    time.Time // the last Done or grant (a canceled hold is no use)
+	// tight: the last grant was less than asked for, or refused; the
+	// sweep gives the free part back without waiting for Idle.
+	tight bool
 	// growing: a growAhead is out; the lease is not given back meanwhile
 	// (the money it brings would land in a lease memory no longer has).
 	growing bool
@@ -165,13 +175,13 @@ func (l *Leaser) Hold(ctx context.Context, accountID, _ string, amount money.Nan
 		want := need + money.Nanos(l.opt.Slices)*amount
 		got, err := l.opt.Store.Lease(ctx, accountID, ls.id, need, want, ls.expires)
 		if err != nil {
+			ls.tight = true
 			return "", err
 		}
-		ls.free += got
+		l.granted(ls, got, want, now)
 	}
 	ls.free -= amount
 	ls.held += amount
-	ls.used = now
 	if !ls.growing && ls.free < money.Nanos(max(l.opt.Slices/4, 1))*amount && now.Before(ls.taken.Add(l.opt.Life/2)) {
 		// A quarter of the slices left: grow the lease off the request
 		// path, so that the hold that would have found it short does not
@@ -199,10 +209,18 @@ func (l *Leaser) growAhead(accountID string, a *account, ls *lease, need, want m
 		// Most often the account cannot cover it; a lost database shows
 		// on the hold that needs the money.
 		l.opt.Logger.Debug("balance: growing a lease ahead failed; the next hold that needs it grows it", "lease", ls.id, "err", err)
+		ls.tight = true
 		return
 	}
+	l.granted(ls, got, want, l.opt.Now())
+}
+
+// granted adds a grant to a lease's free part; a grant short of want
+// makes the lease tight.
+func (l *Leaser) granted(ls *lease, got, want money.Nanos, now time.Time) {
 	ls.free += got
-	ls.used = l.opt.Now()
+	ls.used = now
+	ls.tight = got < want
 }
 
 // Done ends a request's hold in memory, whether its record is written yet
@@ -215,7 +233,9 @@ func (l *Leaser) Done(accountID, leaseID string, amount money.Nanos) {
 // Cancel gives a hold back to its lease's free part: the request it was
 // for was refused before anything was sent (a spend budget or a limit
 // refused it after the balance held), so no record will shrink the lease
-// and the money stays reserved for this replica's next holds.
+// and the money stays reserved for this replica's next holds — until the
+// lease is idle (a cancel is not a use that keeps it) or, when tight, the
+// next sweep.
 func (l *Leaser) Cancel(accountID, _, leaseID string, amount money.Nanos) {
 	l.unhold(accountID, leaseID, amount, true)
 }
@@ -231,8 +251,9 @@ func (l *Leaser) unhold(accountID, leaseID string, amount money.Nanos, free bool
 			ls.held -= amount
 			if free {
 				ls.free += amount
+			} else {
+				ls.used = l.opt.Now()
 			}
-			ls.used = l.opt.Now()
 			return
 		}
 	}
@@ -328,7 +349,13 @@ type give struct {
 	amount money.Nanos
 }
 
-// sweep returns idle leases (every lease without holds when all is set).
+// Sweep gives back now what the background sweep gives back every Idle/2:
+// the free part of idle leases and of tight ones. Tests call it to step
+// the Leaser with their clock.
+func (l *Leaser) Sweep() { l.sweep(false) }
+
+// sweep returns idle leases (every lease without holds when all is set)
+// and the free part of tight ones.
 func (l *Leaser) sweep(all bool) {
 	now := l.opt.Now()
 	var gives []give
@@ -353,9 +380,17 @@ func (l *Leaser) sweep(all bool) {
 		}
 		clear(a.retiring[len(keep):])
 		a.retiring = keep
-		if ls := a.current; ls != nil && ls.held <= 0 && !ls.growing && (all || now.Sub(ls.used) >= l.opt.Idle) {
-			gives = append(gives, give{ls.id, ls.free})
-			a.current = nil
+		if ls := a.current; ls != nil && !ls.growing {
+			switch {
+			case ls.held <= 0 && (all || ls.tight || now.Sub(ls.used) >= l.opt.Idle):
+				gives = append(gives, give{ls.id, ls.free})
+				a.current = nil
+			case ls.tight && ls.free > 0:
+				// Its holds stay (their records shrink the lease); the
+				// next hold that needs money asks the database.
+				gives = append(gives, give{ls.id, ls.free})
+				ls.free = 0
+			}
 		}
 		empty := a.current == nil && len(a.retiring) == 0
 		a.mu.Unlock()

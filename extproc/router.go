@@ -249,6 +249,11 @@ func (r *routerStep) holdBudgets(ctx context.Context, amount money.Nanos) *oaier
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &ex) && ex.Momentary():
+		// Not spent: the holds of requests in flight end within seconds.
+		r.refusal = contract.SetRawHeaders("retry-after", "1")
+		e := oaierror.BudgetHeld.With(ex.Message(), "")
+		return &e
 	case errors.As(err, &ex):
 		first := ex.First()
 		scope := "account"

@@ -204,7 +204,7 @@ func (c *accountChanges) apply(ctx context.Context, q querier) error {
 
 // Lease upserts the lease's reservation row first (Lock order: reservations
 // before accounts), then raises the account's reserved_nanos by the grant
-// with a conditional UPDATE that re-checks the available balance against
+// (leaseGrant) with a conditional UPDATE that re-checks the available balance against
 // the committed row, as Reserve does: the grant is computed from a read of
 // the balance, and if a concurrent transaction took money meanwhile the
 // UPDATE finds no row and the grant falls back to need alone.
@@ -226,7 +226,9 @@ func (s *sqlStore) Lease(ctx context.Context, accountID, leaseID string, need, w
 		// Lock the lease's row before the account's (ON CONFLICT DO
 		// NOTHING does not lock an existing row).
 		var owner string
-		if err := q.queryRow(ctx, `UPDATE reservations SET amount_nanos = amount_nanos WHERE id = $1 RETURNING account_id`, leaseID).Scan(&owner); err != nil {
+		var leased int64
+		if err := q.queryRow(ctx, `UPDATE reservations SET amount_nanos = amount_nanos WHERE id = $1 RETURNING account_id, amount_nanos`,
+			leaseID).Scan(&owner, &leased); err != nil {
 			return err
 		}
 		if owner != accountID {
@@ -236,9 +238,8 @@ func (s *sqlStore) Lease(ctx context.Context, accountID, leaseID string, need, w
 		if err := q.queryRow(ctx, `SELECT balance_nanos - reserved_nanos FROM accounts WHERE id = $1`, accountID).Scan(&available); err != nil {
 			return err
 		}
-		grant := min(want, max(need, money.Nanos(available/2)))
 		var err error
-		granted, err = grantFirst([]money.Nanos{grant, need}, func(amount money.Nanos) (int64, error) {
+		granted, err = grantFirst([]money.Nanos{leaseGrant(need, want, money.Nanos(available), money.Nanos(leased)), need}, func(amount money.Nanos) (int64, error) {
 			return q.exec(ctx,
 				`UPDATE accounts SET reserved_nanos = reserved_nanos + $2
 				WHERE id = $1 AND balance_nanos - reserved_nanos >= $2`,
@@ -306,6 +307,19 @@ func (c *accountChanges) shrink(ctx context.Context, q querier, leaseID string, 
 	}
 	c.give(accountID, taken)
 	return nil
+}
+
+// leaseGrant is what a lease asks the database for first: want, but at
+// most half of what is available and never less than need; and only need
+// once the lease already holds as much as that half, so that a replica
+// does not gather most of a pot that others share, half after half, while
+// it uses it. (grantFirst falls back to need when the grant no longer fits.)
+func leaseGrant(need, want, available, leased money.Nanos) money.Nanos {
+	half := available / 2
+	if leased >= half {
+		return need
+	}
+	return min(want, max(need, half))
 }
 
 // grantFirst reserves the first of amounts that reserve (a conditional
