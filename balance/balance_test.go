@@ -399,3 +399,70 @@ func TestACanceledHoldGoesBackToTheLeasesFreePart(t *testing.T) {
 	require.Equal(t, []money.Nanos{500}, cs.returns, "an idle lease gives back all of it")
 	requireMoney(t, st, a.ID, 10_000, 0, "nothing stays reserved")
 }
+
+// TestALeaseThatOnlyHoldsAndCancelsIsGivenBack: a replica whose requests
+// are all refused after holding (a budget refuses them, and the client
+// retries) uses nothing: its cancels do not keep the lease, which goes
+// back Idle after its last charge, however often the retries come.
+func TestALeaseThatOnlyHoldsAndCancelsIsGivenBack(t *testing.T) {
+	st := openSQLite(t)
+	cs := &countingStore{Store: st}
+	c := testclock.New(time.Now())
+	// Idle an hour (the background sweep is left to the half hour), a
+	// lease taking holds for 12 hours.
+	l := New(Options{Store: cs, Now: c.Now, Idle: time.Hour, Life: 24 * time.Hour, Slices: 4})
+	t.Cleanup(l.Close)
+	a := newAccount(t, st, 10_000)
+
+	lease, err := l.Hold(t.Context(), a.ID, "r0", 100)
+	require.NoError(t, err)
+	l.Done(a.ID, lease, 100)   // charged: its record shrinks the lease by 100
+	for i := 1; i <= 12; i++ { // a refused retry every 5 minutes
+		c.Advance(5 * time.Minute)
+		got, err := l.Hold(t.Context(), a.ID, fmt.Sprint("r", i), 100)
+		require.NoError(t, err)
+		require.Equal(t, lease, got, "served from the lease")
+		l.Cancel(a.ID, "", got, 100)
+		if i%6 == 0 { // the sweep, every Idle/2
+			l.sweep(false)
+		}
+		if i == 6 {
+			require.Empty(t, cs.returns, "half an hour after the last charge: kept")
+		}
+	}
+	require.Equal(t, []money.Nanos{400}, cs.returns, "Idle after the last charge: the free part went back")
+	requireMoney(t, st, a.ID, 10_000, 100, "only the charged hold waits for its record")
+	require.Zero(t, l.Spare(a.ID))
+	require.Equal(t, 1, cs.leases)
+}
+
+// TestATightLeaseGivesItsFreePartBackAtTheNextSweep: a lease that got
+// less than it asked for is in a short pot, where another replica may be
+// refused for want of its free part: the sweep gives that back at once,
+// though the lease still has a hold (which stays reserved for its record),
+// and the next hold asks the database again.
+func TestATightLeaseGivesItsFreePartBackAtTheNextSweep(t *testing.T) {
+	st := openSQLite(t)
+	cs := &countingStore{Store: st}
+	c := testclock.New(time.Now())
+	l := newLeaser(t, cs, c)
+	a := newAccount(t, st, 600)
+
+	lease, err := l.Hold(t.Context(), a.ID, "r1", 100)
+	require.NoError(t, err)
+	l.grows.Wait()
+	// Asked 100 + 4 slices of 100; got half of the 600.
+	requireMoney(t, st, a.ID, 600, 300, "a short grant")
+	l.sweep(false)
+	require.Equal(t, []money.Nanos{200}, cs.returns, "the free part, though a hold is in flight")
+	requireMoney(t, st, a.ID, 600, 100, "the hold stays leased")
+	require.Zero(t, l.Spare(a.ID))
+	got, err := l.Hold(t.Context(), a.ID, "r2", 100)
+	require.NoError(t, err)
+	require.Equal(t, lease, got, "the same lease, grown again")
+	l.Done(a.ID, lease, 100)
+	l.Done(a.ID, lease, 100)
+	l.grows.Wait()
+	l.sweep(false)
+	require.Zero(t, l.Spare(a.ID), "given back without waiting for Idle")
+}
