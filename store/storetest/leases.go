@@ -20,6 +20,7 @@ var leaseTests = []struct {
 }{
 	{"LeaseGrantsHalfTheAvailableBetweenNeedAndWant", testLeaseGrant},
 	{"LeaseRefusesWhenLessThanNeedIsAvailableAndChangesNothing", testLeaseRefuses},
+	{"ALeaseHoldingHalfOfWhatIsAvailableGrowsByItsNeedOnly", testLeaseGrowsByNeedOnceHalf},
 	{"RecordsShrinkTheirLeaseAsTheyDebitOnce", testRecordsShrinkLease},
 	{"ReturnLeaseGivesBackAtMostWhatIsLeft", testReturnLease},
 	{"ConcurrentLeasesAndReservesNeverOverdraw", testConcurrentLeasesCannotOverdraw},
@@ -174,4 +175,21 @@ func testExpiredLease(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	requireMoney(t, s, a.ID, 1000, 0, "a dead replica's lease comes back")
+}
+
+// testLeaseGrowsByNeedOnceHalf: a lease that holds as much as half of what
+// is available grows by its need, not by half again: one replica does not
+// gather, half after half, a balance that others share.
+func testLeaseGrowsByNeedOnceHalf(t *testing.T, s store.Store) {
+	a := newAccount(t, s, "ada@example.com", 1000)
+	got, err := s.Lease(t.Context(), a.ID, "lse_1", 10, 1000, later())
+	require.NoError(t, err)
+	require.Equal(t, money.Nanos(500), got, "half of 1000")
+	got, err = s.Lease(t.Context(), a.ID, "lse_1", 10, 1000, later())
+	require.NoError(t, err)
+	require.Equal(t, money.Nanos(10), got, "the lease holds more than half of the 500 left: its need")
+	got, err = s.Lease(t.Context(), a.ID, "lse_2", 10, 1000, later())
+	require.NoError(t, err)
+	require.Equal(t, money.Nanos(245), got, "another lease: half of the 490 left")
+	requireMoney(t, s, a.ID, 1000, 755, "two leases")
 }
