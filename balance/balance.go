@@ -182,10 +182,12 @@ func (l *Leaser) Hold(ctx context.Context, accountID, _ string, amount money.Nan
 	}
 	ls.free -= amount
 	ls.held += amount
-	if !ls.growing && ls.free < money.Nanos(max(l.opt.Slices/4, 1))*amount && now.Before(ls.taken.Add(l.opt.Life/2)) {
+	if !ls.growing && !ls.tight && ls.free < money.Nanos(max(l.opt.Slices/4, 1))*amount && now.Before(ls.taken.Add(l.opt.Life/2)) {
 		// A quarter of the slices left: grow the lease off the request
 		// path, so that the hold that would have found it short does not
-		// wait for the database.
+		// wait for the database. Not a tight lease: its pot is short, and
+		// money leased ahead there is money another replica may be
+		// refused.
 		ls.growing = true
 		l.grows.Add(1)
 		guard.Go("balance_grow", l.opt.Logger, func() { l.growAhead(accountID, a, ls, amount, money.Nanos(l.opt.Slices)*amount) })
@@ -349,10 +351,14 @@ type give struct {
 	amount money.Nanos
 }
 
-// Sweep gives back now what the background sweep gives back every Idle/2:
-// the free part of idle leases and of tight ones. Tests call it to step
-// the Leaser with their clock.
-func (l *Leaser) Sweep() { l.sweep(false) }
+// Sweep waits for the grows under way, then gives back now what the
+// background sweep gives back every Idle/2: the free part of idle leases
+// and of tight ones. Tests call it between holds to step the Leaser with
+// their clock.
+func (l *Leaser) Sweep() {
+	l.grows.Wait()
+	l.sweep(false)
+}
 
 // sweep returns idle leases (every lease without holds when all is set)
 // and the free part of tight ones.

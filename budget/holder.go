@@ -81,6 +81,10 @@ func New(opt Options) *Holder {
 // Close stops the Leaser, giving back the free part of every lease.
 func (h *Holder) Close() { h.leaser.Close() }
 
+// Sweep gives back now what the Leaser's background sweep gives back
+// every Idle/2 (balance.Leaser.Sweep); tests step it with their clock.
+func (h *Holder) Sweep() { h.leaser.Sweep() }
+
 // Exceeded is a hold refused by one or more budgets.
 type Exceeded struct {
 	// Budgets are the budgets that refused: those that cannot cover the
