@@ -34,7 +34,12 @@
 // that got less than it asked for (or was refused) is tight: the pot is
 // short, and other replicas may be refused for want of what it leaves
 // free, so the sweep gives its free part back within Idle/2, whatever its
-// holds, and the next hold that needs money asks the database again.
+// holds, and the next hold that needs money asks the database again. A
+// replica refused money that other leases hold notes it in the database
+// (Store.Lease does), and at every sweep each replica asks which of its
+// leases with free money are in such a pot (one query): those turn tight
+// too, and give their free part back; for a few seconds, leases there
+// grow by their need only.
 package balance
 
 import (
@@ -42,6 +47,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -56,6 +63,9 @@ import (
 type Store interface {
 	Lease(ctx context.Context, accountID, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error)
 	ReturnLease(ctx context.Context, leaseID string, amount money.Nanos) error
+	// LeasesWanted are those of leaseIDs whose pot had a lease refused, in
+	// the last few seconds, money that other leases hold.
+	LeasesWanted(ctx context.Context, leaseIDs []string) ([]string, error)
 }
 
 // Options configure a Leaser. Zero values are documented per field.
@@ -371,6 +381,9 @@ func (l *Leaser) sweep(all bool) {
 		ids = append(ids, id)
 	}
 	l.mu.Unlock()
+	if !all {
+		l.tightenWanted(ids)
+	}
 	for _, id := range ids {
 		l.mu.Lock()
 		a := l.accounts[id]
@@ -413,6 +426,48 @@ func (l *Leaser) sweep(all bool) {
 		}
 	}
 	l.giveBack(gives)
+}
+
+// tightenWanted makes tight the current leases, of the accounts ids, that
+// have free money in a pot where another lease was refused money leases
+// hold (the database says which, in one query): the sweep then gives
+// their free part back.
+func (l *Leaser) tightenWanted(ids []string) {
+	loose := map[string]*account{} // by lease id
+	for _, id := range ids {
+		l.mu.Lock()
+		a := l.accounts[id]
+		l.mu.Unlock()
+		if a == nil {
+			continue
+		}
+		a.mu.Lock()
+		if ls := a.current; ls != nil && !ls.tight && !ls.growing && ls.free > 0 {
+			loose[ls.id] = a
+		}
+		a.mu.Unlock()
+	}
+	if len(loose) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	wanted, err := l.opt.Store.LeasesWanted(ctx, slices.Collect(maps.Keys(loose)))
+	if err != nil {
+		l.opt.Logger.Warn("balance: asking which leases others want failed; idle ones still go back", "err", err)
+		return
+	}
+	for _, id := range wanted {
+		a := loose[id]
+		if a == nil {
+			continue
+		}
+		a.mu.Lock()
+		if ls := a.current; ls != nil && ls.id == id {
+			ls.tight = true
+		}
+		a.mu.Unlock()
+	}
 }
 
 // giveBack returns free money to the database.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -466,3 +467,51 @@ func TestATightLeaseGivesItsFreePartBackAtTheNextSweep(t *testing.T) {
 	l.sweep(false)
 	require.Zero(t, l.Spare(a.ID), "given back without waiting for Idle")
 }
+
+// TestAReplicaRefusedMoneyAnotherLeaseHoldsGetsItAtTheOthersNextSweep: A's
+// lease got all it asked for and is in use (neither tight nor idle); B is
+// refused money that A's lease holds free. The database notes it: A's next
+// sweep gives its free part back, and for a few seconds leases of the
+// account grow by their need only.
+func TestAReplicaRefusedMoneyAnotherLeaseHoldsGetsItAtTheOthersNextSweep(t *testing.T) {
+	for name, url := range map[string]func(t *testing.T) string{
+		"sqlite":   func(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "t.db") },
+		"postgres": func(t *testing.T) string { return storetest.PostgresURL(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := testclock.New(time.Now())
+			st, err := store.OpenWith(t.Context(), url(t), store.Options{Now: c.Now})
+			require.NoError(t, err)
+			t.Cleanup(st.Close)
+			a, b := newLeaser(t, st, c), newLeaser(t, st, c)
+			acct := newAccount(t, st, 1000)
+			k := newKey(t, st, acct.ID)
+			record := func(lease string, held, cost money.Nanos) {
+				t.Helper()
+				require.NoError(t, st.RecordUsage(t.Context(), []store.UsageRecord{{ID: "use_" + strconv.FormatUint(recordSeq.Add(1), 10),
+					KeyID: k.ID, AccountID: acct.ID, Model: "m", Cost: cost, Status: 200, LeaseID: lease, Held: held}}))
+			}
+
+			lease, err := a.Hold(t.Context(), acct.ID, "r1", 10)
+			require.NoError(t, err)
+			a.Done(acct.ID, lease, 10)
+			record(lease, 10, 10)
+			requireMoney(t, st, acct.ID, 990, 40, "A's lease: 50, all it asked for, less the hold its record settled")
+			lease, err = b.Hold(t.Context(), acct.ID, "r2", 900)
+			require.NoError(t, err)
+			b.Done(acct.ID, lease, 900)
+			record(lease, 900, 900)
+			b.sweep(false)
+			_, err = b.Hold(t.Context(), acct.ID, "r3", 60)
+			require.ErrorIs(t, err, store.ErrInsufficientBalance, "A's lease holds 40 of the 90")
+
+			a.sweep(false)
+			requireMoney(t, st, acct.ID, 90, 0, "A gave its free part back, though in use")
+			_, err = b.Hold(t.Context(), acct.ID, "r4", 20)
+			require.NoError(t, err)
+			requireMoney(t, st, acct.ID, 90, 20, "while wanted, a lease grows by its need, not half of the 90")
+		})
+	}
+}
+
+var recordSeq atomic.Uint64

@@ -23,6 +23,7 @@ type Source interface {
 	AccountTimezone(ctx context.Context, accountID string) (string, error)
 	LeaseBudget(ctx context.Context, pot store.BudgetPot, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error)
 	ReturnBudgetLease(ctx context.Context, leaseID string, amount money.Nanos) error
+	BudgetLeasesWanted(ctx context.Context, leaseIDs []string) ([]string, error)
 }
 
 // Options configure a Holder. Zero values are documented per field.
@@ -329,4 +330,8 @@ func (p potStore) Lease(ctx context.Context, potID, leaseID string, need, want m
 
 func (p potStore) ReturnLease(ctx context.Context, leaseID string, amount money.Nanos) error {
 	return p.s.ReturnBudgetLease(ctx, leaseID, amount)
+}
+
+func (p potStore) LeasesWanted(ctx context.Context, leaseIDs []string) ([]string, error) {
+	return p.s.BudgetLeasesWanted(ctx, leaseIDs)
 }

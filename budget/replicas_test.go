@@ -171,3 +171,46 @@ func TestABudgetHeldByAnotherReplicasRequestIsAMomentaryRefusal(t *testing.T) {
 		})
 	}
 }
+
+// TestAReplicaRefusedMoneyAnotherLeasesGetsItAtTheOthersNextSweep: replica
+// A's lease got all it asked for and is charged now and then, so it is
+// neither idle nor tight; B is refused money that A's lease holds free. B's
+// refusal is noted in the database; A's next sweep finds it and gives its
+// free part back, and B's retry is admitted, though A is not idle.
+func TestAReplicaRefusedMoneyAnotherLeasesGetsItAtTheOthersNextSweep(t *testing.T) {
+	for name, url := range map[string]func(t *testing.T) string{
+		"sqlite":   func(t *testing.T) string { return "sqlite://" + t.TempDir() + "/t.db" },
+		"postgres": func(t *testing.T) string { return storetest.PostgresURL(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := testclock.New(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC))
+			st, err := store.OpenWith(t.Context(), url(t), store.Options{Now: c.Now})
+			require.NoError(t, err)
+			t.Cleanup(st.Close)
+			k := owner(t, st)
+			_, err = st.SetBudgets(t.Context(), k.AccountID, "", []store.Budget{{Period: "month", Amount: 1000}})
+			require.NoError(t, err)
+			newReplica := func() *Holder {
+				h := New(Options{Source: st, Now: c.Now, TTL: time.Hour, Leases: balance.Options{Idle: time.Hour, Slices: 4}})
+				t.Cleanup(h.Close)
+				return h
+			}
+			a, b := newReplica(), newReplica()
+
+			// A: 10 and 4 slices of it, all it asked for.
+			require.NoError(t, refusedOrServed(t, st, a, k, 10, 10))
+			// B spends 900 of the budget: 90 left, 40 of them free in A's lease.
+			require.NoError(t, refusedOrServed(t, st, b, k, 900, 900))
+			b.Sweep()
+			_, err = b.Hold(t.Context(), k.AccountID, k.ID, 60)
+			var ex *Exceeded
+			require.ErrorAs(t, err, &ex, "A's lease holds 40 of the 90 left")
+			require.True(t, ex.Momentary())
+
+			c.Advance(time.Second)
+			require.NoError(t, refusedOrServed(t, st, a, k, 10, 10), "A is still in use")
+			a.Sweep()
+			require.NoError(t, refusedOrServed(t, st, b, k, 60, 60), "A gave its free part back")
+		})
+	}
+}

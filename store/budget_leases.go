@@ -23,7 +23,9 @@ func (s *sqlStore) LeaseBudget(ctx context.Context, pot BudgetPot, leaseID strin
 		return 0, fmt.Errorf("store: lease budget: lease %q, need %d, want %d: want a lease and 0 < need <= want", leaseID, need, want)
 	}
 	var granted money.Nanos
+	var short *BudgetShort
 	err := s.db.inTx(ctx, func(q querier) error {
+		short = nil
 		leased, err := lockBudgetLease(ctx, q, pot, leaseID, expiresAt, s.now())
 		if err != nil {
 			return err
@@ -42,11 +44,14 @@ func (s *sqlStore) LeaseBudget(ctx context.Context, pot BudgetPot, leaseID strin
 			pot.BudgetID, pot.Start.Unix(), end); err != nil {
 			return err
 		}
-		var available int64
+		var available, wantedAt int64
 		if err := q.queryRow(ctx,
-			`SELECT $3 - spent_nanos - reserved_nanos FROM budget_windows WHERE budget_id = $1 AND window_start = $2`,
-			pot.BudgetID, pot.Start.Unix(), limit).Scan(&available); err != nil {
+			`SELECT $3 - spent_nanos - reserved_nanos, wanted_at FROM budget_windows WHERE budget_id = $1 AND window_start = $2`,
+			pot.BudgetID, pot.Start.Unix(), limit).Scan(&available, &wantedAt); err != nil {
 			return err
+		}
+		if s.wantedLately(wantedAt) {
+			want = need
 		}
 		granted, err = grantFirst([]money.Nanos{leaseGrant(need, want, money.Nanos(available), leased), need}, func(amount money.Nanos) (int64, error) {
 			return q.exec(ctx,
@@ -66,15 +71,32 @@ func (s *sqlStore) LeaseBudget(ctx context.Context, pot BudgetPot, leaseID strin
 				pot.BudgetID, pot.Start.Unix()).Scan(&spent); err != nil {
 				return err
 			}
-			return &BudgetShort{Left: money.Nanos(limit - spent)}
+			short = &BudgetShort{Left: money.Nanos(limit - spent)}
+			return short
 		}
 		_, err = q.exec(ctx, `UPDATE budget_leases SET amount_nanos = amount_nanos + $2 WHERE id = $1`, leaseID, int64(granted))
 		return err
 	})
 	if err != nil {
+		if short != nil && short.Left >= need {
+			err = s.want(ctx, err, `UPDATE budget_windows SET wanted_at = $3 WHERE budget_id = $1 AND window_start = $2`, pot.BudgetID, pot.Start.Unix())
+		}
 		return 0, fmt.Errorf("store: lease budget: %w", err)
 	}
 	return granted, nil
+}
+
+// BudgetLeasesWanted are those of leaseIDs (budget leases) whose window
+// had a lease refused, in the last few seconds, money that other leases
+// hold.
+func (s *sqlStore) BudgetLeasesWanted(ctx context.Context, leaseIDs []string) ([]string, error) {
+	out, err := s.wanted(ctx, `SELECT l.id FROM budget_leases l JOIN budget_windows w
+		ON w.budget_id = l.budget_id AND w.window_start = l.window_start
+		WHERE w.wanted_at > $1 AND l.id IN `, leaseIDs)
+	if err != nil {
+		return nil, fmt.Errorf("store: budget leases wanted: %w", err)
+	}
+	return out, nil
 }
 
 // lockBudgetLease makes the lease's row if it is new and locks it (Lock
