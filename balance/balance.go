@@ -279,9 +279,7 @@ func (l *Leaser) unhold(accountID, leaseID string, amount money.Nanos, free bool
 // asks the database, which refuses it while the balance cannot cover it.
 // So no request is served from memory on money the account no longer has.
 func (l *Leaser) Overdrawn(accountID string) {
-	l.mu.Lock()
-	a := l.accounts[accountID]
-	l.mu.Unlock()
+	a := l.known(accountID)
 	if a == nil {
 		return
 	}
@@ -300,9 +298,7 @@ func (l *Leaser) Overdrawn(accountID string) {
 // budget whose amount changed retires its leases so.
 func (l *Leaser) Retire(accountID string) {
 	l.Overdrawn(accountID)
-	l.mu.Lock()
-	a := l.accounts[accountID]
-	l.mu.Unlock()
+	a := l.known(accountID)
 	if a == nil {
 		return
 	}
@@ -322,9 +318,7 @@ func (l *Leaser) Retire(accountID string) {
 // account's available balance in the database does not count it, though
 // this replica can still hold it for requests.
 func (l *Leaser) Spare(accountID string) money.Nanos {
-	l.mu.Lock()
-	a := l.accounts[accountID]
-	l.mu.Unlock()
+	a := l.known(accountID)
 	if a == nil {
 		return 0
 	}
@@ -342,6 +336,13 @@ func (a *account) leases() []*lease {
 		return a.retiring
 	}
 	return append([]*lease{a.current}, a.retiring...)
+}
+
+// known is the account's leases in this replica, nil when it has none.
+func (l *Leaser) known(id string) *account {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.accounts[id]
 }
 
 func (l *Leaser) account(id string) *account {
@@ -385,9 +386,10 @@ func (l *Leaser) sweep(all bool) {
 		l.tightenWanted(ids)
 	}
 	for _, id := range ids {
-		l.mu.Lock()
-		a := l.accounts[id]
-		l.mu.Unlock()
+		a := l.known(id)
+		if a == nil {
+			continue // forgotten by a Sweep meanwhile
+		}
 		a.mu.Lock()
 		keep := a.retiring[:0]
 		for _, ls := range a.retiring {
@@ -435,9 +437,7 @@ func (l *Leaser) sweep(all bool) {
 func (l *Leaser) tightenWanted(ids []string) {
 	loose := map[string]*account{} // by lease id
 	for _, id := range ids {
-		l.mu.Lock()
-		a := l.accounts[id]
-		l.mu.Unlock()
+		a := l.known(id)
 		if a == nil {
 			continue
 		}

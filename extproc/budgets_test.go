@@ -61,16 +61,8 @@ func TestASpentBudgetRefusesWith429AndTheReset(t *testing.T) {
 	resets := time.Date(2025, 6, 2, 0, 0, 0, 0, time.UTC)
 	fb := &fakeBudgets{taken: testHolds[1:], exceeded: []budget.Spent{{
 		Budget: store.Budget{ID: "bgt_a", KeyID: testKey, Period: "day", Amount: 5 * money.PerDollar}, ResetsAt: resets}}}
-	var refused []string
-	g := newRig(t, func(g *rig) {
-		g.opt.Budgets = fb
-		g.opt.BudgetRefused = func(scope, period string) { refused = append(refused, scope+"/"+period) }
-	})
-	x := g.open(contract.StepRouter)
-	g.send(x, requestHeaders(contract.PathChatCompletions, "POST", false))
-	resp := g.send(x, requestBody(chatBody))
+	g, resp, refused := refusedByBudgets(t, fb)
 	status, e := errorOf(t, resp)
-	finish(x)
 	assert.Equal(t, 429, status)
 	assert.Equal(t, "budget_exceeded", e.Code)
 	assert.Equal(t, "insufficient_quota", e.Type)
@@ -111,17 +103,8 @@ func TestABudgetHeldByRequestsInFlightRefusesForASecondNotUntilItsReset(t *testi
 			"Key budget of $5.00 per day is spent; it resets at 2025-06-02T00:00:00Z.", "43200", []string{"key/day"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fb := &fakeBudgets{exceeded: tc.exceeded}
-			var refused []string
-			g := newRig(t, func(g *rig) {
-				g.opt.Budgets = fb
-				g.opt.BudgetRefused = func(scope, period string) { refused = append(refused, scope+"/"+period) }
-			})
-			x := g.open(contract.StepRouter)
-			g.send(x, requestHeaders(contract.PathChatCompletions, "POST", false))
-			resp := g.send(x, requestBody(chatBody))
+			g, resp, refused := refusedByBudgets(t, &fakeBudgets{exceeded: tc.exceeded})
 			status, e := errorOf(t, resp)
-			finish(x)
 			assert.Equal(t, tc.status, status)
 			assert.Equal(t, tc.code, e.Code)
 			assert.Equal(t, tc.typ, e.Type)
@@ -134,6 +117,23 @@ func TestABudgetHeldByRequestsInFlightRefusesForASecondNotUntilItsReset(t *testi
 			assert.Equal(t, g.balance.holds, g.balance.canceled, "the balance's hold is given back")
 		})
 	}
+}
+
+// refusedByBudgets sends a chat request through a router step whose
+// budgets are fb, and returns the rig, the answer, and the budgets the
+// refusal metric counted (scope/period).
+func refusedByBudgets(t *testing.T, fb *fakeBudgets) (*rig, *extprocv3.ProcessingResponse, []string) {
+	t.Helper()
+	var refused []string
+	g := newRig(t, func(g *rig) {
+		g.opt.Budgets = fb
+		g.opt.BudgetRefused = func(scope, period string) { refused = append(refused, scope+"/"+period) }
+	})
+	x := g.open(contract.StepRouter)
+	g.send(x, requestHeaders(contract.PathChatCompletions, "POST", false))
+	resp := g.send(x, requestBody(chatBody))
+	finish(x)
+	return g, resp, refused
 }
 
 // TestATotalBudgetRefusesWithoutRetryAfter: a total budget never resets.
