@@ -75,8 +75,9 @@ type Options struct {
 	// it takes new holds in its first half only. Default one hour; it
 	// must be well over twice the longest request.
 	Life time.Duration
-	// Idle is how long a lease without holds keeps its free money before
-	// giving it back; default 2 seconds.
+	// Idle is how long after its last charge (Done) or grant a lease
+	// without holds keeps its free money before giving it back; default 2
+	// seconds.
 	Idle time.Duration
 	// Slices is how many more holds like the one that needs it a lease
 	// asks for when it grows (the database grants at most half of the
