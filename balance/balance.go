@@ -21,8 +21,9 @@
 //     records still to be written will shrink stays reserved until they
 //     are. Idle counts from the last charge (Done) or grant: a hold that is
 //     canceled was no use, so a replica whose requests are all refused
-//     after holding (a budget refuses them) does not keep its lease. A replica that dies leaves its leases to expire (ReleaseExpired);
-//     its journaled records debit their costs when replayed.
+//     after holding (a budget refuses them) does not keep its lease. A
+//     replica that dies leaves its leases to expire (ReleaseExpired); its
+//     journaled records debit their costs when replayed.
 //   - A lease takes new holds only in the first half of its life, and a
 //     hold lasts at most a request (much less than half a lease's life), so
 //     no lease expires under a hold.
