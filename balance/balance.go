@@ -19,15 +19,28 @@
 //     believes it holds: it shrinks later, never sooner.
 //   - A lease idle for a while gives back only its free part; what the
 //     records still to be written will shrink stays reserved until they
-//     are. A replica that dies leaves its leases to expire (ReleaseExpired);
-//     its journaled records debit their costs when replayed.
+//     are. Idle counts from the last charge (Done) or grant: a hold that is
+//     canceled was no use, so a replica whose requests are all refused
+//     after holding (a budget refuses them) does not keep its lease. A
+//     replica that dies leaves its leases to expire (ReleaseExpired); its
+//     journaled records debit their costs when replayed.
 //   - A lease takes new holds only in the first half of its life, and a
 //     hold lasts at most a request (much less than half a lease's life), so
 //     no lease expires under a hold.
 //
 // Leases shrink to single requests when the balance is low: the database
 // grants at most half of what is available (never less than the request
-// needs), so replicas share a small balance instead of one taking it all.
+// needs), and only the need once the lease holds as much as that half, so
+// replicas share a small balance instead of one taking it all. A lease
+// that got less than it asked for (or was refused) is tight: the pot is
+// short, and other replicas may be refused for want of what it leaves
+// free, so the sweep gives its free part back within Idle/2, whatever its
+// holds, and the next hold that needs money asks the database again. A
+// replica refused money that other leases hold notes it in the database
+// (Store.Lease does), and at every sweep each replica asks which of its
+// leases with free money are in such a pot (one query): those turn tight
+// too, and give their free part back; for a few seconds, leases there
+// grow by their need only.
 package balance
 
 import (
@@ -35,6 +48,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -49,6 +64,9 @@ import (
 type Store interface {
 	Lease(ctx context.Context, accountID, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error)
 	ReturnLease(ctx context.Context, leaseID string, amount money.Nanos) error
+	// LeasesWanted are those of leaseIDs whose pot had a lease refused, in
+	// the last few seconds, money that other leases hold.
+	LeasesWanted(ctx context.Context, leaseIDs []string) ([]string, error)
 }
 
 // Options configure a Leaser. Zero values are documented per field.
@@ -58,8 +76,9 @@ type Options struct {
 	// it takes new holds in its first half only. Default one hour; it
 	// must be well over twice the longest request.
 	Life time.Duration
-	// Idle is how long a lease without holds keeps its free money before
-	// giving it back; default 2 seconds.
+	// Idle is how long after its last charge (Done) or grant a lease
+	// without holds keeps its free money before giving it back; default 2
+	// seconds.
 	Idle time.Duration
 	// Slices is how many more holds like the one that needs it a lease
 	// asks for when it grows (the database grants at most half of the
@@ -100,7 +119,10 @@ type lease struct {
 	held    money.Nanos // the holds of requests in flight
 	taken   time.Time
 	expires time.Time
-	used    time.Time // the last hold or Done
+	used    time.Time // the last Done or grant (a canceled hold is no use)
+	// tight: the last grant was less than asked for, or refused; the
+	// sweep gives the free part back without waiting for Idle.
+	tight bool
 	// growing: a growAhead is out; the lease is not given back meanwhile
 	// (the money it brings would land in a lease memory no longer has).
 	growing bool
@@ -165,17 +187,19 @@ func (l *Leaser) Hold(ctx context.Context, accountID, _ string, amount money.Nan
 		want := need + money.Nanos(l.opt.Slices)*amount
 		got, err := l.opt.Store.Lease(ctx, accountID, ls.id, need, want, ls.expires)
 		if err != nil {
+			ls.tight = true
 			return "", err
 		}
-		ls.free += got
+		l.granted(ls, got, want, now)
 	}
 	ls.free -= amount
 	ls.held += amount
-	ls.used = now
-	if !ls.growing && ls.free < money.Nanos(max(l.opt.Slices/4, 1))*amount && now.Before(ls.taken.Add(l.opt.Life/2)) {
+	if !ls.growing && !ls.tight && ls.free < money.Nanos(max(l.opt.Slices/4, 1))*amount && now.Before(ls.taken.Add(l.opt.Life/2)) {
 		// A quarter of the slices left: grow the lease off the request
 		// path, so that the hold that would have found it short does not
-		// wait for the database.
+		// wait for the database. Not a tight lease: its pot is short, and
+		// money leased ahead there is money another replica may be
+		// refused.
 		ls.growing = true
 		l.grows.Add(1)
 		guard.Go("balance_grow", l.opt.Logger, func() { l.growAhead(accountID, a, ls, amount, money.Nanos(l.opt.Slices)*amount) })
@@ -199,10 +223,18 @@ func (l *Leaser) growAhead(accountID string, a *account, ls *lease, need, want m
 		// Most often the account cannot cover it; a lost database shows
 		// on the hold that needs the money.
 		l.opt.Logger.Debug("balance: growing a lease ahead failed; the next hold that needs it grows it", "lease", ls.id, "err", err)
+		ls.tight = true
 		return
 	}
+	l.granted(ls, got, want, l.opt.Now())
+}
+
+// granted adds a grant to a lease's free part; a grant short of want
+// makes the lease tight.
+func (l *Leaser) granted(ls *lease, got, want money.Nanos, now time.Time) {
 	ls.free += got
-	ls.used = l.opt.Now()
+	ls.used = now
+	ls.tight = got < want
 }
 
 // Done ends a request's hold in memory, whether its record is written yet
@@ -215,7 +247,9 @@ func (l *Leaser) Done(accountID, leaseID string, amount money.Nanos) {
 // Cancel gives a hold back to its lease's free part: the request it was
 // for was refused before anything was sent (a spend budget or a limit
 // refused it after the balance held), so no record will shrink the lease
-// and the money stays reserved for this replica's next holds.
+// and the money stays reserved for this replica's next holds — until the
+// lease is idle (a cancel is not a use that keeps it) or, when tight, the
+// next sweep.
 func (l *Leaser) Cancel(accountID, _, leaseID string, amount money.Nanos) {
 	l.unhold(accountID, leaseID, amount, true)
 }
@@ -231,8 +265,9 @@ func (l *Leaser) unhold(accountID, leaseID string, amount money.Nanos, free bool
 			ls.held -= amount
 			if free {
 				ls.free += amount
+			} else {
+				ls.used = l.opt.Now()
 			}
-			ls.used = l.opt.Now()
 			return
 		}
 	}
@@ -246,9 +281,7 @@ func (l *Leaser) unhold(accountID, leaseID string, amount money.Nanos, free bool
 // asks the database, which refuses it while the balance cannot cover it.
 // So no request is served from memory on money the account no longer has.
 func (l *Leaser) Overdrawn(accountID string) {
-	l.mu.Lock()
-	a := l.accounts[accountID]
-	l.mu.Unlock()
+	a := l.known(accountID)
 	if a == nil {
 		return
 	}
@@ -267,9 +300,7 @@ func (l *Leaser) Overdrawn(accountID string) {
 // budget whose amount changed retires its leases so.
 func (l *Leaser) Retire(accountID string) {
 	l.Overdrawn(accountID)
-	l.mu.Lock()
-	a := l.accounts[accountID]
-	l.mu.Unlock()
+	a := l.known(accountID)
 	if a == nil {
 		return
 	}
@@ -289,9 +320,7 @@ func (l *Leaser) Retire(accountID string) {
 // account's available balance in the database does not count it, though
 // this replica can still hold it for requests.
 func (l *Leaser) Spare(accountID string) money.Nanos {
-	l.mu.Lock()
-	a := l.accounts[accountID]
-	l.mu.Unlock()
+	a := l.known(accountID)
 	if a == nil {
 		return 0
 	}
@@ -311,6 +340,13 @@ func (a *account) leases() []*lease {
 	return append([]*lease{a.current}, a.retiring...)
 }
 
+// known is the account's leases in this replica, nil when it has none.
+func (l *Leaser) known(id string) *account {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.accounts[id]
+}
+
 func (l *Leaser) account(id string) *account {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -328,7 +364,17 @@ type give struct {
 	amount money.Nanos
 }
 
-// sweep returns idle leases (every lease without holds when all is set).
+// Sweep waits for the grows under way, then gives back now what the
+// background sweep gives back every Idle/2: the free part of idle leases
+// and of tight ones. Tests call it between holds to step the Leaser with
+// their clock.
+func (l *Leaser) Sweep() {
+	l.grows.Wait()
+	l.sweep(false)
+}
+
+// sweep returns idle leases (every lease without holds when all is set)
+// and the free part of tight ones.
 func (l *Leaser) sweep(all bool) {
 	now := l.opt.Now()
 	var gives []give
@@ -338,10 +384,14 @@ func (l *Leaser) sweep(all bool) {
 		ids = append(ids, id)
 	}
 	l.mu.Unlock()
+	if !all {
+		l.tightenWanted(ids)
+	}
 	for _, id := range ids {
-		l.mu.Lock()
-		a := l.accounts[id]
-		l.mu.Unlock()
+		a := l.known(id)
+		if a == nil {
+			continue // forgotten by a Sweep meanwhile
+		}
 		a.mu.Lock()
 		keep := a.retiring[:0]
 		for _, ls := range a.retiring {
@@ -353,9 +403,17 @@ func (l *Leaser) sweep(all bool) {
 		}
 		clear(a.retiring[len(keep):])
 		a.retiring = keep
-		if ls := a.current; ls != nil && ls.held <= 0 && !ls.growing && (all || now.Sub(ls.used) >= l.opt.Idle) {
-			gives = append(gives, give{ls.id, ls.free})
-			a.current = nil
+		if ls := a.current; ls != nil && !ls.growing {
+			switch {
+			case ls.held <= 0 && (all || ls.tight || now.Sub(ls.used) >= l.opt.Idle):
+				gives = append(gives, give{ls.id, ls.free})
+				a.current = nil
+			case ls.tight && ls.free > 0:
+				// Its holds stay (their records shrink the lease); the
+				// next hold that needs money asks the database.
+				gives = append(gives, give{ls.id, ls.free})
+				ls.free = 0
+			}
 		}
 		empty := a.current == nil && len(a.retiring) == 0
 		a.mu.Unlock()
@@ -372,6 +430,46 @@ func (l *Leaser) sweep(all bool) {
 		}
 	}
 	l.giveBack(gives)
+}
+
+// tightenWanted makes tight the current leases, of the accounts ids, that
+// have free money in a pot where another lease was refused money leases
+// hold (the database says which, in one query): the sweep then gives
+// their free part back.
+func (l *Leaser) tightenWanted(ids []string) {
+	loose := map[string]*account{} // by lease id
+	for _, id := range ids {
+		a := l.known(id)
+		if a == nil {
+			continue
+		}
+		a.mu.Lock()
+		if ls := a.current; ls != nil && !ls.tight && !ls.growing && ls.free > 0 {
+			loose[ls.id] = a
+		}
+		a.mu.Unlock()
+	}
+	if len(loose) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	wanted, err := l.opt.Store.LeasesWanted(ctx, slices.Collect(maps.Keys(loose)))
+	if err != nil {
+		l.opt.Logger.Warn("balance: asking which leases others want failed; idle ones still go back", "err", err)
+		return
+	}
+	for _, id := range wanted {
+		a := loose[id]
+		if a == nil {
+			continue
+		}
+		a.mu.Lock()
+		if ls := a.current; ls != nil && ls.id == id {
+			ls.tight = true
+		}
+		a.mu.Unlock()
+	}
 }
 
 // giveBack returns free money to the database.

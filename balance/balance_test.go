@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -399,3 +400,118 @@ func TestACanceledHoldGoesBackToTheLeasesFreePart(t *testing.T) {
 	require.Equal(t, []money.Nanos{500}, cs.returns, "an idle lease gives back all of it")
 	requireMoney(t, st, a.ID, 10_000, 0, "nothing stays reserved")
 }
+
+// TestALeaseThatOnlyHoldsAndCancelsIsGivenBack: a replica whose requests
+// are all refused after holding (a budget refuses them, and the client
+// retries) uses nothing: its cancels do not keep the lease, which goes
+// back Idle after its last charge, however often the retries come.
+func TestALeaseThatOnlyHoldsAndCancelsIsGivenBack(t *testing.T) {
+	st := openSQLite(t)
+	cs := &countingStore{Store: st}
+	c := testclock.New(time.Now())
+	// Idle an hour (the background sweep is left to the half hour), a
+	// lease taking holds for 12 hours.
+	l := New(Options{Store: cs, Now: c.Now, Idle: time.Hour, Life: 24 * time.Hour, Slices: 4})
+	t.Cleanup(l.Close)
+	a := newAccount(t, st, 10_000)
+
+	lease, err := l.Hold(t.Context(), a.ID, "r0", 100)
+	require.NoError(t, err)
+	l.Done(a.ID, lease, 100)   // charged: its record shrinks the lease by 100
+	for i := 1; i <= 12; i++ { // a refused retry every 5 minutes
+		c.Advance(5 * time.Minute)
+		got, err := l.Hold(t.Context(), a.ID, fmt.Sprint("r", i), 100)
+		require.NoError(t, err)
+		require.Equal(t, lease, got, "served from the lease")
+		l.Cancel(a.ID, "", got, 100)
+		if i%6 == 0 { // the sweep, every Idle/2
+			l.sweep(false)
+		}
+		if i == 6 {
+			require.Empty(t, cs.returns, "half an hour after the last charge: kept")
+		}
+	}
+	require.Equal(t, []money.Nanos{400}, cs.returns, "Idle after the last charge: the free part went back")
+	requireMoney(t, st, a.ID, 10_000, 100, "only the charged hold waits for its record")
+	require.Zero(t, l.Spare(a.ID))
+	require.Equal(t, 1, cs.leases)
+}
+
+// TestATightLeaseGivesItsFreePartBackAtTheNextSweep: a lease that got
+// less than it asked for is in a short pot, where another replica may be
+// refused for want of its free part: the sweep gives that back at once,
+// though the lease still has a hold (which stays reserved for its record),
+// and the next hold asks the database again.
+func TestATightLeaseGivesItsFreePartBackAtTheNextSweep(t *testing.T) {
+	st := openSQLite(t)
+	cs := &countingStore{Store: st}
+	c := testclock.New(time.Now())
+	l := newLeaser(t, cs, c)
+	a := newAccount(t, st, 600)
+
+	lease, err := l.Hold(t.Context(), a.ID, "r1", 100)
+	require.NoError(t, err)
+	l.grows.Wait()
+	// Asked 100 + 4 slices of 100; got half of the 600.
+	requireMoney(t, st, a.ID, 600, 300, "a short grant")
+	l.sweep(false)
+	require.Equal(t, []money.Nanos{200}, cs.returns, "the free part, though a hold is in flight")
+	requireMoney(t, st, a.ID, 600, 100, "the hold stays leased")
+	require.Zero(t, l.Spare(a.ID))
+	got, err := l.Hold(t.Context(), a.ID, "r2", 100)
+	require.NoError(t, err)
+	require.Equal(t, lease, got, "the same lease, grown again")
+	l.Done(a.ID, lease, 100)
+	l.Done(a.ID, lease, 100)
+	l.grows.Wait()
+	l.sweep(false)
+	require.Zero(t, l.Spare(a.ID), "given back without waiting for Idle")
+}
+
+// TestAReplicaRefusedMoneyAnotherLeaseHoldsGetsItAtTheOthersNextSweep: A's
+// lease got all it asked for and is in use (neither tight nor idle); B is
+// refused money that A's lease holds free. The database notes it: A's next
+// sweep gives its free part back, and for a few seconds leases of the
+// account grow by their need only.
+func TestAReplicaRefusedMoneyAnotherLeaseHoldsGetsItAtTheOthersNextSweep(t *testing.T) {
+	for name, url := range map[string]func(t *testing.T) string{
+		"sqlite":   func(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "t.db") },
+		"postgres": func(t *testing.T) string { return storetest.PostgresURL(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := testclock.New(time.Now())
+			st, err := store.OpenWith(t.Context(), url(t), store.Options{Now: c.Now})
+			require.NoError(t, err)
+			t.Cleanup(st.Close)
+			a, b := newLeaser(t, st, c), newLeaser(t, st, c)
+			acct := newAccount(t, st, 1000)
+			k := newKey(t, st, acct.ID)
+			record := func(lease string, held, cost money.Nanos) {
+				t.Helper()
+				require.NoError(t, st.RecordUsage(t.Context(), []store.UsageRecord{{ID: "use_" + strconv.FormatUint(recordSeq.Add(1), 10),
+					KeyID: k.ID, AccountID: acct.ID, Model: "m", Cost: cost, Status: 200, LeaseID: lease, Held: held}}))
+			}
+
+			lease, err := a.Hold(t.Context(), acct.ID, "r1", 10)
+			require.NoError(t, err)
+			a.Done(acct.ID, lease, 10)
+			record(lease, 10, 10)
+			requireMoney(t, st, acct.ID, 990, 40, "A's lease: 50, all it asked for, less the hold its record settled")
+			lease, err = b.Hold(t.Context(), acct.ID, "r2", 900)
+			require.NoError(t, err)
+			b.Done(acct.ID, lease, 900)
+			record(lease, 900, 900)
+			b.sweep(false)
+			_, err = b.Hold(t.Context(), acct.ID, "r3", 60)
+			require.ErrorIs(t, err, store.ErrInsufficientBalance, "A's lease holds 40 of the 90")
+
+			a.sweep(false)
+			requireMoney(t, st, acct.ID, 90, 0, "A gave its free part back, though in use")
+			_, err = b.Hold(t.Context(), acct.ID, "r4", 20)
+			require.NoError(t, err)
+			requireMoney(t, st, acct.ID, 90, 20, "while wanted, a lease grows by its need, not half of the 90")
+		})
+	}
+}
+
+var recordSeq atomic.Uint64

@@ -22,6 +22,7 @@ type Source interface {
 	AccountZone(ctx context.Context, accountID string) (calendar.Zone, error)
 	LeaseBudget(ctx context.Context, pot store.BudgetPot, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error)
 	ReturnBudgetLease(ctx context.Context, leaseID string, amount money.Nanos) error
+	BudgetLeasesWanted(ctx context.Context, leaseIDs []string) ([]string, error)
 }
 
 // Options configure a Holder. Zero values are documented per field.
@@ -81,36 +82,63 @@ func New(opt Options) *Holder {
 // Close stops the Leaser, giving back the free part of every lease.
 func (h *Holder) Close() { h.leaser.Close() }
 
+// Sweep gives back now what the Leaser's background sweep gives back
+// every Idle/2 (balance.Leaser.Sweep); tests step it with their clock.
+func (h *Holder) Sweep() { h.leaser.Sweep() }
+
 // Exceeded is a hold refused by one or more budgets.
 type Exceeded struct {
-	Budgets []Spent // the budgets that refused, earliest reset first
+	// Budgets are the budgets that refused: those that cannot cover the
+	// hold first (earliest reset first), then those held by requests in
+	// flight.
+	Budgets []Spent
 }
 
-// Spent is a budget that cannot cover a hold in its current window.
+// Spent is a budget that refused a hold in its current window.
 type Spent struct {
 	store.Budget
 	ResetsAt time.Time // zero for a total budget, which never resets
+	// Left is what the budget has left in the window once the holds in
+	// flight end (zero or less: spent).
+	Left money.Nanos
+	// Held: Left covers the hold; the holds of requests in flight, here
+	// or on other replicas, refused it, and it fits once they end.
+	Held bool
 }
 
 func (e *Exceeded) Error() string { return e.Message() }
 
-// First is the budget the refusal names: the one that resets first (a
-// total budget last).
+// First is the budget the refusal names: the one that cannot cover the
+// hold and resets first (a total budget last); one that requests in
+// flight hold only when every refusing budget is.
 func (e *Exceeded) First() Spent { return e.Budgets[0] }
 
-// Message tells the client which budget is spent and when it resets.
+// Momentary tells a refusal that passes once the requests in flight end
+// (every refusing budget could cover the hold without them) from one that
+// lasts until a budget resets.
+func (e *Exceeded) Momentary() bool { return e.First().Held }
+
+// Message tells the client which budget refused: one spent, one that has
+// too little left, or one held by requests in flight; and when it resets.
 func (e *Exceeded) Message() string {
 	b := e.First()
 	scope := "Account"
 	if b.KeyID != "" {
 		scope = "Key"
 	}
+	budget := fmt.Sprintf("%s budget of $%s per %s", scope, USD(b.Amount), b.Period)
+	resets := "it resets at " + b.ResetsAt.UTC().Format(time.RFC3339) + "."
 	if b.ResetsAt.IsZero() {
-		return fmt.Sprintf("%s budget of $%s in total is spent; it does not reset. Raise or remove the budget to continue.",
-			scope, USD(b.Amount))
+		budget = fmt.Sprintf("%s budget of $%s in total", scope, USD(b.Amount))
+		resets = "it does not reset. Raise or remove the budget to continue."
 	}
-	return fmt.Sprintf("%s budget of $%s per %s is spent; it resets at %s.",
-		scope, USD(b.Amount), b.Period, b.ResetsAt.UTC().Format(time.RFC3339))
+	switch {
+	case b.Held:
+		return budget + " is not spent, but requests in flight hold what is left of it; retry in a second."
+	case b.Left > 0:
+		return fmt.Sprintf("%s has $%s left, less than this request could cost; %s A request with a lower max_tokens may fit.", budget, USD(b.Left), resets)
+	}
+	return budget + " is spent; " + resets
 }
 
 // USD writes an amount in dollars with at least two decimals: 5.00, 0.125.
@@ -150,7 +178,12 @@ func (h *Holder) Hold(ctx context.Context, accountID, keyID string, amount money
 		case err == nil:
 			holds = append(holds, store.BudgetLease{Pot: pot, Lease: lease})
 		case errors.Is(err, store.ErrBudgetExceeded):
-			spent = append(spent, Spent{Budget: b, ResetsAt: end})
+			s := Spent{Budget: b, ResetsAt: end}
+			var short *store.BudgetShort
+			if errors.As(err, &short) {
+				s.Left, s.Held = short.Left, short.Left >= amount
+			}
+			spent = append(spent, s)
 		case errors.Is(err, store.ErrNotFound):
 			h.forget(accountID, "") // removed since read: it holds nothing
 		default:
@@ -160,6 +193,11 @@ func (h *Holder) Hold(ctx context.Context, accountID, keyID string, amount money
 	if len(spent) > 0 {
 		slices.SortStableFunc(spent, func(a, b Spent) int {
 			switch {
+			case a.Held != b.Held:
+				if a.Held {
+					return 1
+				}
+				return -1
 			case a.ResetsAt.IsZero() != b.ResetsAt.IsZero():
 				if a.ResetsAt.IsZero() {
 					return 1
@@ -291,4 +329,8 @@ func (p potStore) Lease(ctx context.Context, potID, leaseID string, need, want m
 
 func (p potStore) ReturnLease(ctx context.Context, leaseID string, amount money.Nanos) error {
 	return p.s.ReturnBudgetLease(ctx, leaseID, amount)
+}
+
+func (p potStore) LeasesWanted(ctx context.Context, leaseIDs []string) ([]string, error) {
+	return p.s.BudgetLeasesWanted(ctx, leaseIDs)
 }

@@ -140,7 +140,9 @@ func TestEveryBudgetMustFitAndTheEarliestResetIsNamed(t *testing.T) {
 	require.ErrorAs(t, err, &ex)
 	require.Len(t, ex.Budgets, 1)
 	require.True(t, ex.First().ResetsAt.IsZero())
-	require.Equal(t, "Key budget of $0.00000025 in total is spent; it does not reset. Raise or remove the budget to continue.", ex.Message())
+	require.Equal(t, "Key budget of $0.00000025 in total has $0.00000005 left, less than this request could cost; it does not reset. "+
+		"Raise or remove the budget to continue. A request with a lower max_tokens may fit.", ex.Message(), "not spent: 50 of 250 left")
+	require.False(t, ex.Momentary())
 }
 
 func TestABudgetRaisedLoweredAndRemovedMidWindow(t *testing.T) {

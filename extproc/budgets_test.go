@@ -61,16 +61,8 @@ func TestASpentBudgetRefusesWith429AndTheReset(t *testing.T) {
 	resets := time.Date(2025, 6, 2, 0, 0, 0, 0, time.UTC)
 	fb := &fakeBudgets{taken: testHolds[1:], exceeded: []budget.Spent{{
 		Budget: store.Budget{ID: "bgt_a", KeyID: testKey, Period: "day", Amount: 5 * money.PerDollar}, ResetsAt: resets}}}
-	var refused []string
-	g := newRig(t, func(g *rig) {
-		g.opt.Budgets = fb
-		g.opt.BudgetRefused = func(scope, period string) { refused = append(refused, scope+"/"+period) }
-	})
-	x := g.open(contract.StepRouter)
-	g.send(x, requestHeaders(contract.PathChatCompletions, "POST", false))
-	resp := g.send(x, requestBody(chatBody))
+	g, resp, refused := refusedByBudgets(t, fb)
 	status, e := errorOf(t, resp)
-	finish(x)
 	assert.Equal(t, 429, status)
 	assert.Equal(t, "budget_exceeded", e.Code)
 	assert.Equal(t, "insufficient_quota", e.Type)
@@ -86,6 +78,62 @@ func TestASpentBudgetRefusesWith429AndTheReset(t *testing.T) {
 	assert.Equal(t, g.balance.holds, g.balance.canceled, "and the balance's")
 	assert.Empty(t, fb.done, "and not ended as if a record would settle them")
 	assert.Empty(t, g.balance.done)
+}
+
+// TestABudgetHeldByRequestsInFlightRefusesForASecondNotUntilItsReset: a
+// budget that could cover the request once the holds in flight end is not
+// spent: the refusal says so, as a rate limit with a Retry-After of one
+// second, and counts in the refusals but not as a spent budget; a budget
+// spent among the refusing ones still names it, with its reset.
+func TestABudgetHeldByRequestsInFlightRefusesForASecondNotUntilItsReset(t *testing.T) {
+	resets := time.Date(2025, 6, 2, 0, 0, 0, 0, time.UTC)
+	held := budget.Spent{Budget: store.Budget{ID: "bgt_m", Period: "month", Amount: money.PerDollar / 100},
+		ResetsAt: resets.AddDate(0, 0, 29), Left: money.PerDollar / 200, Held: true}
+	spent := budget.Spent{Budget: store.Budget{ID: "bgt_a", KeyID: testKey, Period: "day", Amount: 5 * money.PerDollar}, ResetsAt: resets}
+	for _, tc := range []struct {
+		name                  string
+		exceeded              []budget.Spent
+		status                int
+		code, typ, msg, retry string
+		countedAsSpent        []string
+	}{
+		{"held only", []budget.Spent{held}, 429, "budget_held", "rate_limit_error",
+			"Account budget of $0.01 per month is not spent, but requests in flight hold what is left of it; retry in a second.", "1", nil},
+		{"held and spent", []budget.Spent{spent, held}, 429, "budget_exceeded", "insufficient_quota",
+			"Key budget of $5.00 per day is spent; it resets at 2025-06-02T00:00:00Z.", "43200", []string{"key/day"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, resp, refused := refusedByBudgets(t, &fakeBudgets{exceeded: tc.exceeded})
+			status, e := errorOf(t, resp)
+			assert.Equal(t, tc.status, status)
+			assert.Equal(t, tc.code, e.Code)
+			assert.Equal(t, tc.typ, e.Type)
+			assert.Equal(t, tc.msg, e.Message)
+			assert.Equal(t, tc.retry, immediateHeader(resp, "retry-after"))
+			assert.Equal(t, tc.countedAsSpent, refused)
+			counted := g.refused.all()
+			require.Len(t, counted, 1)
+			assert.Equal(t, tc.code, counted[0].Code)
+			assert.Equal(t, g.balance.holds, g.balance.canceled, "the balance's hold is given back")
+		})
+	}
+}
+
+// refusedByBudgets sends a chat request through a router step whose
+// budgets are fb, and returns the rig, the answer, and the budgets the
+// refusal metric counted (scope/period).
+func refusedByBudgets(t *testing.T, fb *fakeBudgets) (*rig, *extprocv3.ProcessingResponse, []string) {
+	t.Helper()
+	var refused []string
+	g := newRig(t, func(g *rig) {
+		g.opt.Budgets = fb
+		g.opt.BudgetRefused = func(scope, period string) { refused = append(refused, scope+"/"+period) }
+	})
+	x := g.open(contract.StepRouter)
+	g.send(x, requestHeaders(contract.PathChatCompletions, "POST", false))
+	resp := g.send(x, requestBody(chatBody))
+	finish(x)
+	return g, resp, refused
 }
 
 // TestATotalBudgetRefusesWithoutRetryAfter: a total budget never resets.

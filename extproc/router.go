@@ -218,7 +218,8 @@ func promptTokensHeld(cr chatRequest, bodyLen int) int64 {
 // its account.
 // It fails with 402 when the account cannot pay for that, and with 429
 // budget_exceeded when a budget cannot (the balance is asked first, so a
-// request both would refuse gets the 402).
+// request both would refuse gets the 402), or 429 budget_held when only
+// the holds of requests in flight keep a budget from covering it.
 func (r *routerStep) hold(ctx context.Context, cr chatRequest, bodyLen int) *oaierror.Error {
 	if r.s.opt.Balance == nil && r.s.opt.Budgets == nil {
 		return nil
@@ -249,6 +250,11 @@ func (r *routerStep) holdBudgets(ctx context.Context, amount money.Nanos) *oaier
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &ex) && ex.Momentary():
+		// Not spent: the holds of requests in flight end within seconds.
+		r.refusal = contract.SetRawHeaders("retry-after", "1")
+		e := oaierror.BudgetHeld.With(ex.Message(), "")
+		return &e
 	case errors.As(err, &ex):
 		first := ex.First()
 		scope := "account"

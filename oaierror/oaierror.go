@@ -98,6 +98,11 @@ var (
 	// and when it resets.
 	BudgetExceeded = Error{http.StatusTooManyRequests, "budget_exceeded", TypeInsufficientQuota,
 		"A spend budget of this API key or account is spent. Retry after the time in the Retry-After header.", ""}
+	// BudgetHeld is a spend budget that could cover a request were it not
+	// for the holds of requests in flight: a momentary refusal, retried
+	// after a second (Retry-After); the message names the budget.
+	BudgetHeld = Error{http.StatusTooManyRequests, "budget_held", TypeRateLimit,
+		"A spend budget of this API key or account is held by requests in flight. Retry after the time in the Retry-After header.", ""}
 	ModelNotAllowed = Error{http.StatusForbidden, "model_not_allowed", TypePermission,
 		"This API key or your plan does not give access to this model.", "model"}
 	NoAvailableWorkers = Error{http.StatusServiceUnavailable, "no_available_workers", TypeServiceUnavailable,

@@ -16,15 +16,18 @@ import (
 // want, as Lease does for a balance: the lease's row first, then the
 // window's, whose reserved_nanos rises only if what fits under the budget
 // (amount − spent − reserved, re-checked against the committed row) covers
-// the grant. It fails with ErrBudgetExceeded when need does not fit, and
-// with ErrNotFound when the budget is gone.
+// the grant (leaseGrant). It fails with a *BudgetShort (ErrBudgetExceeded)
+// when need does not fit, and with ErrNotFound when the budget is gone.
 func (s *sqlStore) LeaseBudget(ctx context.Context, pot BudgetPot, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error) {
 	if leaseID == "" || need <= 0 || want < need {
 		return 0, fmt.Errorf("store: lease budget: lease %q, need %d, want %d: want a lease and 0 < need <= want", leaseID, need, want)
 	}
 	var granted money.Nanos
+	var short *BudgetShort
 	err := s.db.inTx(ctx, func(q querier) error {
-		if err := lockBudgetLease(ctx, q, pot, leaseID, expiresAt, s.now()); err != nil {
+		short = nil
+		leased, err := lockBudgetLease(ctx, q, pot, leaseID, expiresAt, s.now())
+		if err != nil {
 			return err
 		}
 		var limit int64
@@ -41,15 +44,16 @@ func (s *sqlStore) LeaseBudget(ctx context.Context, pot BudgetPot, leaseID strin
 			pot.BudgetID, pot.Start.Unix(), end); err != nil {
 			return err
 		}
-		var available int64
+		var available, wantedAt int64
 		if err := q.queryRow(ctx,
-			`SELECT $3 - spent_nanos - reserved_nanos FROM budget_windows WHERE budget_id = $1 AND window_start = $2`,
-			pot.BudgetID, pot.Start.Unix(), limit).Scan(&available); err != nil {
+			`SELECT $3 - spent_nanos - reserved_nanos, wanted_at FROM budget_windows WHERE budget_id = $1 AND window_start = $2`,
+			pot.BudgetID, pot.Start.Unix(), limit).Scan(&available, &wantedAt); err != nil {
 			return err
 		}
-		grant := min(want, max(need, money.Nanos(available/2)))
-		var err error
-		granted, err = grantFirst([]money.Nanos{grant, need}, func(amount money.Nanos) (int64, error) {
+		if s.wantedLately(wantedAt) {
+			want = need
+		}
+		granted, err = grantFirst([]money.Nanos{leaseGrant(need, want, money.Nanos(available), leased), need}, func(amount money.Nanos) (int64, error) {
 			return q.exec(ctx,
 				`UPDATE budget_windows SET reserved_nanos = reserved_nanos + $4
 				WHERE budget_id = $1 AND window_start = $2 AND $3 - spent_nanos - reserved_nanos >= $4`,
@@ -59,37 +63,79 @@ func (s *sqlStore) LeaseBudget(ctx context.Context, pot BudgetPot, leaseID strin
 			return err
 		}
 		if granted == 0 {
-			return ErrBudgetExceeded
+			// What is left once the holds in flight end tells a spent
+			// budget from one they hold (read after the refusal: the
+			// committed row).
+			var spent int64
+			if err := q.queryRow(ctx, `SELECT spent_nanos FROM budget_windows WHERE budget_id = $1 AND window_start = $2`,
+				pot.BudgetID, pot.Start.Unix()).Scan(&spent); err != nil {
+				return err
+			}
+			short = &BudgetShort{Left: money.Nanos(limit - spent)}
+			return short
 		}
 		_, err = q.exec(ctx, `UPDATE budget_leases SET amount_nanos = amount_nanos + $2 WHERE id = $1`, leaseID, int64(granted))
 		return err
 	})
 	if err != nil {
+		if short != nil && short.Left >= need {
+			err = s.want(ctx, err, `UPDATE budget_windows SET wanted_at = $3 WHERE budget_id = $1 AND window_start = $2`, pot.BudgetID, pot.Start.Unix())
+		}
 		return 0, fmt.Errorf("store: lease budget: %w", err)
 	}
 	return granted, nil
 }
 
+// BudgetLeasesWanted are those of leaseIDs (budget leases) whose window
+// had a lease refused, in the last few seconds, money that other leases
+// hold.
+func (s *sqlStore) BudgetLeasesWanted(ctx context.Context, leaseIDs []string) ([]string, error) {
+	out, err := s.wanted(ctx, `SELECT l.id FROM budget_leases l JOIN budget_windows w
+		ON w.budget_id = l.budget_id AND w.window_start = l.window_start
+		WHERE w.wanted_at > $1 AND l.id IN `, leaseIDs)
+	if err != nil {
+		return nil, fmt.Errorf("store: budget leases wanted: %w", err)
+	}
+	return out, nil
+}
+
 // lockBudgetLease makes the lease's row if it is new and locks it (Lock
-// order: budget leases before budget windows).
-func lockBudgetLease(ctx context.Context, q querier, pot BudgetPot, leaseID string, expiresAt, now time.Time) error {
+// order: budget leases before budget windows); it returns what the lease
+// holds.
+func lockBudgetLease(ctx context.Context, q querier, pot BudgetPot, leaseID string, expiresAt, now time.Time) (money.Nanos, error) {
 	if _, err := q.exec(ctx,
 		`INSERT INTO budget_leases (id, budget_id, window_start, amount_nanos, expires_at, created_at)
 		VALUES ($1, $2, $3, 0, $4, $5) ON CONFLICT (id) DO NOTHING`,
 		leaseID, pot.BudgetID, pot.Start.Unix(), dbTime(expiresAt), dbTime(now)); err != nil {
-		return err
+		return 0, err
 	}
 	var budgetID string
-	var start int64
-	if err := q.queryRow(ctx, `UPDATE budget_leases SET amount_nanos = amount_nanos WHERE id = $1 RETURNING budget_id, window_start`,
-		leaseID).Scan(&budgetID, &start); err != nil {
-		return err
+	var start, leased int64
+	if err := q.queryRow(ctx, `UPDATE budget_leases SET amount_nanos = amount_nanos WHERE id = $1 RETURNING budget_id, window_start, amount_nanos`,
+		leaseID).Scan(&budgetID, &start, &leased); err != nil {
+		return 0, err
 	}
 	if budgetID != pot.BudgetID || start != pot.Start.Unix() {
-		return fmt.Errorf("budget lease %s belongs to another window: %w", leaseID, ErrConflict)
+		return 0, fmt.Errorf("budget lease %s belongs to another window: %w", leaseID, ErrConflict)
 	}
-	return nil
+	return money.Nanos(leased), nil
 }
+
+// BudgetShort is a budget window refusing a lease (it is ErrBudgetExceeded):
+// Left is what the budget has left once the holds in flight end (its
+// amount less what the window spent; zero or less when it is spent). A
+// hold that Left covers was refused only by the holds of requests in
+// flight, in this replica's leases or others'.
+type BudgetShort struct {
+	Left money.Nanos
+}
+
+func (e *BudgetShort) Error() string {
+	return fmt.Sprintf("budget exceeded ($%s left once the holds in flight end)", e.Left)
+}
+
+// Unwrap makes a BudgetShort an ErrBudgetExceeded.
+func (e *BudgetShort) Unwrap() error { return ErrBudgetExceeded }
 
 // ReturnBudgetLease gives amount of a budget lease back to its window.
 func (s *sqlStore) ReturnBudgetLease(ctx context.Context, leaseID string, amount money.Nanos) error {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/money"
@@ -204,7 +206,7 @@ func (c *accountChanges) apply(ctx context.Context, q querier) error {
 
 // Lease upserts the lease's reservation row first (Lock order: reservations
 // before accounts), then raises the account's reserved_nanos by the grant
-// with a conditional UPDATE that re-checks the available balance against
+// (leaseGrant) with a conditional UPDATE that re-checks the available balance against
 // the committed row, as Reserve does: the grant is computed from a read of
 // the balance, and if a concurrent transaction took money meanwhile the
 // UPDATE finds no row and the grant falls back to need alone.
@@ -216,7 +218,9 @@ func (s *sqlStore) Lease(ctx context.Context, accountID, leaseID string, need, w
 		return 0, fmt.Errorf("store: lease: need %d, want %d: want 0 < need <= want", need, want)
 	}
 	var granted money.Nanos
+	held := false // refused, though the balance covers need: leases hold it
 	err := s.db.inTx(ctx, func(q querier) error {
+		held = false
 		if _, err := q.exec(ctx,
 			`INSERT INTO reservations (id, account_id, amount_nanos, expires_at, created_at)
 			VALUES ($1, $2, 0, $3, $4) ON CONFLICT (id) DO NOTHING`,
@@ -226,19 +230,23 @@ func (s *sqlStore) Lease(ctx context.Context, accountID, leaseID string, need, w
 		// Lock the lease's row before the account's (ON CONFLICT DO
 		// NOTHING does not lock an existing row).
 		var owner string
-		if err := q.queryRow(ctx, `UPDATE reservations SET amount_nanos = amount_nanos WHERE id = $1 RETURNING account_id`, leaseID).Scan(&owner); err != nil {
+		var leased int64
+		if err := q.queryRow(ctx, `UPDATE reservations SET amount_nanos = amount_nanos WHERE id = $1 RETURNING account_id, amount_nanos`,
+			leaseID).Scan(&owner, &leased); err != nil {
 			return err
 		}
 		if owner != accountID {
 			return fmt.Errorf("lease %s belongs to another account: %w", leaseID, ErrConflict)
 		}
-		var available int64
-		if err := q.queryRow(ctx, `SELECT balance_nanos - reserved_nanos FROM accounts WHERE id = $1`, accountID).Scan(&available); err != nil {
+		var available, wantedAt int64
+		if err := q.queryRow(ctx, `SELECT balance_nanos - reserved_nanos, wanted_at FROM accounts WHERE id = $1`, accountID).Scan(&available, &wantedAt); err != nil {
 			return err
 		}
-		grant := min(want, max(need, money.Nanos(available/2)))
+		if s.wantedLately(wantedAt) {
+			want = need
+		}
 		var err error
-		granted, err = grantFirst([]money.Nanos{grant, need}, func(amount money.Nanos) (int64, error) {
+		granted, err = grantFirst([]money.Nanos{leaseGrant(need, want, money.Nanos(available), money.Nanos(leased)), need}, func(amount money.Nanos) (int64, error) {
 			return q.exec(ctx,
 				`UPDATE accounts SET reserved_nanos = reserved_nanos + $2
 				WHERE id = $1 AND balance_nanos - reserved_nanos >= $2`,
@@ -248,15 +256,81 @@ func (s *sqlStore) Lease(ctx context.Context, accountID, leaseID string, need, w
 			return err
 		}
 		if granted == 0 {
+			var balance int64
+			if err := q.queryRow(ctx, `SELECT balance_nanos FROM accounts WHERE id = $1`, accountID).Scan(&balance); err != nil {
+				return err
+			}
+			held = balance >= int64(need)
 			return ErrInsufficientBalance
 		}
 		_, err = q.exec(ctx, `UPDATE reservations SET amount_nanos = amount_nanos + $2 WHERE id = $1`, leaseID, int64(granted))
 		return err
 	})
 	if err != nil {
+		if held {
+			err = s.want(ctx, err, `UPDATE accounts SET wanted_at = $2 WHERE id = $1`, accountID)
+		}
 		return 0, fmt.Errorf("store: lease: %w", err)
 	}
 	return granted, nil
+}
+
+// wantedFor is how long after a lease was refused money that other leases
+// hold leases of the same pot grow by their need only, and LeasesWanted
+// names them: a few sweeps of the replicas' Leasers (every second).
+const wantedFor = 3 * time.Second
+
+// wantedLately tells whether a pot's wanted_at is within wantedFor.
+func (s *sqlStore) wantedLately(wantedAt int64) bool {
+	return wantedAt > 0 && s.now().Sub(time.UnixMilli(wantedAt)) < wantedFor
+}
+
+// want notes on a pot's row (the statement's $1 and, for a window, $2;
+// the time is the last argument) that a lease was refused money other
+// leases hold, and returns refusal (with the note's failure in its text).
+// It is its own statement, after the refused transaction: a lost note only
+// delays the holders' giving back to their idle sweep.
+func (s *sqlStore) want(ctx context.Context, refusal error, sql string, pot ...any) error {
+	if _, err := s.db.write().exec(ctx, sql, append(pot, s.now().UnixMilli())...); err != nil {
+		return fmt.Errorf("%w (noting it for the other leases failed: %v)", refusal, err)
+	}
+	return refusal
+}
+
+// LeasesWanted are those of leaseIDs (balance leases) whose account had a
+// lease refused, in the last few seconds, money that other leases hold.
+func (s *sqlStore) LeasesWanted(ctx context.Context, leaseIDs []string) ([]string, error) {
+	out, err := s.wanted(ctx, `SELECT r.id FROM reservations r JOIN accounts a ON a.id = r.account_id
+		WHERE a.wanted_at > $1 AND r.id IN `, leaseIDs)
+	if err != nil {
+		return nil, fmt.Errorf("store: leases wanted: %w", err)
+	}
+	return out, nil
+}
+
+// wanted runs a LeasesWanted query (its $1 the oldest wanted_at that
+// counts) over leaseIDs, a bounded list at a time.
+func (s *sqlStore) wanted(ctx context.Context, query string, leaseIDs []string) ([]string, error) {
+	var out []string
+	since := s.now().Add(-wantedFor).UnixMilli()
+	for chunk := range slices.Chunk(leaseIDs, 500) {
+		args := []any{since}
+		marks := make([]string, len(chunk))
+		for i, id := range chunk {
+			args = append(args, id)
+			marks[i] = "$" + strconv.Itoa(i+2)
+		}
+		err := s.db.read().queryEach(ctx, query+"("+strings.Join(marks, ", ")+")", args, func(row scanner) error {
+			var id string
+			err := row.Scan(&id)
+			out = append(out, id)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func (s *sqlStore) ReturnLease(ctx context.Context, leaseID string, amount money.Nanos) error {
@@ -306,6 +380,19 @@ func (c *accountChanges) shrink(ctx context.Context, q querier, leaseID string, 
 	}
 	c.give(accountID, taken)
 	return nil
+}
+
+// leaseGrant is what a lease asks the database for first: want, but at
+// most half of what is available and never less than need; and only need
+// once the lease already holds as much as that half, so that a replica
+// does not gather most of a pot that others share, half after half, while
+// it uses it. (grantFirst falls back to need when the grant no longer fits.)
+func leaseGrant(need, want, available, leased money.Nanos) money.Nanos {
+	half := available / 2
+	if leased >= half {
+		return need
+	}
+	return min(want, max(need, half))
 }
 
 // grantFirst reserves the first of amounts that reserve (a conditional

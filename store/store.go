@@ -352,12 +352,19 @@ type Store interface {
 	// Lease grows the reservation leaseID of the account (made on first
 	// use, expiring at expiresAt) by at least need and at most want: by
 	// half of the account's available balance, but not less than need nor
-	// more than want. It returns the amount added; it fails with
-	// ErrInsufficientBalance, changing nothing, when less than need is
-	// available, and with ErrNotFound when there is no such account. A
-	// replica serves requests' holds from its leases in memory; concurrent
-	// Leases and Reserves never overdraw the account.
+	// more than want; by need only once the lease has as much as that
+	// half, or for a few seconds after a lease of the account was refused
+	// money that other leases hold. It returns the amount added; it fails
+	// with ErrInsufficientBalance, changing no money, when less than need
+	// is available (noting the refusal for the other leases when the
+	// balance covers need), and with ErrNotFound when there is no such
+	// account. A replica serves requests' holds from its leases in memory;
+	// concurrent Leases and Reserves never overdraw the account.
 	Lease(ctx context.Context, accountID, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error)
+	// LeasesWanted are those of leaseIDs whose account had a lease
+	// refused, in the last few seconds, money that other leases hold: their
+	// replicas give back the free part.
+	LeasesWanted(ctx context.Context, leaseIDs []string) ([]string, error)
 	// ReturnLease gives up to amount of the lease back to the account's
 	// available balance (the lease's unspent part; what its records have
 	// yet to debit stays held until they are written). Returning from an
@@ -382,8 +389,10 @@ type Store interface {
 	// BudgetSpend is a budget window's spent and reserved money.
 	BudgetSpend(ctx context.Context, budgetID string, windowStart time.Time) (BudgetSpend, error)
 	// LeaseBudget grows a lease of a budget window, as Lease does of a
-	// balance; ErrBudgetExceeded when need does not fit.
+	// balance; a *BudgetShort (ErrBudgetExceeded) when need does not fit.
 	LeaseBudget(ctx context.Context, pot BudgetPot, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error)
+	// BudgetLeasesWanted is LeasesWanted for budget leases.
+	BudgetLeasesWanted(ctx context.Context, leaseIDs []string) ([]string, error)
 	// ReturnBudgetLease gives free money of a budget lease back.
 	ReturnBudgetLease(ctx context.Context, leaseID string, amount money.Nanos) error
 	// AccountZone is the calendar of an account's budget windows: its

@@ -22,6 +22,7 @@ var budgetTests = []struct {
 	{"SetBudgetsReplacesTheSetAndKeepsAPeriodsBudget", testSetBudgets},
 	{"SetBudgetsRefusesBadInputAndChangesNothing", testSetBudgetsRefuses},
 	{"BudgetLeaseGrantsWhatFitsUnderTheBudget", testBudgetLease},
+	{"ABudgetRefusalTellsWhatIsLeftOnceTheHoldsInFlightEnd", testBudgetShort},
 	{"RecordsSpendInEachBudgetWindowOnceAndShrinkTheLeases", testRecordsSpendBudgets},
 	{"ABudgetLoweredOrRemovedTakesEffectForTheNextLease", testBudgetChangedMidWindow},
 	{"ConcurrentBudgetLeasesNeverSpendPastTheBudget", testConcurrentBudgetLeases},
@@ -301,4 +302,47 @@ func testTimezoneChangesKeepTheWindows(t *testing.T, s store.Store) {
 		start, end := calendar.Window(p, time.Now(), time.UTC)
 		require.Equal(t, calendar.Span{Start: start, End: end}, z.Kept[p], "the UTC %s under way is kept too", p)
 	}
+}
+
+// testBudgetShort: a refused budget lease says what the budget has left
+// once the holds in flight end (amount − spent), which tells a budget
+// the leases hold from a spent one; and a lease that holds half of what
+// fits grows by its need only.
+func testBudgetShort(t *testing.T, s store.Store) {
+	a := newAccount(t, s, "ada@example.com", 10_000)
+	k, _ := newKey(t, s, a.ID, store.Key{})
+	pot := dayPot(setBudget(t, s, a.ID, k.ID, "day", 1000))
+	left := func(leaseID string, need money.Nanos) money.Nanos {
+		t.Helper()
+		_, err := s.LeaseBudget(t.Context(), pot, leaseID, need, need, later())
+		require.ErrorIs(t, err, store.ErrBudgetExceeded)
+		var short *store.BudgetShort
+		require.ErrorAs(t, err, &short)
+		return short.Left
+	}
+	got, err := s.LeaseBudget(t.Context(), pot, "lse_1", 10, 1000, later())
+	require.NoError(t, err)
+	require.Equal(t, money.Nanos(500), got)
+	got, err = s.LeaseBudget(t.Context(), pot, "lse_1", 10, 1000, later())
+	require.NoError(t, err)
+	require.Equal(t, money.Nanos(10), got, "the lease holds more than half of the 500 left: its need")
+	got, err = s.LeaseBudget(t.Context(), pot, "lse_2", 490, 490, later())
+	require.NoError(t, err)
+	require.Equal(t, money.Nanos(490), got)
+	require.Equal(t, money.Nanos(1000), left("lse_3", 100), "nothing spent: the leases hold it all")
+	rec := usage("use_1", k, "gpt-4o", 700)
+	rec.Held, rec.BudgetLeases = 510, []store.BudgetLease{{Pot: pot.String(), Lease: "lse_1"}}
+	require.NoError(t, s.RecordUsage(t.Context(), []store.UsageRecord{rec}))
+	requireSpend(t, s, pot, 700, 490, "spent 700, lse_2 holds 490")
+	require.Equal(t, money.Nanos(300), left("lse_3", 100), "300 left once lse_2 ends")
+	require.NoError(t, s.ReturnBudgetLease(t.Context(), "lse_2", 490))
+	require.Equal(t, money.Nanos(300), left("lse_3", 301), "nothing held: 300 cannot cover 301")
+	got, err = s.LeaseBudget(t.Context(), pot, "lse_3", 300, 300, later())
+	require.NoError(t, err)
+	require.Equal(t, money.Nanos(300), got)
+	rec = usage("use_2", k, "gpt-4o", 300)
+	rec.Held, rec.BudgetLeases = 300, []store.BudgetLease{{Pot: pot.String(), Lease: "lse_3"}}
+	require.NoError(t, s.RecordUsage(t.Context(), []store.UsageRecord{rec}))
+	require.Zero(t, left("lse_4", 1), "spent")
+	requireSpend(t, s, pot, 1000, 0, "refusals change nothing")
 }

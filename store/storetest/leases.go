@@ -20,6 +20,8 @@ var leaseTests = []struct {
 }{
 	{"LeaseGrantsHalfTheAvailableBetweenNeedAndWant", testLeaseGrant},
 	{"LeaseRefusesWhenLessThanNeedIsAvailableAndChangesNothing", testLeaseRefuses},
+	{"ALeaseHoldingHalfOfWhatIsAvailableGrowsByItsNeedOnly", testLeaseGrowsByNeedOnceHalf},
+	{"ALeaseRefusedMoneyOtherLeasesHoldNamesThemWanted", testLeasesWanted},
 	{"RecordsShrinkTheirLeaseAsTheyDebitOnce", testRecordsShrinkLease},
 	{"ReturnLeaseGivesBackAtMostWhatIsLeft", testReturnLease},
 	{"ConcurrentLeasesAndReservesNeverOverdraw", testConcurrentLeasesCannotOverdraw},
@@ -174,4 +176,54 @@ func testExpiredLease(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	requireMoney(t, s, a.ID, 1000, 0, "a dead replica's lease comes back")
+}
+
+// testLeaseGrowsByNeedOnceHalf: a lease that holds as much as half of what
+// is available grows by its need, not by half again: one replica does not
+// gather, half after half, a balance that others share.
+func testLeaseGrowsByNeedOnceHalf(t *testing.T, s store.Store) {
+	a := newAccount(t, s, "ada@example.com", 1000)
+	got, err := s.Lease(t.Context(), a.ID, "lse_1", 10, 1000, later())
+	require.NoError(t, err)
+	require.Equal(t, money.Nanos(500), got, "half of 1000")
+	got, err = s.Lease(t.Context(), a.ID, "lse_1", 10, 1000, later())
+	require.NoError(t, err)
+	require.Equal(t, money.Nanos(10), got, "the lease holds more than half of the 500 left: its need")
+	got, err = s.Lease(t.Context(), a.ID, "lse_2", 10, 1000, later())
+	require.NoError(t, err)
+	require.Equal(t, money.Nanos(245), got, "another lease: half of the 490 left")
+	requireMoney(t, s, a.ID, 1000, 755, "two leases")
+}
+
+// testLeasesWanted: a lease refused money that other leases hold names
+// them wanted (their replicas give their free part back); a refusal the
+// balance itself cannot cover names none. Budget leases likewise.
+func testLeasesWanted(t *testing.T, s store.Store) {
+	a := newAccount(t, s, "ada@example.com", 100)
+	_, err := s.Lease(t.Context(), a.ID, "lse_1", 60, 60, later())
+	require.NoError(t, err)
+	_, err = s.Lease(t.Context(), a.ID, "lse_2", 101, 101, later())
+	require.ErrorIs(t, err, store.ErrInsufficientBalance)
+	got, err := s.LeasesWanted(t.Context(), []string{"lse_1", "lse_2", "lse_unknown"})
+	require.NoError(t, err)
+	require.Empty(t, got, "101 is more than the balance: nobody's lease would help")
+	_, err = s.Lease(t.Context(), a.ID, "lse_2", 50, 50, later())
+	require.ErrorIs(t, err, store.ErrInsufficientBalance)
+	got, err = s.LeasesWanted(t.Context(), []string{"lse_1", "lse_unknown"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"lse_1"}, got, "lse_1 holds what lse_2 was refused")
+	requireMoney(t, s, a.ID, 100, 60, "a refusal moves no money")
+
+	k, _ := newKey(t, s, a.ID, store.Key{})
+	pot := dayPot(setBudget(t, s, a.ID, k.ID, "day", 100))
+	_, err = s.LeaseBudget(t.Context(), pot, "lse_b1", 60, 60, later())
+	require.NoError(t, err)
+	got, err = s.BudgetLeasesWanted(t.Context(), []string{"lse_b1"})
+	require.NoError(t, err)
+	require.Empty(t, got)
+	_, err = s.LeaseBudget(t.Context(), pot, "lse_b2", 50, 50, later())
+	require.ErrorIs(t, err, store.ErrBudgetExceeded)
+	got, err = s.BudgetLeasesWanted(t.Context(), []string{"lse_b1", "lse_1"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"lse_b1"}, got)
 }
