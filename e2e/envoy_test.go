@@ -117,12 +117,35 @@ func launchEnvoy(t testing.TB, certs string, grpc, dashboards []string) *envoyPr
 		LogLevel: os.Getenv("TOLLGATE_E2E_ENVOY_LOG_LEVEL"), Logs: logs, Quick: true})
 	require.NoError(t, err)
 	t.Cleanup(func() {
+		checkNoRejectedMutations(t, e)
 		e.Stop(5 * time.Second)
 		if t.Failed() {
 			t.Logf("envoy logs:\n%s", logs.String())
 		}
 	})
 	return &envoyProc{Envoy: e, logs: logs}
+}
+
+// checkNoRejectedMutations fails the test if Envoy ignored a header
+// mutation of either ext_proc step (its ext_proc.rejected_header_mutations
+// counters): a removal Envoy ignored leaves a header on its way to a
+// provider or a client. Every test behind Envoy ends with this check.
+func checkNoRejectedMutations(t testing.TB, e *local.Envoy) {
+	t.Helper()
+	select {
+	case <-e.Exited():
+		return // a test that stopped Envoy itself
+	default:
+	}
+	body, err := get(&http.Client{Timeout: 2 * time.Second}, e.Admin+"/stats?filter=ext_proc\\.rejected_header_mutations$")
+	if err != nil {
+		return // Envoy going away with its test; nothing to read
+	}
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
+		if _, v, ok := strings.Cut(line, ": "); ok && v != "0" {
+			t.Errorf("Envoy ignored header mutations of an ext_proc step: %s", line)
+		}
+	}
 }
 
 func get(client *http.Client, url string) (string, error) {

@@ -252,3 +252,42 @@ func TestClientSentInternalHeadersAndCredentialsChangeNothing(t *testing.T) {
 	assert.Equal(t, 1, r.Attempts)
 	assert.Empty(t, tg.recordDetails(t, victim), "nothing billed to the key a client named")
 }
+
+// providerHeaders are the headers a provider gets for a plain chat
+// request, whatever the client sent, through every binding: the built-in
+// edge's set is the contract, and Envoy's must be the same (no client
+// address, no x-envoy-*, nothing of the client's but trace context and
+// the request id). The HTTP client's own Accept-Encoding and User-Agent
+// (Go's transport adds them on the built-in edge, Envoy adds none) are
+// not the request's and are left out of the comparison; the client's
+// User-Agent never passes.
+var providerHeaders = []string{"Authorization", "Content-Length", "Content-Type", "Traceparent", "X-Request-Id"}
+
+func TestAProviderGetsTheSameHeadersThroughEveryBinding(t *testing.T) {
+	p := newMockProvider(t, "openai")
+	tg := startTollgate(t, failoverConfig(map[string][]upstream{"m": {p.upstream()}}), "")
+	secret := tg.newAccount(t, "me@example.com", "10")
+	resp, body := tg.post(t, secret, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+		"X-Forwarded-For", "203.0.113.9", "X-Real-Ip", "203.0.113.9", "Forwarded", "for=203.0.113.9", "Via", "1.1 client-proxy",
+		"X-Request-Id", "contract-1", "User-Agent", "contract-client/1.0", "Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"X-Envoy-External-Address", "203.0.113.9", "X-Custom", "nope")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	for name := range resp.Header {
+		assert.False(t, strings.HasPrefix(strings.ToLower(name), "x-envoy-"), "%s reached the client", name)
+	}
+
+	got := p.received()
+	require.Len(t, got, 1)
+	var names []string
+	assert.NotEqual(t, "contract-client/1.0", got[0].Header.Get("User-Agent"), "the client's User-Agent reached the provider")
+	for name, values := range got[0].Header {
+		if name != "Accept-Encoding" && name != "User-Agent" {
+			names = append(names, name)
+		}
+		for _, v := range values {
+			assert.NotContains(t, v, "203.0.113.9", "%s: the client's address reached the provider", name)
+			assert.NotContains(t, v, "127.0.0.1", "%s: the client's address reached the provider", name)
+		}
+	}
+	assert.ElementsMatch(t, providerHeaders, names)
+}

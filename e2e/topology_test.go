@@ -123,6 +123,7 @@ func startTopologyEdited(t *testing.T, edit func([]byte) ([]byte, error), cfg, d
 		})
 	}
 	t.Cleanup(func() {
+		checkNoRejectedMutations(t, top.Envoy)
 		tp.tg.stop()
 		st.Close()
 		if t.Failed() {

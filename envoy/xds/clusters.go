@@ -337,8 +337,12 @@ func upstreamHTTPOptions() (*anypb.Any, error) {
 			},
 		},
 		// The step sets :authority (and :path) for the deployment Envoy
-		// picked; Envoy refuses routing headers unless allowed.
-		MutationRules: &mutationrulesv3.HeaderMutationRules{AllowAllRouting: wrapperspb.Bool(true)},
+		// picked, and removes what Envoy added that is not the provider's
+		// business (x-envoy-external-address: the client's address;
+		// x-envoy-attempt-count); Envoy ignores mutations of routing and
+		// x-envoy-* headers unless allowed (and counts them in
+		// ext_proc.rejected_header_mutations).
+		MutationRules: &mutationrulesv3.HeaderMutationRules{AllowAllRouting: wrapperspb.Bool(true), AllowEnvoy: wrapperspb.Bool(true)},
 	}
 	stepAny, err := pack(step)
 	if err != nil {
