@@ -26,6 +26,20 @@ func worstBody(i int) string {
 	return `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"user","content":` + string(content) + `}]}`
 }
 
+// keyBudgetSpent is what the window under way of the key's only budget
+// has spent, as `tollgate key budget list --json` shows it.
+func (tg *tollgate) keyBudgetSpent(t *testing.T, keyID string) money.Nanos {
+	t.Helper()
+	var view struct {
+		Data []struct {
+			SpentUSD money.Nanos `json:"spent_usd"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(tg.run(t, "key", "budget", "list", keyID, "--json")), &view))
+	require.Len(t, view.Data, 1)
+	return view.Data[0].SpentUSD
+}
+
 // TestTheWorstTextsNeverSpendPastTheBalanceABudgetOrATokenLimit: a
 // provider that bills every byte of the prompt's text as a token (the
 // most a byte-level tokenizer can bill) answers the texts that cost one
@@ -98,15 +112,8 @@ func TestTheWorstTextsNeverSpendPastTheBalanceABudgetOrATokenLimit(t *testing.T)
 	for _, r := range budget {
 		spent += r.Cost
 	}
-	var view struct {
-		Data []struct {
-			SpentUSD money.Nanos `json:"spent_usd"`
-		} `json:"data"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(tg.run(t, "key", "budget", "list", budgetID, "--json")), &view))
-	require.Len(t, view.Data, 1)
-	assert.Equal(t, spent, view.Data[0].SpentUSD)
-	assert.LessOrEqual(t, view.Data[0].SpentUSD, money.Nanos(1_200_000_000), "the budget is never spent past its amount")
+	assert.Equal(t, spent, tg.keyBudgetSpent(t, budgetID))
+	assert.LessOrEqual(t, spent, money.Nanos(1_200_000_000), "the budget is never spent past its amount")
 
 	var tokens int64
 	for _, r := range tg.waitRecords(t, tg.onlyKeyID(t, "tpm@example.com"), admitted[2]) {
