@@ -1,18 +1,18 @@
 package mockllm
 
 import (
-	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // read reads what a request asks, in its format.
 func read(req *Request) asked {
 	b := req.Body
-	a := asked{text: textSize(b, "")}
+	a := asked{text: textSize(b, "", utf8.RuneCountInString)}
 	if req.billBytes {
 		// Counted as characters at four a token (tokens), so four per
 		// byte make one token a byte.
-		a.text = 4 * textBytes(b, "")
+		a.text = 4 * textSize(b, "", func(s string) int { return len(s) })
 	}
 	a.model, _ = b["model"].(string)
 	a.stream, _ = b["stream"].(bool)
@@ -187,35 +187,3 @@ func readGemini(req *Request, a *asked) {
 		a.choice.mode = "auto"
 	}
 }
-
-// textBytes is the bytes of every string of v under a key that holds
-// text in one of the formats (the strings textSize counts in characters).
-func textBytes(v any, key string) int {
-	switch x := v.(type) {
-	case string:
-		if textKeys[key] {
-			return len(x)
-		}
-	case []any:
-		n := 0
-		for _, e := range x {
-			n += textBytes(e, key)
-		}
-		return n
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		n := 0
-		for _, k := range keys {
-			n += textBytes(x[k], k)
-		}
-		return n
-	}
-	return 0
-}
-
-// textKeys are the keys whose strings are prompt text in some format.
-var textKeys = map[string]bool{"content": true, "text": true, "input": true, "system": true, "instructions": true, "arguments": true, "output": true}
