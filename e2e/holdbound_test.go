@@ -96,6 +96,9 @@ func TestTheWorstTextsNeverSpendPastTheBalanceABudgetOrATokenLimit(t *testing.T)
 				admitted[k]++
 				continue
 			}
+			if r == (result{http.StatusTooManyRequests, "budget_held"}) && k == 1 {
+				continue // the budget's rest is held by requests in flight
+			}
 			assert.Equal(t, refusal[k], r, "a refusal of the %s test", refusal[k].code)
 		}
 		assert.Positive(t, admitted[k], "the %s test admits", refusal[k].code)
