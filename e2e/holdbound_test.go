@@ -17,7 +17,6 @@ import (
 
 // worstTexts cost one token per byte in OpenAI's o200k vocabulary: 20 kB
 // of text each, 20,003 prompt tokens at a provider that bills them so.
-// (Twenty 300 kB requests at once crash Envoy 1.40 whatever they hold.)
 var worstTexts = []string{strings.Repeat("a!", 10_000), strings.Repeat("1a", 10_000), strings.Repeat("q\n", 10_000)}
 
 // worstBody is a chat request for the i-th worst text with max_tokens 1.
