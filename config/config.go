@@ -283,6 +283,14 @@ type Model struct {
 	// cost; 0 (the default) refuses file parts, whose cost the body's size
 	// does not show.
 	FileTokens int `yaml:"file_tokens"`
+	// ContextWindow is the most prompt tokens plus max_tokens a request to
+	// the model can add up to: its providers refuse a request past it
+	// (Gemini, whose input and output limits are apart, at their sum).
+	// The hold never counts a prompt larger than the window less the held
+	// output limit, and a request whose output limit alone fills the
+	// window is refused. Default: the largest of DefaultContextWindow over
+	// the model's providers' types.
+	ContextWindow int `yaml:"context_window"`
 	// AllowParameters names price-changing parameters (UnpricedParameters)
 	// that requests for this model may set: the operator has priced the
 	// model for them (e.g. audio on an audio model whose prices are its
@@ -326,6 +334,18 @@ func (m *Model) Allows(param string) bool { return m.allowed[param] }
 //   - gemini: 4,128 — 258 per 768-px tile, images being scaled to at most
 //     3072 × 3072 (16 tiles); Gemini 3's high media resolution is 1,120.
 var DefaultImageTokens = map[string]int{TypeOpenAI: 3779, TypeAzure: 3779, TypeAnthropic: 1600, TypeGemini: 4128, TypeDemo: 3779}
+
+// DefaultContextWindow is the largest context window of each provider
+// type's current models, so that a default never holds less than a
+// model's provider can bill:
+//   - openai, azure (and demo): 1,048,576 — gpt-4.1's 1,047,576 is the
+//     largest (gpt-5 400,000, gpt-4o 128,000). An OpenAI-compatible server
+//     with a larger window needs its context_window.
+//   - anthropic: 1,000,000 — Claude's long-context window (200,000
+//     without it).
+//   - gemini: 1,114,112 — Gemini 2.5's and 3's input limit of 1,048,576
+//     plus their output limit of 65,536.
+var DefaultContextWindow = map[string]int{TypeOpenAI: 1 << 20, TypeAzure: 1 << 20, TypeAnthropic: 1_000_000, TypeGemini: 1_048_576 + 65_536, TypeDemo: 1 << 20}
 
 // CreatedAt is the model's created time as GET /v1/models reports it.
 func (c *Config) CreatedAt(m *Model) time.Time {
@@ -771,14 +791,17 @@ func namedEntry[T any](list string, i int, key, name string, seen map[string]*T)
 }
 
 // modelCosts checks and completes what the hold of a model's request
-// needs beyond its prices: the most an image costs, and the price-changing
-// parameters it allows.
+// needs beyond its prices: the most an image costs, its context window,
+// and the price-changing parameters it allows.
 func (c *Config) modelCosts(f string, m *Model) error {
 	if m.ImageTokens < 0 {
 		return fieldErr(f+".image_tokens", "must not be negative")
 	}
 	if m.FileTokens < 0 {
 		return fieldErr(f+".file_tokens", "must not be negative (0 refuses file parts)")
+	}
+	if m.ContextWindow < 0 {
+		return fieldErr(f+".context_window", "must be positive, got %d", m.ContextWindow)
 	}
 	if err := checkAllowed(f+".allow_parameters", m.AllowParameters); err != nil {
 		return err
@@ -796,9 +819,14 @@ func (c *Config) modelCosts(f string, m *Model) error {
 			m.allowed[param] = true
 		}
 	}
-	if m.ImageTokens == 0 {
-		for _, d := range m.Deployments {
-			m.ImageTokens = max(m.ImageTokens, DefaultImageTokens[c.providers[d.Provider].Type])
+	imageTokens, contextWindow := m.ImageTokens == 0, m.ContextWindow == 0
+	for _, d := range m.Deployments {
+		typ := c.providers[d.Provider].Type
+		if imageTokens {
+			m.ImageTokens = max(m.ImageTokens, DefaultImageTokens[typ])
+		}
+		if contextWindow {
+			m.ContextWindow = max(m.ContextWindow, DefaultContextWindow[typ])
 		}
 	}
 	return nil

@@ -357,6 +357,55 @@ plans: [{name: p, models: ["*"]}]
 	}
 }
 
+// TestContextWindowDefaultsToTheLargestOfItsProvidersAndMustBePositive:
+// a model's context_window defaults to the largest window of its
+// providers' types (a default too small would hold less than a provider
+// can bill); one set is kept; zero is the default; a negative one is
+// refused with the field named.
+func TestContextWindowDefaultsToTheLargestOfItsProvidersAndMustBePositive(t *testing.T) {
+	base := `
+providers:
+  - {name: o, type: openai, base_url: "http://o/v1"}
+  - {name: a, type: anthropic, base_url: "http://a"}
+  - {name: g, type: gemini, base_url: "http://g"}
+  - {name: d, type: demo}
+models:
+  - {id: gpt, max_tokens: 1, deployments: [{provider: o, model: x}]}
+  - {id: claude, max_tokens: 1, deployments: [{provider: a, model: x}]}
+  - {id: gemini, max_tokens: 1, deployments: [{provider: g, model: x}]}
+  - {id: demo, max_tokens: 1, deployments: [{provider: d, model: x}]}
+  - {id: both, max_tokens: 1, deployments: [{provider: a, model: x}, {provider: g, model: y}]}
+  - {id: own, max_tokens: 1, context_window: 8192, deployments: [{provider: o, model: x}]}
+  - {id: zero, max_tokens: 1, context_window: 0, deployments: [{provider: a, model: x}]}
+plans: [{name: p, models: ["*"]}]
+`
+	c, err := Parse([]byte(base), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		model string
+		want  int
+	}{
+		{"gpt", 1 << 20},
+		{"claude", 1_000_000},
+		{"gemini", 1_114_112},
+		{"demo", 1 << 20},
+		{"both", 1_114_112},
+		{"own", 8192},
+		{"zero", 1_000_000},
+	} {
+		m, ok := c.Model(tc.model)
+		require.True(t, ok)
+		assert.Equal(t, tc.want, m.ContextWindow, tc.model)
+	}
+
+	bad := strings.Replace(base, "context_window: 8192", "context_window: -1", 1)
+	_, err = Parse([]byte(bad), func(string) (string, bool) { return "", false })
+	var fe *FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Contains(t, err.Error(), "context_window")
+	assert.Contains(t, err.Error(), "must be positive")
+}
+
 func TestLimitsHaveDefaultsAndCanBeSet(t *testing.T) {
 	c, err := Parse([]byte(valid), env(map[string]string{"OPENAI_API_KEY": "k"}))
 	require.NoError(t, err)

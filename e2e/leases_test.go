@@ -29,7 +29,7 @@ func TestRefusedRetriesOnOneReplicaDoNotStarveAnotherKeyOnTheOther(t *testing.T)
 	k2 := a.newKey(t, email)
 	key, err := a.Store.KeyByID(context.Background(), k1ID)
 	require.NoError(t, err)
-	// A request holds about $0.000043 (64 output tokens at $0.60/M and its
+	// A request holds about $0.000056 (64 output tokens at $0.60/M and its
 	// prompt) and costs the mock's $0.00000435.
 	_, err = a.Store.SetBudgets(context.Background(), key.AccountID, "", []store.Budget{{Period: "month", Amount: 600_000}})
 	require.NoError(t, err)

@@ -182,9 +182,9 @@ func TestReplicasSharingAnAccountChargeExactlyAndNeverOverdraw(t *testing.T) {
 	for range 3 {
 		replicas = append(replicas, startTollgate(t, configFor(p.URL), db))
 	}
-	// Each request holds about $0.000043 (64 output tokens at $0.60/M and
+	// Each request holds about $0.000056 (64 output tokens at $0.60/M and
 	// its prompt) and costs the mock's $0.00000435: $0.0002 covers about
-	// four holds at once and 45 answers in all, fewer than the requests.
+	// three holds at once and 45 answers in all, fewer than the requests.
 	const body = `{"model":"gpt-4o-mini","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
 	secret := replicas[0].newAccount(t, "shared@example.com", "0.0002")
 	id := replicas[0].onlyKeyID(t, "shared@example.com")

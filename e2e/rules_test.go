@@ -335,7 +335,8 @@ func TestAnAccountWithoutMoneyGets402(t *testing.T) {
 func TestConcurrentRequestsChargeExactlyAndNeverOverdraw(t *testing.T) {
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
-	// Each request holds at most ~(16 + bytes/3) input and 64 output tokens.
+	// Each request holds at most its bound (its bytes and 32) input and 64
+	// output tokens.
 	const body = `{"model":"gpt-4o-mini","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
 	secret := tg.newAccount(t, "me@example.com", "0.01")
 	id := tg.onlyKeyID(t, "me@example.com")

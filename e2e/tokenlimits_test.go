@@ -42,7 +42,7 @@ func TestPerKeyTokenLimitAndItsHeaders(t *testing.T) {
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	tg.run(t, "account", "create", "--email", "me@example.com", "--plan", "pro", "--balance", "10")
-	const limit, used = 300, 14
+	const limit, used = 390, 14
 	secret := tg.newKey(t, "me@example.com", "--tpm", strconv.Itoa(limit))
 	windows.freshWindow()
 
@@ -114,8 +114,8 @@ func TestTokensPerDayHeaders(t *testing.T) {
 // every answer, admitted or refused, carries the headers.
 func TestReplicasCountTokensExactly(t *testing.T) {
 	a, b := twoReplicasOnRedis(t)
-	// Even one request at a time, the limit admits at most 26 of them
-	// (each settles to 14 tokens, and the next needs room for its ~143
+	// Even one request at a time, the limit admits at most 20 of them
+	// (each settles to 14 tokens, and the next needs room for its ~230
 	// reserved): the load passes it however the requests interleave.
 	const limit, used, total = 500, 14, 60
 	secret := a.newAccount(t, "me@example.com", "10", "--tpm", strconv.Itoa(limit))

@@ -370,7 +370,7 @@ func TestTwoReplicasBehindOneEnvoy(t *testing.T) {
 	var moneyKey string
 	var initial money.Nanos
 	t.Run("money exact across the replicas", func(t *testing.T) {
-		// Each request holds about $0.000043 and costs $0.00000435: $0.0002
+		// Each request holds about $0.000056 and costs $0.00000435: $0.0002
 		// covers a few holds at once and fewer answers than requests.
 		secret := tg.newAccount(t, moneyEmail, "0.0002")
 		moneyKey, initial = tg.onlyKeyID(t, moneyEmail), tg.balance(t, moneyEmail)

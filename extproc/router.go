@@ -134,10 +134,10 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 		return r.refuse(*e, cr.Asked), nil
 	}
 	r.body = held
-	if e := r.reserveTokens(ctx, cr, len(held)); e != nil {
+	if e := r.reserveTokens(ctx, cr); e != nil {
 		return r.refuse(*e, cr.Asked), nil
 	}
-	if e := r.hold(ctx, cr, len(held)); e != nil {
+	if e := r.hold(ctx, cr); e != nil {
 		return r.refuse(*e, cr.Asked), nil
 	}
 	common := &extprocv3.CommonResponse{
@@ -193,24 +193,6 @@ func (r *routerStep) limitBody(ctx context.Context, body []byte, cr chatRequest)
 	return out, nil
 }
 
-// toolTokens is what a request that defines tools is held for beyond its
-// body: the providers' own tool-use instructions (Anthropic documents up
-// to 346 tokens).
-const toolTokens = 500
-
-// promptTokensHeld is the most prompt tokens a request can cost: its body's
-// size (a token is at least one byte of JSON text; a third is a safe
-// over-estimate for chat bodies), and what its size does not show: each
-// image and file part at the most the model's configuration says one
-// costs, and the tool-use instructions.
-func promptTokensHeld(cr chatRequest, bodyLen int) int64 {
-	n := int64(bodyLen/3+16) + cr.Images*int64(cr.Model.ImageTokens) + cr.Files*int64(cr.Model.FileTokens)
-	if cr.Tools {
-		n += toolTokens
-	}
-	return n
-}
-
 // hold reserves the most this request can cost: its prompt
 // (promptTokensHeld), and all the tokens it may generate: its output
 // limit, which is what the provider gets (limitBody), for each of its n
@@ -220,12 +202,12 @@ func promptTokensHeld(cr chatRequest, bodyLen int) int64 {
 // budget_exceeded when a budget cannot (the balance is asked first, so a
 // request both would refuse gets the 402), or 429 budget_held when only
 // the holds of requests in flight keep a budget from covering it.
-func (r *routerStep) hold(ctx context.Context, cr chatRequest, bodyLen int) *oaierror.Error {
+func (r *routerStep) hold(ctx context.Context, cr chatRequest) *oaierror.Error {
 	if r.s.opt.Balance == nil && r.s.opt.Budgets == nil {
 		return nil
 	}
 	m := cr.Model
-	amount := money.Add(money.Cost(promptTokensHeld(cr, bodyLen), m.MostPromptPrice()), money.Cost(cr.MaxTokens*max(cr.Choices, 1), m.OutputPricePerMillion))
+	amount := money.Add(money.Cost(promptTokensHeld(cr), m.MostPromptPrice()), money.Cost(cr.MaxTokens*max(cr.Choices, 1), m.OutputPricePerMillion))
 	if amount <= 0 {
 		return nil // a free model needs no hold
 	}

@@ -62,6 +62,9 @@ func TestTheRouterStepRefuses(t *testing.T) {
 			wantStatus: 400, wantCode: "invalid_messages", wantParam: "messages", wantCounted: true, wantModel: "gpt-4o-mini"},
 		{name: "output limit above the model's", body: `{"model":"gpt-4o-mini","max_tokens":101,"messages":[{"role":"user","content":"hi"}]}`,
 			wantStatus: 400, wantCode: "invalid_max_tokens", wantParam: "max_tokens", wantCounted: true, wantModel: "gpt-4o-mini"},
+		{name: "output limit that fills the context window", change: func(g *rig) { m, _ := g.cfg.Model("gpt-4o-mini"); m.ContextWindow = 50 },
+			body:       `{"model":"gpt-4o-mini","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`,
+			wantStatus: 400, wantCode: "context_length_exceeded", wantParam: "messages", wantCounted: true, wantModel: "gpt-4o-mini"},
 		{name: "unpriced parameter", body: `{"model":"gpt-4o-mini","service_tier":"flex","messages":[{"role":"user","content":"hi"}]}`,
 			wantStatus: 400, wantCode: "unsupported_parameter", wantParam: "service_tier", wantCounted: true, wantModel: "gpt-4o-mini"},
 		{name: "body too large", change: func(g *rig) { g.cfg.MaxBodyBytes = 10 },
@@ -120,8 +123,7 @@ func TestTheRouterStepRefuses(t *testing.T) {
 }
 
 // TestTheRouterStepHoldsTheMostARequestCanCost: the hold is the prompt
-// (the body's size, each image at the model's image_tokens, tools) at the
-// input price plus the held output limit for each of n answers at the
+// (its bound: promptBound) at the input price plus the held output limit for each of n answers at the
 // output price; the provider gets that limit as the body's only one; the
 // upstream step learns the hold and its lease; the record releases it.
 func TestTheRouterStepHoldsTheMostARequestCanCost(t *testing.T) {
@@ -131,14 +133,13 @@ func TestTheRouterStepHoldsTheMostARequestCanCost(t *testing.T) {
 		body       string
 		wantLimit  int64 // the body's one output limit
 		wantOutput int64 // output tokens held
-		wantExtra  int64 // prompt tokens held beyond the body's size
 	}{
-		{"no limit: the model's", chatBody, 100, 100, 0},
-		{"the client's limit", `{"model":"gpt-4o-mini","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, 10, 10, 0},
-		{"the smaller of two limits", `{"model":"gpt-4o-mini","max_tokens":30,"max_completion_tokens":20,"messages":[{"role":"user","content":"hi"}]}`, 20, 20, 0},
-		{"n answers", `{"model":"gpt-4o-mini","max_tokens":10,"n":3,"messages":[{"role":"user","content":"hi"}]}`, 10, 30, 0},
-		{"two images", `{"model":"gpt-4o-mini","max_tokens":10,"messages":[{"role":"user","content":[` + img + `,` + img + `]}]}`, 10, 10, 2000},
-		{"tools", `{"model":"gpt-4o-mini","max_tokens":10,"tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"hi"}]}`, 10, 10, toolTokens},
+		{"no limit: the model's", chatBody, 100, 100},
+		{"the client's limit", `{"model":"gpt-4o-mini","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, 10, 10},
+		{"the smaller of two limits", `{"model":"gpt-4o-mini","max_tokens":30,"max_completion_tokens":20,"messages":[{"role":"user","content":"hi"}]}`, 20, 20},
+		{"n answers", `{"model":"gpt-4o-mini","max_tokens":10,"n":3,"messages":[{"role":"user","content":"hi"}]}`, 10, 30},
+		{"two images", `{"model":"gpt-4o-mini","max_tokens":10,"messages":[{"role":"user","content":[` + img + `,` + img + `]}]}`, 10, 10},
+		{"tools", `{"model":"gpt-4o-mini","max_tokens":10,"tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"hi"}]}`, 10, 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,7 +153,9 @@ func TestTheRouterStepHoldsTheMostARequestCanCost(t *testing.T) {
 			assert.NotEqual(t, limits[0].Exists(), limits[1].Exists(), "one output limit: %s", sent)
 			assert.Equal(t, tt.wantLimit, limits[0].Int()+limits[1].Int(), "%s", sent)
 			m, _ := g.cfg.Model("gpt-4o-mini")
-			want := money.Add(money.Cost(int64(len(sent)/3+16)+tt.wantExtra, m.InputPricePerMillion),
+			cr, e := validate([]byte(tt.body), g.cfg)
+			require.Nil(t, e)
+			want := money.Add(money.Cost(promptTokensHeld(cr), m.InputPricePerMillion),
 				money.Cost(tt.wantOutput, m.OutputPricePerMillion))
 			require.Equal(t, []money.Nanos{want}, g.balance.holds)
 			meta := resp.GetDynamicMetadata().GetFields()[contract.RequestMetadataNamespace].GetStructValue().GetFields()

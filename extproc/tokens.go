@@ -48,7 +48,7 @@ func tokenLimits(cfg *config.Config, key store.Key, acct store.Account) ratelimi
 // key's token limits, and keeps the headers its answer carries. It
 // fails with 429 when a window has no room for them, or when they are
 // more than a limit allows at all.
-func (r *routerStep) reserveTokens(ctx context.Context, cr chatRequest, bodyLen int) *oaierror.Error {
+func (r *routerStep) reserveTokens(ctx context.Context, cr chatRequest) *oaierror.Error {
 	if r.s.opt.Tokens == nil {
 		return nil
 	}
@@ -60,7 +60,7 @@ func (r *routerStep) reserveTokens(ctx context.Context, cr chatRequest, bodyLen 
 	if lim.PerMinute <= 0 && lim.PerDay <= 0 {
 		return nil
 	}
-	n := promptTokensHeld(cr, bodyLen) + cr.MaxTokens*int64(max(cr.Choices, 1))
+	n := promptTokensHeld(cr) + cr.MaxTokens*int64(max(cr.Choices, 1))
 	res, err := r.s.opt.Tokens.ReserveTokens(ctx, r.keyID, r.requestID, n, lim, r.s.tokenClock())
 	if err != nil {
 		r.s.opt.Logger.ErrorContext(ctx, "router step: token limiter failed", "key_id", r.keyID, "err", err)

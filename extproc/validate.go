@@ -30,11 +30,13 @@ type chatRequest struct {
 	// LimitSent is true when the body already gives MaxTokens as its only
 	// output limit; otherwise the router step writes it in (see limitBody).
 	LimitSent bool
-	// Images and Files count the image and file parts of the messages,
-	// Tools whether the request defines tools: prompt costs the body's
-	// size does not show.
+	// Images and Files count the image and file parts of the messages:
+	// prompt costs the body's size does not show.
 	Images, Files int64
-	Tools         bool
+	// PromptBound is the most prompt tokens the body can cost at any
+	// provider (promptBound); the hold caps it (promptTokensHeld).
+	PromptBound int64
+	tally       promptTally
 }
 
 // MaxChoices is the largest n a request may ask for (OpenAI's own limit).
@@ -103,7 +105,7 @@ func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
 	r.Model, r.Asked = m, asked
 	for _, check := range [...]func(*fields, *chatRequest) *oaierror.Error{
 		func(top *fields, r *chatRequest) *oaierror.Error { return validateMessages(top.messages, m, r) },
-		validateStream, validateRanges, validateLimits,
+		validateStream, validateRanges, validateLimits, validateWindow,
 		func(top *fields, _ *chatRequest) *oaierror.Error { return checkUnpriced(top, m) },
 		validateChoices, validateStop,
 	} {
@@ -111,7 +113,8 @@ func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
 			return chatRequest{Asked: asked}, e
 		}
 	}
-	r.Tools = top.tools.IsArray() && top.tools.Get("#").Int() > 0
+	tallyTopLevel(&top, &r.tally)
+	r.PromptBound = promptBound(body, &r)
 	return r, nil
 }
 
@@ -301,7 +304,7 @@ func validateMessages(msgs gjson.Result, model *config.Model, r *chatRequest) *o
 	var e *oaierror.Error
 	i := 0
 	msgs.ForEach(func(_, m gjson.Result) bool {
-		e = validateMessage(i, m, bad)
+		e = validateMessage(i, m, bad, &r.tally)
 		if e == nil && m.Get("content").IsArray() {
 			e = countParts(i, m.Get("content"), model, r)
 		}
@@ -317,7 +320,8 @@ func validateMessages(msgs gjson.Result, model *config.Model, r *chatRequest) *o
 	return nil
 }
 
-func validateMessage(i int, m gjson.Result, bad func(string, ...any) *oaierror.Error) *oaierror.Error {
+// validateMessage checks message i and counts it for the prompt bound.
+func validateMessage(i int, m gjson.Result, bad func(string, ...any) *oaierror.Error, t *promptTally) *oaierror.Error {
 	if !m.IsObject() {
 		return bad("messages[%d] must be an object.", i)
 	}
@@ -372,10 +376,12 @@ func validateMessage(i int, m gjson.Result, bad func(string, ...any) *oaierror.E
 			return bad("messages[%d] has role tool and needs a tool_call_id.", i)
 		}
 	}
+	tallyMessage(t, role, toolCalls, content)
 	return nil
 }
 
-// countParts counts a message's image and file parts for the hold, and
+// countParts counts a message's parts for the hold (each an item of the
+// prompt bound; image and file parts at the model's most, not as bytes), and
 // refuses the parts whose cost the model's configuration cannot bound:
 // audio (priced apart, unless the model allows it) and files (unless the
 // model sets file_tokens).
@@ -385,9 +391,11 @@ func countParts(i int, content gjson.Result, m *config.Model, r *chatRequest) *o
 	content.ForEach(func(_, part gjson.Result) bool {
 		param := fmt.Sprintf("messages[%d].content[%d]", i, j)
 		j++
+		r.tally.items++
 		switch part.Get("type").Str {
 		case "image_url":
 			r.Images++
+			r.tally.media += int64(len(part.Raw))
 		case "file":
 			if m.FileTokens <= 0 {
 				err := oaierror.Invalid("unsupported_parameter", param, fmt.Sprintf(
@@ -395,6 +403,7 @@ func countParts(i int, content gjson.Result, m *config.Model, r *chatRequest) *o
 				e = &err
 			}
 			r.Files++
+			r.tally.media += int64(len(part.Raw))
 		case "input_audio":
 			if !m.Allows("audio") {
 				err := oaierror.Invalid("unsupported_parameter", param, fmt.Sprintf(
@@ -412,7 +421,7 @@ type fields struct {
 	model, messages, stream, streamOptions               gjson.Result
 	temperature, topP, frequencyPenalty, presencePenalty gjson.Result
 	maxTokens, maxCompletionTokens, stop, n              gjson.Result
-	tools                                                gjson.Result
+	tools, functions, responseFormat                     gjson.Result
 	unpriced                                             [len(unpricedNames)]gjson.Result
 }
 
@@ -459,6 +468,10 @@ func (f *fields) slot(key string) *gjson.Result {
 		return &f.n
 	case "tools":
 		return &f.tools
+	case "functions":
+		return &f.functions
+	case "response_format":
+		return &f.responseFormat
 	}
 	for i, name := range unpricedNames {
 		if key == name {

@@ -311,7 +311,7 @@ plans:
 	r, e := validate(body("plain", img, img), cfg)
 	require.Nil(t, e)
 	assert.EqualValues(t, 3, r.Images)
-	assert.True(t, r.Tools)
+	assert.True(t, r.tally.tools)
 	assert.Equal(t, 3779, r.Model.ImageTokens, "OpenAI's default")
 
 	_, e = validate(body("plain", file), cfg)
@@ -334,7 +334,7 @@ func TestTheHoldCountsWhatTheBodySizeDoesNotShow(t *testing.T) {
 	body := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":[` + parts + `]}]}`)
 	r, e := validate(body, cfg)
 	require.Nil(t, e)
-	assert.GreaterOrEqual(t, promptTokensHeld(r, len(body)), int64(20*3779))
+	assert.GreaterOrEqual(t, promptTokensHeld(r), int64(20*3779))
 	assert.Less(t, int64(len(body)), int64(20*3779), "the body alone would hold far less")
 }
 

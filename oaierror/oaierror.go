@@ -127,6 +127,12 @@ var (
 		"The model does not exist or you do not have access to it.", "model"}
 	MethodNotAllowed = Error{http.StatusMethodNotAllowed, "method_not_allowed", TypeInvalidRequest,
 		"Method not allowed on this path.", ""}
+	// ContextLengthExceeded is a request that certainly does not fit the
+	// model's context window (its output limit leaves no room for the
+	// prompt), in OpenAI's words; the message names the window and what
+	// was asked.
+	ContextLengthExceeded = Error{http.StatusBadRequest, "context_length_exceeded", TypeInvalidRequest,
+		"This model's maximum context length is exceeded. Please reduce the length of the messages or completion.", "messages"}
 	BodyTooLarge = Error{http.StatusRequestEntityTooLarge, "request_too_large", TypeInvalidRequest,
 		"The request body is larger than this server accepts.", ""}
 )

@@ -365,19 +365,19 @@ func subject(text string) string {
 	return "demo"
 }
 
-// textSize is the characters of every string of v under a key that holds
-// text in one of the formats.
-func textSize(v any, key string) int {
+// textSize is the size (characters, or bytes with BillBytes) of every
+// string of v under a key that holds text in one of the formats.
+func textSize(v any, key string, size func(string) int) int {
 	switch x := v.(type) {
 	case string:
 		switch key {
 		case "content", "text", "input", "system", "instructions", "arguments", "output":
-			return utf8.RuneCountInString(x)
+			return size(x)
 		}
 	case []any:
 		n := 0
 		for _, e := range x {
-			n += textSize(e, key)
+			n += textSize(e, key, size)
 		}
 		return n
 	case map[string]any:
@@ -388,7 +388,7 @@ func textSize(v any, key string) int {
 		sort.Strings(keys)
 		n := 0
 		for _, k := range keys {
-			n += textSize(x[k], k)
+			n += textSize(x[k], k, size)
 		}
 		return n
 	}

@@ -116,6 +116,10 @@ type Options struct {
 	// Record keeps every request (Requests, Problems) for the tests. The
 	// demo provider keeps none.
 	Record bool
+	// BillBytes bills every byte of the prompt's text as one token (plus
+	// OpenAI's 3 for priming the reply), the worst a byte-level tokenizer
+	// can do, instead of about four bytes a token. Usage, when set, wins.
+	BillBytes bool
 }
 
 // Request is a request as the mock received it.
@@ -127,6 +131,8 @@ type Request struct {
 	Header http.Header
 	// Body is the JSON body, decoded (nil when it was not JSON).
 	Body map[string]any
+
+	billBytes bool // Options.BillBytes, for read
 }
 
 // Mock is the server. Its methods are safe for concurrent use.
@@ -197,7 +203,7 @@ func (m *Mock) record(r Request) {
 // finish reason then says so (length, incomplete, max_tokens, MAX_TOKENS)
 // and its counted usage never exceeds the limit.
 func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req := Request{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.Query(), Header: r.Header.Clone()}
+	req := Request{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.Query(), Header: r.Header.Clone(), billBytes: m.opt.BillBytes}
 	req.Format = formatOf(req.Path)
 	if !m.authorized(r, req.Format) {
 		m.record(req)

@@ -199,3 +199,27 @@ func TestTheTransportEndsTheHandlerWhenTheRequestEnds(t *testing.T) {
 	_, err := Transport(m).RoundTrip(req)
 	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 }
+
+// TestBillBytesBillsEveryByteOfThePromptsText: with BillBytes, the prompt
+// tokens are the bytes of the request's text (multibyte characters count
+// each byte) plus OpenAI's 3, in every format (Anthropic's cache reads
+// are part of them).
+func TestBillBytesBillsEveryByteOfThePromptsText(t *testing.T) {
+	m := New(Options{BillBytes: true})
+	text := strings.Repeat("a!", 50) + "é日" // 100 + 2 + 3 bytes
+	for _, tc := range []struct {
+		path, body string
+		usage      []string // the prompt's parts
+	}{
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"` + text + `"}]}`, []string{"usage.prompt_tokens"}},
+		{"/v1/messages", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"` + text + `"}]}`, []string{"usage.input_tokens", "usage.cache_read_input_tokens"}},
+		{"/v1beta/models/m:generateContent", `{"contents":[{"role":"user","parts":[{"text":"` + text + `"}]}]}`, []string{"usageMetadata.promptTokenCount"}},
+	} {
+		_, body := post(t, m, tc.path, tc.body, "Anthropic-Version", "2023-06-01")
+		var prompt int64
+		for _, u := range gjson.GetMany(body, tc.usage...) {
+			prompt += u.Int()
+		}
+		assert.EqualValues(t, 105+3, prompt, "%s: %s", tc.path, body)
+	}
+}

@@ -1,11 +1,19 @@
 package mockllm
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // read reads what a request asks, in its format.
 func read(req *Request) asked {
 	b := req.Body
-	a := asked{text: textSize(b, "")}
+	a := asked{text: textSize(b, "", utf8.RuneCountInString)}
+	if req.billBytes {
+		// Counted as characters at four a token (tokens), so four per
+		// byte make one token a byte.
+		a.text = 4 * textSize(b, "", func(s string) int { return len(s) })
+	}
 	a.model, _ = b["model"].(string)
 	a.stream, _ = b["stream"].(bool)
 	switch {
