@@ -179,9 +179,9 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 			// (rounded up) for every client, milliseconds for OpenAI's
 			// SDKs, which read retry-after-ms first.
 			retry := int((res.Reset + time.Second - 1) / time.Second)
-			retryMS := max((res.Reset+time.Millisecond-1)/time.Millisecond, 1)
+			millis := int64(max((res.Reset+time.Millisecond-1)/time.Millisecond, 1))
 			rlHeaders = append(rlHeaders, contract.SetHeaders("retry-after", strconv.Itoa(retry),
-				"retry-after-ms", strconv.FormatInt(int64(retryMS), 10))...)
+				"retry-after-ms", strconv.FormatInt(millis, 10))...)
 			return s.refuse(key, now, oaierror.RateLimited, rlHeaders), nil
 		}
 	}

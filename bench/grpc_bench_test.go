@@ -26,7 +26,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	grpchealth "google.golang.org/grpc/health"
-	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -144,7 +143,7 @@ func serve(mode string) error {
 	srv := grpc.NewServer()
 	authv3.RegisterAuthorizationServer(srv, authz.New(authz.Options{Keys: cache, Limiter: ratelimit.NewMemory(), Config: cfgNow}))
 	extprocv3.RegisterExternalProcessorServer(srv, extproc.New(extproc.Options{Config: cfgNow, Keys: cache, Usage: usage}))
-	healthgrpc.RegisterHealthServer(srv, grpchealth.NewServer())
+	healthpb.RegisterHealthServer(srv, grpchealth.NewServer())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -385,7 +384,7 @@ func run(b *testing.B, stream bool, pieces [][]byte) {
 // for the upstream step).
 func BenchmarkEmptyUnaryCall(b *testing.B) {
 	r := newRig(b)
-	client := healthgrpc.NewHealthClient(r.conn)
+	client := healthpb.NewHealthClient(r.conn)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -417,7 +416,7 @@ func serveNoop() error {
 	srv := grpc.NewServer()
 	authv3.RegisterAuthorizationServer(srv, noopAuthz{})
 	extprocv3.RegisterExternalProcessorServer(srv, noopProc{})
-	healthgrpc.RegisterHealthServer(srv, grpchealth.NewServer())
+	healthpb.RegisterHealthServer(srv, grpchealth.NewServer())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

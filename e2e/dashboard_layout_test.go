@@ -95,8 +95,7 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 					cols := browserGet(t, browser, "columns", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#keys thead th")).map(th => th.textContent.trim() + "=" + Math.round(th.getBoundingClientRect().width))`))
 					assert.LessOrEqual(t, right, 0.0, "the key table fits, actions and all, at %d px: %v", width, cols)
 				}
-				var found []axeViolation
-				found = browserGet(t, browser, "axe", chromedp.Evaluate[[]axeViolation](string(axe)+`;
+				found := browserGet(t, browser, "axe", chromedp.Evaluate[[]axeViolation](string(axe)+`;
 					axe.run(document, {resultTypes: ["violations"]}).then(r => r.violations
 						.filter(v => v.impact === "serious" || v.impact === "critical")
 						.map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length, target: String(v.nodes[0].target)})))`,

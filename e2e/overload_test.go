@@ -113,10 +113,11 @@ func TestBehindEnvoyOverloadIsShedAndEveryAdmittedRequestIsRecordedOnce(t *testi
 	keyID := tp.tg.onlyKeyID(t, "load@example.com")
 
 	type outcome struct {
-		id     string
-		status int
-		gaveUp bool
-		err    string
+		id      string
+		status  int
+		gaveUp  bool
+		err     string
+		message string // a refusal's
 	}
 	const rate, seconds, maxInFlight = 300, 3, 128
 	var (
@@ -152,6 +153,11 @@ func TestBehindEnvoyOverloadIsShedAndEveryAdmittedRequestIsRecordedOnce(t *testi
 				resp.Body.Close()
 				o.err = checkAnswer(o.status, resp.Header, data, stream, err)
 				o.gaveUp = false
+				if o.status != http.StatusOK {
+					var e struct{ Error struct{ Message string } }
+					_ = json.Unmarshal(data, &e)
+					o.message = e.Error.Message
+				}
 			}
 		}
 		mu.Lock()
@@ -192,6 +198,9 @@ offer:
 		sent[o.id] = true
 		if !o.gaveUp {
 			assert.Contains(t, []int{200, 503}, o.status, "request %s", o.id)
+		}
+		if o.status == http.StatusServiceUnavailable && o.message != "" {
+			assert.Contains(t, o.message, "at capacity", "request %s: a refusal at capacity says so", o.id)
 		}
 	}
 	t.Logf("%d requests: %v", len(outcomes), counts)

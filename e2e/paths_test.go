@@ -26,7 +26,6 @@ type pathSite struct {
 	main, admin string
 	accountID   string
 	key, token  string
-	session     string
 }
 
 func startPathSite(t testing.TB) *pathSite {

@@ -325,6 +325,7 @@ func TestTheAccessLogCannotPrintTheSignedToken(t *testing.T) {
 		}
 		assert.NotContains(t, c, contract.MetaToken)
 	}
+	//lint:ignore SA1019 the deprecated field is the one a bootstrap could still set
 	assert.NotContains(t, out.GetLogFormat().GetTextFormat(), "%", "no text format beside the JSON one")
 }
 

@@ -141,7 +141,7 @@ func TestAPanicInAWholeAnswerIs500(t *testing.T) {
 	assert.Equal(t, int64(34), recs[0].CompletionTokens)
 }
 
-type panickyKeys struct{ noKeys }
+type panickyKeys struct{}
 
 func (panickyKeys) KeyByID(context.Context, string) (store.Key, error) {
 	return store.Key{ID: "k", AccountID: "a", Enabled: true}, nil

@@ -85,7 +85,7 @@ func TestARequestIsOneTraceWithAChildPerAttempt(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range root.Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	assert.Equal(t, "200", attrs["http.response.status_code"])
 	assert.NotEmpty(t, attrs["tollgate.request_id"])

@@ -59,7 +59,7 @@ func Bootstrap(src []byte, a Addrs) ([]byte, error) {
 	}{{"gRPC", grpcSocket, a.GRPC}, {"HTTP", httpSocket, a.HTTP}} {
 		endpoints, err := endpointList(c.to)
 		if err != nil {
-			return nil, fmt.Errorf("Tollgate's %s addresses: %w", c.name, err)
+			return nil, fmt.Errorf("the replicas' %s addresses: %w", c.name, err)
 		}
 		if out, err = replaceOnce(out, endpointHead+c.from, endpoints); err != nil {
 			return nil, err

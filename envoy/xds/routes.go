@@ -146,6 +146,9 @@ func editHCM(l *listenerv3.Listener, edit func(*hcmv3.HttpConnectionManager) err
 	for _, fc := range l.GetFilterChains() {
 		for _, nf := range fc.GetFilters() {
 			var hcm hcmv3.HttpConnectionManager
+			if !nf.GetTypedConfig().MessageIs(&hcm) {
+				continue
+			}
 			if err := nf.GetTypedConfig().UnmarshalTo(&hcm); err != nil {
 				return err
 			}
