@@ -1,9 +1,7 @@
 package tollgate_test
 
 import (
-	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -30,27 +28,17 @@ func TestTheMakefileFuzzesEveryTarget(t *testing.T) {
 	}
 	fuzzFunc := regexp.MustCompile(`(?m)^func (Fuzz\w*)\(\w+ \*testing\.F\)`)
 	var found []string
-	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
-			return nil
+	for _, path := range goFiles(t) {
+		if !strings.HasSuffix(path, "_test.go") {
+			continue
 		}
 		src, err := os.ReadFile(path)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		for _, m := range fuzzFunc.FindAllSubmatch(src, -1) {
-			found = append(found, "./"+filepath.ToSlash(filepath.Dir(path))+"/:"+string(m[1]))
+			found = append(found, "./"+pathDir(path)+"/:"+string(m[1]))
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(found) == 0 {
 		t.Fatal("no fuzz target found: the search is broken")

@@ -4,8 +4,6 @@ package tollgate_test
 import (
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -15,29 +13,16 @@ import (
 // a reader should learn each one's concern without opening its code.
 func TestEveryPackageSaysWhatItOwns(t *testing.T) {
 	documented := map[string]bool{} // directory → has a doc comment
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
+	for _, path := range goFiles(t) {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
 		}
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.PackageClauseOnly|parser.ParseComments)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		dir := filepath.Dir(path)
+		dir := pathDir(path)
 		documented[dir] = documented[dir] || (f.Doc != nil && strings.TrimSpace(f.Doc.Text()) != "")
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(documented) < 10 {
 		t.Fatalf("found only %d packages; is the test running at the module root?", len(documented))

@@ -37,7 +37,7 @@ const (
 // DemoBaseURL is every demo provider's base URL: a name that resolves
 // nowhere (.invalid), which the built-in edge answers in process; behind
 // Envoy, tollgate serve points demo providers at a loopback listener of
-// its own instead (see internal/app).
+// its own instead (see cmd/tollgate/app).
 const DemoBaseURL = "http://demo.tollgate.invalid/v1"
 
 // Defaults applied where the file is silent.

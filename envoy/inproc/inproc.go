@@ -31,18 +31,19 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/envoy/contract"
-	"github.com/tollgate/tollgate/extproc"
 	"github.com/tollgate/tollgate/internal/guard"
 )
 
-// Session is one ext_proc stream's state on the server side
-// (*extproc.Session).
+// Session is one ext_proc stream's state on the server side (an
+// extproc.Session: the wiring of serve binds the two, so that this package,
+// below the servers, imports neither).
 type Session interface {
 	Handle(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error)
 	Finish(err error)
 }
 
-// Opener starts a session of a step (extproc.Server's Open).
+// Opener starts a session of a step (extproc.Server's Open, adapted by
+// the wiring of serve).
 type Opener func(ctx context.Context, step string) (Session, error)
 
 // Binding is the in-process connection to one ext_authz and one ext_proc
@@ -84,17 +85,6 @@ func (b *Binding) Open() int {
 	b.open.mu.Lock()
 	defer b.open.mu.Unlock()
 	return b.open.n
-}
-
-// Bind binds Tollgate's two servers.
-func Bind(authz authv3.AuthorizationServer, proc *extproc.Server) *Binding {
-	return New(authz, func(ctx context.Context, step string) (Session, error) {
-		x, err := proc.Open(ctx, step)
-		if err != nil {
-			return nil, err
-		}
-		return x, nil
-	})
 }
 
 // New binds an ext_authz server and the ext_proc sessions open makes.

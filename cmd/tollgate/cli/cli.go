@@ -1,5 +1,5 @@
 // Package cli is the tollgate command line: it parses "serve"'s flags into
-// the server's options (package internal/app runs the server) and runs the
+// the server's options (package cmd/tollgate/app runs the server) and runs the
 // administrator's account, key, usage and token commands. Run is the whole
 // program minus signals and the exit code, so tests call it directly.
 package cli

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/cmd/tollgate/app"
 	"github.com/tollgate/tollgate/ratelimit"
 )
 

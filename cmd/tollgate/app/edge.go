@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/dashboard"
 	"github.com/tollgate/tollgate/envoy/edge"
 	"github.com/tollgate/tollgate/envoy/inproc"
+	"github.com/tollgate/tollgate/extproc"
 	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
@@ -62,11 +63,24 @@ func (a *App) buildEdge(context.Context) error {
 			return err
 		}
 	} else {
-		a.edge.binding = inproc.Bind(a.authz, a.extproc)
+		a.edge.binding = bindInProcess(a.authz, a.extproc)
 		opt.Authz, opt.ExtProc = a.edge.binding.Authz(), a.edge.binding.ExtProc()
 	}
 	a.edge.handler = edge.New(opt)
 	return nil
+}
+
+// bindInProcess binds the edge's clients to the ext_authz server and the
+// ext_proc server's sessions in process. The binding lives here, in the
+// wiring, so that envoy/inproc (below the servers) imports neither.
+func bindInProcess(authz authv3.AuthorizationServer, proc *extproc.Server) *inproc.Binding {
+	return inproc.New(authz, func(ctx context.Context, step string) (inproc.Session, error) {
+		s, err := proc.Open(ctx, step)
+		if err != nil {
+			return nil, err // not a typed nil Session
+		}
+		return s, nil
+	})
 }
 
 // bindEdgeOverGRPC serves ext_authz and ext_proc on a private gRPC server

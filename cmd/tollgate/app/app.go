@@ -10,6 +10,13 @@
 // order: stop accepting, drain in-flight streams, flush usage and
 // last-used times, close the database. The command line
 // (cmd/tollgate/cli) only turns flags into Options.
+//
+// It is the top of the house: it imports the concern packages (authz,
+// extproc, store, the edge, the dashboard…) and binds them, and it lives
+// beside the command, its only user; no package outside cmd/ imports it.
+// Where one concern needs another's value (the in-process binding needs
+// the ext_proc server's sessions), the adapter is made here, not in the
+// concern (bindInProcess).
 package app
 
 import (
