@@ -3,11 +3,15 @@ package dashboard
 import (
 	"errors"
 	"net/http"
+
+	"github.com/tollgate/tollgate/manage"
 )
 
 // pageError is an error whose status and message may be shown to the
-// visitor. Any other error a handler returns is logged and shown as a
-// generic 500 page, so a cause never reaches the browser.
+// visitor. The service's manage.ErrNotFound (no such resource, or not the
+// visitor's), wrapped or not, is shown as errNotFound. Any other error a
+// handler returns is logged and shown as a generic 500 page, so a cause
+// never reaches the browser.
 type pageError struct {
 	status  int
 	title   string
@@ -45,8 +49,8 @@ type errorPage struct {
 	Message string
 }
 
-// renderError answers with err's page; an error that is not a pageError is
-// logged with the request and answered with the generic 500 page.
+// renderError answers with err's page (see pageError); an error that has
+// none is logged with the request and answered with the generic 500 page.
 func (d *Dashboard) renderError(w http.ResponseWriter, r *http.Request, err error) {
 	d.renderErrorIn(w, r, nil, err)
 }
@@ -55,7 +59,13 @@ func (d *Dashboard) renderError(w http.ResponseWriter, r *http.Request, err erro
 // the page keeps the navigation.
 func (d *Dashboard) renderErrorIn(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	var pe *pageError
-	if !errors.As(err, &pe) {
+	switch {
+	case errors.As(err, &pe):
+	case errors.Is(err, manage.ErrNotFound):
+		// Deleted meanwhile, or never the visitor's: the answer tells
+		// neither apart from an id that never existed.
+		pe = errNotFound
+	default:
 		d.log.ErrorContext(r.Context(), "dashboard: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		pe = errInternal
 	}

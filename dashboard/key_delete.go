@@ -1,11 +1,8 @@
 package dashboard
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-
-	"github.com/tollgate/tollgate/manage"
 )
 
 // deleteKey deletes the key for good: its secret stops working at once,
@@ -16,9 +13,6 @@ func (d *Dashboard) deleteKey(w http.ResponseWriter, r *http.Request, s *session
 		return err
 	}
 	err = d.manage.DeleteKey(r.Context(), d.actor(r, s), k.ID)
-	if errors.Is(err, manage.ErrNotFound) {
-		return errNotFound // deleted meanwhile
-	}
 	if err != nil {
 		return fmt.Errorf("delete key: %w", err)
 	}

@@ -1,13 +1,10 @@
 package dashboard
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/tollgate/tollgate/manage"
 )
 
 // Rotating a key's secret: a new secret, shown once (Post/Redirect/Get, as
@@ -63,9 +60,6 @@ func (d *Dashboard) rotateKey(w http.ResponseWriter, r *http.Request, s *session
 		return &pageError{status: http.StatusBadRequest, title: "Choose a grace period", message: "Choose how long the old secret keeps working, from the list."}
 	}
 	_, secret, until, err := d.manage.RotateKey(r.Context(), d.actor(r, s), k.ID, grace)
-	if errors.Is(err, manage.ErrNotFound) {
-		return errNotFound // deleted meanwhile
-	}
 	if err != nil {
 		return fmt.Errorf("rotate key: %w", err)
 	}

@@ -1,12 +1,10 @@
 package dashboard
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/tollgate/tollgate/keyopts"
-	"github.com/tollgate/tollgate/manage"
 )
 
 // switchKey returns the action of the list's Enable or Disable button: an
@@ -18,9 +16,6 @@ func (d *Dashboard) switchKey(enabled bool) handler {
 			return err
 		}
 		_, err = d.manage.UpdateKey(r.Context(), d.actor(r, s), k.ID, "", keyopts.Patch{Enabled: &enabled})
-		if errors.Is(err, manage.ErrNotFound) {
-			return errNotFound // deleted meanwhile
-		}
 		if err != nil {
 			return fmt.Errorf("switch key: %w", err)
 		}

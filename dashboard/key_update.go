@@ -1,13 +1,11 @@
 package dashboard
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/tollgate/tollgate/keyopts"
-	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -62,9 +60,6 @@ func (d *Dashboard) saveKeyEdit(r *http.Request, s *session, k store.Key, f keyF
 		err = d.manage.CheckKey(ctx, a, "", k.ID, f.patch(&was))
 	} else {
 		_, err = d.manage.UpdateKey(ctx, a, k.ID, "", f.patch(&was))
-	}
-	if errors.Is(err, manage.ErrNotFound) {
-		return nil, errNotFound // deleted meanwhile
 	}
 	errs, err := d.formErrors(f, err)
 	if err != nil {

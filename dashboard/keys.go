@@ -1,27 +1,23 @@
 package dashboard
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 
-	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/store"
 )
 
 // ownKey loads the key named by the {id} in the path, if the signed-in
 // account owns it. A key that does not exist and a key of another account
-// are both errNotFound, so the answer never tells that a key id exists.
+// are both the service's manage.ErrNotFound, shown as the 404 page, so the
+// answer never tells that a key id exists.
 func (d *Dashboard) ownKey(r *http.Request, s *session) (store.Key, error) {
 	id := r.PathValue("id")
 	if id == "" {
 		return store.Key{}, errNotFound
 	}
 	k, err := d.manage.GetKey(r.Context(), d.actor(r, s), id)
-	if errors.Is(err, manage.ErrNotFound) {
-		return store.Key{}, errNotFound
-	}
 	if err != nil {
 		return store.Key{}, fmt.Errorf("look up key: %w", err)
 	}

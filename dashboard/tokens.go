@@ -216,9 +216,6 @@ func tokenExpiry(t *time.Time) shownTime {
 func (d *Dashboard) revokeToken(w http.ResponseWriter, r *http.Request, s *session) error {
 	id := r.PathValue("id")
 	err := d.manage.RevokeToken(r.Context(), d.actor(r, s), id)
-	if errors.Is(err, manage.ErrNotFound) {
-		return errNotFound
-	}
 	if err != nil {
 		return err
 	}

@@ -109,11 +109,7 @@ func (d *Dashboard) createWebhook(w http.ResponseWriter, r *http.Request, s *ses
 
 // ownWebhook is the signed-in account's endpoint named in the path.
 func (d *Dashboard) ownWebhook(r *http.Request, s *session) (store.WebhookEndpoint, error) {
-	wh, err := d.manage.GetWebhook(r.Context(), d.actor(r, s), r.PathValue("id"))
-	if errors.Is(err, manage.ErrNotFound) {
-		return store.WebhookEndpoint{}, errNotFound
-	}
-	return wh, err
+	return d.manage.GetWebhook(r.Context(), d.actor(r, s), r.PathValue("id"))
 }
 
 // showCreatedWebhook shows a new endpoint's secret, once.
@@ -130,9 +126,6 @@ func (d *Dashboard) showCreatedWebhook(w http.ResponseWriter, r *http.Request, s
 func (d *Dashboard) switchWebhook(enabled bool) handler {
 	return func(w http.ResponseWriter, r *http.Request, s *session) error {
 		_, err := d.manage.SetWebhookEnabled(r.Context(), d.actor(r, s), r.PathValue("id"), enabled)
-		if errors.Is(err, manage.ErrNotFound) {
-			return errNotFound
-		}
 		if err != nil {
 			return err
 		}
@@ -143,9 +136,6 @@ func (d *Dashboard) switchWebhook(enabled bool) handler {
 
 func (d *Dashboard) testWebhook(w http.ResponseWriter, r *http.Request, s *session) error {
 	_, err := d.manage.TestWebhook(r.Context(), d.actor(r, s), r.PathValue("id"))
-	if errors.Is(err, manage.ErrNotFound) {
-		return errNotFound
-	}
 	if errors.Is(err, manage.ErrWebhookTestPending) {
 		after := int(manage.WebhookTestRetryAfter / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(after))
@@ -193,9 +183,6 @@ func (d *Dashboard) confirmDeleteWebhook(w http.ResponseWriter, r *http.Request,
 
 func (d *Dashboard) deleteWebhook(w http.ResponseWriter, r *http.Request, s *session) error {
 	err := d.manage.DeleteWebhook(r.Context(), d.actor(r, s), r.PathValue("id"))
-	if errors.Is(err, manage.ErrNotFound) {
-		return errNotFound
-	}
 	if err != nil {
 		return err
 	}

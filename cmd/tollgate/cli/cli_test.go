@@ -654,3 +654,34 @@ func TestMigrateAppliesTheSchemaAndExits(t *testing.T) {
 	err = Run(context.Background(), []string{"migrate", "extra"}, &stdout, &stderr)
 	assert.ErrorIs(t, err, ErrUsage)
 }
+
+// Each command that shows a secret only once prints it alone on a line of
+// stdout, ending in a newline (so $(tollgate key create …) is the secret),
+// and says what it made on one line of stderr, without the secret.
+func TestCommandsThatShowASecretOncePrintItAloneOnItsLine(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		secret *regexp.Regexp
+		notice string
+	}{
+		{"key create", []string{"key", "create", "--account", "a@example.com", "--description", "ci"},
+			regexp.MustCompile(`^tg_sk_[0-9A-Za-z]{43}\n$`), "tollgate: created key key_"},
+		{"token create", []string{"token", "create", "--account", "a@example.com", "--scope", "keys:read"},
+			regexp.MustCompile(`^tg_mt_[0-9A-Za-z]{43}\n$`), "tollgate: created management token "},
+		{"webhook add", []string{"webhook", "add", "--account", "a@example.com", "--url", "https://hooks.example.com/t"},
+			regexp.MustCompile(`^whsec_[0-9A-Za-z_-]{43}\n$`), "tollgate: added webhook whk_"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.ok("account", "create", "--email", "a@example.com", "--plan", "free")
+			out, errOut, err := h.run(tt.args...)
+			require.NoError(t, err, errOut)
+			assert.Regexp(t, tt.secret, out, "stdout is the secret and a newline")
+			assert.True(t, strings.HasPrefix(errOut, tt.notice), "stderr %q", errOut)
+			assert.True(t, strings.HasSuffix(errOut, " shown only this once\n"), "stderr %q", errOut)
+			assert.Equal(t, 1, strings.Count(errOut, "\n"), "stderr %q is one line", errOut)
+			assert.NotContains(t, errOut, strings.TrimSpace(out), "stderr shows the secret")
+		})
+	}
+}

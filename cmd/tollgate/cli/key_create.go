@@ -43,12 +43,7 @@ func runKeyCreate(ctx context.Context, e *env, f *flags, args []string) error {
 	if err != nil {
 		return serviceError(err)
 	}
-	fmt.Fprintf(e.stderr, "tollgate: created key %s for %s; its secret is shown only this once\n", k.ID, a.Email)
-	if *asJSON {
-		v := manage.KeyView(k, e.now())
-		v.Secret = secret
-		return writeJSON(e.stdout, v)
-	}
-	_, err = fmt.Fprintln(e.stdout, secret)
-	return err
+	v := manage.KeyView(k, e.now())
+	v.Secret = secret
+	return writeShownOnce(e, fmt.Sprintf("created key %s for %s; its secret is shown only this once", k.ID, a.Email), secret, *asJSON, v)
 }

@@ -73,14 +73,9 @@ func runTokenCreate(ctx context.Context, e *env, f *flags, args []string) error 
 	if err != nil {
 		return serviceError(err)
 	}
-	fmt.Fprintf(e.stderr, "tollgate: created management token %s; it is shown only this once\n", t.ID)
-	if *asJSON {
-		view := manage.TokenView(t)
-		view.Token = secret
-		return writeJSON(e.stdout, view)
-	}
-	_, err = fmt.Fprintln(e.stdout, secret)
-	return err
+	view := manage.TokenView(t)
+	view.Token = secret
+	return writeShownOnce(e, fmt.Sprintf("created management token %s; it is shown only this once", t.ID), secret, *asJSON, view)
 }
 
 func runTokenList(ctx context.Context, e *env, f *flags, args []string) error {

@@ -67,14 +67,9 @@ func runWebhookAdd(ctx context.Context, e *env, f *flags, args []string) error {
 	if err != nil {
 		return serviceError(err)
 	}
-	fmt.Fprintf(e.stderr, "tollgate: added webhook %s; its signing secret is shown only this once\n", w.ID)
-	if *asJSON {
-		v := manage.WebhookView(w)
-		v.Secret = secret
-		return writeJSON(e.stdout, v)
-	}
-	_, err = fmt.Fprintln(e.stdout, secret)
-	return err
+	v := manage.WebhookView(w)
+	v.Secret = secret
+	return writeShownOnce(e, fmt.Sprintf("added webhook %s; its signing secret is shown only this once", w.ID), secret, *asJSON, v)
 }
 
 func runWebhookList(ctx context.Context, e *env, f *flags, args []string) error {

@@ -25,6 +25,19 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// writeShownOnce prints what a create command shows only this once: the
+// notice on stderr, a line of its own, then on stdout the secret alone on
+// its line (so that $(tollgate key create …) is the secret), or with
+// --json the view, which carries the secret.
+func writeShownOnce(e *env, notice, secret string, asJSON bool, view any) error {
+	fmt.Fprintf(e.stderr, "tollgate: %s\n", notice)
+	if asJSON {
+		return writeJSON(e.stdout, view)
+	}
+	_, err := fmt.Fprintln(e.stdout, secret)
+	return err
+}
+
 // writeFields writes name/value pairs as aligned "name: value" lines.
 func writeFields(w io.Writer, pairs ...string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
