@@ -53,7 +53,7 @@ const soakSmallLimit = 64
 const soakTimeout = 10 * time.Second
 
 // soakStepDefault is each step's length (TOLLGATE_BENCH_SOAK_STEP sets
-// another, as a Go duration): 6 ladders of 5 steps, about 4 minutes.
+// another, as a Go duration): 6 ladders of 5 steps, 4 to 5 minutes in all.
 const soakStepDefault = 8 * time.Second
 
 // soakShapes are the two ladders. A streamed request costs Envoy and
@@ -64,7 +64,7 @@ var soakShapes = []struct {
 	stream     bool
 	rates      []int
 }{
-	{"streamed, 100 chunks", streamBody, true, []int{25, 50, 100, 200, 400}},
+	{"streamed, 100 chunks", streamBody, true, []int{50, 100, 200, 400, 800}},
 	{"non-streamed", requestBody, false, []int{100, 200, 400, 800, 1600}},
 }
 
@@ -586,7 +586,7 @@ func TestTheOverloadSoakHarnessWorks(t *testing.T) {
 	// Streams the mock holds open fill the generator's two places: the
 	// other arrivals are dropped, and the two end at their timeout.
 	g := newSoakGen(a, slow, true)
-	g.inFlight, g.timeout = 2, time.Second
+	g.inFlight, g.timeout = 2, 2*time.Second
 	steps, err := runLadder(a, g, []int{20}, d)
 	require.NoError(t, err)
 	require.Equal(t, 3, steps[0].dropped, "%+v", steps[0])
