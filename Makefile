@@ -70,8 +70,8 @@ lint: ## gofmt and go vet
 	$(GO) vet $(PKGS)
 	cd deploy/helm && $(GO) vet ./...
 
-bench: ## the benchmark table (each figure next to its floor, measured in the same run), then the gRPC and rate-limiter micro-benchmarks
-	$(GO) test -run '^$$' -bench '^BenchmarkTable$$' -benchtime 1x ./bench/
+bench: ## the benchmark table (each figure next to its floor, measured in the same run) and the overload soak, then the gRPC and rate-limiter micro-benchmarks
+	$(GO) test -run '^$$' -bench '^BenchmarkTable$$' -benchtime 1x -timeout 60m ./bench/
 	$(GO) test -run '^$$' -bench 'EmptyUnaryCall|NonStreamed|Streamed100' -benchmem -benchtime $(BENCHTIME) ./bench/
 	$(GO) test -run '^$$' -bench StreamEvent -benchmem ./extproc/provider/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./ratelimit/

@@ -280,13 +280,7 @@ func (e *envoyProc) stop() {
 }
 
 // logTail is the last 4 KiB of Envoy's output.
-func (e *envoyProc) logTail() string {
-	b, _ := os.ReadFile(e.logPath)
-	if len(b) > 4096 {
-		b = b[len(b)-4096:]
-	}
-	return string(b)
-}
+func (e *envoyProc) logTail() string { return fileTail(e.logPath, 4096) }
 
 func (e *envoyProc) waitReady(adminPath string, d time.Duration) error {
 	deadline := time.Now().Add(d)
@@ -344,18 +338,11 @@ func (e *envoyProc) probe(hc *http.Client, adminPath string) error {
 
 // rss is a process's resident memory, from /proc/<pid>/status.
 func rss(b testing.TB, pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	require.NoError(b, err)
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			require.NoError(b, err)
-			return kb << 10
-		}
+	v := rssOf(pid)
+	if v == 0 {
+		b.Fatalf("no VmRSS for %d", pid)
 	}
-	b.Fatalf("no VmRSS for %d", pid)
-	return 0
+	return v
 }
 
 // envoyPath is Envoy with the gRPC server behind it (none for row (a)):

@@ -123,8 +123,13 @@ func runChild(mode string) error {
 	default:
 		args := strings.Split(os.Getenv("TOLLGATE_BENCH_ARGS"), "\x1f")
 		// The logs (an access-log line a request) are written, as in
-		// production, to a file: /dev/null.
-		logs, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		// production, to a file: /dev/null, or TOLLGATE_BENCH_LOG (the
+		// overload soak's, whose tail it shows if the child dies).
+		logPath := os.DevNull
+		if p := os.Getenv("TOLLGATE_BENCH_LOG"); p != "" {
+			logPath = p
+		}
+		logs, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			return err
 		}
@@ -452,9 +457,10 @@ func BenchmarkTable(b *testing.B) {
 	var rows [][4]string
 	row := func(what, ours, floor, ratio string) { rows = append(rows, [4]string{what, ours, floor, ratio}) }
 
-	// TOLLGATE_BENCH_ONLY=embedded|grpc|latency|envoy measures those rows
-	// alone; =variants measures the sidecar variants of the Envoy path
-	// (only when named).
+	// TOLLGATE_BENCH_ONLY=embedded|grpc|latency|envoy|overload measures
+	// those rows alone (overload: the soak, overload_soak_test.go);
+	// =variants measures the sidecar variants of the Envoy path (only when
+	// named).
 	only := os.Getenv("TOLLGATE_BENCH_ONLY")
 	part := func(name string) bool { return only == "" || strings.Contains(only, name) }
 
@@ -473,13 +479,17 @@ func BenchmarkTable(b *testing.B) {
 	if strings.Contains(only, "variants") {
 		variantRows(b, n, rounds, row)
 	}
+	soak := ""
+	if part("overload") {
+		soak = overloadSoak(b, row)
+	}
 
 	var out strings.Builder
 	fmt.Fprintf(&out, "\n| measure | Tollgate | floor | ratio |\n|---|---|---|---|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&out, "| %s | %s | %s | %s |\n", r[0], r[1], r[2], r[3])
 	}
-	fmt.Print(out.String())
+	fmt.Print(out.String(), soak)
 }
 
 // embeddedRows measures the embedded path against httputil.ReverseProxy:
