@@ -65,9 +65,10 @@ test: tools ## vet and run every test, then every fuzz target for FUZZTIME_TEST 
 test-short: ## run the tests without the race detector, quickly
 	$(GO) test -count=1 $(PKGS)
 
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet and staticcheck (pinned in go.mod as a tool); one import alias per proto package is a test (imports_test.go)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
 	cd deploy/helm && $(GO) vet ./...
 
 bench: ## the benchmark table (each figure next to its floor, measured in the same run) and the overload soak, then the gRPC and rate-limiter micro-benchmarks

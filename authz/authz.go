@@ -18,7 +18,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"google.golang.org/genproto/googleapis/rpc/status"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 
 	"github.com/tollgate/tollgate/admission"
@@ -344,7 +344,7 @@ func (s *Server) allow(key store.Key, requestID string, now time.Time, responseH
 		remove = removedByAuthz
 	}
 	return &authv3.CheckResponse{
-		Status: &status.Status{Code: int32(codes.OK)},
+		Status: &rpcstatus.Status{Code: int32(codes.OK)},
 		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
 			Headers:              set,
 			HeadersToRemove:      remove,
@@ -356,7 +356,7 @@ func (s *Server) allow(key store.Key, requestID string, now time.Time, responseH
 func deny(e oaierror.Error, extra []*corev3.HeaderValueOption) *authv3.CheckResponse {
 	headers := append(contract.SetHeaders("content-type", "application/json"), extra...)
 	return &authv3.CheckResponse{
-		Status: &status.Status{Code: int32(codes.PermissionDenied)},
+		Status: &rpcstatus.Status{Code: int32(codes.PermissionDenied)},
 		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
 			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(e.Status)},
 			Headers: headers,
