@@ -58,6 +58,7 @@ import (
 	"github.com/tollgate/tollgate/internal/guard"
 	"github.com/tollgate/tollgate/internal/periodic"
 	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/store"
 )
 
 // Store is the database side of leases (store.Store).
@@ -96,7 +97,11 @@ type Leaser struct {
 
 	mu       sync.Mutex
 	accounts map[string]*account
-	seq      atomic.Uint64
+	// unreturned: free money a give-back could not return (the database
+	// was away) and certainly did not: tried again at the next sweep and
+	// at Close, so that it is not left reserved until its lease expires.
+	unreturned []give
+	seq        atomic.Uint64
 
 	sweeps *periodic.Loop
 	grows  sync.WaitGroup // growAhead calls under way
@@ -377,8 +382,9 @@ func (l *Leaser) Sweep() {
 // and the free part of tight ones.
 func (l *Leaser) sweep(all bool) {
 	now := l.opt.Now()
-	var gives []give
 	l.mu.Lock()
+	gives := l.unreturned
+	l.unreturned = nil
 	ids := make([]string, 0, len(l.accounts))
 	for id := range l.accounts {
 		ids = append(ids, id)
@@ -480,8 +486,17 @@ func (l *Leaser) giveBack(gives []give) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := l.opt.Store.ReturnLease(ctx, g.lease, g.amount); err != nil {
-			// The money stays reserved until the lease expires.
-			l.opt.Logger.Warn("balance: returning a lease failed; it is freed when it expires", "lease", g.lease, "err", err)
+			if errors.Is(err, store.ErrCommitUnknown) {
+				// It may have been returned: returning it again could
+				// free money the lease still holds for requests. It
+				// stays reserved until the lease expires.
+				l.opt.Logger.Warn("balance: returning a lease may have failed; it is freed when it expires", "lease", g.lease, "err", err)
+			} else {
+				l.opt.Logger.Warn("balance: returning a lease failed; tried again at the next sweep", "lease", g.lease, "err", err)
+				l.mu.Lock()
+				l.unreturned = append(l.unreturned, g)
+				l.mu.Unlock()
+			}
 		}
 		cancel()
 	}

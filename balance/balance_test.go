@@ -3,6 +3,7 @@ package balance
 import (
 	"context"
 	crand "crypto/rand"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -515,3 +516,53 @@ func TestAReplicaRefusedMoneyAnotherLeaseHoldsGetsItAtTheOthersNextSweep(t *test
 }
 
 var recordSeq atomic.Uint64
+
+// failingReturns fails the next returns with err, then passes them on.
+type failingReturns struct {
+	Store
+	mu   sync.Mutex
+	fail int
+	err  error
+}
+
+func (f *failingReturns) ReturnLease(ctx context.Context, leaseID string, amount money.Nanos) error {
+	f.mu.Lock()
+	if f.fail > 0 {
+		f.fail--
+		f.mu.Unlock()
+		return f.err
+	}
+	f.mu.Unlock()
+	return f.Store.ReturnLease(ctx, leaseID, amount)
+}
+
+// A give-back the database did not take (it was away: nothing was done) is
+// tried again at the next sweep, and at Close, instead of leaving the
+// money reserved until the lease expires; one whose commit's outcome is
+// unknown is not (a second return could free money the lease holds).
+func TestAGiveBackTheDatabaseDidNotTakeIsTriedAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		reserved money.Nanos
+	}{
+		{"not done", errors.New("store: return lease: begin transaction: connection refused"), 0},
+		{"commit unknown", fmt.Errorf("store: return lease: commit transaction: EOF (%w)", store.ErrCommitUnknown), 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := openSQLite(t)
+			fs := &failingReturns{Store: st, fail: 1, err: tc.err}
+			c := testclock.New(time.Now())
+			l := New(Options{Store: fs, Now: c.Now, Idle: time.Hour, Life: time.Hour, Slices: 4})
+			a := newAccount(t, st, 10_000)
+			lease, err := l.Hold(t.Context(), a.ID, "r1", 100)
+			require.NoError(t, err)
+			l.Cancel(a.ID, "r1", lease, 100)
+			c.Advance(2 * time.Hour)
+			l.sweep(false)
+			requireMoney(t, st, a.ID, 10_000, 500, "the give-back failed")
+			l.Close()
+			requireMoney(t, st, a.ID, 10_000, tc.reserved, "after Close")
+		})
+	}
+}

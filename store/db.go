@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -85,7 +86,17 @@ func utcTimes(dest []any) {
 	}
 }
 
-// errTx wraps the failure to begin or commit a transaction.
+// ErrCommitUnknown is a transaction whose commit failed: the connection
+// broke as it committed, so whether it took effect is not known, and
+// doing it again might do it twice. Every other failure of inTx left
+// nothing done.
+var ErrCommitUnknown = errors.New("the commit's outcome is unknown")
+
+// errTx wraps the failure to begin or commit a transaction; a failed
+// commit is also ErrCommitUnknown.
 func errTx(step string, err error) error {
+	if step == "commit" {
+		return fmt.Errorf("%s transaction: %w (%w)", step, err, ErrCommitUnknown)
+	}
 	return fmt.Errorf("%s transaction: %w", step, err)
 }
