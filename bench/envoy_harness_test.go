@@ -28,10 +28,11 @@ func TestTheEnvoyBenchHarnessWorks(t *testing.T) {
 			assert.Greater(t, x.server, 0.0, "%s: the gRPC server's CPU counted", s.name)
 		}
 		assert.Zero(t, a.msgs, "%s: (a) has no ext_proc", s.name)
-		// Envoy may read a stream's chunks together: the counts of the
-		// two paths may differ by a few chunks, never by a step.
+		// Envoy may read a stream's chunks together, the more so on a busy
+		// machine (make test runs packages side by side): the counts of the
+		// two paths may differ by some chunks, never by a whole answer's.
 		assert.Positive(t, c.msgs, "%s: Envoy counted ext_proc messages", s.name)
-		assert.InDelta(t, c.msgs, b.msgs, c.msgs*0.05, "%s: the no-op servers exchange as many ext_proc messages as Tollgate", s.name)
+		assert.InDelta(t, c.msgs, b.msgs, c.msgs*0.15, "%s: the no-op servers exchange as many ext_proc messages as Tollgate", s.name)
 	}
 
 	m2 := newMock(t, mockTokens)
