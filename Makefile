@@ -48,17 +48,17 @@ services: ## install (Debian) and start PostgreSQL, Redis, Chromium and Node.js 
 
 test: tools ## vet and run every test, then every fuzz target for FUZZTIME_TEST (PostgreSQL and Redis tests need the servers; CI starts them)
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 8m $(PKGS)
+	$(GO) test -race -count=1 -timeout 12m $(PKGS)
 	@# The Helm chart's tests: a module of their own (deploy/helm/go.mod), so
 	@# Helm's and the Kubernetes API types stay out of the main module.
 	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout 5m ./...
 	@# The end-to-end suite again, the built-in edge calling the servers over
 	@# gRPC as Envoy does (the run above binds them in process).
-	TOLLGATE_E2E_BINDING=grpc $(GO) test -race -count=1 -timeout 8m ./e2e/
+	TOLLGATE_E2E_BINDING=grpc $(GO) test -race -count=1 -timeout 12m ./e2e/
 	@# And behind a real Envoy (the pinned one, from make envoy; or
 	@# TOLLGATE_ENVOY=/path/to/envoy): tollgate serve --edge off, mutual TLS,
 	@# the listener, routes and clusters over xDS.
-	TOLLGATE_E2E_BINDING=envoy $(GO) test -race -count=1 -timeout 12m ./e2e/
+	TOLLGATE_E2E_BINDING=envoy $(GO) test -race -count=1 -timeout 15m ./e2e/
 	@# Every fuzz target for a few seconds: a crash fails the build.
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
 

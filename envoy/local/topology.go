@@ -37,7 +37,7 @@ type Options struct {
 	// EditBootstrap, when set, changes the substituted bootstrap before
 	// Envoy starts (tests that run Envoy in a configuration of their own).
 	EditBootstrap func([]byte) ([]byte, error)
-	Logs                          io.Writer
+	Logs          io.Writer
 }
 
 // Topology is a running set of replicas behind one Envoy.
