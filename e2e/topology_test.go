@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -166,9 +167,15 @@ func TestRunEnvoyServesTheAPIAndTheDashboardThroughEnvoy(t *testing.T) {
 	var out, logs syncBuffer
 	done := make(chan error, 1)
 	bin, envoy := tollgateBinary(t), envoyPath(t)
+	// A port of its own, as make run-envoy's :8080: an Envoy started again
+	// binds the same one.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	listen := l.Addr().String()
+	require.NoError(t, l.Close())
 	go func() {
 		done <- local.Run(ctx, local.Options{Repo: "..", Tollgate: bin, Envoy: envoy, Config: cfgPath, DB: db,
-			Certs: certs, Dir: dir, Listen: "127.0.0.1:0", EnvoyAdmin: "127.0.0.1:0", Logs: &logs}, &out)
+			Certs: certs, Dir: dir, Listen: listen, EnvoyAdmin: "127.0.0.1:0", Logs: &logs}, &out)
 	}()
 	api := regexp.MustCompile(`API at (http://\S+)/v1 \(Envoy\), dashboard at (http://\S+/keys)`)
 	var m []string
