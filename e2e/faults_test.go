@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -443,4 +444,58 @@ func faultConfig(requestTimeout string, free bool, urls ...string) string {
 	return "key_prefix: tg\nproviders:\n" + providers.String() +
 		"models:\n  - id: m\n    max_tokens: 8192\n" + prices + "    request_timeout: " + requestTimeout + "\n    deployments:\n" + deps.String() +
 		"plans:\n  - {name: pro, default_rpm: 0, models: [\"*\"]}\n"
+}
+
+// brokenHTTP is a provider that answers every request with bytes that are
+// not HTTP, then closes the connection.
+func brokenHTTP(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		lis.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				_, _ = c.Read(make([]byte, 64<<10))
+				_, _ = c.Write([]byte("NOT HTTP AT ALL\r\n\x00\x01\r\n\r\n"))
+			})
+		}
+	})
+	return "http://" + lis.Addr().String()
+}
+
+// A provider that breaks HTTP before its answer's headers is a provider
+// that failed before the first byte, on every binding: an OpenAI-shaped
+// error (behind Envoy: not Envoy's own text), never a body the SDKs
+// cannot read.
+func TestAProviderThatBreaksHTTPGetsAnOpenAIShapedError(t *testing.T) {
+	tg := startTollgate(t, faultConfig("10s", false, brokenHTTP(t), brokenHTTP(t)), "")
+	secret := tg.newAccount(t, "me@example.com", "10")
+	// Many at once, so that Envoy's retry budget overflows and some
+	// attempts end without a retry.
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Go(func() {
+			resp, body := tg.post(t, secret, fmt.Sprintf(`{"model":"m","stream":%t,%s}`, i%2 == 0, faultMessages))
+			assert.Contains(t, []int{http.StatusBadGateway, http.StatusServiceUnavailable}, resp.StatusCode, "%s", body)
+			var e struct {
+				Error struct{ Message, Type, Code string }
+			}
+			if assert.NoError(t, json.Unmarshal(body, &e), "%s", body) {
+				assert.NotEmpty(t, e.Error.Code, "%s", body)
+				assert.NotEmpty(t, e.Error.Message, "%s", body)
+			}
+		})
+	}
+	wg.Wait()
 }
