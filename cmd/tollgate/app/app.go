@@ -23,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tollgate/tollgate/admission"
 	"io"
 	"log/slog"
 	"net"
@@ -34,6 +33,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tollgate/tollgate/admission"
 	"github.com/tollgate/tollgate/authz"
 	"github.com/tollgate/tollgate/balance"
 	"github.com/tollgate/tollgate/budget"

@@ -4,11 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"github.com/tollgate/tollgate/admission"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/admission"
 	"github.com/tollgate/tollgate/authz"
 	"github.com/tollgate/tollgate/balance"
 	"github.com/tollgate/tollgate/budget"
