@@ -4,7 +4,7 @@ import (
 	"context"
 	"log/slog"
 
-	refused "github.com/tollgate/tollgate/refusal"
+	"github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -47,12 +47,12 @@ func (a AccessLog) Record(rec store.UsageRecord) error {
 // refused before admitting it (which has no usage record), and passes the
 // refusal on to be counted.
 type RefusalAccessLog struct {
-	Refusals refused.Sink
+	Refusals refusal.Sink
 	Logger   *slog.Logger
 }
 
 // Count logs r and hands it to the next Sink.
-func (a RefusalAccessLog) Count(r refused.Refusal) {
+func (a RefusalAccessLog) Count(r refusal.Refusal) {
 	level := slog.LevelInfo
 	if r.Status >= 500 {
 		level = slog.LevelWarn
@@ -61,7 +61,7 @@ func (a RefusalAccessLog) Count(r refused.Refusal) {
 		slog.String("request_id", r.RequestID),
 		slog.String("key_id", r.KeyID),
 		slog.String("account_id", r.AccountID),
-		slog.String("model", store.Truncate(r.Model, refused.MaxModel)),
+		slog.String("model", store.Truncate(r.Model, refusal.MaxModel)),
 		slog.Int("status", r.Status),
 		slog.String("error_code", r.Code),
 		slog.Bool("refused", true),

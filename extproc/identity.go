@@ -34,34 +34,34 @@ func (r *routerStep) authenticate(ctx context.Context, hm map[string]string) *oa
 			// The reason names no part of the value.
 			log.ErrorContext(ctx, "router step: no valid ext_authz decision; refused (is ext_authz, sharing this step key, configured before ext_proc?)",
 				"reason", err.Error(), "request_id", r.clientRequestID)
-			return refusal(oaierror.Internal)
+			return copyError(oaierror.Internal)
 		}
 		keyID, accountID = d.KeyID, d.AccountID
 	} else if keyID == "" || accountID == "" {
 		log.ErrorContext(ctx, "router step: request without identity headers; is ext_authz configured before ext_proc?")
-		return refusal(oaierror.Internal)
+		return copyError(oaierror.Internal)
 	}
 	key, err := r.s.opt.Keys.KeyByID(ctx, keyID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return refusal(oaierror.InvalidAPIKey)
+		return copyError(oaierror.InvalidAPIKey)
 	case err != nil:
 		log.ErrorContext(ctx, "router step: key lookup failed", "key_id", keyID, "err", err)
-		return refusal(oaierror.Internal)
+		return copyError(oaierror.Internal)
 	case key.AccountID != accountID:
 		log.ErrorContext(ctx, "router step: the admitted key is not the account's; refused", "key_id", keyID, "account_id", accountID)
-		return refusal(oaierror.Internal)
+		return copyError(oaierror.Internal)
 	case !key.Enabled:
-		return refusal(oaierror.KeyDisabled)
+		return copyError(oaierror.KeyDisabled)
 	case key.Expired(r.started):
-		return refusal(oaierror.KeyExpired)
+		return copyError(oaierror.KeyExpired)
 	}
 	r.keyID, r.accountID, r.key = keyID, accountID, key
 	return nil
 }
 
-// refusal is a copy of a shared error value, for the caller to keep.
-func refusal(e oaierror.Error) *oaierror.Error { return &e }
+// copyError is a copy of a shared error value, for the caller to keep.
+func copyError(e oaierror.Error) *oaierror.Error { return &e }
 
 // errOtherRequest: a decision ext_authz made for another request id.
 var errOtherRequest = errors.New("decision made for another request")

@@ -72,7 +72,7 @@ type promptTally struct {
 // are not UTF-8 three, bytes of structured JSON structuredFactor, image and
 // file parts the model's image_tokens and file_tokens instead of their
 // bytes, and the overheads per item and per request.
-func promptBound(body []byte, cr *chatRequest) int64 {
+func promptBound(body []byte, cr *validChat) int64 {
 	t := &cr.tally
 	n := int64(len(body)) - t.media + (structuredFactor-1)*t.structured
 	n += replacementTokens * notUTF8(body)
@@ -148,7 +148,7 @@ func tallyMessage(t *promptTally, role, toolCalls, content gjson.Result) {
 // more than the model's context window leaves beside the held output
 // limit, since a provider refuses a prompt that does not fit there rather
 // than bill it.
-func promptTokensHeld(cr chatRequest) int64 {
+func promptTokensHeld(cr validChat) int64 {
 	return max(min(cr.PromptBound, int64(cr.Model.ContextWindow)-cr.MaxTokens), 0)
 }
 
@@ -156,7 +156,7 @@ func promptTokensHeld(cr chatRequest) int64 {
 // context window: one whose output limit leaves no room for even one
 // prompt token. A prompt's bound over the window is not certain (real
 // text has about four bytes per token) and is only capped (promptTokensHeld).
-func validateWindow(_ *fields, r *chatRequest) *oaierror.Error {
+func validateWindow(_ *fields, r *validChat) *oaierror.Error {
 	window := int64(r.Model.ContextWindow)
 	if r.MaxTokens < window {
 		return nil

@@ -18,7 +18,7 @@ import (
 	"github.com/tollgate/tollgate/extproc/provider"
 	"github.com/tollgate/tollgate/internal/guard"
 	"github.com/tollgate/tollgate/money"
-	refused "github.com/tollgate/tollgate/refusal"
+	"github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -37,19 +37,19 @@ func (r *recordedUsage) Record(rec store.UsageRecord) error {
 // countedRefusals keeps the refusals the router step counts.
 type countedRefusals struct {
 	mu  sync.Mutex
-	got []refused.Refusal
+	got []refusal.Refusal
 }
 
-func (c *countedRefusals) Count(r refused.Refusal) {
+func (c *countedRefusals) Count(r refusal.Refusal) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.got = append(c.got, r)
 }
 
-func (c *countedRefusals) all() []refused.Refusal {
+func (c *countedRefusals) all() []refusal.Refusal {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]refused.Refusal(nil), c.got...)
+	return append([]refusal.Refusal(nil), c.got...)
 }
 
 func (r *recordedUsage) all() []store.UsageRecord {

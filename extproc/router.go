@@ -29,7 +29,7 @@ import (
 	"github.com/tollgate/tollgate/extproc/provider"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
-	refused "github.com/tollgate/tollgate/refusal"
+	"github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -161,7 +161,7 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 // admit validates the chat request (its parameters named as the
 // endpoint's clients know them), checks model access and availability,
 // and draws the request id.
-func (r *routerStep) admit(ctx context.Context, body []byte) (chatRequest, *oaierror.Error) {
+func (r *routerStep) admit(ctx context.Context, body []byte) (validChat, *oaierror.Error) {
 	cr, e := validate(body, r.cfg)
 	if e != nil {
 		if r.ep.param != nil {
@@ -180,7 +180,7 @@ func (r *routerStep) admit(ctx context.Context, body []byte) (chatRequest, *oaie
 // limitBody is the body the providers get: its output limit is the one
 // held (cr.MaxTokens), as its only one, so that no adapter can send
 // another (the client's larger limit, or none: the provider's default).
-func (r *routerStep) limitBody(ctx context.Context, body []byte, cr chatRequest) ([]byte, *oaierror.Error) {
+func (r *routerStep) limitBody(ctx context.Context, body []byte, cr validChat) ([]byte, *oaierror.Error) {
 	if cr.LimitSent {
 		return body, nil
 	}
@@ -202,7 +202,7 @@ func (r *routerStep) limitBody(ctx context.Context, body []byte, cr chatRequest)
 // budget_exceeded when a budget cannot (the balance is asked first, so a
 // request both would refuse gets the 402), or 429 budget_held when only
 // the holds of requests in flight keep a budget from covering it.
-func (r *routerStep) hold(ctx context.Context, cr chatRequest) *oaierror.Error {
+func (r *routerStep) hold(ctx context.Context, cr validChat) *oaierror.Error {
 	if r.s.opt.Balance == nil && r.s.opt.Budgets == nil {
 		return nil
 	}
@@ -282,7 +282,7 @@ func (r *routerStep) holdBalance(ctx context.Context, amount money.Nanos) *oaier
 
 // requestMetadata is what every upstream attempt needs to know of the
 // request, handed over as dynamic metadata (see contract.RequestMetadataNamespace).
-func requestMetadata(stepKey []byte, a *admission, cr chatRequest, response string) *structpb.Struct {
+func requestMetadata(stepKey []byte, a *admission, cr validChat, response string) *structpb.Struct {
 	v := new(metaValues) // every value in one allocation
 	fields := make(map[string]*structpb.Value, 13)
 	fields[contract.MetaKeyID] = v.str(a.keyID)
@@ -551,7 +551,7 @@ func (r *routerStep) refuse(e oaierror.Error, model string) *extprocv3.Processin
 	r.recorded = true // finish writes no record either
 	r.giveBack()
 	if r.s.opt.Refusals != nil {
-		r.s.opt.Refusals.Count(refused.Refusal{KeyID: r.keyID, AccountID: r.accountID, Status: e.Status, Code: e.Code,
+		r.s.opt.Refusals.Count(refusal.Refusal{KeyID: r.keyID, AccountID: r.accountID, Status: e.Status, Code: e.Code,
 			Model: model, Message: e.Message, At: r.s.opt.Now(), RequestID: r.clientRequestID})
 	}
 	return immediate(e.ForRequest(r.clientRequestID), r.refusalHeaders())

@@ -13,7 +13,7 @@ import (
 
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/money"
-	refused "github.com/tollgate/tollgate/refusal"
+	"github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -115,7 +115,7 @@ func TestTheRouterStepRefuses(t *testing.T) {
 				return
 			}
 			require.Len(t, counted, 1)
-			assert.Equal(t, refused.Refusal{KeyID: testKey, AccountID: testAccount, Status: tt.wantStatus, Code: tt.wantCode,
+			assert.Equal(t, refusal.Refusal{KeyID: testKey, AccountID: testAccount, Status: tt.wantStatus, Code: tt.wantCode,
 				Model: tt.wantModel, Message: counted[0].Message, At: g.now, RequestID: "req-1"}, counted[0])
 			assert.NotEmpty(t, counted[0].Message, "the client's message is kept")
 		})

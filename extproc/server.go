@@ -29,7 +29,7 @@ import (
 	"github.com/tollgate/tollgate/internal/guard"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/ratelimit"
-	refused "github.com/tollgate/tollgate/refusal"
+	"github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -133,7 +133,7 @@ type Options struct {
 	// Refusals counts the requests the router step refuses before
 	// admitting them (no usage record is written for those: nothing was
 	// held or sent); nil counts none.
-	Refusals refused.Sink
+	Refusals refusal.Sink
 	// Balance holds each request's most possible cost at admission, so
 	// that concurrent requests cannot overdraw an account.
 	Balance Balance

@@ -48,13 +48,13 @@ func tokenLimits(cfg *config.Config, key store.Key, acct store.Account) ratelimi
 // key's token limits, and keeps the headers its answer carries. It
 // fails with 429 when a window has no room for them, or when they are
 // more than a limit allows at all.
-func (r *routerStep) reserveTokens(ctx context.Context, cr chatRequest) *oaierror.Error {
+func (r *routerStep) reserveTokens(ctx context.Context, cr validChat) *oaierror.Error {
 	if r.s.opt.Tokens == nil {
 		return nil
 	}
 	_, acct, err := r.identity(ctx)
 	if err != nil {
-		return refusal(oaierror.Internal)
+		return copyError(oaierror.Internal)
 	}
 	lim := tokenLimits(r.cfg, r.key, acct)
 	if lim.PerMinute <= 0 && lim.PerDay <= 0 {
@@ -64,7 +64,7 @@ func (r *routerStep) reserveTokens(ctx context.Context, cr chatRequest) *oaierro
 	res, err := r.s.opt.Tokens.ReserveTokens(ctx, r.keyID, r.requestID, n, lim, r.s.tokenClock())
 	if err != nil {
 		r.s.opt.Logger.ErrorContext(ctx, "router step: token limiter failed", "key_id", r.keyID, "err", err)
-		return refusal(oaierror.Internal)
+		return copyError(oaierror.Internal)
 	}
 	r.tokenHeaders = tokenHeaders(res.Shown())
 	switch {

@@ -13,8 +13,8 @@ import (
 	"github.com/tollgate/tollgate/oaierror"
 )
 
-// chatRequest is what the router step learns from a valid body.
-type chatRequest struct {
+// validChat is what the router step learns from a valid body.
+type validChat struct {
 	Model *config.Model
 	// Asked is the model the client named (set whenever the body names
 	// one, also when validation fails), for counting refusals.
@@ -86,31 +86,31 @@ var validRoles = map[string]bool{"system": true, "developer": true, "user": true
 // validate checks a chat-completion body against the rules of docs/api.md (Chat completions) without
 // decoding it into structs. The first problem found is returned as the
 // client-facing error; a nil error means the body may go to a provider.
-func validate(body []byte, cfg *config.Config) (chatRequest, *oaierror.Error) {
+func validate(body []byte, cfg *config.Config) (validChat, *oaierror.Error) {
 	top, e := topLevel(body)
 	if e != nil {
-		return chatRequest{}, e
+		return validChat{}, e
 	}
-	var r chatRequest
+	var r validChat
 	model := top.model
 	if model.Type != gjson.String || model.Str == "" {
-		return chatRequest{}, invalid("invalid_model", "model", "You must provide a model parameter (a string).")
+		return validChat{}, invalid("invalid_model", "model", "You must provide a model parameter (a string).")
 	}
 	// A copy: the body's bytes are the parse's, and Asked outlives them.
 	asked := strings.Clone(model.Str)
 	m, ok := cfg.Model(model.Str)
 	if !ok {
-		return chatRequest{Asked: asked}, invalid("invalid_model", "model", "The model %q does not exist.", truncate(model.Str))
+		return validChat{Asked: asked}, invalid("invalid_model", "model", "The model %q does not exist.", truncate(model.Str))
 	}
 	r.Model, r.Asked = m, asked
-	for _, check := range [...]func(*fields, *chatRequest) *oaierror.Error{
-		func(top *fields, r *chatRequest) *oaierror.Error { return validateMessages(top.messages, m, r) },
+	for _, check := range [...]func(*fields, *validChat) *oaierror.Error{
+		func(top *fields, r *validChat) *oaierror.Error { return validateMessages(top.messages, m, r) },
 		validateStream, validateRanges, validateLimits, validateWindow,
-		func(top *fields, _ *chatRequest) *oaierror.Error { return checkUnpriced(top, m) },
+		func(top *fields, _ *validChat) *oaierror.Error { return checkUnpriced(top, m) },
 		validateChoices, validateStop,
 	} {
 		if e := check(&top, &r); e != nil {
-			return chatRequest{Asked: asked}, e
+			return validChat{Asked: asked}, e
 		}
 	}
 	tallyTopLevel(&top, &r.tally)
@@ -160,7 +160,7 @@ func topLevel(body []byte) (fields, *oaierror.Error) {
 	return top, nil
 }
 
-func validateStream(top *fields, r *chatRequest) *oaierror.Error {
+func validateStream(top *fields, r *validChat) *oaierror.Error {
 	if s := top.stream; s.Exists() && s.Type != gjson.Null {
 		if s.Type != gjson.True && s.Type != gjson.False {
 			return invalid("invalid_request", "stream", "stream must be a boolean.")
@@ -183,7 +183,7 @@ func validateStream(top *fields, r *chatRequest) *oaierror.Error {
 	return nil
 }
 
-func validateRanges(top *fields, _ *chatRequest) *oaierror.Error {
+func validateRanges(top *fields, _ *validChat) *oaierror.Error {
 	ranges := [...]struct {
 		name, code string
 		min, max   float64
@@ -208,7 +208,7 @@ func validateRanges(top *fields, _ *chatRequest) *oaierror.Error {
 
 // validateLimits checks the output limits and sets the one held: the
 // smaller of the client's, or the model's maximum.
-func validateLimits(top *fields, r *chatRequest) *oaierror.Error {
+func validateLimits(top *fields, r *validChat) *oaierror.Error {
 	m := r.Model
 	r.MaxTokens = int64(m.MaxTokens)
 	limits := 0
@@ -236,7 +236,7 @@ func validateLimits(top *fields, r *chatRequest) *oaierror.Error {
 	return nil
 }
 
-func validateChoices(top *fields, r *chatRequest) *oaierror.Error {
+func validateChoices(top *fields, r *validChat) *oaierror.Error {
 	r.Choices = 1
 	if n := top.n; n.Exists() && n.Type != gjson.Null {
 		if n.Type != gjson.Number || n.Num != math.Trunc(n.Num) || n.Num < 1 || n.Num > MaxChoices {
@@ -247,7 +247,7 @@ func validateChoices(top *fields, r *chatRequest) *oaierror.Error {
 	return nil
 }
 
-func validateStop(top *fields, _ *chatRequest) *oaierror.Error {
+func validateStop(top *fields, _ *validChat) *oaierror.Error {
 	stop := top.stop
 	switch {
 	case !stop.Exists() || stop.Type == gjson.Null, stop.Type == gjson.String:
@@ -290,7 +290,7 @@ func checkUnpriced(top *fields, m *config.Model) *oaierror.Error {
 // order of fields.unpriced.
 var unpricedNames = [...]string{"service_tier", "modalities", "audio", "store", "prediction", "web_search_options", "moderation"}
 
-func validateMessages(msgs gjson.Result, model *config.Model, r *chatRequest) *oaierror.Error {
+func validateMessages(msgs gjson.Result, model *config.Model, r *validChat) *oaierror.Error {
 	bad := func(format string, args ...any) *oaierror.Error {
 		e := oaierror.Invalid("invalid_messages", "messages", fmt.Sprintf(format, args...))
 		return &e
@@ -385,7 +385,7 @@ func validateMessage(i int, m gjson.Result, bad func(string, ...any) *oaierror.E
 // refuses the parts whose cost the model's configuration cannot bound:
 // audio (priced apart, unless the model allows it) and files (unless the
 // model sets file_tokens).
-func countParts(i int, content gjson.Result, m *config.Model, r *chatRequest) *oaierror.Error {
+func countParts(i int, content gjson.Result, m *config.Model, r *validChat) *oaierror.Error {
 	var e *oaierror.Error
 	j := 0
 	content.ForEach(func(_, part gjson.Result) bool {

@@ -157,7 +157,7 @@ func (a anthropic) Translate(req *Request, t Target) (Upstream, Response, error)
 	return up, newTranslated(req, c, a.env.newID(), t.Model.ID, a.env), nil
 }
 
-func anthropicBody(cr *chatRequest, stream bool, t Target) ([]byte, error) {
+func anthropicBody(cr *openAIChatRequest, stream bool, t Target) ([]byte, error) {
 	system, msgs, err := anthropicMessages(cr.Messages)
 	if err != nil {
 		return nil, err

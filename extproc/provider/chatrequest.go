@@ -15,10 +15,10 @@ import (
 // invalid_request with it.
 var ErrUnsupportedRequest = errors.New("the request cannot be sent to this model's provider")
 
-// chatRequest is the part of an OpenAI chat-completions request that the
+// openAIChatRequest is the part of an OpenAI chat-completions request that the
 // translating adapters (Anthropic, Gemini) read. Fields they do not read are
 // listed in each adapter's doc comment as dropped.
-type chatRequest struct {
+type openAIChatRequest struct {
 	Messages            []ChatMessage   `json:"messages"`
 	Temperature         *float64        `json:"temperature"`
 	TopP                *float64        `json:"top_p"`
@@ -105,7 +105,7 @@ type toolChoice struct {
 
 // structuredOutput reports that the client asked for JSON output
 // (response_format json_object or json_schema).
-func (cr *chatRequest) structuredOutput() bool {
+func (cr *openAIChatRequest) structuredOutput() bool {
 	f := cr.ResponseFormat
 	return f != nil && (f.Type == "json_object" || f.Type == "json_schema")
 }
@@ -114,8 +114,8 @@ func unsupported(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUnsupportedRequest, fmt.Sprintf(format, args...))
 }
 
-func parseChatRequest(body []byte) (*chatRequest, error) {
-	var r chatRequest
+func parseChatRequest(body []byte) (*openAIChatRequest, error) {
+	var r openAIChatRequest
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, unsupported("the body is not a valid chat-completions request: %v", err)
 	}
@@ -129,7 +129,7 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 
 // outputLimit is the smaller of the client's max_tokens and
 // max_completion_tokens and modelMax (see OutputLimit).
-func (r *chatRequest) outputLimit(modelMax int64) int64 {
+func (r *openAIChatRequest) outputLimit(modelMax int64) int64 {
 	limit := modelMax
 	for _, v := range [2]*int64{r.MaxTokens, r.MaxCompletionTokens} {
 		if v != nil && *v > 0 && (limit <= 0 || *v < limit) {
@@ -140,7 +140,7 @@ func (r *chatRequest) outputLimit(modelMax int64) int64 {
 }
 
 // choices is the client's n, at least 1.
-func (r *chatRequest) choices() int64 {
+func (r *openAIChatRequest) choices() int64 {
 	if r.N == nil || *r.N < 1 {
 		return 1
 	}
@@ -148,7 +148,7 @@ func (r *chatRequest) choices() int64 {
 }
 
 // stopSequences reads stop: a string, an array of strings, or null.
-func (r *chatRequest) stopSequences() ([]string, error) {
+func (r *openAIChatRequest) stopSequences() ([]string, error) {
 	raw := bytes.TrimSpace(r.Stop)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -169,7 +169,7 @@ func (r *chatRequest) stopSequences() ([]string, error) {
 
 // toolChoice reads tool_choice: "none", "auto", "required", or
 // {"type":"function","function":{"name":…}}.
-func (r *chatRequest) toolChoice() (toolChoice, error) {
+func (r *openAIChatRequest) toolChoice() (toolChoice, error) {
 	raw := bytes.TrimSpace(r.ToolChoice)
 	if len(raw) == 0 || string(raw) == "null" {
 		return toolChoice{}, nil

@@ -173,7 +173,7 @@ func (g gemini) Translate(req *Request, t Target) (Upstream, Response, error) {
 	return up, tr, nil
 }
 
-func geminiBody(cr *chatRequest, model string, limit int64) ([]byte, error) {
+func geminiBody(cr *openAIChatRequest, model string, limit int64) ([]byte, error) {
 	var out geminiRequest
 	var err error
 	if out.SystemInstruction, out.Contents, err = geminiContents(cr.Messages); err != nil {
@@ -209,7 +209,7 @@ func geminiBody(cr *chatRequest, model string, limit int64) ([]byte, error) {
 	return marshalJSON(out)
 }
 
-func geminiConfig(cr *chatRequest, limit int64) (*geminiGenerationConfig, error) {
+func geminiConfig(cr *openAIChatRequest, limit int64) (*geminiGenerationConfig, error) {
 	stops, err := cr.stopSequences()
 	if err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ func EstimatePromptTokens(body []byte, m *config.Model) int64 {
 	if m != nil {
 		image, file = int64(m.ImageTokens), int64(m.FileTokens)
 	}
-	var r chatRequest
+	var r openAIChatRequest
 	if json.Unmarshal(body, &r) != nil {
 		return EstimateTokens(string(body))
 	}
