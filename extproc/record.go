@@ -1,7 +1,6 @@
 package extproc
 
 import (
-	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/config"
@@ -125,36 +124,4 @@ func estimateUsage(usage provider.Usage, body []byte, completion string, m *conf
 		usage.CompletionTokens = max(usage.CompletionTokens, provider.HeldOutput(body, m))
 	}
 	return usage
-}
-
-// encodeBudgetLeases writes a request's budget holds for the request
-// metadata (contract.MetaBudgets): "<pot>#<lease>" joined by commas. Pot
-// and lease ids use neither character.
-func encodeBudgetLeases(holds []store.BudgetLease) string {
-	var b strings.Builder
-	for i, h := range holds {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(h.Pot)
-		b.WriteByte('#')
-		b.WriteString(h.Lease)
-	}
-	return b.String()
-}
-
-// parseBudgetLeases reads encodeBudgetLeases' text (signed by the router
-// step, so well formed; anything else is dropped).
-func parseBudgetLeases(s string) []store.BudgetLease {
-	if s == "" {
-		return nil
-	}
-	var out []store.BudgetLease
-	for part := range strings.SplitSeq(s, ",") {
-		pot, lease, ok := strings.Cut(part, "#")
-		if ok && pot != "" && lease != "" && len(out) < store.MaxBudgets*2 {
-			out = append(out, store.BudgetLease{Pot: pot, Lease: lease})
-		}
-	}
-	return out
 }

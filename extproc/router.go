@@ -1,27 +1,19 @@
 package extproc
 
 import (
-	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
-	"hash"
 	"math"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/tidwall/gjson"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/config"
@@ -140,6 +132,7 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 	if e := r.hold(ctx, cr); e != nil {
 		return r.refuse(*e, cr.Asked), nil
 	}
+	hand := newHandover(&r.admission, cr, state)
 	common := &extprocv3.CommonResponse{
 		HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID))},
 		ClearRouteCache: true,
@@ -154,7 +147,7 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 		Response: &extprocv3.ProcessingResponse_RequestBody{
 			RequestBody: &extprocv3.BodyResponse{Response: common},
 		},
-		DynamicMetadata: requestMetadata(r.s.opt.StepKey, &r.admission, cr, state),
+		DynamicMetadata: hand.encode(r.s.opt.StepKey),
 	}, nil
 }
 
@@ -278,156 +271,6 @@ func (r *routerStep) holdBalance(ctx context.Context, amount money.Nanos) *oaier
 		e := oaierror.Internal
 		return &e
 	}
-}
-
-// requestMetadata is what every upstream attempt needs to know of the
-// request, handed over as dynamic metadata (see contract.RequestMetadataNamespace).
-func requestMetadata(stepKey []byte, a *admission, cr validChat, response string) *structpb.Struct {
-	v := new(metaValues) // every value in one allocation
-	fields := make(map[string]*structpb.Value, 13)
-	fields[contract.MetaKeyID] = v.str(a.keyID)
-	fields[contract.MetaAccountID] = v.str(a.accountID)
-	fields[contract.MetaRequestID] = v.str(a.requestID)
-	fields[contract.MetaModel] = v.str(cr.Model.ID)
-	fields[contract.MetaStream] = v.flag(cr.Stream)
-	fields[contract.MetaClientUsage] = v.flag(cr.ClientUsage)
-	fields[contract.MetaStarted] = v.number(float64(a.started.UnixMicro()))
-	fields[contract.MetaLease] = v.str(a.leaseID)
-	fields[contract.MetaHeld] = v.number(float64(a.held))
-	fields[contract.MetaBudgets] = v.str(encodeBudgetLeases(a.budgetLeases))
-	if response != "" {
-		fields[contract.MetaResponse] = v.str(response)
-	}
-	if a.tokensHeld > 0 {
-		fields[contract.MetaTokens] = v.str(strconv.FormatInt(a.tokensHeld, 10))
-	}
-	if len(stepKey) > 0 {
-		// Attempts may run until the request timeout, and a little after.
-		expires := a.started.Add(cr.Model.RequestTimeout.D() + time.Minute).Unix()
-		fields[contract.MetaExpires] = v.number(float64(expires))
-		fields[contract.MetaToken] = v.str(stepToken(stepKey, fields))
-	}
-	v.inner.Fields = fields
-	v.nsValue.Kind = &v.nsKind
-	v.nsKind.StructValue = &v.inner
-	v.outer.Fields = map[string]*structpb.Value{contract.RequestMetadataNamespace: &v.nsValue}
-	return &v.outer
-}
-
-// metaValues holds the request metadata's values and structs, so that
-// building them is one allocation, not two per field.
-type metaValues struct {
-	strs           [8]structpb.Value_StringValue
-	nums           [3]structpb.Value_NumberValue
-	flags          [2]structpb.Value_BoolValue
-	vals           [13]structpb.Value
-	ns, nn, nf, nv int
-
-	inner, outer structpb.Struct
-	nsValue      structpb.Value
-	nsKind       structpb.Value_StructValue
-}
-
-func (m *metaValues) next() *structpb.Value {
-	v := &m.vals[m.nv]
-	m.nv++
-	return v
-}
-
-func (m *metaValues) str(s string) *structpb.Value {
-	k := &m.strs[m.ns]
-	m.ns++
-	k.StringValue = s
-	v := m.next()
-	v.Kind = k
-	return v
-}
-
-func (m *metaValues) number(f float64) *structpb.Value {
-	k := &m.nums[m.nn]
-	m.nn++
-	k.NumberValue = f
-	v := m.next()
-	v.Kind = k
-	return v
-}
-
-func (m *metaValues) flag(b bool) *structpb.Value {
-	k := &m.flags[m.nf]
-	m.nf++
-	k.BoolValue = b
-	v := m.next()
-	v.Kind = k
-	return v
-}
-
-// stepMAC is a step token's HMAC and buffer, reused through macs.
-type stepMAC struct {
-	key []byte
-	mac hash.Hash
-	buf []byte
-	sum [sha256.Size]byte
-}
-
-var macs sync.Pool // of *stepMAC
-
-// stepToken is the HMAC-SHA256 of the request metadata's fields (all but
-// the token), in a fixed order, base64url.
-func stepToken(key []byte, f map[string]*structpb.Value) string {
-	m, _ := macs.Get().(*stepMAC)
-	if m == nil || !bytes.Equal(m.key, key) {
-		m = &stepMAC{key: bytes.Clone(key), mac: hmac.New(sha256.New, key), buf: make([]byte, 0, 384)}
-	}
-	defer macs.Put(m)
-	m.mac.Reset()
-	// The same bytes as "%s=%d:%s;" per string field and "%s=%.0f;" or
-	// "%s=%t;" per number or flag, appended without fmt.
-	b := m.buf[:0]
-	for _, name := range tokenStrings {
-		if (name == contract.MetaResponse || name == contract.MetaBudgets || name == contract.MetaTokens) && f[name].GetStringValue() == "" {
-			// Only a Responses request has the first, one held under
-			// budgets the second, one of a key with token limits the
-			// third: any other request's token stays the bytes it was,
-			// across a rolling upgrade.
-			continue
-		}
-		v := f[name].GetStringValue()
-		b = append(append(b, name...), '=')
-		b = append(append(strconv.AppendInt(b, int64(len(v)), 10), ':'), v...)
-		b = append(b, ';')
-	}
-	for _, n := range tokenNumbers {
-		b = append(append(b, n.name...), '=')
-		if n.flag {
-			b = strconv.AppendBool(b, f[n.name].GetBoolValue())
-		} else {
-			b = strconv.AppendFloat(b, f[n.name].GetNumberValue(), 'f', 0, 64)
-		}
-		b = append(b, ';')
-	}
-	m.buf = b
-	m.mac.Write(b)
-	return base64.RawURLEncoding.EncodeToString(m.mac.Sum(m.sum[:0]))
-}
-
-// The fields a step token signs, in order: strings, then numbers and
-// flags.
-var (
-	tokenStrings = []string{contract.MetaKeyID, contract.MetaAccountID, contract.MetaRequestID, contract.MetaModel, contract.MetaLease, contract.MetaBudgets, contract.MetaResponse, contract.MetaTokens}
-	tokenNumbers = []struct {
-		name string
-		flag bool
-	}{{contract.MetaHeld, false}, {contract.MetaStream, true}, {contract.MetaClientUsage, true}, {contract.MetaStarted, false}, {contract.MetaExpires, false}}
-)
-
-// validStepToken checks the token of request metadata against key and the
-// clock.
-func validStepToken(key []byte, f map[string]*structpb.Value, now time.Time) bool {
-	got := f[contract.MetaToken].GetStringValue()
-	if got == "" || int64(f[contract.MetaExpires].GetNumberValue()) < now.Unix() {
-		return false
-	}
-	return hmac.Equal([]byte(got), []byte(stepToken(key, f)))
 }
 
 // access checks model access (403) and availability (503): the same

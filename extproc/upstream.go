@@ -16,7 +16,6 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/extproc/provider"
-	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
 )
@@ -90,40 +89,24 @@ func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.Proces
 	u.clientRequestID = hm[contract.HeaderRequestID]
 	u.attempt, _ = strconv.Atoi(hm[contract.HeaderAttemptCount])
 	meta := req.GetMetadataContext().GetFilterMetadata()[contract.RequestMetadataNamespace].GetFields()
-	if key := u.s.opt.StepKey; len(key) > 0 && !validStepToken(key, meta, u.s.opt.Now()) {
-		// Not an attempt the router step admitted (forged, replayed past
-		// its expiry, or altered): no credential for it.
-		u.s.opt.Logger.ErrorContext(ctx, "upstream step: request metadata without a valid router-step token; refused",
+	hand, err := decodeHandover(u.s.opt.StepKey, meta, u.s.opt.Now())
+	if err != nil {
+		// Not an attempt the router step admitted, or metadata the proxy
+		// did not pass on: no credential for it.
+		u.s.opt.Logger.ErrorContext(ctx, "upstream step: "+err.Error()+"; refused",
 			"deployment", req.GetAttributes()[contract.AttributesNamespace].GetFields()[contract.AttrDeployment].GetStringValue())
 		return u.failure(), nil
 	}
-	u.keyID = meta[contract.MetaKeyID].GetStringValue()
-	u.accountID = meta[contract.MetaAccountID].GetStringValue()
-	modelID := meta[contract.MetaModel].GetStringValue()
-	u.requestID = meta[contract.MetaRequestID].GetStringValue()
-	u.leaseID = meta[contract.MetaLease].GetStringValue()
-	u.held = money.Nanos(meta[contract.MetaHeld].GetNumberValue())
-	u.tokensHeld, _ = strconv.ParseInt(meta[contract.MetaTokens].GetStringValue(), 10, 64)
-	u.budgetLeases = parseBudgetLeases(meta[contract.MetaBudgets].GetStringValue())
-	u.preq.Stream = meta[contract.MetaStream].GetBoolValue()
-	u.stream = u.preq.Stream
-	u.preq.ClientUsage = meta[contract.MetaClientUsage].GetBoolValue()
-	u.started = u.s.opt.Now()
-	if us := meta[contract.MetaStarted].GetNumberValue(); us > 0 {
-		u.started = time.UnixMicro(int64(us))
-	}
-	if u.keyID == "" || u.accountID == "" || modelID == "" {
-		u.s.opt.Logger.ErrorContext(ctx, "upstream step: no request metadata; is "+contract.RequestMetadataNamespace+" forwarded to the upstream ext_proc filter?")
-		return u.failure(), nil
-	}
-	if e := u.endpoint(ctx, meta[contract.MetaResponse].GetStringValue()); e != nil {
+	u.admission = hand.admission(u.clientRequestID)
+	u.preq.Stream, u.preq.ClientUsage = hand.stream, hand.clientUsage
+	if e := u.endpoint(ctx, hand.endpointState); e != nil {
 		return e, nil
 	}
 	depID := req.GetAttributes()[contract.AttributesNamespace].GetFields()[contract.AttrDeployment].GetStringValue()
 	m, d, p, ok := u.cfg.Deployment(depID)
-	if !ok || m.ID != modelID || p == nil {
+	if !ok || m.ID != hand.modelID || p == nil {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: unknown deployment for this attempt",
-			"deployment", depID, "model", modelID)
+			"deployment", depID, "model", hand.modelID)
 		return u.failure(), nil
 	}
 	u.model = m
