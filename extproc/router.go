@@ -3,8 +3,6 @@ package extproc
 import (
 	"context"
 	"crypto/rand"
-	"errors"
-	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,11 +13,9 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/tidwall/gjson"
 
-	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/extproc/provider"
-	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
@@ -186,93 +182,6 @@ func (r *routerStep) limitBody(ctx context.Context, body []byte, cr validChat) (
 	return out, nil
 }
 
-// hold reserves the most this request can cost: its prompt
-// (promptTokensHeld), and all the tokens it may generate: its output
-// limit, which is what the provider gets (limitBody), for each of its n
-// choices; from the balance, then under every spend budget of the key and
-// its account.
-// It fails with 402 when the account cannot pay for that, and with 429
-// budget_exceeded when a budget cannot (the balance is asked first, so a
-// request both would refuse gets the 402), or 429 budget_held when only
-// the holds of requests in flight keep a budget from covering it.
-func (r *routerStep) hold(ctx context.Context, cr validChat) *oaierror.Error {
-	if r.s.opt.Balance == nil && r.s.opt.Budgets == nil {
-		return nil
-	}
-	m := cr.Model
-	amount := money.Add(money.Cost(promptTokensHeld(cr), m.MostPromptPrice()), money.Cost(cr.MaxTokens*max(cr.Choices, 1), m.OutputPricePerMillion))
-	if amount <= 0 {
-		return nil // a free model needs no hold
-	}
-	if e := r.holdBalance(ctx, amount); e != nil {
-		return e
-	}
-	return r.holdBudgets(ctx, amount)
-}
-
-// holdBudgets holds amount under every budget of the key and its account.
-// Holds taken under some budgets before another refused stay on the
-// request: its record (of the refusal, at no cost) settles them.
-func (r *routerStep) holdBudgets(ctx context.Context, amount money.Nanos) *oaierror.Error {
-	if r.s.opt.Budgets == nil {
-		return nil
-	}
-	holds, err := r.s.opt.Budgets.Hold(ctx, r.accountID, r.keyID, amount)
-	if len(holds) > 0 {
-		r.held, r.budgetLeases = amount, holds
-	}
-	var ex *budget.Exceeded
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ex) && ex.Momentary():
-		// Not spent: the holds of requests in flight end within seconds.
-		r.refusal = contract.SetRawHeaders("retry-after", "1")
-		e := oaierror.BudgetHeld.With(ex.Message(), "")
-		return &e
-	case errors.As(err, &ex):
-		first := ex.First()
-		scope := "account"
-		if first.KeyID != "" {
-			scope = "key"
-		}
-		if f := r.s.opt.BudgetRefused; f != nil {
-			f(scope, first.Period)
-		}
-		if !first.ResetsAt.IsZero() {
-			secs := int64(math.Ceil(first.ResetsAt.Sub(r.s.opt.Now()).Seconds()))
-			r.refusal = contract.SetRawHeaders("retry-after", strconv.FormatInt(max(secs, 1), 10))
-		}
-		e := oaierror.BudgetExceeded.With(ex.Message(), "")
-		return &e
-	default:
-		r.s.opt.Logger.ErrorContext(ctx, "router step: holding under a budget failed", "account_id", r.accountID, "key_id", r.keyID, "err", err)
-		e := oaierror.Internal
-		return &e
-	}
-}
-
-// holdBalance holds amount from the account's balance.
-func (r *routerStep) holdBalance(ctx context.Context, amount money.Nanos) *oaierror.Error {
-	if r.s.opt.Balance == nil {
-		return nil
-	}
-	leaseID, err := r.s.opt.Balance.Hold(ctx, r.accountID, r.requestID, amount)
-	switch {
-	case err == nil:
-		r.held, r.leaseID, r.balanceHeld = amount, leaseID, true
-		return nil
-	case errors.Is(err, store.ErrInsufficientBalance):
-		e := oaierror.InsufficientBalance.With("Your account balance cannot cover this request: it could cost up to $"+amount.String()+
-			" (its prompt and max_tokens for each of its n answers). Add credit, or lower max_tokens or n.", "")
-		return &e
-	default:
-		r.s.opt.Logger.ErrorContext(ctx, "router step: holding the balance failed", "account_id", r.accountID, "err", err)
-		e := oaierror.Internal
-		return &e
-	}
-}
-
 // access checks model access (403) and availability (503): the same
 // function that lists the key's models.
 func (r *routerStep) access(ctx context.Context, m *config.Model) *oaierror.Error {
@@ -358,17 +267,7 @@ func (r *routerStep) finish(context.Context, error) {
 		r.s.record(contract.StepRouter, &r.admission, outcome{status: StatusClientClosed, code: "no_answer", estimated: true,
 			usage: estimateUsage(provider.Usage{}, r.body, "", r.model), attempts: r.attempts})
 	}
-	if r.held > 0 {
-		// The request is over here: its hold leaves this replica's leases
-		// (its record, written here or by the replica that answered,
-		// settles it in the database).
-		if r.s.opt.Balance != nil {
-			r.s.opt.Balance.Done(r.accountID, r.leaseID, r.held)
-		}
-		if r.s.opt.Budgets != nil && len(r.budgetLeases) > 0 {
-			r.s.opt.Budgets.Done(r.budgetLeases, r.held)
-		}
-	}
+	r.done()
 }
 
 // reject answers the client at once (with the refusal's headers) and
@@ -398,26 +297,6 @@ func (r *routerStep) refuse(e oaierror.Error, model string) *extprocv3.Processin
 			Model: model, Message: e.Message, At: r.s.opt.Now(), RequestID: r.clientRequestID})
 	}
 	return immediate(e.ForRequest(r.clientRequestID), r.refusalHeaders())
-}
-
-// giveBack returns what a refused request took before it was refused —
-// the balance held before a budget refused it, the holds of the budgets
-// that had room, the tokens reserved before a hold failed — since no
-// usage record will settle them.
-func (r *routerStep) giveBack() {
-	if r.held > 0 {
-		if r.s.opt.Balance != nil && (r.leaseID != "" || r.balanceHeld) {
-			r.s.opt.Balance.Cancel(r.accountID, r.requestID, r.leaseID, r.held)
-		}
-		if r.s.opt.Budgets != nil && len(r.budgetLeases) > 0 {
-			r.s.opt.Budgets.Cancel(r.budgetLeases, r.held)
-		}
-		r.held, r.leaseID, r.budgetLeases, r.balanceHeld = 0, "", nil, false
-	}
-	if r.tokensHeld > 0 {
-		r.s.settleTokens(&r.admission, store.UsageRecord{})
-		r.tokensHeld = 0
-	}
 }
 
 // askedModel is the model a body names, read for a refusal that came

@@ -9,7 +9,6 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
-	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"
 )
@@ -21,8 +20,8 @@ import (
 // answers, before it holds the money; the request's usage record settles
 // the reservation to the tokens it bills (prompt plus completion: cached
 // and cache-write tokens are part of the prompt, reasoning tokens part of
-// the completion), wherever the record is made. The answer carries
-// OpenAI's x-ratelimit-*-tokens headers.
+// the completion), wherever the record is made (both in holds.go). The
+// answer carries OpenAI's x-ratelimit-*-tokens headers.
 
 // settleTimeout bounds one settlement (the limiter's own primary timeout
 // is shorter).
@@ -42,47 +41,6 @@ func tokenLimits(cfg *config.Config, key store.Key, acct store.Account) ratelimi
 		lim.PerDay = *key.TokensPerDay
 	}
 	return lim
-}
-
-// reserveTokens reserves the request's most possible tokens against the
-// key's token limits, and keeps the headers its answer carries. It
-// fails with 429 when a window has no room for them, or when they are
-// more than a limit allows at all.
-func (r *routerStep) reserveTokens(ctx context.Context, cr validChat) *oaierror.Error {
-	if r.s.opt.Tokens == nil {
-		return nil
-	}
-	_, acct, err := r.identity(ctx)
-	if err != nil {
-		return copyError(oaierror.Internal)
-	}
-	lim := tokenLimits(r.cfg, r.key, acct)
-	if lim.PerMinute <= 0 && lim.PerDay <= 0 {
-		return nil
-	}
-	n := promptTokensHeld(cr) + cr.MaxTokens*int64(max(cr.Choices, 1))
-	res, err := r.s.opt.Tokens.ReserveTokens(ctx, r.keyID, r.requestID, n, lim, r.s.tokenClock())
-	if err != nil {
-		r.s.opt.Logger.ErrorContext(ctx, "router step: token limiter failed", "key_id", r.keyID, "err", err)
-		return copyError(oaierror.Internal)
-	}
-	r.tokenHeaders = tokenHeaders(res.Shown())
-	switch {
-	case res.Allowed:
-		r.tokensHeld = n
-		return nil
-	case res.TooLarge:
-		// No wait would admit it: the client must not retry as it is.
-		r.tokenHeaders = append(r.tokenHeaders, contract.SetRawHeaders("x-should-retry", "false")...)
-		e := oaierror.RateLimited.With(tooLargeMessage(n, lim), "")
-		return &e
-	}
-	retry := res.RetryAfter()
-	r.tokenHeaders = append(r.tokenHeaders, contract.SetRawHeaders(
-		"retry-after", strconv.FormatInt(int64((retry+time.Second-1)/time.Second), 10),
-		"retry-after-ms", strconv.FormatInt(max(int64((retry+time.Millisecond-1)/time.Millisecond), 1), 10))...)
-	e := oaierror.RateLimited.With(refusedMessage(res, n), "")
-	return &e
 }
 
 // peekTokens sets the headers of an answer refused before its tokens
@@ -139,21 +97,6 @@ func tokenHeaders(w ratelimit.TokenWindow) []*corev3.HeaderValueOption {
 		"x-ratelimit-remaining-tokens", strconv.FormatInt(w.Remaining, 10),
 		"x-ratelimit-reset-tokens", max(w.Reset, 0).Round(time.Millisecond).String(),
 	)
-}
-
-// settleTokens settles the request's token reservation, if it made one,
-// to the tokens its record bills.
-func (s *Server) settleTokens(a *admission, rec store.UsageRecord) {
-	if a.tokensHeld <= 0 || s.opt.Tokens == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer cancel()
-	used := max(rec.PromptTokens, 0) + max(rec.CompletionTokens, 0)
-	if _, err := s.opt.Tokens.SettleTokens(ctx, a.keyID, a.requestID, used); err != nil {
-		s.opt.Logger.Error("token limiter: settling the request's tokens failed; its reservation stays counted",
-			"key_id", a.keyID, "usage_id", rec.ID, "err", err)
-	}
 }
 
 func (s *Server) tokenClock() time.Time {
