@@ -21,9 +21,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tollgate/tollgate/extproc"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/usagelog"
 )
 
 // privatePostgres is a PostgreSQL server of the test's own (Debian's
@@ -196,7 +196,7 @@ func TestTwoReplicasRideOutAPostgreSQLCrash(t *testing.T) {
 	require.NoError(t, err)
 	defer st.Close()
 	for _, j := range journals {
-		_, err := extproc.ReplayJournal(context.Background(), st, j)
+		_, err := usagelog.ReplayJournal(context.Background(), st, j)
 		require.NoError(t, err)
 	}
 	acct, err := st.AccountByEmail(context.Background(), "pg@example.com")

@@ -2,6 +2,7 @@ package extproc
 
 import (
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"testing"
@@ -343,7 +344,7 @@ func TestTheHoldCountsWhatTheBodySizeDoesNotShow(t *testing.T) {
 // it is.
 func TestTheHeldLimitIsTheBodysOnlyLimit(t *testing.T) {
 	cfg := testCfg(t)
-	s := &Server{opt: Options{Logger: quietLogger()}}
+	s := &Server{opt: Options{Logger: slog.New(slog.DiscardHandler)}}
 	r := &routerStep{s: s}
 	for body, want := range map[string]string{
 		`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`:                                            `100`,

@@ -45,6 +45,7 @@ import (
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/usagelog"
 )
 
 // The built-in edge's bindings (Options.Edge).
@@ -109,7 +110,7 @@ type App struct {
 	tracer   trace.TracerProvider
 
 	journal  string
-	recorder *extproc.Recorder
+	recorder *usagelog.Recorder
 	lastUsed *authz.LastUsed
 	refusals *refusal.Counter
 	leaser   *balance.Leaser

@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
 	"github.com/tollgate/tollgate/tracing"
+	"github.com/tollgate/tollgate/usagelog"
 )
 
 // buildLogs makes the server's log and the access log. Two loggers share
@@ -159,12 +160,12 @@ func (a *App) buildObservability(ctx context.Context) error {
 // replica's leases, in memory) and the sweeps of what expires.
 func (a *App) buildUsage(ctx context.Context) error {
 	a.journal = journalPath(a.opt)
-	if n, err := extproc.ReplayJournal(ctx, a.st, a.journal); err != nil {
+	if n, err := usagelog.ReplayJournal(ctx, a.st, a.journal); err != nil {
 		return err
 	} else if n > 0 {
 		a.log.Info("usage journal replayed", "records", n, "journal", a.journal)
 	}
-	a.recorder = extproc.NewRecorder(a.st, extproc.RecorderOptions{
+	a.recorder = usagelog.NewRecorder(a.st, usagelog.RecorderOptions{
 		Journal: a.journal,
 		Logger:  a.log,
 		OnWritten: func(ids []string) {
@@ -255,10 +256,10 @@ func (a *App) buildServers(ctx context.Context) error {
 		Config: a.cfg.Load, InFlight: a.gate, Keys: a.cache, Balance: a.leaser, Budgets: a.budgets, BudgetRefused: m.BudgetRefused, Logger: a.log,
 		// Every refusal before admission: counted in the metrics, logged
 		// as the request's access-log line, then counted for its key.
-		Refusals: metrics.Refusals{Next: extproc.RefusalAccessLog{Refusals: a.refusals, Logger: a.accessLog}, Metrics: m},
+		Refusals: metrics.Refusals{Next: usagelog.RefusalAccessLog{Refusals: a.refusals, Logger: a.accessLog}, Metrics: m},
 		// Every usage record: counted in the metrics, logged as the
 		// request's access-log line, then written.
-		Usage:  metrics.Usage{Next: extproc.AccessLog{Usage: a.recorder, Logger: a.accessLog}, Metrics: m},
+		Usage:  metrics.Usage{Next: usagelog.AccessLog{Usage: a.recorder, Logger: a.accessLog}, Metrics: m},
 		Health: a.deployments, StepKey: stepKey, Observer: metrics.ExtProc{Metrics: m},
 		Responses: a.st,
 		// Token limits count in the requests' limiter, on its clock.

@@ -1,4 +1,10 @@
-package extproc
+// Package usagelog takes each request's usage record from the ext_proc
+// steps to the database: the Recorder writes records in batches off the
+// request path, keeps those it cannot write in a journal (replayed at the
+// next start) and those the database refuses for good in a dead-letter
+// file; AccessLog and RefusalAccessLog write each request's access-log
+// line on the way.
+package usagelog
 
 import (
 	"bufio"
@@ -15,8 +21,8 @@ import (
 	"github.com/tollgate/tollgate/store"
 )
 
-// UsageWriter is what the recorder needs of storage.
-type UsageWriter interface {
+// Store is what the recorder needs of storage.
+type Store interface {
 	RecordUsage(ctx context.Context, records []store.UsageRecord) error
 }
 
@@ -56,7 +62,7 @@ type RecorderOptions struct {
 // journal file; a record the database refuses for good goes to the
 // dead-letter file with the reason.
 type Recorder struct {
-	w    UsageWriter
+	w    Store
 	opt  RecorderOptions
 	ch   chan store.UsageRecord
 	done chan struct{}
@@ -72,7 +78,7 @@ type Recorder struct {
 }
 
 // NewRecorder starts a recorder; Close stops it.
-func NewRecorder(w UsageWriter, opt RecorderOptions) *Recorder {
+func NewRecorder(w Store, opt RecorderOptions) *Recorder {
 	if opt.Batch <= 0 {
 		opt.Batch = 256
 	}
@@ -314,7 +320,7 @@ const maxJournalLine = 1 << 20
 // once every record is stored, so each is stored exactly once. A missing
 // file is no error. A line that cannot be read is an error that names it
 // (the file is kept).
-func ReplayJournal(ctx context.Context, w UsageWriter, path string) (int, error) {
+func ReplayJournal(ctx context.Context, w Store, path string) (int, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil

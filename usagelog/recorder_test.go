@@ -1,4 +1,4 @@
-package extproc
+package usagelog
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/tollgate/tollgate/store"
 )
 
-// fakeUsageDB is a UsageWriter whose health the test sets: up, down (every
+// fakeUsageDB is a Store whose health the test sets: up, down (every
 // write fails, as a lost database does), or hung (writes wait for their
 // context). It keeps what it stored, by ID, as the store does.
 type fakeUsageDB struct {

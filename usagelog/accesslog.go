@@ -1,4 +1,4 @@
-package extproc
+package usagelog
 
 import (
 	"context"
@@ -12,11 +12,17 @@ import (
 // every admitted request has exactly one of — and passes the record on. The
 // line names the key and account by id, never a secret.
 type AccessLog struct {
-	Usage  Usage
+	Usage  Sink
 	Logger *slog.Logger
 }
 
-// Record logs rec and hands it to the next Usage.
+// Sink receives one usage record per request; it must not lose them (a
+// Recorder).
+type Sink interface {
+	Record(rec store.UsageRecord) error
+}
+
+// Record logs rec and hands it to the next Sink.
 func (a AccessLog) Record(rec store.UsageRecord) error {
 	level := slog.LevelInfo
 	if rec.Status >= 500 {
@@ -51,7 +57,7 @@ type RefusalAccessLog struct {
 	Logger   *slog.Logger
 }
 
-// Count logs r and hands it to the next Sink.
+// Count logs r and hands it to the next refusal.Sink.
 func (a RefusalAccessLog) Count(r refusal.Refusal) {
 	level := slog.LevelInfo
 	if r.Status >= 500 {
