@@ -72,7 +72,7 @@ func TestThePromptHoldIsAtLeastTheExactCount(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cr, e := validate(tt.body, cfg)
 			require.Nil(t, e, "%v", e)
-			exact := provider.EstimatePromptTokens(tt.body, cr.Model)
+			exact := provider.EstimatePromptTokens(&provider.Request{Body: tt.body}, cr.Model)
 			held := promptTokensHeld(cr)
 			assert.GreaterOrEqual(t, held, exact, "held %d, exact o200k count %d, body %d bytes", held, exact, len(tt.body))
 		})
@@ -141,7 +141,7 @@ func TestThePromptHoldCoversToolsAsOpenAIRendersThem(t *testing.T) {
 			body := chatOf([]string{user("hi")}, `"tools":`+tools)
 			cr, e := validate(body, cfg)
 			require.Nil(t, e, "%v", e)
-			messages := provider.EstimatePromptTokens(chatOf([]string{user("hi")}), cr.Model)
+			messages := provider.EstimatePromptTokens(&provider.Request{Body: chatOf([]string{user("hi")})}, cr.Model)
 			rendered := provider.EstimateTokens(renderTools(gjson.Parse(tools)))
 			held := promptTokensHeld(cr)
 			assert.GreaterOrEqual(t, held, messages+rendered, "held %d, rendered tools %d tokens, body %d bytes", held, rendered, len(body))

@@ -114,14 +114,15 @@ func setHold(rec *store.UsageRecord, requestID, leaseID string, held money.Nanos
 // images and files at what their hold counted; the completion is what was
 // seen, or, for a reasoning model, its whole held output, since its hidden
 // reasoning tokens cannot be seen (neither edge reads on after the client
-// leaves: docs/decisions.md).
-func estimateUsage(usage provider.Usage, body []byte, completion string, m *config.Model) provider.Usage {
+// leaves: docs/decisions.md). The prompt is read from the adapter's parse
+// of the body when it made one (provider.Request).
+func estimateUsage(usage provider.Usage, req *provider.Request, completion string, m *config.Model) provider.Usage {
 	if usage.PromptTokens == 0 {
-		usage.PromptTokens = provider.EstimatePromptTokens(body, m)
+		usage.PromptTokens = provider.EstimatePromptTokens(req, m)
 	}
 	usage.CompletionTokens = max(usage.CompletionTokens, provider.EstimateTokens(completion))
 	if m.Reasoning {
-		usage.CompletionTokens = max(usage.CompletionTokens, provider.HeldOutput(body, m))
+		usage.CompletionTokens = max(usage.CompletionTokens, provider.HeldOutput(req.Body, m))
 	}
 	return usage
 }

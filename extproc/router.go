@@ -169,6 +169,9 @@ func (r *routerStep) admit(ctx context.Context, body []byte) (validChat, *oaierr
 // limitBody is the body the providers get: its output limit is the one
 // held (cr.MaxTokens), as its only one, so that no adapter can send
 // another (the client's larger limit, or none: the provider's default).
+// It edits the body's bytes where the limit is (the rest stays the
+// client's own bytes), so it reads them itself rather than validation's
+// parse.
 func (r *routerStep) limitBody(ctx context.Context, body []byte, cr validChat) ([]byte, *oaierror.Error) {
 	if cr.LimitSent {
 		return body, nil
@@ -265,7 +268,7 @@ func (r *routerStep) finish(context.Context, error) {
 		// What the provider will charge: a reasoning model may have spent
 		// its held output thinking (see estimateUsage).
 		r.s.record(contract.StepRouter, &r.admission, outcome{status: StatusClientClosed, code: "no_answer", estimated: true,
-			usage: estimateUsage(provider.Usage{}, r.body, "", r.model), attempts: r.attempts})
+			usage: estimateUsage(provider.Usage{}, &provider.Request{Body: r.body}, "", r.model), attempts: r.attempts})
 	}
 	r.done()
 }

@@ -348,7 +348,7 @@ func (u *upstreamStep) record(st int, code string) (store.UsageRecord, bool) {
 	usage := u.resp.Usage()
 	estimated := !usage.Reported
 	if estimated {
-		usage = estimateUsage(usage, u.preq.Body, u.resp.Completion(), u.model)
+		usage = estimateUsage(usage, &u.preq, u.resp.Completion(), u.model)
 	}
 	if u.resp.Failed() && code == "" {
 		st, code = StatusUpstreamFailed, "upstream_error"

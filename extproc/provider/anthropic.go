@@ -121,7 +121,7 @@ func (a anthropic) Translate(req *Request, t Target) (Upstream, Response, error)
 	if err := checkParameters(config.TypeAnthropic, req.Body); err != nil {
 		return Upstream{}, nil, err
 	}
-	cr, err := parseChatRequest(req.Body)
+	cr, err := parseChatRequest(req)
 	if err != nil {
 		return Upstream{}, nil, err
 	}

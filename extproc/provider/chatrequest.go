@@ -114,9 +114,12 @@ func unsupported(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUnsupportedRequest, fmt.Sprintf(format, args...))
 }
 
-func parseChatRequest(body []byte) (*openAIChatRequest, error) {
-	var r openAIChatRequest
-	if err := json.Unmarshal(body, &r); err != nil {
+// parseChatRequest is the request's body as a translating adapter reads
+// it (the request's one parse, see Request.chat), or the reason the
+// adapter cannot take it. The adapter must not modify it.
+func parseChatRequest(req *Request) (*openAIChatRequest, error) {
+	r, err := req.chat()
+	if err != nil {
 		return nil, unsupported("the body is not a valid chat-completions request: %v", err)
 	}
 	for i, t := range r.Tools {
@@ -124,7 +127,7 @@ func parseChatRequest(body []byte) (*openAIChatRequest, error) {
 			return nil, unsupported("tools[%d]: only function tools are supported, got %q", i, t.Type)
 		}
 	}
-	return &r, nil
+	return r, nil
 }
 
 // outputLimit is the smaller of the client's max_tokens and

@@ -136,7 +136,7 @@ func (g gemini) Translate(req *Request, t Target) (Upstream, Response, error) {
 	if err := checkParameters(config.TypeGemini, req.Body); err != nil {
 		return Upstream{}, nil, err
 	}
-	cr, err := parseChatRequest(req.Body)
+	cr, err := parseChatRequest(req)
 	if err != nil {
 		return Upstream{}, nil, err
 	}

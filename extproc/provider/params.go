@@ -172,6 +172,8 @@ var parameterIndex = func() map[string]*Parameter {
 // refuses, or one the table does not know (for a translating provider,
 // whose request Tollgate writes: an unknown parameter could only be
 // dropped). OpenAI-type and Azure deployments take every parameter as it is.
+// It walks the body's top-level keys, which the decoded chat request
+// cannot show (it keeps only the fields the adapters read).
 func checkParameters(providerType string, body []byte) error {
 	var err error
 	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {

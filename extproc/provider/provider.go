@@ -4,6 +4,7 @@
 package provider
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -22,6 +23,31 @@ type Request struct {
 	// stream_options.include_usage; otherwise the usage chunk Tollgate asks
 	// for is stripped from the client's stream.
 	ClientUsage bool
+
+	// parsed is Body as a chat request, parsed by its first reader (the
+	// translating adapters, the prompt estimate) and kept for the others;
+	// parsedBody is the Body it was parsed from, parseErr its error.
+	parsed     *openAIChatRequest
+	parsedBody []byte
+	parseErr   error
+}
+
+// chat is the body as a chat request, parsed once per body: an adapter
+// and the prompt estimate of the same attempt share one parse.
+func (r *Request) chat() (*openAIChatRequest, error) {
+	if (r.parsed == nil && r.parseErr == nil) || !sameBody(r.parsedBody, r.Body) {
+		r.parsed, r.parseErr = new(openAIChatRequest), nil
+		if err := json.Unmarshal(r.Body, r.parsed); err != nil {
+			r.parsed, r.parseErr = nil, err
+		}
+		r.parsedBody = r.Body
+	}
+	return r.parsed, r.parseErr
+}
+
+// sameBody reports whether a and b are the same bytes in memory.
+func sameBody(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Target is the deployment Envoy picked for this attempt.

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"encoding/json"
 	"sync"
 	"unicode/utf8"
 
@@ -51,15 +50,15 @@ func EstimateTokens(text string) int64 {
 // image_tokens and file_tokens — 85 per image without a model), name, tool
 // calls and tool call id, OpenAI's per-message and reply overheads, and the
 // tool definitions. A body that is not such a request is counted as plain
-// text.
-func EstimatePromptTokens(body []byte, m *config.Model) int64 {
+// text. It reads the parse the adapter made of the body, if it made one.
+func EstimatePromptTokens(req *Request, m *config.Model) int64 {
 	image, file := int64(tokensPerImage), int64(0)
 	if m != nil {
 		image, file = int64(m.ImageTokens), int64(m.FileTokens)
 	}
-	var r openAIChatRequest
-	if json.Unmarshal(body, &r) != nil {
-		return EstimateTokens(string(body))
+	r, err := req.chat()
+	if err != nil {
+		return EstimateTokens(string(req.Body))
 	}
 	var c tokenCounter
 	for i := range r.Messages {

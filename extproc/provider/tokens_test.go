@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestEstimateTokensCountsWithO200k(t *testing.T) {
@@ -42,15 +43,15 @@ func TestEstimatePromptTokensAddsOpenAIOverheads(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, EstimatePromptTokens([]byte(tt.body), nil))
+			assert.Equal(t, tt.want, EstimatePromptTokens(&Request{Body: []byte(tt.body)}, nil))
 		})
 	}
 }
 
 func TestEstimatePromptTokensCountsToolsAndCalls(t *testing.T) {
-	bare := EstimatePromptTokens([]byte(`{"messages":[{"role":"assistant","content":null}]}`), nil)
-	withCall := EstimatePromptTokens([]byte(`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]}]}`), nil)
-	withTools := EstimatePromptTokens([]byte(`{"messages":[{"role":"assistant","content":null}],"tools":[{"type":"function","function":{"name":"get_weather","description":"Weather now.","parameters":{"type":"object"}}}]}`), nil)
+	bare := EstimatePromptTokens(&Request{Body: []byte(`{"messages":[{"role":"assistant","content":null}]}`)}, nil)
+	withCall := EstimatePromptTokens(&Request{Body: []byte(`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]}]}`)}, nil)
+	withTools := EstimatePromptTokens(&Request{Body: []byte(`{"messages":[{"role":"assistant","content":null}],"tools":[{"type":"function","function":{"name":"get_weather","description":"Weather now.","parameters":{"type":"object"}}}]}`)}, nil)
 	assert.Greater(t, withCall, bare+5)
 	assert.Greater(t, withTools, bare+5)
 }
@@ -72,4 +73,27 @@ func TestEstimatesAreSafeConcurrently(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// An adapter and the prompt estimate of one attempt read one parse of the
+// body; a new body is parsed anew.
+func TestARequestBodyIsParsedOncePerBody(t *testing.T) {
+	req := &Request{Body: []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)}
+	first, err := parseChatRequest(req)
+	require.NoError(t, err)
+	again, err := req.chat()
+	require.NoError(t, err)
+	assert.Same(t, first, again, "the estimate reads the adapter's parse")
+	assert.Equal(t, EstimatePromptTokens(&Request{Body: req.Body}, nil), EstimatePromptTokens(req, nil))
+
+	req.Body = []byte(`{"model":"m","messages":[{"role":"user","content":"hello there"},{"role":"user","content":"and more"}]}`)
+	other, err := req.chat()
+	require.NoError(t, err)
+	assert.NotSame(t, first, other)
+	assert.Len(t, other.Messages, 2)
+
+	req.Body = []byte(`not json`)
+	_, err = req.chat()
+	require.Error(t, err)
+	assert.Equal(t, EstimateTokens("not json"), EstimatePromptTokens(req, nil), "not a chat request: counted as text")
 }
