@@ -82,3 +82,17 @@ func TestTheAccountsBudgetsAndTimeZoneAreSetOnTheBudgetsPage(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "Europe/Paris", z.Name)
 }
+
+// An account's budgets saved on the budgets page reach this replica's
+// budgets at once: the service the dashboard is given tells AccountChanged
+// (the dashboard once built a service of its own, without it, and the
+// change waited for the change feed).
+func TestAnAccountBudgetSavedOnTheDashboardReachesTheReplicaAtOnce(t *testing.T) {
+	e := newEnv(t)
+	a := e.account("me@example.com", "pro", 0)
+	b := e.signedIn(a)
+	requireRedirect(t, b.post("/budgets", url.Values{"amount_day": {"5"}, "timezone": {"UTC"}}), "/budgets?saved")
+	assert.Equal(t, []string{a.ID}, e.accountsChangedSoFar())
+	requireRedirect(t, b.post("/budgets", url.Values{"amount_day": {"5"}, "timezone": {"Europe/Paris"}}), "/budgets?saved")
+	assert.Equal(t, []string{a.ID, a.ID}, e.accountsChangedSoFar(), "a new time zone too")
+}

@@ -26,17 +26,23 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/config"
-	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/ratelimit"
 )
 
 // DefaultSessionLifetime is how long a sign-in lasts when Options leave it 0.
 const DefaultSessionLifetime = 7 * 24 * time.Hour
 
-// Options configure a Dashboard. Every field but Store and Config has a
-// usable zero value.
+// Options configure a Dashboard. Every field but Manage, Store and Config
+// has a usable zero value.
 type Options struct {
-	Store Store
+	// Manage is the management service: the dashboard's one door to keys,
+	// accounts, tokens, usage and webhooks. The process builds it once, with
+	// what tells this replica's caches of a change (manage.Options), and
+	// gives the same to every door.
+	Manage Manage
+	// Store is the sign-in's own: accounts by email, password hashes,
+	// sessions.
+	Store SignIn
 	// Config is the configuration in force: key prefix, models, plans. It
 	// is called on every request that needs it, so a reload applies at once.
 	Config func() *config.Config
@@ -54,16 +60,12 @@ type Options struct {
 	// at once; a sign-in that cannot get a slot within a second is answered
 	// "try again". 0 → 2.
 	MaxConcurrentHashes int
-	// KeyChanged is called after a key is created, edited or deleted, with
-	// its id, so this replica's cache drops it at once; nil → nothing.
-	KeyChanged func(keyID string)
 	// Logger receives the causes of failures (never secrets); nil →
 	// slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; nil → time.Now.
 	Now func() time.Time
-	// Random is the source of key secrets and session secrets; nil →
-	// crypto/rand.Reader.
+	// Random is the source of session secrets; nil → crypto/rand.Reader.
 	Random io.Reader
 	// SessionLifetime is how long a sign-in lasts; 0 → 7 days.
 	SessionLifetime time.Duration
@@ -71,25 +73,21 @@ type Options struct {
 	// health ext_proc admits requests by, so the model list says what
 	// GET /v1/models says. Nil → every deployment of an enabled provider.
 	Available func(deploymentID string) bool
-	// WebhookKey seals the webhook endpoints' signing secrets (see
-	// manage.Options.WebhookKey).
-	WebhookKey []byte
 }
 
 // Dashboard serves the dashboard's pages. It is an http.Handler.
 type Dashboard struct {
-	store      SignIn
-	config     func() *config.Config
-	limiter    ratelimit.Limiter
-	xffHops    int
-	keyChanged func(string)
-	log        *slog.Logger
-	now        func() time.Time
-	random     io.Reader
-	lifetime   time.Duration
-	available  func(string) bool
+	store     SignIn
+	config    func() *config.Config
+	limiter   ratelimit.Limiter
+	xffHops   int
+	log       *slog.Logger
+	now       func() time.Time
+	random    io.Reader
+	lifetime  time.Duration
+	available func(string) bool
 	// manage is the one door to keys, accounts, tokens and usage.
-	manage *manage.Service
+	manage Manage
 
 	// hashSlots bounds concurrent password hashes, so a spray of sign-ins
 	// cannot exhaust memory.
@@ -104,6 +102,9 @@ type Dashboard struct {
 // New checks opt, parses the embedded templates (an error if any is
 // broken) and returns a Dashboard ready to serve.
 func New(opt Options) (*Dashboard, error) {
+	if opt.Manage == nil {
+		return nil, errors.New("dashboard: Options.Manage is required")
+	}
 	if opt.Store == nil {
 		return nil, errors.New("dashboard: Options.Store is required")
 	}
@@ -114,26 +115,23 @@ func New(opt Options) (*Dashboard, error) {
 		return nil, errors.New("dashboard: Options.SessionLifetime must not be negative")
 	}
 	d := &Dashboard{
-		store:      opt.Store,
-		config:     opt.Config,
-		limiter:    opt.Limiter,
-		xffHops:    opt.XFFTrustedHops,
-		keyChanged: opt.KeyChanged,
-		log:        opt.Logger,
-		now:        opt.Now,
-		random:     opt.Random,
-		lifetime:   opt.SessionLifetime,
-		available:  opt.Available,
-		static:     newStaticFile("style.css", "text/css; charset=utf-8", styleCSS),
-		script:     newStaticFile("dashboard.js", "text/javascript; charset=utf-8", dashboardJS),
-		cross:      http.NewCrossOriginProtection(),
-		hashSlots:  make(chan struct{}, cmp.Or(max(opt.MaxConcurrentHashes, 0), 2)),
+		manage:    opt.Manage,
+		store:     opt.Store,
+		config:    opt.Config,
+		limiter:   opt.Limiter,
+		xffHops:   opt.XFFTrustedHops,
+		log:       opt.Logger,
+		now:       opt.Now,
+		random:    opt.Random,
+		lifetime:  opt.SessionLifetime,
+		available: opt.Available,
+		static:    newStaticFile("style.css", "text/css; charset=utf-8", styleCSS),
+		script:    newStaticFile("dashboard.js", "text/javascript; charset=utf-8", dashboardJS),
+		cross:     http.NewCrossOriginProtection(),
+		hashSlots: make(chan struct{}, cmp.Or(max(opt.MaxConcurrentHashes, 0), 2)),
 	}
 	if d.limiter == nil {
 		d.limiter = ratelimit.NewMemory()
-	}
-	if d.keyChanged == nil {
-		d.keyChanged = func(string) {}
 	}
 	if d.log == nil {
 		d.log = slog.Default()
@@ -152,11 +150,6 @@ func New(opt Options) (*Dashboard, error) {
 		return nil, err
 	}
 	d.pages = p
-	d.manage, err = manage.New(manage.Options{Store: opt.Store, Config: d.config, KeyChanged: d.keyChanged, Now: d.now,
-		Random: d.random, Logger: d.log, Available: d.available, WebhookKey: opt.WebhookKey})
-	if err != nil {
-		return nil, err
-	}
 	d.routes()
 	return d, nil
 }

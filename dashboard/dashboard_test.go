@@ -25,6 +25,7 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/testclock"
 	"github.com/tollgate/tollgate/internal/testenv"
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
@@ -60,8 +61,9 @@ plans:
 // start is the fake clock's first reading: a Sunday, mid-hour.
 var start = time.Date(2025, 6, 15, 14, 30, 0, 0, time.UTC)
 
-// testEnv is a Dashboard over a fresh SQLite store, with a fake clock, a
-// log buffer and a record of KeyChanged calls.
+// testEnv is a Dashboard over a management service on a fresh SQLite
+// store, as a serving process wires them, with a fake clock, a log buffer
+// and a record of the service's KeyChanged and AccountChanged calls.
 type testEnv struct {
 	t       *testing.T
 	st      store.Store
@@ -71,7 +73,9 @@ type testEnv struct {
 	logs    *syncBuffer
 	mu      sync.Mutex
 	changed []string
-	down    map[string]bool // deployment ids reported down
+	// accountsChanged are the ids AccountChanged was told.
+	accountsChanged []string
+	down            map[string]bool // deployment ids reported down
 }
 
 type syncBuffer = testenv.Buffer
@@ -95,7 +99,13 @@ func newEnvWith(t *testing.T, wrap func(store.Store) store.Store) *testEnv {
 	if wrap != nil {
 		seen = wrap(st)
 	}
-	e.d, err = New(Options{
+	logger := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	available := func(id string) bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return !e.down[id]
+	}
+	svc, err := manage.New(manage.Options{
 		Store:  seen,
 		Config: func() *config.Config { return e.cfg },
 		KeyChanged: func(id string) {
@@ -103,14 +113,24 @@ func newEnvWith(t *testing.T, wrap func(store.Store) store.Store) *testEnv {
 			defer e.mu.Unlock()
 			e.changed = append(e.changed, id)
 		},
-		Available: func(id string) bool {
+		AccountChanged: func(id string) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			return !e.down[id]
+			e.accountsChanged = append(e.accountsChanged, id)
 		},
-		Logger:     slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Available:  available,
+		Logger:     logger,
 		Now:        e.clock.Now,
 		WebhookKey: alerts.SecretKey([]byte("dashboard test key")),
+	})
+	require.NoError(t, err)
+	e.d, err = New(Options{
+		Manage:    svc,
+		Store:     seen,
+		Config:    func() *config.Config { return e.cfg },
+		Available: available,
+		Logger:    logger,
+		Now:       e.clock.Now,
 	})
 	require.NoError(t, err)
 	return e
@@ -130,6 +150,12 @@ func (e *testEnv) keysChanged() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]string(nil), e.changed...)
+}
+
+func (e *testEnv) accountsChangedSoFar() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.accountsChanged...)
 }
 
 // account creates an account.
@@ -265,14 +291,18 @@ func requireRedirect(t *testing.T, w *httptest.ResponseRecorder, want string) {
 	require.Equal(t, want, w.Header().Get("Location"))
 }
 
-func TestNewNeedsAStoreAndAConfig(t *testing.T) {
+func TestNewNeedsTheServiceAStoreAndAConfig(t *testing.T) {
 	cfg := func() *config.Config { return nil }
-	_, err := New(Options{Config: cfg})
-	assert.ErrorContains(t, err, "Store")
 	st, err := store.Open(context.Background(), "sqlite://"+t.TempDir()+"/t.db")
 	require.NoError(t, err)
 	defer st.Close()
-	_, err = New(Options{Store: st})
+	svc, err := manage.New(manage.Options{Store: st, Config: cfg})
+	require.NoError(t, err)
+	_, err = New(Options{Store: st, Config: cfg})
+	assert.ErrorContains(t, err, "Manage")
+	_, err = New(Options{Manage: svc, Config: cfg})
+	assert.ErrorContains(t, err, "Store")
+	_, err = New(Options{Manage: svc, Store: st})
 	assert.ErrorContains(t, err, "Config")
 }
 

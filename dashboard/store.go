@@ -2,20 +2,63 @@ package dashboard
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/manage"
+	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
 
-// Store is what a Dashboard is given: the management service's store, for
-// every read and write of keys, accounts, tokens and usage (through the
-// service, never directly), and the sign-in's own.
-type Store interface {
-	manage.Store
-	SignIn
+// Manage is what the dashboard asks of the management service
+// (*manage.Service, the one the process builds for every door): every read
+// and write of keys, budgets, usage, the account, its tokens and webhooks.
+// Each method is documented there.
+type Manage interface {
+	AccountKeys(ctx context.Context, a manage.Actor, accountID string) ([]store.Key, error)
+	GetKey(ctx context.Context, a manage.Actor, id string) (store.Key, error)
+	CheckKey(ctx context.Context, a manage.Actor, accountID, keyID string, p keyopts.Patch) error
+	CreateKey(ctx context.Context, a manage.Actor, accountID string, p keyopts.Patch) (store.Key, string, error)
+	UpdateKey(ctx context.Context, a manage.Actor, id, ifMatch string, p keyopts.Patch) (store.Key, error)
+	RotateKey(ctx context.Context, a manage.Actor, id string, grace time.Duration) (store.Key, string, *time.Time, error)
+	DeleteKey(ctx context.Context, a manage.Actor, id string) error
+
+	KeyBudgets(ctx context.Context, a manage.Actor, keyID string) (manage.BudgetReport, error)
+	KeyBudgetsOf(ctx context.Context, a manage.Actor, accountID string) (map[string][]manage.BudgetStatus, error)
+	SetKeyBudgets(ctx context.Context, a manage.Actor, keyID string, budgets []store.Budget) (manage.BudgetReport, error)
+	AccountBudgets(ctx context.Context, a manage.Actor, accountID string) (manage.BudgetReport, error)
+	SetAccountBudgets(ctx context.Context, a manage.Actor, accountID string, timezone *string, budgets []store.Budget) (manage.BudgetReport, error)
+
+	Summary(ctx context.Context, a manage.Actor, r manage.UsageRequest) (store.UsageSummary, error)
+	Timeline(ctx context.Context, a manage.Actor, r manage.UsageRequest, step time.Duration) ([]store.UsageBucket, error)
+	KeyTotals(ctx context.Context, a manage.Actor, r manage.UsageRequest) (map[string]store.KeyTotal, error)
+	Records(ctx context.Context, a manage.Actor, r manage.UsageRequest, before *store.UsageRecord, limit int) ([]store.UsageRecord, error)
+	Refusals(ctx context.Context, a manage.Actor, r manage.UsageRequest, limit int) ([]store.RefusalCount, error)
+	RefusalTotals(ctx context.Context, a manage.Actor, r manage.UsageRequest) ([]store.RefusalCount, error)
+	UsageErrors(ctx context.Context, a manage.Actor, r manage.UsageRequest) ([]store.ErrorCount, error)
+	UsageCSV(w http.ResponseWriter, r *http.Request, a manage.Actor, req manage.UsageRequest) error
+
+	GetAccount(ctx context.Context, a manage.Actor, id string) (store.Account, error)
+	BalanceHistoryOf(ctx context.Context, a manage.Actor, r manage.UsageRequest) (manage.BalanceHistory, error)
+	ListAuditWhere(ctx context.Context, a manage.Actor, accountID string, f store.AuditFilter, after string, limit int) (manage.AuditPage, error)
+	SetLowBalanceThreshold(ctx context.Context, a manage.Actor, accountID string, threshold *money.Nanos) (store.Account, error)
+
+	ListTokens(ctx context.Context, a manage.Actor, accountID string) ([]store.ManagementToken, error)
+	CreateToken(ctx context.Context, a manage.Actor, r manage.TokenRequest) (store.ManagementToken, string, error)
+	RevokeToken(ctx context.Context, a manage.Actor, id string) error
+
+	ListWebhooks(ctx context.Context, a manage.Actor, accountID string) ([]store.WebhookEndpoint, error)
+	CreateWebhook(ctx context.Context, a manage.Actor, r manage.WebhookRequest) (store.WebhookEndpoint, string, error)
+	GetWebhook(ctx context.Context, a manage.Actor, id string) (store.WebhookEndpoint, error)
+	SetWebhookEnabled(ctx context.Context, a manage.Actor, id string, enabled bool) (store.WebhookEndpoint, error)
+	DeleteWebhook(ctx context.Context, a manage.Actor, id string) error
+	TestWebhook(ctx context.Context, a manage.Actor, id string) (store.AlertEvent, error)
+	WebhookDeliveries(ctx context.Context, a manage.Actor, id string, limit int) ([]store.AlertDelivery, error)
 }
+
+var _ Manage = (*manage.Service)(nil)
 
 // SignIn is what the dashboard reads and writes itself, before anyone is
 // signed in and to keep them so: the account signing in, its password

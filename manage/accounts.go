@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
@@ -167,124 +168,55 @@ func (s *Service) SetPlan(ctx context.Context, a Actor, id, plan string) (store.
 	return acct, nil
 }
 
-func (s *Service) createAccount(w http.ResponseWriter, r *http.Request, a Actor) error {
-	fields, err := readBody(r, "email", "plan", "balance_usd")
-	if err != nil {
-		return err
-	}
-	var email, plan string
-	var balance money.Nanos
-	for name, v := range map[string]any{"email": &email, "plan": &plan, "balance_usd": &balance} {
-		if _, err := field(fields, name, v); err != nil {
-			return err
-		}
-	}
-	acct, err := s.CreateAccount(r.Context(), a, email, plan, balance)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Location", "/api/v1/accounts/"+acct.ID)
-	return writeJSON(w, http.StatusCreated, AccountView(acct))
+// AccountChange is what UpdateAccount changes: the plan when Plan is set,
+// the low balance threshold when SetLowBalance is (LowBalance nil: none).
+type AccountChange struct {
+	Plan          *string
+	SetLowBalance bool
+	LowBalance    *money.Nanos
 }
 
-func (s *Service) getAccount(w http.ResponseWriter, r *http.Request, a Actor) error {
-	acct, err := s.GetAccount(r.Context(), a, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, AccountView(acct))
-}
-
-func (s *Service) creditAccount(w http.ResponseWriter, r *http.Request, a Actor) error {
-	fields, err := readBody(r, "amount_usd")
-	if err != nil {
-		return err
-	}
-	var amount money.Nanos
-	if _, err := field(fields, "amount_usd", &amount); err != nil {
-		return err
-	}
-	acct, err := s.CreditAccount(r.Context(), a, r.PathValue("id"), amount)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, AccountView(acct))
-}
-
-func (s *Service) patchAccount(w http.ResponseWriter, r *http.Request, a Actor) error {
-	fields, err := readBody(r, "plan", "low_balance_threshold_usd")
-	if err != nil {
-		return err
-	}
-	var plan string
-	hasPlan, err := field(fields, "plan", &plan)
-	if err != nil {
-		return err
-	}
-	hasLow, low, err := lowBalanceField(fields)
-	if err != nil {
-		return err
-	}
-	if !hasPlan && !hasLow {
-		return oaierror.Invalid("invalid_request", "plan", "Give the plan to change to, or low_balance_threshold_usd.")
-	}
+// UpdateAccount changes an account's plan and low balance threshold
+// (admin only), all or nothing as far as the checks go: the threshold is
+// checked before the plan changes.
+func (s *Service) UpdateAccount(ctx context.Context, a Actor, id string, c AccountChange) (store.Account, error) {
 	if err := s.adminOnly(a); err != nil {
-		return err
+		return store.Account{}, err
 	}
-	if hasLow { // checked before the plan changes: all or nothing
-		if err := s.checkLowBalance(low); err != nil {
-			return err
+	if c.SetLowBalance {
+		if err := s.checkLowBalance(c.LowBalance); err != nil {
+			return store.Account{}, err
 		}
 	}
-	if hasPlan {
-		if _, err := s.SetPlan(r.Context(), a, r.PathValue("id"), plan); err != nil {
-			return err
+	if c.Plan != nil {
+		if _, err := s.SetPlan(ctx, a, id, *c.Plan); err != nil {
+			return store.Account{}, err
 		}
 	}
-	acct, err := s.GetAccount(r.Context(), a, r.PathValue("id"))
-	if hasLow {
-		acct, err = s.SetLowBalanceThreshold(r.Context(), a, r.PathValue("id"), low)
+	if c.SetLowBalance {
+		return s.SetLowBalanceThreshold(ctx, a, id, c.LowBalance)
 	}
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, AccountView(acct))
+	return s.GetAccount(ctx, a, id)
 }
 
-// modelJSON is a model an account may use, on the wire.
-type modelJSON struct {
-	ID        string `json:"id"`
-	Object    string `json:"object"`
-	MaxTokens int    `json:"max_tokens"`
-	// Available says whether a provider can serve it now (the key check's
-	// and GET /v1/models' answer).
-	Available bool `json:"available"`
-	Pricing   struct {
-		InputPerMillion       money.Nanos `json:"input_usd_per_million"`
-		OutputPerMillion      money.Nanos `json:"output_usd_per_million"`
-		CachedInputPerMillion money.Nanos `json:"cached_input_usd_per_million"`
-		CacheWritePerMillion  money.Nanos `json:"cache_write_usd_per_million"`
-	} `json:"pricing"`
+// PlanModel is a model an account's plan allows, and whether a provider
+// can serve it now (the key check's and GET /v1/models' answer).
+type PlanModel struct {
+	*config.Model
+	Available bool
 }
 
-// listModels lists the models the account's plan allows, with prices and
-// whether each can be served now.
-func (s *Service) listModels(w http.ResponseWriter, r *http.Request, a Actor) error {
-	id, err := accountOf(a, r.URL.Query().Get("account_id"))
+// PlanModels are the models the account's plan allows, in the
+// configuration's order.
+func (s *Service) PlanModels(ctx context.Context, a Actor, accountID string) ([]PlanModel, error) {
+	acct, err := s.account(ctx, a, accountID, ScopeKeysRead)
 	if err != nil {
-		return err
-	}
-	acct, err := s.account(r.Context(), a, id, ScopeKeysRead)
-	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg := s.opt.Config()
-	models := []modelJSON{}
+	out := []PlanModel{}
 	for _, m := range cfg.PlanModels(acct.Plan) {
-		v := modelJSON{ID: m.ID, Object: "model", MaxTokens: m.MaxTokens, Available: cfg.ModelAvailable(m, s.opt.Available)}
-		v.Pricing.InputPerMillion, v.Pricing.OutputPerMillion = m.InputPricePerMillion, m.OutputPricePerMillion
-		v.Pricing.CachedInputPerMillion, v.Pricing.CacheWritePerMillion = m.CachedInputPricePerMillion, m.CacheWritePricePerMillion
-		models = append(models, v)
+		out = append(out, PlanModel{Model: m, Available: cfg.ModelAvailable(m, s.opt.Available)})
 	}
-	return writeJSON(w, http.StatusOK, list(models, ""))
+	return out, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,10 +20,6 @@ import (
 // (store.AuditEntry.Detail) so that the log reads without the object,
 // which may since be renamed or deleted. Never a secret: names, options
 // and a rotation's grace only.
-
-// auditActionRE is the shape of an action's name (GET /api/v1/audit's
-// action filter).
-var auditActionRE = regexp.MustCompile(`^[a-z]+\.[a-z_]+$`)
 
 // AuditDetail is an audit entry's detail.
 type AuditDetail struct {

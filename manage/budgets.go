@@ -2,10 +2,8 @@ package manage
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/tollgate/tollgate/budget"
@@ -291,83 +289,6 @@ func BudgetsView(rep BudgetReport) BudgetsJSON {
 		out.Data[i] = v
 	}
 	return out
-}
-
-// budgetInput is one budget of a PUT body.
-type budgetInput struct {
-	Period          string      `json:"period"`
-	AmountUSD       money.Nanos `json:"amount_usd"`
-	AlertThresholds []int       `json:"alert_thresholds"`
-}
-
-// budgetsOf reads the body's budgets (required; [] removes them all).
-func budgetsOf(fields map[string]json.RawMessage) ([]store.Budget, error) {
-	var in []budgetInput
-	if ok, err := field(fields, "budgets", &in); err != nil {
-		return nil, err
-	} else if !ok || in == nil {
-		return nil, oaierror.Invalid("invalid_request", "budgets", "Give budgets: a list of {period, amount_usd}; [] removes them all.")
-	}
-	if len(in) > store.MaxBudgets {
-		return nil, oaierror.Invalid("invalid_request", "budgets", "At most one budget per period: day, week, month, total.")
-	}
-	out := make([]store.Budget, len(in))
-	for i, b := range in {
-		out[i] = store.Budget{Period: b.Period, Amount: b.AmountUSD, Thresholds: b.AlertThresholds}
-	}
-	return out, nil
-}
-
-func (s *Service) getKeyBudgets(w http.ResponseWriter, r *http.Request, a Actor) error {
-	rep, err := s.KeyBudgets(r.Context(), a, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, BudgetsView(rep))
-}
-
-func (s *Service) putKeyBudgets(w http.ResponseWriter, r *http.Request, a Actor) error {
-	fields, err := readBody(r, "budgets")
-	if err != nil {
-		return err
-	}
-	bs, err := budgetsOf(fields)
-	if err != nil {
-		return err
-	}
-	rep, err := s.SetKeyBudgets(r.Context(), a, r.PathValue("id"), bs)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, BudgetsView(rep))
-}
-
-func (s *Service) getAccountBudgets(w http.ResponseWriter, r *http.Request, a Actor) error {
-	rep, err := s.AccountBudgets(r.Context(), a, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, BudgetsView(rep))
-}
-
-func (s *Service) putAccountBudgets(w http.ResponseWriter, r *http.Request, a Actor) error {
-	fields, err := readBody(r, "budgets", "timezone")
-	if err != nil {
-		return err
-	}
-	bs, err := budgetsOf(fields)
-	if err != nil {
-		return err
-	}
-	var tz *string
-	if _, err := field(fields, "timezone", &tz); err != nil {
-		return err
-	}
-	rep, err := s.SetAccountBudgets(r.Context(), a, r.PathValue("id"), tz, bs)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, BudgetsView(rep))
 }
 
 // WithBudget is a report's budgets with b in place of its period's (the

@@ -2,8 +2,9 @@ package manage
 
 import (
 	"context"
-	"github.com/tollgate/tollgate/budget/calendar"
 	"time"
+
+	"github.com/tollgate/tollgate/budget/calendar"
 
 	"github.com/tollgate/tollgate/store"
 )

@@ -266,11 +266,3 @@ func (f *fakeStore) RefusalTimelineOf(_ context.Context, q store.UsageQuery, _ [
 	f.asked(q)
 	return nil
 }
-
-func (f *fakeStore) BeginIdempotent(context.Context, string, string, []byte, time.Time) (store.Idempotent, bool, error) {
-	return store.Idempotent{}, false, errFake
-}
-
-func (f *fakeStore) FinishIdempotent(context.Context, string, string, []byte) error { return errFake }
-
-func (f *fakeStore) AbandonIdempotent(context.Context, string, string) error { return errFake }

@@ -160,10 +160,10 @@ func (s *Service) CreateKey(ctx context.Context, a Actor, accountID string, p ke
 		return store.Key{}, "", s.fail(ctx, "key secret", err)
 	}
 	k.AccountID, k.Hint = acct.ID, apikey.Hint(secret)
-	k, err = s.opt.Store.CreateKeyWithin(ctx, k, apikey.HashOf(secret), limits(cfg).KeysPerAccount)
+	k, err = s.opt.Store.CreateKeyWithin(ctx, k, apikey.HashOf(secret), Limits(cfg).KeysPerAccount)
 	switch {
 	case errors.Is(err, store.ErrLimit):
-		return store.Key{}, "", ErrKeyLimit.With(fmt.Sprintf("This account has %d keys, as many as it may have: delete one before creating another.", limits(cfg).KeysPerAccount), "")
+		return store.Key{}, "", ErrKeyLimit.With(fmt.Sprintf("This account has %d keys, as many as it may have: delete one before creating another.", Limits(cfg).KeysPerAccount), "")
 	case err != nil:
 		return store.Key{}, "", s.fail(ctx, "create key", err)
 	}

@@ -2,8 +2,11 @@
 // accounts, API keys, management tokens and usage are read and written.
 // It owns the rules (key options and the plan, scopes, caps, who may do
 // what), the wire views of these objects, and the audit log of every
-// action. The REST API (/api/v1/, api.go) is its HTTP face; the dashboard
-// and the CLI call the Service directly. A rule lives here once.
+// action. Its methods take typed inputs and return typed results and
+// errors (ErrNotFound, ErrScope, ...: OpenAI-shaped, so that every door
+// answers alike). The REST API (package manage/restapi) is its HTTP door;
+// the dashboard and the CLI call the Service directly. A serving process
+// builds one Service and gives it to every door. A rule lives here once.
 package manage
 
 import (
@@ -23,7 +26,6 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/oaierror"
-	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -81,9 +83,6 @@ type Actor struct {
 	Scopes []string
 	// Address is the caller's address, "" for the CLI.
 	Address string
-	// secret is the token's secret, kept for the call only (never stored,
-	// never logged): the key that seals its idempotent answers.
-	secret string
 }
 
 // Admin reports whether the actor acts for every account.
@@ -144,10 +143,6 @@ type Options struct {
 	// Available reports whether a deployment (by id) is up, for the model
 	// list; nil → every deployment of an enabled provider.
 	Available func(deploymentID string) bool
-	// Limiter counts the REST API's calls per management token
-	// (configuration: limits.management_rpm); nil → ratelimit.NewMemory().
-	// Give every replica the same (Redis) limiter so the counts are shared.
-	Limiter ratelimit.Limiter
 	// WebhookKey seals the webhook endpoints' signing secrets
 	// (alerts.SecretKey); without it no endpoint can be added.
 	WebhookKey []byte
@@ -176,9 +171,6 @@ func New(opt Options) (*Service, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	if opt.Limiter == nil {
-		opt.Limiter = ratelimit.NewMemory()
-	}
 	return &Service{opt: opt}, nil
 }
 
@@ -202,7 +194,7 @@ func (s *Service) Authenticate(ctx context.Context, secret, address string) (Act
 	case err != nil:
 		return Actor{}, s.fail(ctx, "token lookup", err)
 	}
-	return Actor{Kind: ActorToken, ID: t.ID, AccountID: t.AccountID, Scopes: t.Scopes, Address: address, secret: secret}, nil
+	return Actor{Kind: ActorToken, ID: t.ID, AccountID: t.AccountID, Scopes: t.Scopes, Address: address}, nil
 }
 
 // account checks that the actor may act on accountID with scope, and that
@@ -234,9 +226,9 @@ func (s *Service) audit(ctx context.Context, a Actor, accountID, action, target 
 	}
 }
 
-// limits are the configuration's, with the defaults for what it leaves 0
+// Limits are the configuration's, with the defaults for what it leaves 0
 // (the CLI run without --config has none).
-func limits(cfg *config.Config) config.Limits {
+func Limits(cfg *config.Config) config.Limits {
 	var l config.Limits
 	if cfg != nil {
 		l = cfg.Limits

@@ -20,8 +20,23 @@ import (
 // The rules that need no SQL, over fakeStore: the door's checks of key
 // options and plans, who may read what, and what a refusal leaves behind.
 
-// fakeEnv is a Service over a fakeStore with the API tests' configuration
-// (plans pro: every model, basic: gpt-4o-mini) and two accounts.
+// testConfig is the configuration of the rules' tests: plans pro (every
+// model) and basic (gpt-4o-mini).
+const testConfig = `
+key_prefix: tt
+providers:
+  - {name: openai, type: openai, base_url: "https://api.openai.com/v1", api_key: sk-test}
+models:
+  - {id: gpt-4o-mini, max_tokens: 16384, deployments: [{provider: openai, model: gpt-4o-mini}]}
+  - {id: o3, max_tokens: 100000, deployments: [{provider: openai, model: o3}]}
+plans:
+  - {name: pro, models: ["*"]}
+  - {name: basic, models: [gpt-4o-mini]}
+`
+
+func ptr[T any](v T) *T { return &v }
+
+// fakeEnv is a Service over a fakeStore with testConfig and two accounts.
 type fakeEnv struct {
 	st   *fakeStore
 	svc  *Service

@@ -18,7 +18,6 @@ type Store interface {
 	Tokens
 	AuditLog
 	Usage
-	Idempotency
 	Budgets
 	Webhooks
 }
@@ -83,11 +82,4 @@ type Usage interface {
 	RefusalsOf(ctx context.Context, q store.UsageQuery, limit int) ([]store.RefusalCount, error)
 	RefusalTotalsOf(ctx context.Context, q store.UsageQuery) ([]store.RefusalCount, error)
 	RefusalTimelineOf(ctx context.Context, q store.UsageQuery, buckets []store.UsageBucket) error
-}
-
-// Idempotency keeps the answers of calls made with an Idempotency-Key.
-type Idempotency interface {
-	BeginIdempotent(ctx context.Context, actor, key string, requestHash []byte, takeOverBefore time.Time) (store.Idempotent, bool, error)
-	FinishIdempotent(ctx context.Context, actor, key string, sealed []byte) error
-	AbandonIdempotent(ctx context.Context, actor, key string) error
 }

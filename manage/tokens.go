@@ -78,7 +78,7 @@ func (s *Service) CreateToken(ctx context.Context, a Actor, r TokenRequest) (sto
 	if err != nil {
 		return store.ManagementToken{}, "", s.fail(ctx, "token secret", err)
 	}
-	most := limits(s.opt.Config()).TokensPerAccount
+	most := Limits(s.opt.Config()).TokensPerAccount
 	t, err := s.opt.Store.CreateTokenWithin(ctx, store.ManagementToken{AccountID: r.AccountID, Name: r.Name, Scopes: scopes,
 		Hint: apikey.TokenHint(secret), ExpiresAt: r.ExpiresAt}, apikey.HashOf(secret), most)
 	switch {

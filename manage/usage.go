@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -296,35 +295,6 @@ func (s *Service) UsageRecords(ctx context.Context, a Actor, r UsageRequest, aft
 	return recs, next, nil
 }
 
-// usageRequestOf reads a usage call's query: key_id or account_id, from
-// and to (RFC 3339, or a date: its start, UTC), group.
-func usageRequestOf(r *http.Request, a Actor) (UsageRequest, error) {
-	q := r.URL.Query()
-	req := UsageRequest{AccountID: q.Get("account_id"), KeyID: q.Get("key_id"), Group: q.Get("group")}
-	if req.KeyID == "" {
-		account, err := accountOf(a, req.AccountID)
-		if err != nil {
-			return UsageRequest{}, oaierror.Invalid("invalid_request", "account_id", "An admin token must say whose usage: key_id or account_id.")
-		}
-		req.AccountID = account
-	}
-	var err error
-	req.From, req.To, err = rangeOf(q)
-	return req, err
-}
-
-// rangeOf reads from and to (RFC 3339, or a date: its start, UTC).
-func rangeOf(q url.Values) (from, to time.Time, err error) {
-	if from, err = ParseInstant("from", q.Get("from")); err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	if to, err = ParseInstant("to", q.Get("to")); err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	return from, to, nil
-}
-
-// ParseInstant reads the bound of a usage range named name: an RFC 3339
 // time, or a date (its start, UTC); "" is the zero time (the default).
 func ParseInstant(name, v string) (time.Time, error) {
 	if v == "" {
@@ -337,45 +307,6 @@ func ParseInstant(name, v string) (time.Time, error) {
 		}
 	}
 	return t, nil
-}
-
-func (s *Service) usage(w http.ResponseWriter, r *http.Request, a Actor) error {
-	req, err := usageRequestOf(r, a)
-	if err != nil {
-		return err
-	}
-	rep, err := s.Usage(r.Context(), a, req)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, UsageView(rep))
-}
-
-func (s *Service) usageRecords(w http.ResponseWriter, r *http.Request, a Actor) error {
-	req, err := usageRequestOf(r, a)
-	if err != nil {
-		return err
-	}
-	switch r.URL.Query().Get("format") {
-	case "csv":
-		return s.UsageCSV(w, r, a, req)
-	case "", "json":
-	default:
-		return oaierror.Invalid("invalid_request", "format", "format must be json or csv.")
-	}
-	limit, err := limitOf(r)
-	if err != nil {
-		return err
-	}
-	recs, next, err := s.UsageRecords(r.Context(), a, req, r.URL.Query().Get("after"), limit)
-	if err != nil {
-		return err
-	}
-	views := make([]RecordJSON, len(recs))
-	for i, u := range recs {
-		views[i] = RecordView(u)
-	}
-	return writeJSON(w, http.StatusOK, list(views, next))
 }
 
 // csvHeader names the CSV export's columns.

@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/envoy/inproc"
 	"github.com/tollgate/tollgate/extproc"
 	"github.com/tollgate/tollgate/manage"
+	"github.com/tollgate/tollgate/manage/restapi"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
 )
@@ -117,19 +118,31 @@ func dashboardHops(o Options) int {
 	return o.XFFTrustedHops
 }
 
+// buildManagement builds the management service, once for the process:
+// the dashboard and the REST API are two doors to the same one, and every
+// change made through either reaches this replica's caches at once (other
+// replicas hear it from the change feed).
+func (a *App) buildManagement() (*manage.Service, error) {
+	return manage.New(manage.Options{Store: a.st, Config: a.cfg.Load, KeyChanged: a.keyChanged, AccountChanged: a.accountChanged,
+		Logger: a.log, Available: a.deployments.Available, WebhookKey: a.alertsKey})
+}
+
 // buildHTTP opens the HTTP listener, routed as Envoy's bootstrap routes
 // it: the API to the edge, the management API (/api/v1/, which checks its
 // own tokens) and every other path to the dashboard.
 func (a *App) buildHTTP(context.Context) error {
+	svc, err := a.buildManagement()
+	if err != nil {
+		return fmt.Errorf("management service: %w", err)
+	}
 	dash, err := dashboard.New(dashboard.Options{
-		Store: a.st, Config: a.cfg.Load, Limiter: a.limiter, KeyChanged: a.keyChanged, Logger: a.log,
-		Available: a.deployments.Available, XFFTrustedHops: dashboardHops(a.opt), WebhookKey: a.alertsKey,
+		Manage: svc, Store: a.st, Config: a.cfg.Load, Limiter: a.limiter, Logger: a.log,
+		Available: a.deployments.Available, XFFTrustedHops: dashboardHops(a.opt),
 	})
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
-	mgmt, err := manage.New(manage.Options{Store: a.st, Config: a.cfg.Load, KeyChanged: a.keyChanged, AccountChanged: a.accountChanged,
-		Logger: a.log, Available: a.deployments.Available, Limiter: a.limiter, WebhookKey: a.alertsKey})
+	mgmt, err := restapi.New(svc, restapi.Options{Store: a.st, Config: a.cfg.Load, Limiter: a.limiter, Logger: a.log})
 	if err != nil {
 		return fmt.Errorf("management API: %w", err)
 	}

@@ -1,4 +1,4 @@
-package manage
+package restapi
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/oaierror"
 )
 
@@ -21,7 +22,7 @@ func TestAnAccountHoldsAtMostItsCapOfKeysAndTokens(t *testing.T) {
 	e := newAPIEnv(t)
 	ctx := context.Background()
 	e.cfg.Limits.KeysPerAccount, e.cfg.Limits.TokensPerAccount = 2, 2
-	writer := e.token(e.a.ID, ScopeKeysWrite, ScopeKeysRead) // the account's first token
+	writer := e.token(e.a.ID, manage.ScopeKeysWrite, manage.ScopeKeysRead) // the account's first token
 	var ids []string
 	for range 2 {
 		a := e.call("POST", "/api/v1/keys", writer, `{"description":"k"}`)
@@ -33,12 +34,12 @@ func TestAnAccountHoldsAtMostItsCapOfKeysAndTokens(t *testing.T) {
 	assert.Equal(t, "key_limit_reached", full.get("error.code").String())
 	assert.Equal(t, "invalid_request_error", full.get("error.type").String())
 	assert.Contains(t, full.get("error.message").String(), "2 keys")
-	_, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("cli"))
-	assert.Equal(t, ErrKeyLimit.Code, codeOf(err), "the CLI too")
+	_, _, err := e.svc.CreateKey(ctx, manage.Actor{Kind: manage.ActorCLI}, e.a.ID, descPatch("cli"))
+	assert.Equal(t, manage.ErrKeyLimit.Code, codeOf(err), "the CLI too")
 	keys, err := e.st.ListKeys(ctx, e.a.ID)
 	require.NoError(t, err)
 	assert.Len(t, keys, 2, "nothing was created")
-	_, _, err = e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.b.ID, descPatch("other account"))
+	_, _, err = e.svc.CreateKey(ctx, manage.Actor{Kind: manage.ActorCLI}, e.b.ID, descPatch("other account"))
 	assert.NoError(t, err, "the cap is per account")
 
 	require.Equal(t, http.StatusOK, e.call("DELETE", "/api/v1/keys/"+ids[0], writer, "").status)
@@ -50,12 +51,12 @@ func TestAnAccountHoldsAtMostItsCapOfKeysAndTokens(t *testing.T) {
 	over := e.call("POST", "/api/v1/tokens", e.admin, body)
 	assert.Equal(t, http.StatusConflict, over.status)
 	assert.Equal(t, "token_limit_reached", over.get("error.code").String())
-	_, _, err = e.svc.CreateToken(ctx, Actor{Kind: ActorUser, ID: e.a.ID, AccountID: e.a.ID}, TokenRequest{AccountID: e.a.ID, Name: "dash", Scopes: []string{ScopeKeysRead}})
-	assert.Equal(t, ErrTokenLimit.Code, codeOf(err), "the dashboard's user too")
+	_, _, err = e.svc.CreateToken(ctx, manage.Actor{Kind: manage.ActorUser, ID: e.a.ID, AccountID: e.a.ID}, manage.TokenRequest{AccountID: e.a.ID, Name: "dash", Scopes: []string{manage.ScopeKeysRead}})
+	assert.Equal(t, manage.ErrTokenLimit.Code, codeOf(err), "the dashboard's user too")
 	require.Equal(t, http.StatusOK, e.call("DELETE", "/api/v1/tokens/"+second.get("id").String(), e.admin, "").status)
 	assert.Equal(t, http.StatusCreated, e.call("POST", "/api/v1/tokens", e.admin, body).status, "a revoked token makes room")
 	for range 3 {
-		_, _, err := e.svc.CreateToken(ctx, Actor{Kind: ActorCLI}, TokenRequest{Name: "root"})
+		_, _, err := e.svc.CreateToken(ctx, manage.Actor{Kind: manage.ActorCLI}, manage.TokenRequest{Name: "root"})
 		assert.NoError(t, err, "admin tokens belong to no account")
 	}
 }
@@ -76,7 +77,7 @@ func TestManagementCallsAreLimitedPerToken(t *testing.T) {
 	e := newAPIEnv(t)
 	ctx := context.Background()
 	e.cfg.Limits.ManagementRPM = 3
-	busy, other := e.token(e.a.ID, ScopeKeysWrite, ScopeKeysRead), e.token(e.a.ID, ScopeKeysRead)
+	busy, other := e.token(e.a.ID, manage.ScopeKeysWrite, manage.ScopeKeysRead), e.token(e.a.ID, manage.ScopeKeysRead)
 	for i := range 3 {
 		a := e.call("GET", "/api/v1/keys", busy, "")
 		require.Equal(t, http.StatusOK, a.status, "call %d", i)

@@ -1,4 +1,4 @@
-package manage
+package restapi
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tollgate/tollgate/manage/internal/apiclient"
+	"github.com/tollgate/tollgate/manage/restapi/internal/apiclient"
 )
 
 // driveWebhooks goes through the webhook calls with the generated client:

@@ -1,4 +1,4 @@
-package manage
+package restapi
 
 import (
 	"bytes"
@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/testclock"
 	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
@@ -42,12 +43,15 @@ plans:
 
 // apiEnv is the API over a fresh SQLite store, with a fake clock.
 type apiEnv struct {
-	t       *testing.T
-	st      store.Store
-	svc     *Service
-	clock   *testclock.Clock
-	srv     *httptest.Server
-	changed chan string
+	t   *testing.T
+	st  store.Store
+	svc *manage.Service
+	api *API
+	// webhookKey seals the webhook endpoints' secrets.
+	webhookKey []byte
+	clock      *testclock.Clock
+	srv        *httptest.Server
+	changed    chan string
 	// cfg is the configuration in force; a test may change it.
 	cfg *config.Config
 	// admin is an admin token; a and b are accounts.
@@ -66,16 +70,19 @@ func newAPIEnv(t *testing.T) *apiEnv {
 	cfg, err := config.Parse([]byte(testConfig), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
 	e := &apiEnv{t: t, st: st, clock: clock, changed: make(chan string, 100), cfg: cfg}
-	e.svc, err = New(Options{Store: st, Config: func() *config.Config { return e.cfg }, Now: e.clock.Now,
-		KeyChanged: func(id string) { e.changed <- id }, WebhookKey: alerts.SecretKey([]byte("test server key"))})
+	e.webhookKey = alerts.SecretKey([]byte("test server key"))
+	e.svc, err = manage.New(manage.Options{Store: st, Config: func() *config.Config { return e.cfg }, Now: e.clock.Now,
+		KeyChanged: func(id string) { e.changed <- id }, WebhookKey: e.webhookKey})
 	require.NoError(t, err)
-	e.srv = httptest.NewServer(e.svc.Handler())
+	e.api, err = New(e.svc, Options{Store: st, Config: func() *config.Config { return e.cfg }, Now: e.clock.Now})
+	require.NoError(t, err)
+	e.srv = httptest.NewServer(e.api.Handler())
 	t.Cleanup(e.srv.Close)
 	e.a, err = st.CreateAccount(ctx, store.Account{Email: "a@example.com", Plan: "basic"})
 	require.NoError(t, err)
 	e.b, err = st.CreateAccount(ctx, store.Account{Email: "b@example.com", Plan: "pro"})
 	require.NoError(t, err)
-	_, e.admin, err = e.svc.CreateToken(ctx, Actor{Kind: ActorCLI}, TokenRequest{Name: "root"})
+	_, e.admin, err = e.svc.CreateToken(ctx, manage.Actor{Kind: manage.ActorCLI}, manage.TokenRequest{Name: "root"})
 	require.NoError(t, err)
 	return e
 }
@@ -83,7 +90,7 @@ func newAPIEnv(t *testing.T) *apiEnv {
 // token makes an account token with the scopes given, as the CLI would.
 func (e *apiEnv) token(account string, scopes ...string) string {
 	e.t.Helper()
-	_, secret, err := e.svc.CreateToken(context.Background(), Actor{Kind: ActorCLI}, TokenRequest{AccountID: account, Name: "t", Scopes: scopes})
+	_, secret, err := e.svc.CreateToken(context.Background(), manage.Actor{Kind: manage.ActorCLI}, manage.TokenRequest{AccountID: account, Name: "t", Scopes: scopes})
 	require.NoError(e.t, err)
 	e.clock.Advance(time.Millisecond)
 	return secret
@@ -197,14 +204,14 @@ func matchTemplate(template, path string) bool {
 func TestWithoutAValidManagementTokenEveryCallIs401(t *testing.T) {
 	e := newAPIEnv(t)
 	ctx := context.Background()
-	k, apiKey, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("x"))
+	k, apiKey, err := e.svc.CreateKey(ctx, manage.Actor{Kind: manage.ActorCLI}, e.a.ID, descPatch("x"))
 	require.NoError(t, err)
-	revoked := e.token(e.a.ID, ScopeKeysRead)
+	revoked := e.token(e.a.ID, manage.ScopeKeysRead)
 	tok, err := e.st.TokenByHash(ctx, apikey.HashOf(revoked), e.clock.Now())
 	require.NoError(t, err)
-	require.NoError(t, e.svc.RevokeToken(ctx, Actor{Kind: ActorCLI}, tok.ID))
+	require.NoError(t, e.svc.RevokeToken(ctx, manage.Actor{Kind: manage.ActorCLI}, tok.ID))
 	exp := e.clock.Now().Add(time.Hour)
-	_, expiring, err := e.svc.CreateToken(ctx, Actor{Kind: ActorCLI}, TokenRequest{AccountID: e.a.ID, Name: "short", Scopes: []string{ScopeKeysRead}, ExpiresAt: &exp})
+	_, expiring, err := e.svc.CreateToken(ctx, manage.Actor{Kind: manage.ActorCLI}, manage.TokenRequest{AccountID: e.a.ID, Name: "short", Scopes: []string{manage.ScopeKeysRead}, ExpiresAt: &exp})
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, e.call("GET", "/api/v1/keys/"+k.ID, expiring, "").status, "live before its expiry")
 	e.clock.Advance(time.Hour)
@@ -231,8 +238,8 @@ func descPatch(d string) keyopts.Patch { return keyopts.Patch{Description: &d} }
 
 func TestKeysAcrossTokenKindsScopesAndAccounts(t *testing.T) {
 	e := newAPIEnv(t)
-	read, write, other := e.token(e.a.ID, ScopeKeysRead), e.token(e.a.ID, ScopeKeysRead, ScopeKeysWrite), e.token(e.b.ID, ScopeKeysRead, ScopeKeysWrite)
-	usageOnly := e.token(e.a.ID, ScopeUsageRead)
+	read, write, other := e.token(e.a.ID, manage.ScopeKeysRead), e.token(e.a.ID, manage.ScopeKeysRead, manage.ScopeKeysWrite), e.token(e.b.ID, manage.ScopeKeysRead, manage.ScopeKeysWrite)
+	usageOnly := e.token(e.a.ID, manage.ScopeUsageRead)
 
 	// An admin creates a key for A, with every option.
 	created := e.call("POST", "/api/v1/keys", e.admin, `{"account_id":"`+e.a.ID+`","description":"CI","rate_limit_rpm":30,"tpm_limit":40000,"tokens_per_day":null,
@@ -329,15 +336,15 @@ func TestKeysListPagesFiltersAndCursors(t *testing.T) {
 	ctx := context.Background()
 	var ids []string
 	for i := range 7 {
-		k, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch(fmt.Sprintf("key %d", i)))
+		k, _, err := e.svc.CreateKey(ctx, manage.Actor{Kind: manage.ActorCLI}, e.a.ID, descPatch(fmt.Sprintf("key %d", i)))
 		require.NoError(t, err)
 		ids = append([]string{k.ID}, ids...) // newest first
 		e.clock.Advance(time.Second)
 	}
 	off := false
-	_, err := e.svc.UpdateKey(ctx, Actor{Kind: ActorCLI}, ids[1], "", keyopts.Patch{Enabled: &off})
+	_, err := e.svc.UpdateKey(ctx, manage.Actor{Kind: manage.ActorCLI}, ids[1], "", keyopts.Patch{Enabled: &off})
 	require.NoError(t, err)
-	tok := e.token(e.a.ID, ScopeKeysRead)
+	tok := e.token(e.a.ID, manage.ScopeKeysRead)
 
 	var walked []string
 	after := ""
@@ -369,8 +376,8 @@ func TestKeysListPagesFiltersAndCursors(t *testing.T) {
 
 func TestIfMatchKeepsTwoEditorsFromOverwritingEachOther(t *testing.T) {
 	e := newAPIEnv(t)
-	tok := e.token(e.a.ID, ScopeKeysRead, ScopeKeysWrite)
-	k, _, err := e.svc.CreateKey(context.Background(), Actor{Kind: ActorCLI}, e.a.ID, descPatch("v1"))
+	tok := e.token(e.a.ID, manage.ScopeKeysRead, manage.ScopeKeysWrite)
+	k, _, err := e.svc.CreateKey(context.Background(), manage.Actor{Kind: manage.ActorCLI}, e.a.ID, descPatch("v1"))
 	require.NoError(t, err)
 	path := "/api/v1/keys/" + k.ID
 	etag := e.call("GET", path, tok, "").header.Get("ETag")
@@ -427,7 +434,7 @@ func TestIfMatchKeepsTwoEditorsFromOverwritingEachOther(t *testing.T) {
 
 func TestTokensAreMadeByAdminsOnlyAndAuditedWithEveryAction(t *testing.T) {
 	e := newAPIEnv(t)
-	acctTok := e.token(e.a.ID, ScopeKeysRead, ScopeKeysWrite)
+	acctTok := e.token(e.a.ID, manage.ScopeKeysRead, manage.ScopeKeysWrite)
 
 	a := e.call("POST", "/api/v1/tokens", acctTok, `{"account_id":"`+e.a.ID+`","name":"more","scopes":["keys:write"]}`)
 	assert.Equal(t, http.StatusForbidden, a.status, "a leaked account token cannot mint more")
@@ -460,7 +467,7 @@ func TestTokensAreMadeByAdminsOnlyAndAuditedWithEveryAction(t *testing.T) {
 	// The new token works, then is revoked by the admin and stops at once.
 	k := e.call("POST", "/api/v1/keys", secret, `{"description":"from the bot"}`)
 	require.Equal(t, http.StatusCreated, k.status)
-	assert.Equal(t, http.StatusNotFound, e.call("DELETE", "/api/v1/tokens/"+made.get("id").String(), e.token(e.b.ID, ScopeKeysWrite), "").status)
+	assert.Equal(t, http.StatusNotFound, e.call("DELETE", "/api/v1/tokens/"+made.get("id").String(), e.token(e.b.ID, manage.ScopeKeysWrite), "").status)
 	assert.Equal(t, http.StatusForbidden, e.call("DELETE", "/api/v1/tokens/"+made.get("id").String(), acctTok, "").status)
 	require.Equal(t, http.StatusOK, e.call("DELETE", "/api/v1/tokens/"+made.get("id").String(), e.admin, "").status)
 	assert.Equal(t, http.StatusUnauthorized, e.call("GET", "/api/v1/keys", secret, "").status)
@@ -488,7 +495,7 @@ func TestTokensAreMadeByAdminsOnlyAndAuditedWithEveryAction(t *testing.T) {
 	}
 	assert.Equal(t, []string{"key.delete", "key.update", "key.disable", "token.revoke", "key.create", "token.create", "token.create"}, actions)
 	assert.Equal(t, []string{"token", "token", "token", "token", "token", "token", "cli"}, actors)
-	assert.Equal(t, http.StatusNotFound, e.call("GET", "/api/v1/audit?account_id="+e.a.ID, e.token(e.b.ID, ScopeKeysRead), "").status)
+	assert.Equal(t, http.StatusNotFound, e.call("GET", "/api/v1/audit?account_id="+e.a.ID, e.token(e.b.ID, manage.ScopeKeysRead), "").status)
 	assert.Equal(t, http.StatusBadRequest, e.call("GET", "/api/v1/audit?after=bogus", acctTok, "").status)
 }
 
@@ -500,7 +507,7 @@ func TestTheOpenAPIDocumentIsServedAndDescribesEveryRoute(t *testing.T) {
 	assert.JSONEq(t, string(OpenAPI), string(a.body))
 	// Every route the handler serves is in the document, and back.
 	routes := []string{openAPIPattern}
-	for _, rt := range e.svc.routes() {
+	for _, rt := range e.api.routes() {
 		routes = append(routes, rt.pattern)
 	}
 	var documented []string
@@ -520,7 +527,7 @@ func TestTheOpenAPIDocumentIsServedAndDescribesEveryRoute(t *testing.T) {
 
 func TestARetriedCreateWithAnIdempotencyKeyGetsTheFirstAnswer(t *testing.T) {
 	e := newAPIEnv(t)
-	tok := e.token(e.a.ID, ScopeKeysRead, ScopeKeysWrite)
+	tok := e.token(e.a.ID, manage.ScopeKeysRead, manage.ScopeKeysWrite)
 	body := `{"description":"retried"}`
 	first := e.call("POST", "/api/v1/keys", tok, body, "Idempotency-Key", "create-1")
 	require.Equal(t, http.StatusCreated, first.status, "%s", first.body)
@@ -538,7 +545,7 @@ func TestARetriedCreateWithAnIdempotencyKeyGetsTheFirstAnswer(t *testing.T) {
 	assert.Equal(t, "idempotency_key_reused", reused.get("error.code").String())
 
 	// Keys are per token: another token's same key is a new request.
-	other := e.call("POST", "/api/v1/keys", e.token(e.a.ID, ScopeKeysWrite), body, "Idempotency-Key", "create-1")
+	other := e.call("POST", "/api/v1/keys", e.token(e.a.ID, manage.ScopeKeysWrite), body, "Idempotency-Key", "create-1")
 	require.Equal(t, http.StatusCreated, other.status)
 	assert.NotEqual(t, first.get("id").String(), other.get("id").String())
 
@@ -598,11 +605,11 @@ func tokenID(t *testing.T, e *apiEnv, secret string) string {
 func TestUsageOfAKeyOrAnAccountOverARangeAndAsCSV(t *testing.T) {
 	e := newAPIEnv(t)
 	ctx := context.Background()
-	k1, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("one"))
+	k1, _, err := e.svc.CreateKey(ctx, manage.Actor{Kind: manage.ActorCLI}, e.a.ID, descPatch("one"))
 	require.NoError(t, err)
-	k2, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("two"))
+	k2, _, err := e.svc.CreateKey(ctx, manage.Actor{Kind: manage.ActorCLI}, e.a.ID, descPatch("two"))
 	require.NoError(t, err)
-	kb, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.b.ID, descPatch("b's"))
+	kb, _, err := e.svc.CreateKey(ctx, manage.Actor{Kind: manage.ActorCLI}, e.b.ID, descPatch("b's"))
 	require.NoError(t, err)
 	march := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	var recs []store.UsageRecord
@@ -615,8 +622,8 @@ func TestUsageOfAKeyOrAnAccountOverARangeAndAsCSV(t *testing.T) {
 	recs[24].CachedTokens, recs[24].CacheWriteTokens, recs[24].ReasoningTokens = 4, 3, 2
 	recs = append(recs, store.UsageRecord{ID: "use_b", KeyID: kb.ID, AccountID: kb.AccountID, Model: "o3", Provider: "openai", Cost: 7, Status: 200, CreatedAt: march})
 	require.NoError(t, e.st.RecordUsage(ctx, recs))
-	usage := e.token(e.a.ID, ScopeUsageRead)
-	keysOnly := e.token(e.a.ID, ScopeKeysRead)
+	usage := e.token(e.a.ID, manage.ScopeUsageRead)
+	keysOnly := e.token(e.a.ID, manage.ScopeKeysRead)
 
 	a := e.call("GET", "/api/v1/usage?from=2026-03-01&to=2026-03-08", usage, "")
 	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
@@ -664,7 +671,9 @@ func TestUsageOfAKeyOrAnAccountOverARangeAndAsCSV(t *testing.T) {
 	rows, err := csv.NewReader(resp.Body).ReadAll()
 	require.NoError(t, err)
 	require.Len(t, rows, 26, "a header and every record")
-	assert.Equal(t, csvHeader, rows[0])
+	assert.Equal(t, []string{"id", "created_at", "key_id", "account_id", "model", "provider", "deployment", "status", "error_code",
+		"prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens", "cost_usd", "estimated", "latency_ms", "attempts", "request_id",
+		"ttft_ms", "error_message"}, rows[0])
 	assert.Equal(t, "use_24", rows[1][0])
 	assert.Equal(t, []string{"4", "3", "2"}, rows[1][11:14], "cached, cache-write and reasoning tokens")
 	assert.Equal(t, "0.000001", rows[1][14], "cost in dollars, exact")
@@ -686,7 +695,7 @@ func TestUsageOfAKeyOrAnAccountOverARangeAndAsCSV(t *testing.T) {
 
 func TestAccountsAreAdminsAndARetriedCreditIsNeverASecondCredit(t *testing.T) {
 	e := newAPIEnv(t)
-	acctTok := e.token(e.a.ID, ScopeKeysRead, ScopeKeysWrite, ScopeUsageRead)
+	acctTok := e.token(e.a.ID, manage.ScopeKeysRead, manage.ScopeKeysWrite, manage.ScopeUsageRead)
 
 	made := e.call("POST", "/api/v1/accounts", e.admin, `{"email":"new@example.com","plan":"basic","balance_usd":2.5}`)
 	require.Equal(t, http.StatusCreated, made.status, "%s", made.body)
@@ -747,9 +756,9 @@ func TestAccountsAreAdminsAndARetriedCreditIsNeverASecondCredit(t *testing.T) {
 func TestBalanceHistoryWorksBackFromTheBalanceNow(t *testing.T) {
 	e := newAPIEnv(t)
 	ctx := context.Background()
-	own := e.token(e.a.ID, ScopeUsageRead)
-	keysOnly := e.token(e.a.ID, ScopeKeysRead)
-	k, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("one"))
+	own := e.token(e.a.ID, manage.ScopeUsageRead)
+	keysOnly := e.token(e.a.ID, manage.ScopeKeysRead)
+	k, _, err := e.svc.CreateKey(ctx, manage.Actor{Kind: manage.ActorCLI}, e.a.ID, descPatch("one"))
 	require.NoError(t, err)
 	day := time.Date(2026, 6, 15, 0, 0, 0, 0, time.UTC) // the clock starts at 14:30 that day
 	spend := func(id string, at time.Time, cost money.Nanos) {
@@ -802,21 +811,21 @@ func TestBalanceHistoryWorksBackFromTheBalanceNow(t *testing.T) {
 
 func TestModelsAreThePlansWithPricesAndAvailability(t *testing.T) {
 	e := newAPIEnv(t)
-	a := e.call("GET", "/api/v1/models", e.token(e.a.ID, ScopeKeysRead), "")
+	a := e.call("GET", "/api/v1/models", e.token(e.a.ID, manage.ScopeKeysRead), "")
 	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
 	assert.Equal(t, `["gpt-4o-mini"]`, a.get("data.#.id").Raw, "plan basic allows one model")
 	assert.True(t, a.get("data.0.available").Bool())
 	b := e.call("GET", "/api/v1/models?account_id="+e.b.ID, e.admin, "")
 	require.Equal(t, http.StatusOK, b.status)
 	assert.Equal(t, `["gpt-4o-mini","o3"]`, b.get("data.#.id").Raw)
-	assert.Equal(t, http.StatusNotFound, e.call("GET", "/api/v1/models?account_id="+e.b.ID, e.token(e.a.ID, ScopeKeysRead), "").status)
+	assert.Equal(t, http.StatusNotFound, e.call("GET", "/api/v1/models?account_id="+e.b.ID, e.token(e.a.ID, manage.ScopeKeysRead), "").status)
 }
 
 func TestRotationGivesANewSecretAndKeepsTheOldOneOnlyThroughItsGrace(t *testing.T) {
 	e := newAPIEnv(t)
 	ctx := context.Background()
-	tok := e.token(e.a.ID, ScopeKeysRead, ScopeKeysWrite)
-	k, old, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("rotating"))
+	tok := e.token(e.a.ID, manage.ScopeKeysRead, manage.ScopeKeysWrite)
+	k, old, err := e.svc.CreateKey(ctx, manage.Actor{Kind: manage.ActorCLI}, e.a.ID, descPatch("rotating"))
 	require.NoError(t, err)
 	<-e.changed
 
@@ -841,8 +850,8 @@ func TestRotationGivesANewSecretAndKeepsTheOldOneOnlyThroughItsGrace(t *testing.
 	assert.ErrorIs(t, err, store.ErrNotFound)
 
 	assert.Equal(t, http.StatusBadRequest, e.call("POST", "/api/v1/keys/"+k.ID+"/rotate", tok, `{"grace_seconds":604801}`).status)
-	assert.Equal(t, http.StatusForbidden, e.call("POST", "/api/v1/keys/"+k.ID+"/rotate", e.token(e.a.ID, ScopeKeysRead), "").status)
-	assert.Equal(t, http.StatusNotFound, e.call("POST", "/api/v1/keys/"+k.ID+"/rotate", e.token(e.b.ID, ScopeKeysWrite), "").status)
+	assert.Equal(t, http.StatusForbidden, e.call("POST", "/api/v1/keys/"+k.ID+"/rotate", e.token(e.a.ID, manage.ScopeKeysRead), "").status)
+	assert.Equal(t, http.StatusNotFound, e.call("POST", "/api/v1/keys/"+k.ID+"/rotate", e.token(e.b.ID, manage.ScopeKeysWrite), "").status)
 	entries, err := e.st.ListAudit(ctx, e.a.ID, nil, 0)
 	require.NoError(t, err)
 	rotations := 0
@@ -872,7 +881,7 @@ func (d *deadlineWriter) SetWriteDeadline(t time.Time) error {
 func TestACSVExportBoundsEachPagesWrite(t *testing.T) {
 	e := newAPIEnv(t)
 	ctx := context.Background()
-	k, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("one"))
+	k, _, err := e.svc.CreateKey(ctx, manage.Actor{Kind: manage.ActorCLI}, e.a.ID, descPatch("one"))
 	require.NoError(t, err)
 	march := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	recs := make([]store.UsageRecord, 1500)
@@ -885,13 +894,13 @@ func TestACSVExportBoundsEachPagesWrite(t *testing.T) {
 	w := &deadlineWriter{ResponseRecorder: httptest.NewRecorder()}
 	r := httptest.NewRequest("GET", "/api/v1/usage/records?format=csv", nil)
 	start := time.Now()
-	require.NoError(t, e.svc.UsageCSV(w, r, Actor{Kind: ActorCLI}, UsageRequest{AccountID: e.a.ID, From: march, To: march.AddDate(0, 0, 2)}))
+	require.NoError(t, e.svc.UsageCSV(w, r, manage.Actor{Kind: manage.ActorCLI}, manage.UsageRequest{AccountID: e.a.ID, From: march, To: march.AddDate(0, 0, 2)}))
 	rows, err := csv.NewReader(w.Body).ReadAll()
 	require.NoError(t, err)
 	assert.Len(t, rows, 1+1500, "the header and every record")
 	require.Len(t, w.deadlines, 3, "one deadline per page of a thousand, then none")
 	for _, d := range w.deadlines[:2] {
-		assert.WithinDuration(t, start.Add(CSVPageWriteTimeout), d, 10*time.Second)
+		assert.WithinDuration(t, start.Add(manage.CSVPageWriteTimeout), d, 10*time.Second)
 	}
 	assert.True(t, w.deadlines[2].IsZero(), "the connection is left without a deadline")
 }

@@ -1,4 +1,4 @@
-package manage
+package restapi
 
 import (
 	"encoding/json"
@@ -7,34 +7,35 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
 )
 
 // The REST API's webhook calls (/api/v1/webhooks).
 
-func (s *Service) listWebhooks(w http.ResponseWriter, r *http.Request, a Actor) error {
+func (api *API) listWebhooks(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	id, err := accountOf(a, r.URL.Query().Get("account_id"))
 	if err != nil {
 		return err
 	}
-	ws, err := s.ListWebhooks(r.Context(), a, id)
+	ws, err := api.svc.ListWebhooks(r.Context(), a, id)
 	if err != nil {
 		return err
 	}
-	out := make([]WebhookJSON, len(ws))
+	out := make([]manage.WebhookJSON, len(ws))
 	for i, wh := range ws {
-		out[i] = WebhookView(wh)
+		out[i] = manage.WebhookView(wh)
 	}
 	return writeJSON(w, http.StatusOK, list(out, ""))
 }
 
-func (s *Service) createWebhook(w http.ResponseWriter, r *http.Request, a Actor) error {
+func (api *API) createWebhook(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	fields, err := readBody(r, "account_id", "url", "description")
 	if err != nil {
 		return err
 	}
-	var req WebhookRequest
+	var req manage.WebhookRequest
 	for name, v := range map[string]any{"account_id": &req.AccountID, "url": &req.URL, "description": &req.Description} {
 		if _, err := field(fields, name, v); err != nil {
 			return err
@@ -43,25 +44,25 @@ func (s *Service) createWebhook(w http.ResponseWriter, r *http.Request, a Actor)
 	if req.AccountID, err = accountOf(a, req.AccountID); err != nil {
 		return err
 	}
-	wh, secret, err := s.CreateWebhook(r.Context(), a, req)
+	wh, secret, err := api.svc.CreateWebhook(r.Context(), a, req)
 	if err != nil {
 		return err
 	}
-	v := WebhookView(wh)
+	v := manage.WebhookView(wh)
 	v.Secret = secret
 	w.Header().Set("Location", "/api/v1/webhooks/"+wh.ID)
 	return writeJSON(w, http.StatusCreated, v)
 }
 
-func (s *Service) getWebhook(w http.ResponseWriter, r *http.Request, a Actor) error {
-	wh, err := s.GetWebhook(r.Context(), a, r.PathValue("id"))
+func (api *API) getWebhook(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
+	wh, err := api.svc.GetWebhook(r.Context(), a, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, WebhookView(wh))
+	return writeJSON(w, http.StatusOK, manage.WebhookView(wh))
 }
 
-func (s *Service) patchWebhook(w http.ResponseWriter, r *http.Request, a Actor) error {
+func (api *API) patchWebhook(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	fields, err := readBody(r, "enabled")
 	if err != nil {
 		return err
@@ -72,16 +73,16 @@ func (s *Service) patchWebhook(w http.ResponseWriter, r *http.Request, a Actor) 
 	} else if !ok {
 		return oaierror.Invalid("invalid_request", "enabled", "Give enabled: true or false.")
 	}
-	wh, err := s.SetWebhookEnabled(r.Context(), a, r.PathValue("id"), enabled)
+	wh, err := api.svc.SetWebhookEnabled(r.Context(), a, r.PathValue("id"), enabled)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, WebhookView(wh))
+	return writeJSON(w, http.StatusOK, manage.WebhookView(wh))
 }
 
-func (s *Service) deleteWebhook(w http.ResponseWriter, r *http.Request, a Actor) error {
+func (api *API) deleteWebhook(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	id := r.PathValue("id")
-	if err := s.DeleteWebhook(r.Context(), a, id); err != nil {
+	if err := api.svc.DeleteWebhook(r.Context(), a, id); err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "webhook_endpoint", "deleted": true})
@@ -93,13 +94,13 @@ type webhookTestJSON struct {
 	EventID string `json:"event_id"`
 }
 
-func (s *Service) testWebhook(w http.ResponseWriter, r *http.Request, a Actor) error {
+func (api *API) testWebhook(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	if _, err := readOptionalBody(r); err != nil {
 		return err
 	}
-	ev, err := s.TestWebhook(r.Context(), a, r.PathValue("id"))
-	if errors.Is(err, ErrWebhookTestPending) {
-		w.Header().Set("Retry-After", strconv.Itoa(int(WebhookTestRetryAfter/time.Second)))
+	ev, err := api.svc.TestWebhook(r.Context(), a, r.PathValue("id"))
+	if errors.Is(err, manage.ErrWebhookTestPending) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(manage.WebhookTestRetryAfter/time.Second)))
 	}
 	if err != nil {
 		return err
@@ -107,21 +108,21 @@ func (s *Service) testWebhook(w http.ResponseWriter, r *http.Request, a Actor) e
 	return writeJSON(w, http.StatusAccepted, webhookTestJSON{Object: "webhook_test", EventID: ev.ID})
 }
 
-func (s *Service) webhookDeliveries(w http.ResponseWriter, r *http.Request, a Actor) error {
+func (api *API) webhookDeliveries(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	limit, err := limitOf(r)
 	if err != nil {
 		return err
 	}
 	if limit == 0 {
-		limit = DefaultPageSize
+		limit = manage.DefaultPageSize
 	}
-	ds, err := s.WebhookDeliveries(r.Context(), a, r.PathValue("id"), limit)
+	ds, err := api.svc.WebhookDeliveries(r.Context(), a, r.PathValue("id"), limit)
 	if err != nil {
 		return err
 	}
-	out := make([]DeliveryJSON, len(ds))
+	out := make([]manage.DeliveryJSON, len(ds))
 	for i, d := range ds {
-		out[i] = DeliveryView(d)
+		out[i] = manage.DeliveryView(d)
 	}
 	return writeJSON(w, http.StatusOK, list(out, ""))
 }

@@ -1,4 +1,4 @@
-package manage
+package restapi
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/manage"
 )
 
 // scopeProbeBodies are a well-formed body for each operation that requires
@@ -39,9 +41,9 @@ func TestNoRouteAnswersATokenWithoutItsScope(t *testing.T) {
 	// Two tokens a route: more than the default cap of an account's tokens.
 	e.cfg.Limits.TokensPerAccount = 1000
 	ctx := context.Background()
-	k, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("target"))
+	k, _, err := e.svc.CreateKey(ctx, manage.Actor{Kind: manage.ActorCLI}, e.a.ID, descPatch("target"))
 	require.NoError(t, err)
-	tok, _, err := e.svc.CreateToken(ctx, Actor{Kind: ActorCLI}, TokenRequest{AccountID: e.a.ID, Name: "target", Scopes: []string{ScopeKeysRead}})
+	tok, _, err := e.svc.CreateToken(ctx, manage.Actor{Kind: manage.ActorCLI}, manage.TokenRequest{AccountID: e.a.ID, Name: "target", Scopes: []string{manage.ScopeKeysRead}})
 	require.NoError(t, err)
 	var d struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
@@ -66,7 +68,7 @@ func TestNoRouteAnswersATokenWithoutItsScope(t *testing.T) {
 			if op.ID == "openAPI" {
 				continue
 			}
-			require.Contains(t, append(slices.Clone(AllScopes), "admin"), op.Scope, "%s has no x-tollgate-scope", op.ID)
+			require.Contains(t, append(slices.Clone(manage.AllScopes), "admin"), op.Scope, "%s has no x-tollgate-scope", op.ID)
 			body, ok := bodies[op.ID]
 			require.True(t, ok || !op.RequestBody.Required, "%s needs a probe body", op.ID)
 			id := k.ID
@@ -79,10 +81,10 @@ func TestNoRouteAnswersATokenWithoutItsScope(t *testing.T) {
 			probes = append(probes, probe{strings.ToUpper(method), strings.ReplaceAll(template, "{id}", id), op.Scope, body, op.ID})
 		}
 	}
-	require.Len(t, probes, len(e.svc.routes()), "every route is documented once")
+	require.Len(t, probes, len(e.api.routes()), "every route is documented once")
 	for _, p := range probes {
 		var others []string
-		for _, sc := range AllScopes {
+		for _, sc := range manage.AllScopes {
 			if sc != p.scope {
 				others = append(others, sc)
 			}
@@ -117,9 +119,9 @@ func TestNoRouteAnswersATokenWithoutItsScope(t *testing.T) {
 func TestTheAPIAcceptsAndRefusesWhatItsDocumentSays(t *testing.T) {
 	e := newAPIEnv(t)
 	ctx := context.Background()
-	k, _, err := e.svc.CreateKey(ctx, Actor{Kind: ActorCLI}, e.a.ID, descPatch("doc"))
+	k, _, err := e.svc.CreateKey(ctx, manage.Actor{Kind: manage.ActorCLI}, e.a.ID, descPatch("doc"))
 	require.NoError(t, err)
-	w := e.token(e.a.ID, AllScopes...)
+	w := e.token(e.a.ID, manage.AllScopes...)
 	for body, want := range map[string]int64{`{"rate_limit_rpm":60.0}`: 60, `{"rate_limit_rpm":6e1}`: 60, `{"rate_limit_rpm":7E+1}`: 70} {
 		a := e.call("PATCH", "/api/v1/keys/"+k.ID, w, body)
 		require.Equal(t, http.StatusOK, a.status, "%s: %s", body, a.body)
@@ -158,7 +160,7 @@ func TestTheAPIAcceptsAndRefusesWhatItsDocumentSays(t *testing.T) {
 // included (it is not "left out").
 func TestQueryParametersAreTheDocumentsWithTheirValues(t *testing.T) {
 	e := newAPIEnv(t)
-	w := e.token(e.a.ID, AllScopes...)
+	w := e.token(e.a.ID, manage.AllScopes...)
 	for _, path := range []string{"/api/v1/keys?status=", "/api/v1/keys?status=gone", "/api/v1/usage?group=",
 		"/api/v1/usage/records?format=", "/api/v1/accounts/" + e.a.ID + "/balance?group=week", "/api/v1/keys?status=enabled&status=nope",
 		"/api/v1/tokens?=null", "/api/v1/keys?sort=name", "/api/v1/models?limit=1"} {

@@ -1,4 +1,4 @@
-package manage
+package restapi
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/seal"
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/oaierror"
 )
 
@@ -70,7 +71,7 @@ func sealKey(tokenSecret, idemKey string) []byte {
 }
 
 // idempotent runs a POST handler at most once per (token, Idempotency-Key).
-func (s *Service) idempotent(w http.ResponseWriter, r *http.Request, a Actor, h handler) error {
+func (api *API) idempotent(w http.ResponseWriter, r *http.Request, a manage.Actor, secret string, h handler) error {
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" || r.Method != http.MethodPost {
 		return h(w, r, a)
@@ -84,11 +85,11 @@ func (s *Service) idempotent(w http.ResponseWriter, r *http.Request, a Actor, h 
 	}
 	ctx := r.Context()
 	actor := a.String()
-	stored, created, err := s.opt.Store.BeginIdempotent(ctx, actor, key, hash, s.opt.Now().Add(-idempotencyTakeOver))
+	stored, created, err := api.opt.Store.BeginIdempotent(ctx, actor, key, hash, api.opt.Now().Add(-idempotencyTakeOver))
 	if err != nil {
-		return s.fail(ctx, "idempotency", err)
+		return api.fail(ctx, "idempotency", err)
 	}
-	sk := sealKey(a.secret, key)
+	sk := sealKey(secret, key)
 	if !created {
 		switch {
 		case !hmac.Equal(stored.RequestHash, hash):
@@ -96,23 +97,23 @@ func (s *Service) idempotent(w http.ResponseWriter, r *http.Request, a Actor, h 
 		case stored.Sealed == nil:
 			return errIdempotencyRunning
 		}
-		return s.replay(w, r, sk, stored.Sealed)
+		return api.replay(w, r, sk, stored.Sealed)
 	}
 
 	rec := &recorder{header: w.Header()}
 	herr := h(rec, r, a)
 	if herr != nil || rec.status < 200 || rec.status >= 300 {
 		// Nothing was done: a retry may run again.
-		if err := s.opt.Store.AbandonIdempotent(ctx, actor, key); err != nil {
-			s.opt.Logger.ErrorContext(ctx, "manage: idempotency entry not abandoned", "err", err)
+		if err := api.opt.Store.AbandonIdempotent(ctx, actor, key); err != nil {
+			api.opt.Logger.ErrorContext(ctx, "manage: idempotency entry not abandoned", "err", err)
 		}
 		if herr != nil {
 			return herr
 		}
-	} else if err := s.keep(r, actor, key, sk, rec); err != nil {
+	} else if err := api.keep(r, actor, key, sk, rec); err != nil {
 		// The action is done; only its replay is lost. A retry would
 		// find the entry running until it is taken over.
-		s.opt.Logger.ErrorContext(ctx, "manage: idempotent answer not kept", "err", err)
+		api.opt.Logger.ErrorContext(ctx, "manage: idempotent answer not kept", "err", err)
 	}
 	w.WriteHeader(rec.status)
 	_, err = w.Write(rec.body.Bytes())
@@ -134,14 +135,14 @@ func requestHash(r *http.Request) ([]byte, error) {
 }
 
 // replay writes the first call's answer, unsealed with sk.
-func (s *Service) replay(w http.ResponseWriter, r *http.Request, sk, sealed []byte) error {
+func (api *API) replay(w http.ResponseWriter, r *http.Request, sk, sealed []byte) error {
 	plain, err := seal.Open(sk, sealed, nil)
 	if err != nil {
-		return s.fail(r.Context(), "idempotency: unseal the first answer", err)
+		return api.fail(r.Context(), "idempotency: unseal the first answer", err)
 	}
 	var first sealedAnswer
 	if err := json.Unmarshal(plain, &first); err != nil {
-		return s.fail(r.Context(), "idempotency: decode the first answer", err)
+		return api.fail(r.Context(), "idempotency: decode the first answer", err)
 	}
 	for k, v := range first.Headers {
 		w.Header().Set(k, v)
@@ -154,8 +155,8 @@ func (s *Service) replay(w http.ResponseWriter, r *http.Request, sk, sealed []by
 
 // keep seals a first call's successful answer under sk and stores it for
 // the retries.
-func (s *Service) keep(r *http.Request, actor, key string, sk []byte, rec *recorder) error {
-	answer := sealedAnswer{Status: rec.status, Headers: map[string]string{}, Body: rec.body.Bytes(), Original: s.opt.Now()}
+func (api *API) keep(r *http.Request, actor, key string, sk []byte, rec *recorder) error {
+	answer := sealedAnswer{Status: rec.status, Headers: map[string]string{}, Body: rec.body.Bytes(), Original: api.opt.Now()}
 	for _, h := range []string{"Content-Type", "ETag", "Location"} {
 		if v := rec.header.Get(h); v != "" {
 			answer.Headers[h] = v
@@ -165,9 +166,9 @@ func (s *Service) keep(r *http.Request, actor, key string, sk []byte, rec *recor
 	if err != nil {
 		return fmt.Errorf("encode the answer: %w", err)
 	}
-	sealed, err := seal.Seal(sk, plain, nil, s.opt.Random)
+	sealed, err := seal.Seal(sk, plain, nil, api.opt.Random)
 	if err != nil {
 		return fmt.Errorf("seal the answer: %w", err)
 	}
-	return s.opt.Store.FinishIdempotent(r.Context(), actor, key, sealed)
+	return api.opt.Store.FinishIdempotent(r.Context(), actor, key, sealed)
 }

@@ -1,33 +1,101 @@
-package manage
+// Package restapi is the management service's HTTP door: the REST API
+// under /api/v1/. Every call needs a management token (Authorization:
+// Bearer tg_mt_…); answers are JSON, errors in OpenAI's shape. It owns what
+// is HTTP about the calls — routing, reading bodies and queries, the
+// per-token rate limit, Idempotency-Key, the wire shapes — and nothing
+// else: every rule (who may do what, caps, the key options) is the
+// management service's (package manage), which it calls through Service.
+// openapi.json describes it all and is served at /api/v1/openapi.json; a
+// client generated from it (internal/apiclient) drives every endpoint in
+// the tests.
+package restapi
 
 import (
+	"context"
+	"crypto/rand"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"
 )
-
-// The REST API, under /api/v1/. Every call needs a management token
-// (Authorization: Bearer tg_mt_…); answers are JSON, errors in OpenAI's
-// shape. openapi.json describes it all and is served at
-// /api/v1/openapi.json.
 
 // OpenAPI is the API's OpenAPI 3.1 document.
 //
 //go:embed openapi.json
 var OpenAPI []byte
+
+// Options configure an API.
+type Options struct {
+	// Store keeps the answers of calls made with an Idempotency-Key;
+	// store.Open's stores will do.
+	Store Idempotency
+	// Config is the configuration in force (limits.management_rpm).
+	Config func() *config.Config
+	// Limiter counts the calls per management token
+	// (configuration: limits.management_rpm); nil → ratelimit.NewMemory().
+	// Give every replica the same (Redis) limiter so the counts are shared.
+	Limiter ratelimit.Limiter
+	// Now is the clock; nil → time.Now.
+	Now func() time.Time
+	// Random is the source of the nonces that seal idempotent answers;
+	// nil → crypto/rand.Reader.
+	Random io.Reader
+	// Logger receives failures (never secrets); nil → slog.Default().
+	Logger *slog.Logger
+}
+
+// API serves /api/v1/ (Handler).
+type API struct {
+	svc Service
+	opt Options
+}
+
+// New returns an API over the management service svc.
+func New(svc Service, opt Options) (*API, error) {
+	if svc == nil || opt.Store == nil || opt.Config == nil {
+		return nil, errors.New("restapi: the service, Options.Store and Options.Config are required")
+	}
+	if opt.Limiter == nil {
+		opt.Limiter = ratelimit.NewMemory()
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Random == nil {
+		opt.Random = rand.Reader
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	return &API{svc: svc, opt: opt}, nil
+}
+
+// fail is a failure the caller did not cause: logged, answered 500.
+func (api *API) fail(ctx context.Context, what string, err error) error {
+	api.opt.Logger.ErrorContext(ctx, "restapi: "+what, "err", err)
+	return oaierror.Internal
+}
+
+// auditActionRE is the shape of an action's name (GET /api/v1/audit's
+// action filter).
+var auditActionRE = regexp.MustCompile(`^[a-z]+\.[a-z_]+$`)
 
 // maxRequestBody bounds a management call's body.
 const maxRequestBody = 64 << 10
@@ -40,39 +108,39 @@ type route struct {
 
 // routes are every authenticated call; the OpenAPI document describes each
 // (a test holds the two equal).
-func (s *Service) routes() []route {
+func (api *API) routes() []route {
 	return []route{
-		{"GET /api/v1/keys", s.listKeys},
-		{"POST /api/v1/keys", s.createKey},
-		{"GET /api/v1/keys/{id}", s.getKey},
-		{"PATCH /api/v1/keys/{id}", s.patchKey},
-		{"DELETE /api/v1/keys/{id}", s.deleteKey},
-		{"POST /api/v1/keys/{id}/enable", s.enableKey(true)},
-		{"POST /api/v1/keys/{id}/disable", s.enableKey(false)},
-		{"POST /api/v1/keys/{id}/rotate", s.rotateKey},
-		{"GET /api/v1/tokens", s.listTokens},
-		{"POST /api/v1/tokens", s.createToken},
-		{"DELETE /api/v1/tokens/{id}", s.revokeToken},
-		{"GET /api/v1/audit", s.listAudit},
-		{"GET /api/v1/usage", s.usage},
-		{"GET /api/v1/usage/records", s.usageRecords},
-		{"POST /api/v1/accounts", s.createAccount},
-		{"GET /api/v1/accounts/{id}", s.getAccount},
-		{"PATCH /api/v1/accounts/{id}", s.patchAccount},
-		{"POST /api/v1/accounts/{id}/credit", s.creditAccount},
-		{"GET /api/v1/accounts/{id}/balance", s.balanceHistory},
-		{"GET /api/v1/models", s.listModels},
-		{"GET /api/v1/keys/{id}/budgets", s.getKeyBudgets},
-		{"PUT /api/v1/keys/{id}/budgets", s.putKeyBudgets},
-		{"GET /api/v1/accounts/{id}/budgets", s.getAccountBudgets},
-		{"PUT /api/v1/accounts/{id}/budgets", s.putAccountBudgets},
-		{"GET /api/v1/webhooks", s.listWebhooks},
-		{"POST /api/v1/webhooks", s.createWebhook},
-		{"GET /api/v1/webhooks/{id}", s.getWebhook},
-		{"PATCH /api/v1/webhooks/{id}", s.patchWebhook},
-		{"DELETE /api/v1/webhooks/{id}", s.deleteWebhook},
-		{"POST /api/v1/webhooks/{id}/test", s.testWebhook},
-		{"GET /api/v1/webhooks/{id}/deliveries", s.webhookDeliveries},
+		{"GET /api/v1/keys", api.listKeys},
+		{"POST /api/v1/keys", api.createKey},
+		{"GET /api/v1/keys/{id}", api.getKey},
+		{"PATCH /api/v1/keys/{id}", api.patchKey},
+		{"DELETE /api/v1/keys/{id}", api.deleteKey},
+		{"POST /api/v1/keys/{id}/enable", api.enableKey(true)},
+		{"POST /api/v1/keys/{id}/disable", api.enableKey(false)},
+		{"POST /api/v1/keys/{id}/rotate", api.rotateKey},
+		{"GET /api/v1/tokens", api.listTokens},
+		{"POST /api/v1/tokens", api.createToken},
+		{"DELETE /api/v1/tokens/{id}", api.revokeToken},
+		{"GET /api/v1/audit", api.listAudit},
+		{"GET /api/v1/usage", api.usage},
+		{"GET /api/v1/usage/records", api.usageRecords},
+		{"POST /api/v1/accounts", api.createAccount},
+		{"GET /api/v1/accounts/{id}", api.getAccount},
+		{"PATCH /api/v1/accounts/{id}", api.patchAccount},
+		{"POST /api/v1/accounts/{id}/credit", api.creditAccount},
+		{"GET /api/v1/accounts/{id}/balance", api.balanceHistory},
+		{"GET /api/v1/models", api.listModels},
+		{"GET /api/v1/keys/{id}/budgets", api.getKeyBudgets},
+		{"PUT /api/v1/keys/{id}/budgets", api.putKeyBudgets},
+		{"GET /api/v1/accounts/{id}/budgets", api.getAccountBudgets},
+		{"PUT /api/v1/accounts/{id}/budgets", api.putAccountBudgets},
+		{"GET /api/v1/webhooks", api.listWebhooks},
+		{"POST /api/v1/webhooks", api.createWebhook},
+		{"GET /api/v1/webhooks/{id}", api.getWebhook},
+		{"PATCH /api/v1/webhooks/{id}", api.patchWebhook},
+		{"DELETE /api/v1/webhooks/{id}", api.deleteWebhook},
+		{"POST /api/v1/webhooks/{id}/test", api.testWebhook},
+		{"GET /api/v1/webhooks/{id}/deliveries", api.webhookDeliveries},
 	}
 }
 
@@ -80,20 +148,20 @@ func (s *Service) routes() []route {
 const openAPIPattern = "GET /api/v1/openapi.json"
 
 // Handler serves /api/v1/.
-func (s *Service) Handler() http.Handler {
+func (api *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(openAPIPattern, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(OpenAPI)
 	})
 	query := documentedQuery()
-	for _, rt := range s.routes() {
-		mux.HandleFunc(rt.pattern, s.authed(withQuery(query[rt.pattern], rt.handle)))
+	for _, rt := range api.routes() {
+		mux.HandleFunc(rt.pattern, api.authed(withQuery(query[rt.pattern], rt.handle)))
 	}
 	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		// Authentication first: without a token nothing is told, not even
 		// which paths exist.
-		if _, err := s.actor(r); err != nil {
+		if _, _, err := api.actor(r); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -148,7 +216,7 @@ func documentedQuery() map[string]map[string][]string {
 // not list for the call, and one given with a value its enumeration does
 // not hold (an empty one included).
 func withQuery(params map[string][]string, h handler) handler {
-	return func(w http.ResponseWriter, r *http.Request, a Actor) error {
+	return func(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 		for name, got := range r.URL.Query() {
 			values, known := params[name]
 			if !known {
@@ -181,29 +249,33 @@ func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
 }
 
 // actor authenticates the request's bearer token.
-func (s *Service) actor(r *http.Request) (Actor, error) {
+// It returns the token's secret too, kept for the call only (never stored,
+// never logged): the key that seals its idempotent answers.
+func (api *API) actor(r *http.Request) (manage.Actor, string, error) {
 	secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
-		return Actor{}, ErrUnauthorized
+		return manage.Actor{}, "", manage.ErrUnauthorized
 	}
+	secret = strings.TrimSpace(secret)
 	addr, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		addr = r.RemoteAddr
 	}
-	return s.Authenticate(r.Context(), strings.TrimSpace(secret), addr)
+	a, err := api.svc.Authenticate(r.Context(), secret, addr)
+	return a, secret, err
 }
 
-type handler func(w http.ResponseWriter, r *http.Request, a Actor) error
+type handler func(w http.ResponseWriter, r *http.Request, a manage.Actor) error
 
-func (s *Service) authed(h handler) http.HandlerFunc {
+func (api *API) authed(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
-		a, err := s.actor(r)
+		a, secret, err := api.actor(r)
 		if err == nil {
-			err = s.admit(w, r, a)
+			err = api.admit(w, r, a)
 		}
 		if err == nil {
-			err = s.idempotent(w, r, a, h)
+			err = api.idempotent(w, r, a, secret, h)
 		}
 		if err != nil {
 			writeError(w, err)
@@ -218,11 +290,11 @@ func rateLimitKey(tokenID string) string { return "api-v1:" + tokenID }
 // (configuration: limits.management_rpm) and sets OpenAI's x-ratelimit-*
 // headers; past the limit it refuses the call, 429 with Retry-After (whole
 // seconds, rounded up) and retry-after-ms, before anything is done.
-func (s *Service) admit(w http.ResponseWriter, r *http.Request, a Actor) error {
-	limit := limits(s.opt.Config()).ManagementRPM
-	res, err := s.opt.Limiter.Allow(r.Context(), rateLimitKey(a.ID), limit, s.opt.Now())
+func (api *API) admit(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
+	limit := manage.Limits(api.opt.Config()).ManagementRPM
+	res, err := api.opt.Limiter.Allow(r.Context(), rateLimitKey(a.ID), limit, api.opt.Now())
 	if err != nil {
-		return s.fail(r.Context(), "rate limiter", err)
+		return api.fail(r.Context(), "rate limiter", err)
 	}
 	h := w.Header()
 	h.Set("x-ratelimit-limit-requests", strconv.Itoa(res.Limit))
@@ -351,7 +423,7 @@ func list[T any](data []T, next string) listJSON[T] {
 
 // accountOf is the account a call is about: the query's or body's
 // account_id, which an account token may leave out (its own account).
-func accountOf(a Actor, given string) (string, error) {
+func accountOf(a manage.Actor, given string) (string, error) {
 	switch {
 	case given != "":
 		return given, nil
@@ -367,13 +439,13 @@ func limitOf(r *http.Request) (int, error) {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > MaxPageSize {
-		return 0, oaierror.Invalid("invalid_request", "limit", "limit must be a whole number from 1 to "+strconv.Itoa(MaxPageSize)+".")
+	if err != nil || n < 1 || n > manage.MaxPageSize {
+		return 0, oaierror.Invalid("invalid_request", "limit", "limit must be a whole number from 1 to "+strconv.Itoa(manage.MaxPageSize)+".")
 	}
 	return n, nil
 }
 
-func (s *Service) listKeys(w http.ResponseWriter, r *http.Request, a Actor) error {
+func (api *API) listKeys(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	q := r.URL.Query()
 	account, err := accountOf(a, q.Get("account_id"))
 	if err != nil {
@@ -383,24 +455,24 @@ func (s *Service) listKeys(w http.ResponseWriter, r *http.Request, a Actor) erro
 	if err != nil {
 		return err
 	}
-	page, err := s.ListKeys(r.Context(), a, KeyFilter{AccountID: account, Status: q.Get("status"), Text: q.Get("q"), After: q.Get("after"), Limit: limit})
+	page, err := api.svc.ListKeys(r.Context(), a, manage.KeyFilter{AccountID: account, Status: q.Get("status"), Text: q.Get("q"), After: q.Get("after"), Limit: limit})
 	if err != nil {
 		return err
 	}
-	views := make([]KeyJSON, len(page.Keys))
+	views := make([]manage.KeyJSON, len(page.Keys))
 	for i, k := range page.Keys {
-		views[i] = KeyView(k, s.opt.Now())
+		views[i] = manage.KeyView(k, api.opt.Now())
 	}
 	return writeJSON(w, http.StatusOK, list(views, page.Next))
 }
 
-func (s *Service) getKey(w http.ResponseWriter, r *http.Request, a Actor) error {
-	k, err := s.GetKey(r.Context(), a, r.PathValue("id"))
+func (api *API) getKey(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
+	k, err := api.svc.GetKey(r.Context(), a, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	w.Header().Set("ETag", ETag(k))
-	return writeJSON(w, http.StatusOK, KeyView(k, s.opt.Now()))
+	w.Header().Set("ETag", manage.ETag(k))
+	return writeJSON(w, http.StatusOK, manage.KeyView(k, api.opt.Now()))
 }
 
 // keyFields are the editable options of a key on the wire.
@@ -465,7 +537,7 @@ func patchOf(fields map[string]json.RawMessage) (keyopts.Patch, error) {
 	return p, nil
 }
 
-func (s *Service) createKey(w http.ResponseWriter, r *http.Request, a Actor) error {
+func (api *API) createKey(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	fields, err := readBody(r, append([]string{"account_id"}, keyFields...)...)
 	if err != nil {
 		return err
@@ -481,18 +553,18 @@ func (s *Service) createKey(w http.ResponseWriter, r *http.Request, a Actor) err
 	if err != nil {
 		return err
 	}
-	k, secret, err := s.CreateKey(r.Context(), a, account, p)
+	k, secret, err := api.svc.CreateKey(r.Context(), a, account, p)
 	if err != nil {
 		return err
 	}
-	view := KeyView(k, s.opt.Now())
+	view := manage.KeyView(k, api.opt.Now())
 	view.Secret = secret
-	w.Header().Set("ETag", ETag(k))
+	w.Header().Set("ETag", manage.ETag(k))
 	w.Header().Set("Location", "/api/v1/keys/"+k.ID)
 	return writeJSON(w, http.StatusCreated, view)
 }
 
-func (s *Service) patchKey(w http.ResponseWriter, r *http.Request, a Actor) error {
+func (api *API) patchKey(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	fields, err := readBody(r, keyFields...)
 	if err != nil {
 		return err
@@ -501,26 +573,26 @@ func (s *Service) patchKey(w http.ResponseWriter, r *http.Request, a Actor) erro
 	if err != nil {
 		return err
 	}
-	k, err := s.UpdateKey(r.Context(), a, r.PathValue("id"), r.Header.Get("If-Match"), p)
+	k, err := api.svc.UpdateKey(r.Context(), a, r.PathValue("id"), r.Header.Get("If-Match"), p)
 	if err != nil {
 		return err
 	}
-	w.Header().Set("ETag", ETag(k))
-	return writeJSON(w, http.StatusOK, KeyView(k, s.opt.Now()))
+	w.Header().Set("ETag", manage.ETag(k))
+	return writeJSON(w, http.StatusOK, manage.KeyView(k, api.opt.Now()))
 }
 
-func (s *Service) enableKey(on bool) handler {
-	return func(w http.ResponseWriter, r *http.Request, a Actor) error {
-		k, err := s.UpdateKey(r.Context(), a, r.PathValue("id"), r.Header.Get("If-Match"), keyopts.Patch{Enabled: &on})
+func (api *API) enableKey(on bool) handler {
+	return func(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
+		k, err := api.svc.UpdateKey(r.Context(), a, r.PathValue("id"), r.Header.Get("If-Match"), keyopts.Patch{Enabled: &on})
 		if err != nil {
 			return err
 		}
-		w.Header().Set("ETag", ETag(k))
-		return writeJSON(w, http.StatusOK, KeyView(k, s.opt.Now()))
+		w.Header().Set("ETag", manage.ETag(k))
+		return writeJSON(w, http.StatusOK, manage.KeyView(k, api.opt.Now()))
 	}
 }
 
-func (s *Service) rotateKey(w http.ResponseWriter, r *http.Request, a Actor) error {
+func (api *API) rotateKey(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	fields, err := readOptionalBody(r, "grace_seconds")
 	if err != nil {
 		return err
@@ -529,67 +601,67 @@ func (s *Service) rotateKey(w http.ResponseWriter, r *http.Request, a Actor) err
 	if _, err := field(fields, "grace_seconds", &grace); err != nil {
 		return err
 	}
-	if grace < 0 || grace > int64(MaxRotationGrace/time.Second) {
+	if grace < 0 || grace > int64(manage.MaxRotationGrace/time.Second) {
 		return oaierror.Invalid("invalid_request", "grace_seconds", "grace_seconds must be from 0 to 604800 (7 days).")
 	}
-	k, secret, until, err := s.RotateKey(r.Context(), a, r.PathValue("id"), time.Duration(grace)*time.Second)
+	k, secret, until, err := api.svc.RotateKey(r.Context(), a, r.PathValue("id"), time.Duration(grace)*time.Second)
 	if err != nil {
 		return err
 	}
-	view := KeyView(k, s.opt.Now())
+	view := manage.KeyView(k, api.opt.Now())
 	view.Secret = secret
 	view.PreviousSecretUntil = until
-	w.Header().Set("ETag", ETag(k))
+	w.Header().Set("ETag", manage.ETag(k))
 	return writeJSON(w, http.StatusOK, view)
 }
 
-func (s *Service) deleteKey(w http.ResponseWriter, r *http.Request, a Actor) error {
+func (api *API) deleteKey(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	id := r.PathValue("id")
-	if err := s.DeleteKey(r.Context(), a, id); err != nil {
+	if err := api.svc.DeleteKey(r.Context(), a, id); err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "key", "deleted": true})
 }
 
-func (s *Service) listTokens(w http.ResponseWriter, r *http.Request, a Actor) error {
+func (api *API) listTokens(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	account := r.URL.Query().Get("account_id")
 	if account == "" && !a.Admin() {
 		account = a.AccountID
 	}
-	tokens, err := s.ListTokens(r.Context(), a, account)
+	tokens, err := api.svc.ListTokens(r.Context(), a, account)
 	if err != nil {
 		return err
 	}
-	views := make([]TokenJSON, len(tokens))
+	views := make([]manage.TokenJSON, len(tokens))
 	for i, t := range tokens {
-		views[i] = TokenView(t)
+		views[i] = manage.TokenView(t)
 	}
 	return writeJSON(w, http.StatusOK, list(views, ""))
 }
 
-func (s *Service) createToken(w http.ResponseWriter, r *http.Request, a Actor) error {
+func (api *API) createToken(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	fields, err := readBody(r, "account_id", "name", "scopes", "expires_at")
 	if err != nil {
 		return err
 	}
-	var req TokenRequest
+	var req manage.TokenRequest
 	for name, v := range map[string]any{"account_id": &req.AccountID, "name": &req.Name, "scopes": &req.Scopes, "expires_at": &req.ExpiresAt} {
 		if _, err := field(fields, name, v); err != nil {
 			return err
 		}
 	}
-	t, secret, err := s.CreateToken(r.Context(), a, req)
+	t, secret, err := api.svc.CreateToken(r.Context(), a, req)
 	if err != nil {
 		return err
 	}
-	view := TokenView(t)
+	view := manage.TokenView(t)
 	view.Token = secret
 	return writeJSON(w, http.StatusCreated, view)
 }
 
-func (s *Service) revokeToken(w http.ResponseWriter, r *http.Request, a Actor) error {
+func (api *API) revokeToken(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	id := r.PathValue("id")
-	if err := s.RevokeToken(r.Context(), a, id); err != nil {
+	if err := api.svc.RevokeToken(r.Context(), a, id); err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "management_token", "deleted": true})
@@ -606,10 +678,10 @@ type auditJSON struct {
 	Address   string    `json:"address"`
 	At        time.Time `json:"at"`
 	// Detail is what the action changed, when it was recorded.
-	Detail *AuditDetail `json:"detail,omitempty"`
+	Detail *manage.AuditDetail `json:"detail,omitempty"`
 }
 
-func (s *Service) listAudit(w http.ResponseWriter, r *http.Request, a Actor) error {
+func (api *API) listAudit(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	q := r.URL.Query()
 	account := q.Get("account_id")
 	if account == "" && !a.Admin() {
@@ -626,14 +698,14 @@ func (s *Service) listAudit(w http.ResponseWriter, r *http.Request, a Actor) err
 	if f.From, f.To, err = rangeOf(q); err != nil {
 		return err
 	}
-	page, err := s.ListAuditWhere(r.Context(), a, account, f, q.Get("after"), limit)
+	page, err := api.svc.ListAuditWhere(r.Context(), a, account, f, q.Get("after"), limit)
 	if err != nil {
 		return err
 	}
 	views := make([]auditJSON, len(page.Entries))
 	for i, e := range page.Entries {
 		views[i] = auditJSON{ID: e.ID, Object: "audit_entry", Actor: e.Actor, Action: e.Action, Target: e.Target, Address: e.Address, At: e.At}
-		if d, ok := ParseAuditDetail(e.Detail); ok {
+		if d, ok := manage.ParseAuditDetail(e.Detail); ok {
 			views[i].Detail = &d
 		}
 		if e.AccountID != "" {

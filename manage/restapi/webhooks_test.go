@@ -1,4 +1,4 @@
-package manage
+package restapi
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/alerts"
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // alerts.allow_private_addresses it is accepted.
 func TestAPrivateOrPlainWebhookURLIsRefusedWithItsField(t *testing.T) {
 	e := newAPIEnv(t)
-	tok := e.token(e.a.ID, ScopeWebhooksWrite, ScopeWebhooksRead)
+	tok := e.token(e.a.ID, manage.ScopeWebhooksWrite, manage.ScopeWebhooksRead)
 	for _, url := range []string{"https://127.0.0.1/hook", "https://10.0.0.7/hook", "https://[::1]/hook",
 		"https://169.254.169.254/latest/meta-data", "https://localhost:8443/", "http://hooks.example.com/", "hooks.example.com"} {
 		a := e.call("POST", "/api/v1/webhooks", tok, `{"url":"`+url+`"}`)
@@ -38,7 +39,7 @@ func TestAPrivateOrPlainWebhookURLIsRefusedWithItsField(t *testing.T) {
 // for the endpoint it was made for.
 func TestAWebhookSecretIsShownOnceAndKeptSealed(t *testing.T) {
 	e := newAPIEnv(t)
-	tok := e.token(e.a.ID, ScopeWebhooksWrite, ScopeWebhooksRead)
+	tok := e.token(e.a.ID, manage.ScopeWebhooksWrite, manage.ScopeWebhooksRead)
 	a := e.call("POST", "/api/v1/webhooks", tok, `{"url":"https://hooks.example.com/x","description":"ops"}`)
 	require.Equal(t, http.StatusCreated, a.status, "%s", a.body)
 	secret := a.get("secret").String()
@@ -56,7 +57,7 @@ func TestAWebhookSecretIsShownOnceAndKeptSealed(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	require.NotContains(t, string(claimed[0].SecretSealed), secret[len(alerts.SecretPrefix):], "not stored in plain")
-	plain, err := alerts.OpenSecret(e.svc.opt.WebhookKey, id, claimed[0].SecretSealed)
+	plain, err := alerts.OpenSecret(e.webhookKey, id, claimed[0].SecretSealed)
 	require.NoError(t, err)
 	require.Equal(t, secret, string(plain))
 }
@@ -65,8 +66,8 @@ func TestAWebhookSecretIsShownOnceAndKeptSealed(t *testing.T) {
 // webhook scopes.
 func TestWebhooksAreTheAccountsOwn(t *testing.T) {
 	e := newAPIEnv(t)
-	own := e.token(e.a.ID, ScopeWebhooksWrite, ScopeWebhooksRead)
-	other := e.token(e.b.ID, ScopeWebhooksWrite, ScopeWebhooksRead)
+	own := e.token(e.a.ID, manage.ScopeWebhooksWrite, manage.ScopeWebhooksRead)
+	other := e.token(e.b.ID, manage.ScopeWebhooksWrite, manage.ScopeWebhooksRead)
 	a := e.call("POST", "/api/v1/webhooks", own, `{"url":"https://hooks.example.com/a"}`)
 	require.Equal(t, http.StatusCreated, a.status)
 	id := a.get("id").String()
@@ -109,15 +110,15 @@ func TestTheLowBalanceThresholdIsOnTheAccount(t *testing.T) {
 	a = e.call("PATCH", path, e.admin, `{"low_balance_threshold_usd":null}`)
 	require.Equal(t, http.StatusOK, a.status)
 	require.Equal(t, "null", a.get("low_balance_threshold_usd").Raw)
-	a = e.call("PATCH", path, e.token(e.a.ID, AllScopes...), `{"low_balance_threshold_usd":1}`)
+	a = e.call("PATCH", path, e.token(e.a.ID, manage.AllScopes...), `{"low_balance_threshold_usd":1}`)
 	require.Equal(t, http.StatusForbidden, a.status, "an account token may not (the dashboard's user may)")
 }
 
 // An account holds at most MaxWebhooksPerAccount endpoints: then 409.
 func TestAnAccountHoldsAtMostItsCapOfWebhooks(t *testing.T) {
 	e := newAPIEnv(t)
-	tok := e.token(e.a.ID, ScopeWebhooksWrite)
-	for range MaxWebhooksPerAccount {
+	tok := e.token(e.a.ID, manage.ScopeWebhooksWrite)
+	for range manage.MaxWebhooksPerAccount {
 		require.Equal(t, http.StatusCreated, e.call("POST", "/api/v1/webhooks", tok, `{"url":"https://hooks.example.com/x"}`).status)
 	}
 	a := e.call("POST", "/api/v1/webhooks", tok, `{"url":"https://hooks.example.com/x"}`)
@@ -130,7 +131,7 @@ func TestAnAccountHoldsAtMostItsCapOfWebhooks(t *testing.T) {
 // ping is sent, the next test is taken.
 func TestAWebhookTestWaitsForTheLastPingToBeSent(t *testing.T) {
 	e := newAPIEnv(t)
-	tok := e.token(e.a.ID, ScopeWebhooksWrite, ScopeWebhooksRead)
+	tok := e.token(e.a.ID, manage.ScopeWebhooksWrite, manage.ScopeWebhooksRead)
 	a := e.call("POST", "/api/v1/webhooks", tok, `{"url":"https://hooks.example.com/a"}`)
 	require.Equal(t, http.StatusCreated, a.status)
 	id := a.get("id").String()

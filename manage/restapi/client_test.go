@@ -1,4 +1,4 @@
-package manage
+package restapi
 
 import (
 	"bytes"
@@ -16,7 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tollgate/tollgate/manage/internal/apiclient"
+	"github.com/tollgate/tollgate/manage"
+	"github.com/tollgate/tollgate/manage/restapi/internal/apiclient"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
@@ -98,7 +99,7 @@ func TestTheGeneratedClientDrivesEveryEndpoint(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, got.JSON200)
 	assert.Equal(t, "team@example.com", got.JSON200.Email)
-	scopes := []apiclient.TokenCreateScopes{ScopeKeysRead, ScopeKeysWrite, ScopeUsageRead}
+	scopes := []apiclient.TokenCreateScopes{manage.ScopeKeysRead, manage.ScopeKeysWrite, manage.ScopeUsageRead}
 	tok, err := admin.CreateTokenWithResponse(ctx, &apiclient.CreateTokenParams{},
 		apiclient.TokenCreate{Name: "ci", AccountId: &id, Scopes: &scopes})
 	require.NoError(t, err)

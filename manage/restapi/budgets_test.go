@@ -1,4 +1,4 @@
-package manage
+package restapi
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -19,7 +20,7 @@ import (
 // refused with the field named and changes nothing.
 func TestKeyBudgetsAreSetAndReadWithTheirWindows(t *testing.T) {
 	e := newAPIEnv(t)
-	k, _, err := e.svc.CreateKey(context.Background(), Actor{Kind: ActorCLI}, e.a.ID, descPatch("k"))
+	k, _, err := e.svc.CreateKey(context.Background(), manage.Actor{Kind: manage.ActorCLI}, e.a.ID, descPatch("k"))
 	require.NoError(t, err)
 	path := "/api/v1/keys/" + k.ID + "/budgets"
 	got := e.call("PUT", path, e.admin, `{"budgets":[{"period":"month","amount_usd":50},{"period":"day","amount_usd":"5.00","alert_thresholds":[90]}]}`)
@@ -39,14 +40,14 @@ func TestKeyBudgetsAreSetAndReadWithTheirWindows(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.st.RecordUsage(context.Background(), []store.UsageRecord{{ID: "use_1", KeyID: k.ID, AccountID: e.a.ID,
 		Model: "gpt-4o-mini", Cost: 1_250_000_000, Status: 200, Held: 10, BudgetLeases: []store.BudgetLease{{Pot: pot.String(), Lease: "lse_1"}}}}))
-	read := e.token(e.a.ID, ScopeKeysRead)
+	read := e.token(e.a.ID, manage.ScopeKeysRead)
 	got = e.call("GET", path, read, "")
 	require.Equal(t, http.StatusOK, got.status, "%s", got.body)
 	assert.Equal(t, "1.25", got.get("data.0.spent_usd").Raw)
 	assert.Equal(t, "3.75", got.get("data.0.remaining_usd").Raw)
 
 	assert.Equal(t, http.StatusForbidden, e.call("PUT", path, read, `{"budgets":[]}`).status, "keys:read cannot write")
-	assert.Equal(t, http.StatusNotFound, e.call("GET", path, e.token(e.b.ID, ScopeKeysRead), "").status, "another account's key")
+	assert.Equal(t, http.StatusNotFound, e.call("GET", path, e.token(e.b.ID, manage.ScopeKeysRead), "").status, "another account's key")
 	for body, param := range map[string]string{
 		`{"budgets":[{"period":"year","amount_usd":1}]}`:                                "budgets[0].period",
 		`{"budgets":[{"period":"day","amount_usd":1},{"period":"day","amount_usd":2}]}`: "budgets[1].period",
@@ -69,7 +70,7 @@ func TestKeyBudgetsAreSetAndReadWithTheirWindows(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
 	assert.Equal(t, "GET, PUT", resp.Header.Get("Allow"), "PUT is a method of the path")
-	got = e.call("PUT", path, e.token(e.a.ID, ScopeKeysWrite), `{"budgets":[]}`)
+	got = e.call("PUT", path, e.token(e.a.ID, manage.ScopeKeysWrite), `{"budgets":[]}`)
 	require.Equal(t, http.StatusOK, got.status, "%s", got.body)
 	assert.Empty(t, got.get("data").Array(), "[] removes them all")
 }
@@ -80,30 +81,30 @@ func TestKeyBudgetsAreSetAndReadWithTheirWindows(t *testing.T) {
 func TestAccountBudgetsFollowTheAccountsTimeZone(t *testing.T) {
 	e := newAPIEnv(t)
 	path := "/api/v1/accounts/" + e.a.ID + "/budgets"
-	got := e.call("PUT", path, e.token(e.a.ID, ScopeKeysWrite), `{"timezone":"America/New_York","budgets":[{"period":"week","amount_usd":20}]}`)
+	got := e.call("PUT", path, e.token(e.a.ID, manage.ScopeKeysWrite), `{"timezone":"America/New_York","budgets":[{"period":"week","amount_usd":20}]}`)
 	require.Equal(t, http.StatusOK, got.status, "%s", got.body)
 	assert.Equal(t, "America/New_York", got.get("timezone").String())
 	// 2026-06-15 is a Monday: its UTC week under way lasts to its end.
 	assert.Equal(t, "2026-06-15T00:00:00Z", got.get("data.0.window_start").String())
 	assert.Equal(t, "2026-06-22T00:00:00Z", got.get("data.0.resets_at").String())
 	e.clock.Advance(time.Date(2026, 6, 22, 0, 0, 0, 0, time.UTC).Sub(e.clock.Now()))
-	got = e.call("GET", path, e.token(e.a.ID, ScopeKeysRead), "")
+	got = e.call("GET", path, e.token(e.a.ID, manage.ScopeKeysRead), "")
 	// Then New York's week, which began at 04:00 UTC (midnight EDT) on
 	// the 15th, runs from there to its end.
 	assert.Equal(t, "2026-06-22T00:00:00Z", got.get("data.0.window_start").String())
 	assert.Equal(t, "2026-06-22T04:00:00Z", got.get("data.0.resets_at").String())
 	e.clock.Advance(4 * time.Hour)
-	got = e.call("GET", path, e.token(e.a.ID, ScopeKeysRead), "")
+	got = e.call("GET", path, e.token(e.a.ID, manage.ScopeKeysRead), "")
 	assert.Equal(t, "2026-06-22T04:00:00Z", got.get("data.0.window_start").String())
 	assert.Equal(t, "2026-06-29T04:00:00Z", got.get("data.0.resets_at").String())
 	bad := e.call("PUT", path, e.admin, `{"timezone":"Mars/Olympus","budgets":[]}`)
 	assert.Equal(t, http.StatusBadRequest, bad.status)
 	assert.Equal(t, "timezone", bad.get("error.param").String())
-	got = e.call("GET", path, e.token(e.a.ID, ScopeKeysRead), "")
+	got = e.call("GET", path, e.token(e.a.ID, manage.ScopeKeysRead), "")
 	require.Equal(t, http.StatusOK, got.status)
 	assert.Len(t, got.get("data").Array(), 1, "the refusal changed nothing")
 	assert.Equal(t, "America/New_York", got.get("timezone").String())
-	assert.Equal(t, http.StatusNotFound, e.call("GET", path, e.token(e.b.ID, ScopeKeysRead), "").status)
+	assert.Equal(t, http.StatusNotFound, e.call("GET", path, e.token(e.b.ID, manage.ScopeKeysRead), "").status)
 	got = e.call("GET", "/api/v1/accounts/"+e.b.ID+"/budgets", e.admin, "")
 	assert.Equal(t, "UTC", got.get("timezone").String())
 }
@@ -117,13 +118,13 @@ func TestANewKeyGetsItsPlansDefaultBudgets(t *testing.T) {
 	e.cfg = cfg
 	capped, err := e.st.CreateAccount(context.Background(), store.Account{Email: "c@example.com", Plan: "capped"})
 	require.NoError(t, err)
-	k, _, err := e.svc.CreateKey(context.Background(), Actor{Kind: ActorCLI}, capped.ID, descPatch("k"))
+	k, _, err := e.svc.CreateKey(context.Background(), manage.Actor{Kind: manage.ActorCLI}, capped.ID, descPatch("k"))
 	require.NoError(t, err)
 	got := e.call("GET", "/api/v1/keys/"+k.ID+"/budgets", e.admin, "")
 	require.Equal(t, http.StatusOK, got.status)
 	assert.Equal(t, "day", got.get("data.0.period").String())
 	assert.Equal(t, "0.5", got.get("data.0.amount_usd").Raw)
-	other, _, err := e.svc.CreateKey(context.Background(), Actor{Kind: ActorCLI}, e.a.ID, descPatch("k"))
+	other, _, err := e.svc.CreateKey(context.Background(), manage.Actor{Kind: manage.ActorCLI}, e.a.ID, descPatch("k"))
 	require.NoError(t, err)
 	assert.Empty(t, e.call("GET", "/api/v1/keys/"+other.ID+"/budgets", e.admin, "").get("data").Array(), "a plan without defaults")
 }
