@@ -105,7 +105,7 @@ func (api *API) idempotent(w http.ResponseWriter, r *http.Request, a manage.Acto
 	if herr != nil || rec.status < 200 || rec.status >= 300 {
 		// Nothing was done: a retry may run again.
 		if err := api.opt.Store.AbandonIdempotent(ctx, actor, key); err != nil {
-			api.opt.Logger.ErrorContext(ctx, "manage: idempotency entry not abandoned", "err", err)
+			api.opt.Logger.ErrorContext(ctx, "restapi: idempotency entry not abandoned", "err", err)
 		}
 		if herr != nil {
 			return herr
@@ -113,7 +113,7 @@ func (api *API) idempotent(w http.ResponseWriter, r *http.Request, a manage.Acto
 	} else if err := api.keep(r, actor, key, sk, rec); err != nil {
 		// The action is done; only its replay is lost. A retry would
 		// find the entry running until it is taken over.
-		api.opt.Logger.ErrorContext(ctx, "manage: idempotent answer not kept", "err", err)
+		api.opt.Logger.ErrorContext(ctx, "restapi: idempotent answer not kept", "err", err)
 	}
 	w.WriteHeader(rec.status)
 	_, err = w.Write(rec.body.Bytes())
