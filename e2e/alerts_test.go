@@ -107,6 +107,7 @@ func addWebhook(t *testing.T, tg *tollgate, admin, accountID string, rc *webhook
 // the event comes three times with one id, is accepted once, and the
 // delivery log says delivered after three attempts.
 func TestABalanceCrossingItsThresholdOnTwoReplicasAlertsOnceAndSurvivesAFailingReceiver(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	rc := newWebhookReceiver(t, 500, 500, 200)
 	db := storetest.PostgresURL(t)
@@ -165,6 +166,7 @@ func TestABalanceCrossingItsThresholdOnTwoReplicasAlertsOnceAndSurvivesAFailingR
 // a field error, by a server whose configuration does not allow them; so
 // is one that is not https. Nothing is stored.
 func TestAPrivateAddressWebhookIsRefused(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	tg.run(t, "account", "create", "--email", "me@example.com", "--plan", "pro", "--balance", "1")

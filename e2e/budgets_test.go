@@ -31,6 +31,7 @@ import (
 // budget_held with a Retry-After of a second; once the replicas stop
 // nothing stays reserved.
 func TestReplicasNeverSpendPastAKeysDailyBudget(t *testing.T) {
+	t.Parallel()
 	a, b := twoReplicasOnRedis(t)
 	secret := a.newAccount(t, "budget@example.com", "10")
 	id := a.onlyKeyID(t, "budget@example.com")
@@ -115,6 +116,7 @@ func TestReplicasNeverSpendPastAKeysDailyBudget(t *testing.T) {
 // scope and period, exhausted once lowered below its spending); raised
 // with the CLI, the budget admits again (the change reaches the replica).
 func TestABudgetSetByTheCLIRefusesCountsAndIsRaised(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "cap@example.com", "10")
@@ -184,6 +186,7 @@ func requireNoKeyLabels(t *testing.T, fams map[string]*dto.MetricFamily) {
 // never passes the budget, and each switch is in the audit log with the
 // zone before and after.
 func TestSwitchingTheTimeZoneThroughTheAPINeverStartsADayAfresh(t *testing.T) {
+	t.Parallel()
 	_, end := budget.Window(budget.Day, time.Now(), time.UTC)
 	if time.Until(end) < 3*time.Minute {
 		t.Skip("the UTC day ends within the test: its end rightly starts a day")

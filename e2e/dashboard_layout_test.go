@@ -26,6 +26,7 @@ type axeViolation struct {
 // in Chromium at 1280 and at 390 px wide (a phone): no page scrolls
 // sideways, and axe-core finds nothing serious or critical.
 func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
+	t.Parallel()
 	browser := newBrowser(t)
 	needNode(t) // axe-core comes with the pinned JavaScript packages
 	axe, err := os.ReadFile(filepath.Join(jsDir, "node_modules", "axe-core", "axe.min.js"))

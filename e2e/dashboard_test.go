@@ -94,6 +94,7 @@ func apiCode(t *testing.T, tg *tollgate, secret string) (int, string) {
 // uses it with the OpenAI SDK, sees its use in the list and on its usage
 // page, then disables and deletes it, checking the API's answer each time.
 func TestDashboardManagesAKeyInABrowser(t *testing.T) {
+	t.Parallel()
 	// The same flow on a desktop window and on a phone.
 	for _, width := range []int64{1280, 390} {
 		t.Run(fmt.Sprint(width), func(t *testing.T) { manageAKeyInABrowser(t, width) })

@@ -98,6 +98,7 @@ func eachWidth(t *testing.T, run func(t *testing.T, width int64)) {
 // (UTC and local) on hover; the actions are one menu that opens without
 // widening the page.
 func TestDashboardKeyListIsOneLineAKey(t *testing.T) {
+	t.Parallel()
 	eachWidth(t, func(t *testing.T, width int64) {
 		u := newUI(t, width, "10", "")
 		long := strings.Repeat("W", 200)
@@ -138,6 +139,7 @@ func TestDashboardKeyListIsOneLineAKey(t *testing.T) {
 // Finding 2: editing a key to a past expiry date said "Saved." and the
 // key was Expired. The form asks first; confirmed, it saves.
 func TestDashboardAPastExpiryOnEditAsksFirst(t *testing.T) {
+	t.Parallel()
 	eachWidth(t, func(t *testing.T, width int64) {
 		u := newUI(t, width, "10", "")
 		secret := u.tg.newKey(t, "me@example.com", "--description", "ci")
@@ -167,6 +169,7 @@ func TestDashboardAPastExpiryOnEditAsksFirst(t *testing.T) {
 // and showed no base URL nor code. It shows both, the secret in the code,
 // and the code runs as pasted.
 func TestDashboardSecretPageShowsCodeThatRuns(t *testing.T) {
+	t.Parallel()
 	eachWidth(t, func(t *testing.T, width int64) {
 		u := newUI(t, width, "10", "")
 		u.open("/keys", "#no-keys")
@@ -201,6 +204,7 @@ func TestDashboardSecretPageShowsCodeThatRuns(t *testing.T) {
 // Findings 7 and 8: Revoke acted on one click and said nothing; token form
 // errors were not beside their fields.
 func TestDashboardTokensAskBeforeRevokingAndSayWhy(t *testing.T) {
+	t.Parallel()
 	eachWidth(t, func(t *testing.T, width int64) {
 		u := newUI(t, width, "10", "")
 		u.open("/tokens", "#new-token")
@@ -230,6 +234,7 @@ func TestDashboardTokensAskBeforeRevokingAndSayWhy(t *testing.T) {
 // navigation marks the current page; Activity names, links and says what
 // changed, with the local time beside UTC.
 func TestDashboardBillingActivityAndNavigation(t *testing.T) {
+	t.Parallel()
 	eachWidth(t, func(t *testing.T, width int64) {
 		u := newUI(t, width, "0", "dashboard:\n  add_credit: https://billing.example.com/top-up\n")
 		u.tg.run(t, "account", "credit", "--email", "me@example.com", "--amount", "5")

@@ -52,6 +52,7 @@ plans:`, 1)
 // request's page are walked at 1280 and 390 px: no sideways scroll, chart
 // labels readable, axe-core clean (issue #28, findings 1, 5, 6).
 func TestDashboardUsagePagesShowRefusalsAndFitAPhone(t *testing.T) {
+	t.Parallel()
 	browser := newBrowser(t)
 	needNode(t)
 	axe, err := os.ReadFile(filepath.Join(jsDir, "node_modules", "axe-core", "axe.min.js"))

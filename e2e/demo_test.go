@@ -37,6 +37,7 @@ plans:
 // metered from its reported usage, a stream of tool calls, and the
 // Responses API by translation — with nothing but tollgate serve running.
 func TestTheDemoProviderAnswersThroughTheWholePath(t *testing.T) {
+	t.Parallel()
 	tg := startTollgate(t, demoConfig, "")
 	secret := tg.newAccount(t, "demo@example.com", "10")
 	keyID := tg.onlyKeyID(t, "demo@example.com")
@@ -75,6 +76,7 @@ func TestTheDemoProviderAnswersThroughTheWholePath(t *testing.T) {
 // provider; the built-in edge calls it in process, whichever binding ties
 // the edge to ext_proc.
 func TestTheBuiltInEdgeAnswersTheDemoInProcess(t *testing.T) {
+	t.Parallel()
 	for _, b := range []string{"in-process", "grpc"} {
 		t.Run(b, func(t *testing.T) {
 			tg := serve(t, demoConfig, "", "--edge", b, "--grpc-listen", "")
@@ -92,6 +94,7 @@ func TestTheBuiltInEdgeAnswersTheDemoInProcess(t *testing.T) {
 // balance is charged at most what the request held, and never goes below
 // zero, whole or streamed.
 func TestTheDemoIsChargedNoMoreThanItHeld(t *testing.T) {
+	t.Parallel()
 	cfg := strings.Replace(demoConfig, "output_price_per_million: 0.60", "output_price_per_million: 2", 1)
 	tg := startTollgate(t, cfg, "")
 	const email, balance = "small@example.com", money.Nanos(50_000_000) // $0.05
@@ -139,6 +142,7 @@ var demoAddrRE = regexp.MustCompile(`"demo":"(127\.0\.0\.1:\d+)"`)
 // With the credential (which the database keeps, for every replica), a
 // body above what Tollgate may send (four times max_body_bytes) is 413.
 func TestTheDemoPortAnswersOnlyTollgate(t *testing.T) {
+	t.Parallel()
 	tg := startTollgate(t, "max_body_bytes: 2048\n"+demoConfig, "")
 	secret := tg.newAccount(t, "demo@example.com", "10")
 	_, err := tg.client(secret).Chat.Completions.New(context.Background(), paramsFor("demo"))

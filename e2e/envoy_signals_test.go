@@ -25,6 +25,7 @@ import (
 // apart (no trailers, no response flags in the ext_proc stream); this test
 // holds that down, so that a later Envoy that does give one is noticed.
 func TestBehindEnvoyAStreamBrokenAfterItBeganResetsTheClient(t *testing.T) {
+	t.Parallel()
 	requireEnvoy(t) // the other bindings' behaviour: TestBrokenStreamsEndWithOneErrorEventAndA502Record
 	for _, c := range []struct {
 		fault, requestTimeout string

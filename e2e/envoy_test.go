@@ -215,6 +215,7 @@ func (e *envoyProc) stat(t *testing.T, name string) int {
 // When Tollgate's gRPC port cannot be reached, Envoy answers every request
 // with an OpenAI-shaped 503 and forwards nothing to a provider.
 func TestEnvoyWithoutTollgatesGRPCPortAnswers503AndForwardsNothing(t *testing.T) {
+	t.Parallel()
 	requireEnvoy(t)
 	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
@@ -237,6 +238,7 @@ func TestEnvoyWithoutTollgatesGRPCPortAnswers503AndForwardsNothing(t *testing.T)
 // An Envoy whose client certificate is not from Tollgate's CA gets nothing
 // from Tollgate's gRPC port: no listener, no routes, no clusters, no call.
 func TestAnEnvoyWithoutTheClientCertificateGetsNothing(t *testing.T) {
+	t.Parallel()
 	requireEnvoy(t)
 	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)

@@ -77,6 +77,7 @@ func failoverConfig(models map[string][]upstream) string {
 }
 
 func TestFailoverAnswersFromTheNextPriorityWithoutItsPredecessorsCredential(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		first  func(t *testing.T) upstream // priority 0, failing
@@ -129,6 +130,7 @@ func TestFailoverAnswersFromTheNextPriorityWithoutItsPredecessorsCredential(t *t
 }
 
 func TestEveryDeploymentFailingAnswers503NoAvailableWorkers(t *testing.T) {
+	t.Parallel()
 	overloaded := newMockProvider(t, "anthropic")
 	overloaded.setStatus(529) // Anthropic's "overloaded"
 	tg := startTollgate(t, failoverConfig(map[string][]upstream{
@@ -199,6 +201,7 @@ func TestAnOpenCircuitAnswers503WithoutCallingTheDeadProvider(t *testing.T) {
 }
 
 func TestAnOpenCircuitSendsRequestsStraightToTheNextPriority(t *testing.T) {
+	t.Parallel()
 	dead := newMockProvider(t, "openai")
 	dead.setStatus(http.StatusBadGateway)
 	backup := newMockProvider(t, "anthropic")
@@ -219,6 +222,7 @@ func TestAnOpenCircuitSendsRequestsStraightToTheNextPriority(t *testing.T) {
 }
 
 func TestAProviderErrorMidStreamEndsTheSDKStreamWithAnError(t *testing.T) {
+	t.Parallel()
 	p := newMockProvider(t, "anthropic", failingMidStream)
 	tg := startTollgate(t, failoverConfig(map[string][]upstream{"claude": {p.upstream()}}), "")
 	secret := tg.newAccount(t, "me@example.com", "10")

@@ -94,6 +94,7 @@ func streamEnd(t *testing.T, body io.Reader) (end string, text string) {
 func always(fault string) func() string { return func() string { return fault } }
 
 func TestAHungProviderFailsOverWithinItsFirstByteTimeout(t *testing.T) {
+	t.Parallel()
 	hung := newFaultProvider(t, always(faultHangHeaders))
 	good := newFaultProvider(t, always(faultNone))
 	tg := startTollgate(t, faultConfig("30s", false, hung.URL, good.URL), "")
@@ -136,6 +137,7 @@ func TestAHungProviderFailsOverWithinItsFirstByteTimeout(t *testing.T) {
 }
 
 func TestProvidersThatNeverAnswerGet503AndAreEjected(t *testing.T) {
+	t.Parallel()
 	a := newFaultProvider(t, always(faultHangHeaders))
 	b := newFaultProvider(t, always(faultHangHeaders))
 	tg := startTollgate(t, faultConfig("30s", false, a.URL, b.URL), "")
@@ -170,6 +172,7 @@ func TestProvidersThatNeverAnswerGet503AndAreEjected(t *testing.T) {
 }
 
 func TestBrokenStreamsEndWithOneErrorEventAndA502Record(t *testing.T) {
+	t.Parallel()
 	for _, fault := range []string{faultHangAfter, faultResetAfter, faultCut, faultMalformed, faultErrorEvent} {
 		t.Run(fault, func(t *testing.T) {
 			p := newFaultProvider(t, always(fault))
@@ -197,6 +200,7 @@ func TestBrokenStreamsEndWithOneErrorEventAndA502Record(t *testing.T) {
 }
 
 func TestAnUntranslatableWholeAnswerIsA502InJSON(t *testing.T) {
+	t.Parallel()
 	p := newFaultProvider(t, always(faultMalformed))
 	tg := startTollgate(t, faultConfig("30s", false, p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -215,6 +219,7 @@ func TestAnUntranslatableWholeAnswerIsA502InJSON(t *testing.T) {
 }
 
 func TestTheRequestTimeoutBoundsATricklingStream(t *testing.T) {
+	t.Parallel()
 	p := newFaultProvider(t, always(faultTrickle))
 	tg := startTollgate(t, faultConfig("1s", false, p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -228,6 +233,7 @@ func TestTheRequestTimeoutBoundsATricklingStream(t *testing.T) {
 }
 
 func TestAStreamThatCompletedIsA200WhenTheClientLeavesAtOnce(t *testing.T) {
+	t.Parallel()
 	p := newFaultProvider(t, always(faultNone))
 	tg := startTollgate(t, faultConfig("30s", false, p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -253,6 +259,7 @@ func TestAStreamThatCompletedIsA200WhenTheClientLeavesAtOnce(t *testing.T) {
 }
 
 func TestAFreeModelCutOffByTheClientIsRecorded(t *testing.T) {
+	t.Parallel()
 	arrived := make(chan string, 1)
 	p := newFaultProvider(t, always(faultHangHeaders), arriving(arrived))
 	tg := startTollgate(t, faultConfig("30s", true, p.URL), "")
@@ -299,6 +306,7 @@ func TestChaos(t *testing.T) { runChaos(t, false) }
 // counted as a refusal once, and the balance moves by exactly the
 // recorded costs (no hold is left behind).
 func TestChaosBehindEnvoy(t *testing.T) {
+	t.Parallel()
 	requireEnvoy(t)
 	runChaos(t, true)
 }
@@ -479,6 +487,7 @@ func brokenHTTP(t *testing.T) string {
 // error (behind Envoy: not Envoy's own text), never a body the SDKs
 // cannot read.
 func TestAProviderThatBreaksHTTPGetsAnOpenAIShapedError(t *testing.T) {
+	t.Parallel()
 	tg := startTollgate(t, faultConfig("10s", false, brokenHTTP(t), brokenHTTP(t)), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
 	// Many at once, so that Envoy's retry budget overflows and some

@@ -115,6 +115,7 @@ func check(conn *grpc.ClientConn) error {
 }
 
 func TestPlaintextGRPCOffLoopbackRefusesToStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(configFor("http://127.0.0.1:1")), 0o600))
@@ -131,6 +132,7 @@ func TestPlaintextGRPCOffLoopbackRefusesToStart(t *testing.T) {
 // step: it takes only callers with a client certificate from the CA, and
 // even they cannot run an upstream step the router step did not admit.
 func TestTheGRPCPortTrustsOnlyClientCertificatesAndTheRouterStepsToken(t *testing.T) {
+	t.Parallel()
 	certs := t.TempDir()
 	makeCerts(t, certs, false)
 	p := newMockOpenAI(t)
@@ -200,6 +202,7 @@ func TestTheGRPCPortTrustsOnlyClientCertificatesAndTheRouterStepsToken(t *testin
 // dashboard, /v1/ is a 404 in the error shape, and the gRPC server Envoy
 // calls still answers ext_authz.
 func TestEdgeOffServesTheDashboardAndLeavesTheAPIToEnvoy(t *testing.T) {
+	t.Parallel()
 	p := newMockProvider(t, "openai")
 	tg := startTollgate(t, configFor(p.URL), "", "--edge", "off")
 	// Tollgate's own listener (behind Envoy, tg.BaseURL is Envoy's).
@@ -395,6 +398,7 @@ func (tg *tollgate) accountID(t *testing.T, email string) string {
 // minted step token is refused, nothing reaches the provider and nothing
 // is charged to the victim.
 func TestAHostileGRPCCallerCannotActAsAnotherAccount(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	victimSecret := tg.newAccount(t, "victim@example.com", "10")

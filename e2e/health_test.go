@@ -28,6 +28,7 @@ func (tg *tollgate) modelIDs(t *testing.T, secret string) []string {
 // A deployment that keeps failing is taken out: the model disappears from
 // /v1/models, and its requests get 503 at once from the router step.
 func TestAFailingDeploymentLeavesTheModelList(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	p.setStatus(http.StatusInternalServerError)
 	tg := startTollgate(t, configFor(p.URL), "")

@@ -48,6 +48,7 @@ func (tg *tollgate) keyBudgetSpent(t *testing.T, keyID string) money.Nanos {
 // amount, and a key's tokens per minute never pass its limit; each of
 // them admits at least one request and refuses others.
 func TestTheWorstTextsNeverSpendPastTheBalanceABudgetOrATokenLimit(t *testing.T) {
+	t.Parallel()
 	p := startMock(t, "openai", mockllm.Options{Answer: []string{"ok"}, BillBytes: true}, nil)
 	cfg := strings.NewReplacer("input_price_per_million: 0.15", "input_price_per_million: 25",
 		"output_price_per_million: 0.60", "output_price_per_million: 100").Replace(configFor(p.URL))
@@ -58,7 +59,7 @@ func TestTheWorstTextsNeverSpendPastTheBalanceABudgetOrATokenLimit(t *testing.T)
 	budgetID := tg.onlyKeyID(t, "budget@example.com")
 	tg.run(t, "key", "budget", "set", budgetID, "--period", "day", "--amount", "1.20")
 	tpmKey := tg.newAccount(t, "tpm@example.com", "100", "--tpm", strconv.Itoa(tpm))
-	windows.freshWindow() // every request in one minute's window
+	windowsOf(t).freshWindow() // every request in one minute's window
 
 	const each = 12
 	type result struct {

@@ -28,6 +28,7 @@ import (
 // or OpenAI-Project would bill another organisation's project with
 // Tollgate's credential, its cookies would leak to a third party.
 func TestClientHeadersStayAtTheEdgeUnlessListed(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"openai", "anthropic", "gemini", "azure"} {
 		t.Run(kind, func(t *testing.T) {
 			p := newMockProvider(t, kind)
@@ -74,6 +75,7 @@ func TestClientHeadersStayAtTheEdgeUnlessListed(t *testing.T) {
 // A client that trickles its headers is cut off at the header timeout, not
 // held forever.
 func TestSlowHeadersAreCutOffAtTheHeaderTimeout(t *testing.T) {
+	t.Parallel()
 	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "", "--http-header-timeout", "300ms")
@@ -92,6 +94,7 @@ func TestSlowHeadersAreCutOffAtTheHeaderTimeout(t *testing.T) {
 // One address cannot hold more than --http-max-conns-per-ip connections;
 // the next is closed at once, and a freed slot serves again.
 func TestConnectionsPerAddressAreCapped(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "", "--http-max-conns-per-ip", "3")
 	u, err := url.Parse(tg.BaseURL)
@@ -143,6 +146,7 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 // are refused in OpenAI's shape without costing memory out of proportion
 // (the server runs in this process: its heap is this test's).
 func TestNestedAndOversizeBodiesAreRefusedCheaply(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -192,6 +196,7 @@ func TestNestedAndOversizeBodiesAreRefusedCheaply(t *testing.T) {
 // The body timeout bounds reading the request, not the answer: a stream
 // that outlasts it still runs to its end.
 func TestTheBodyTimeoutDoesNotCutALongAnswer(t *testing.T) {
+	t.Parallel()
 	parallelUnderEnvoy(t)
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -222,6 +227,7 @@ func TestTheBodyTimeoutDoesNotCutALongAnswer(t *testing.T) {
 // And no credential header of the client's reaches a provider, whichever
 // provider's name it carries.
 func TestClientSentInternalHeadersAndCredentialsChangeNothing(t *testing.T) {
+	t.Parallel()
 	p := newMockProvider(t, "openai")
 	tg := startTollgate(t, failoverConfig(map[string][]upstream{"m": {p.upstream()}}), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -264,6 +270,7 @@ func TestClientSentInternalHeadersAndCredentialsChangeNothing(t *testing.T) {
 var providerHeaders = []string{"Authorization", "Content-Length", "Content-Type", "Traceparent", "X-Request-Id"}
 
 func TestAProviderGetsTheSameHeadersThroughEveryBinding(t *testing.T) {
+	t.Parallel()
 	p := newMockProvider(t, "openai")
 	tg := startTollgate(t, failoverConfig(map[string][]upstream{"m": {p.upstream()}}), "")
 	secret := tg.newAccount(t, "me@example.com", "10")

@@ -53,6 +53,7 @@ func needNode(t *testing.T) string {
 // accumulator) and, where the mock answers it, structured output. Every
 // answer the clients got is then held to OpenAI's schema.
 func TestJavaScriptClientMatrix(t *testing.T) {
+	t.Parallel()
 	node := needNode(t)
 	runClientMatrix(t, jsDir, node, "matrix.mjs", 12)
 }

@@ -22,6 +22,7 @@ import (
 // A's lease: it neither keeps nor grows it, so every K2 request is
 // answered while the month budget has room.
 func TestRefusedRetriesOnOneReplicaDoNotStarveAnotherKeyOnTheOther(t *testing.T) {
+	t.Parallel()
 	a, b := twoReplicasOnRedis(t)
 	const email = "starve@example.com"
 	k1 := a.newAccount(t, email, "10")

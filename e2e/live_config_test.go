@@ -116,6 +116,7 @@ func shiftedTo(t *testing.T, to, other *mockProvider, what string) {
 // over xDS to the running Envoy, which is never restarted. No request for
 // the model that stays fails.
 func TestLiveConfigurationUnderLoad(t *testing.T) {
+	t.Parallel()
 	a, b := newMockProvider(t, "openai"), newMockProvider(t, "openai")
 	tg := startTollgate(t, liveConfig(a, b, 1, 1, false), "")
 	secret := tg.newAccount(t, "me@example.com", "100")

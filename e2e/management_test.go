@@ -39,6 +39,7 @@ func (tg *tollgate) mgmt(t *testing.T, method, path, token, body string) (int, [
 // holds; disabled through the API, it is refused; every action is in the
 // account's audit log, the CLI's included.
 func TestAKeyMadeThroughTheManagementAPICallsModelsAndItsRulesHold(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	tg.run(t, "account", "create", "--email", "team@example.com", "--plan", "pro", "--balance", "10")
@@ -63,7 +64,7 @@ func TestAKeyMadeThroughTheManagementAPICallsModelsAndItsRulesHold(t *testing.T)
 	require.Equal(t, http.StatusCreated, st, "%s", b)
 	keyID, secret := gjson.GetBytes(b, "id").String(), gjson.GetBytes(b, "secret").String()
 
-	windows.freshWindow()
+	windowsOf(t).freshWindow()
 	for i := 0; i < 2; i++ {
 		resp, body := tg.post(t, secret, helloBody)
 		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
@@ -102,6 +103,7 @@ func TestAKeyMadeThroughTheManagementAPICallsModelsAndItsRulesHold(t *testing.T)
 // TestARotatedKeyWorksWithItsNewSecretAndTheOldOneOnlyThroughItsGrace:
 // rotation through the API reaches the key check at once.
 func TestARotatedKeyWorksWithItsNewSecretAndTheOldOneOnlyThroughItsGrace(t *testing.T) {
+	t.Parallel()
 	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")

@@ -36,6 +36,7 @@ plans:
 }
 
 func TestModelListIsPlanAndKeyAllowListAndAvailability(t *testing.T) {
+	t.Parallel()
 	tg := startTollgate(t, modelsConfig(
 		newMockProvider(t, "openai").URL, newMockProvider(t, "anthropic").URL,
 		newMockProvider(t, "gemini").URL, newMockProvider(t, "azure").URL), "")
@@ -129,6 +130,7 @@ func TestModelListIsPlanAndKeyAllowListAndAvailability(t *testing.T) {
 // OpenAI's shape for an unknown model and for one the key may not use —
 // alike, so that a key learns nothing of models it cannot use.
 func TestOneModelIsServedForExactlyTheListedModels(t *testing.T) {
+	t.Parallel()
 	cfg := modelsConfig(newMockProvider(t, "openai").URL, newMockProvider(t, "anthropic").URL,
 		newMockProvider(t, "gemini").URL, newMockProvider(t, "azure").URL)
 	cfg = strings.Replace(cfg, "{id: claude-sonnet, max_tokens: 100,", "{id: claude-sonnet, created: 2025-02-24, max_tokens: 100,", 1)

@@ -19,6 +19,7 @@ import (
 // "insufficient balance"); a chat request still gets 402, and a wrong key
 // 401 on a free route.
 func TestFreeRequestsAreServedWithAnEmptyBalance(t *testing.T) {
+	t.Parallel()
 	tg, _ := startWithEveryProvider(t)
 	secret := tg.newAccount(t, "empty@example.com", "0")
 	for _, tc := range []struct {
@@ -61,6 +62,7 @@ func sentLimit(kind string, body map[string]any) (limit float64, other bool) {
 // held) — every kind of provider receives that one limit in its own field,
 // so that it cannot write more than was held.
 func TestTheProviderGetsExactlyTheHeldOutputLimit(t *testing.T) {
+	t.Parallel()
 	tg, mocks := startWithEveryProvider(t)
 	secret := tg.newAccount(t, "limits@example.com", "10")
 	modelMax := map[string]float64{"openai": 16384, "azure": 16384, "anthropic": 8192, "gemini": 8192}
@@ -94,6 +96,7 @@ func TestTheProviderGetsExactlyTheHeldOutputLimit(t *testing.T) {
 // configured for them refuses them by name, and nothing reaches the
 // provider. A model that allows them passes them on.
 func TestUnpricedParametersAreRefusedUnlessTheModelAllowsThem(t *testing.T) {
+	t.Parallel()
 	mocks := map[string]*mockProvider{}
 	for _, k := range providerKinds {
 		mocks[k.kind] = newMockProvider(t, k.kind)
@@ -136,6 +139,7 @@ func TestUnpricedParametersAreRefusedUnlessTheModelAllowsThem(t *testing.T) {
 // an account that cannot pay for that is refused before the provider is
 // asked, rather than driven below zero.
 func TestImagesAreHeldAtTheirMostPossibleCost(t *testing.T) {
+	t.Parallel()
 	tg, mocks := startWithEveryProvider(t)
 	secret := tg.newAccount(t, "images@example.com", "0.01")
 	parts := strings.TrimSuffix(strings.Repeat(`{"type":"image_url","image_url":{"url":"https://example.com/cat.png","detail":"high"}},`, 20), ",")
@@ -160,6 +164,7 @@ func TestImagesAreHeldAtTheirMostPossibleCost(t *testing.T) {
 // account's next requests get 402 until a credit makes its balance
 // positive again.
 func TestAProviderThatBillsPastTheLimitIsChargedInFullAndStopsTheAccount(t *testing.T) {
+	t.Parallel()
 	mocks := map[string]*mockProvider{}
 	for _, k := range providerKinds {
 		mocks[k.kind] = newMockProvider(t, k.kind)
@@ -214,6 +219,7 @@ func TestAProviderThatBillsPastTheLimitIsChargedInFullAndStopsTheAccount(t *test
 // model's hidden tokens, which nobody saw, at the whole held output: the
 // provider may have spent them all.
 func TestACutStreamIsBilledWhatTheProviderWillCharge(t *testing.T) {
+	t.Parallel()
 	p := newFaultProvider(t, always(faultHangAfter))
 	cfg := strings.Replace(faultConfig("30s", false, p.URL), "    max_tokens: 8192\n", "    max_tokens: 8192\n    reasoning: true\n", 1)
 	tg := startTollgate(t, cfg, "")

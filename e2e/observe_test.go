@@ -76,6 +76,7 @@ func postWithID(t *testing.T, tg *tollgate, secret, id, body string) *http.Respo
 // and the same id is on the usage record and the access-log line, which
 // names the key and account by id and never holds a secret.
 func TestRequestIDsAndTheAccessLog(t *testing.T) {
+	t.Parallel()
 	parallelUnderEnvoy(t)
 	p := newFaultProvider(t, always(faultNone))
 	tg := startTollgate(t, faultConfig("30s", false, p.URL), "")
@@ -135,6 +136,7 @@ func envoyAccessLine(t *testing.T, e *envoyProc, requestID string) string {
 
 // A malformed x-request-id from a client is replaced by one of Tollgate's.
 func TestAMalformedRequestIDIsReplaced(t *testing.T) {
+	t.Parallel()
 	p := newFaultProvider(t, always(faultNone))
 	tg := startTollgate(t, faultConfig("30s", false, p.URL), "")
 	resp := postWithID(t, tg, "tg_sk_wrong", "bad id with spaces", `{"model":"m",`+faultMessages+`}`)
@@ -145,6 +147,7 @@ func TestAMalformedRequestIDIsReplaced(t *testing.T) {
 
 // A 5xx error names the request, so a user can quote it.
 func TestServerErrorsNameTheRequest(t *testing.T) {
+	t.Parallel()
 	parallelUnderEnvoy(t)
 	p := newFaultProvider(t, always(faultHangHeaders))
 	tg := startTollgate(t, faultConfig("30s", false, p.URL), "")
@@ -217,6 +220,7 @@ func sumWhere(f *dto.MetricFamily, want map[string]string, histCount bool) float
 // and status, tokens by type, cost, attempts and failovers, denials by
 // code, and the health of each deployment.
 func TestMetricsCountWhatWasSent(t *testing.T) {
+	t.Parallel()
 	parallelUnderEnvoy(t)
 	hung := newFaultProvider(t, always(faultHangHeaders))
 	good := newFaultProvider(t, always(faultNone))
@@ -284,6 +288,7 @@ func TestMetricsCountWhatWasSent(t *testing.T) {
 // A deployment ejected after three timeouts is down in the metrics, the
 // other up.
 func TestAnEjectedDeploymentIsDownInTheMetrics(t *testing.T) {
+	t.Parallel()
 	hung := newFaultProvider(t, always(faultHangHeaders))
 	good := newFaultProvider(t, always(faultNone))
 	tg := startTollgate(t, faultConfig("30s", false, hung.URL, good.URL), "")
@@ -299,6 +304,7 @@ func TestAnEjectedDeploymentIsDownInTheMetrics(t *testing.T) {
 // /healthz says the process is alive; /readyz that it can serve, and turns
 // unready while draining.
 func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	base := tg.adminURL(t)
@@ -358,6 +364,7 @@ func (a protocolCounts) minus(b protocolCounts) protocolCounts {
 // message for a whole answer, one per piece of a stream and one for its
 // end. A change that adds a call or a message fails here.
 func TestCallsAndMessagesPerRequestDoNotGrow(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")

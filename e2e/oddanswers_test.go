@@ -49,6 +49,7 @@ func chat(t *testing.T, tg *tollgate, secret, model string, stream bool) (*http.
 // gets its whole answer, the process serves the next one, and each has
 // exactly one usage record, billed from the provider's counts.
 func TestOddStreamsLeaveTheProcessUp(t *testing.T) {
+	t.Parallel()
 	tg, _ := startWithEveryProvider(t, oddStreams)
 	secret := tg.newAccount(t, "odd@example.com", "10")
 	keyID := tg.onlyKeyID(t, "odd@example.com")
@@ -82,6 +83,7 @@ func TestOddStreamsLeaveTheProcessUp(t *testing.T) {
 // client, streamed or not, whatever the provider; Tollgate's own rate-limit
 // headers and request id do (and, behind Envoy, Envoy's own Server name).
 func TestProviderAnswerHeadersStayAtTheProxy(t *testing.T) {
+	t.Parallel()
 	tg, _ := startWithEveryProvider(t, answerHeaders(providerSecrets))
 	secret := tg.newAccount(t, "headers@example.com", "10", "--rpm", "600")
 	for _, k := range providerKinds {

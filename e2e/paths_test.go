@@ -174,6 +174,7 @@ func (s *pathSite) checkNoLeak(t *testing.T, addr, target, host string) {
 // the clean path shows only with one. The same clean paths with their
 // credentials do show it, so the oracle can fail.
 func TestNoPathOrHostFormReachesWithoutACredential(t *testing.T) {
+	t.Parallel()
 	s := startPathSite(t)
 	creds := map[string][]string{
 		"/v1/models": {"Authorization", "Bearer " + s.key},
@@ -225,6 +226,7 @@ func TestNoPathOrHostFormReachesWithoutACredential(t *testing.T) {
 // skips it. Go's HTTP server (the built-in edge) writes its own plain-text
 // 400 before any handler sees the request.
 func TestARequestTargetThatIsNoPathGetsA400(t *testing.T) {
+	t.Parallel()
 	s := startPathSite(t)
 	for _, target := range []string{"v1/models", "v1/chat/completions", "*", "models?x=1", "%2Fv1%2Fmodels"} {
 		resp, body, err := rawExchange(s.main, target, s.main)

@@ -127,6 +127,7 @@ func (tg *tollgate) readyz() int {
 // the next start), none is charged twice, the balance is the initial one
 // less the recorded costs, and /readyz reports the outage, then recovery.
 func TestTwoReplicasRideOutAPostgreSQLCrash(t *testing.T) {
+	t.Parallel()
 	pg := startPrivatePostgres(t)
 	p := newMockOpenAI(t)
 	journals := []string{filepath.Join(t.TempDir(), "a.journal"), filepath.Join(t.TempDir(), "b.journal")}

@@ -96,6 +96,7 @@ func readStream(t *testing.T, stream interface {
 }
 
 func TestEveryProviderGivesTheSDKTheSameAnswerStreamedOrNot(t *testing.T) {
+	t.Parallel()
 	tg, mocks := startWithEveryProvider(t)
 	for _, k := range providerKinds {
 		t.Run(k.kind, func(t *testing.T) {
@@ -141,6 +142,7 @@ func TestEveryProviderGivesTheSDKTheSameAnswerStreamedOrNot(t *testing.T) {
 }
 
 func TestEveryProviderReturnsToolCallsStreamedOrNot(t *testing.T) {
+	t.Parallel()
 	tg, mocks := startWithEveryProvider(t)
 	for _, k := range providerKinds {
 		t.Run(k.kind, func(t *testing.T) {
@@ -195,6 +197,7 @@ func TestEveryProviderReturnsToolCallsStreamedOrNot(t *testing.T) {
 // Real providers compress their answers for clients that accept gzip, and
 // SDKs accept it. The answer must still be translated and metered.
 func TestAnswersOfProvidersThatCompressAreTranslatedAndMetered(t *testing.T) {
+	t.Parallel()
 	parallelUnderEnvoy(t)
 	tg, _ := startWithEveryProvider(t, gzipWhenAsked)
 	for _, k := range providerKinds {
@@ -223,6 +226,7 @@ func TestAnswersOfProvidersThatCompressAreTranslatedAndMetered(t *testing.T) {
 // to OpenAI-type and Azure deployments, and becomes the system instruction
 // of Anthropic and Gemini.
 func TestTheDeveloperRoleReachesEveryProvider(t *testing.T) {
+	t.Parallel()
 	tg, mocks := startWithEveryProvider(t)
 	for _, k := range providerKinds {
 		t.Run(k.kind, func(t *testing.T) {
@@ -259,6 +263,7 @@ func TestTheDeveloperRoleReachesEveryProvider(t *testing.T) {
 // client set include_usage (then "usage": null on each chunk and the counts
 // on the last, as OpenAI sends them).
 func TestChunksCarryNoUsageKeyUnlessAskedAndNameTheModelAskedFor(t *testing.T) {
+	t.Parallel()
 	tg, _ := startWithEveryProvider(t)
 	for _, k := range providerKinds {
 		t.Run(k.kind, func(t *testing.T) {
@@ -293,6 +298,7 @@ func TestChunksCarryNoUsageKeyUnlessAskedAndNameTheModelAskedFor(t *testing.T) {
 // (response_format json_schema) through an Anthropic deployment give the
 // JSON as the message's content, whole and streamed.
 func TestStructuredOutputWorksOnClaude(t *testing.T) {
+	t.Parallel()
 	tg, _ := startWithEveryProvider(t)
 	secret := tg.newAccount(t, "structured@example.com", "10")
 	client := tg.client(secret)
@@ -329,6 +335,7 @@ func TestStructuredOutputWorksOnClaude(t *testing.T) {
 // n, in OpenAI's error shape, recorded as a refusal; the same request to an
 // OpenAI-type deployment is answered.
 func TestAParameterTheProviderCannotHonourIsRefusedByName(t *testing.T) {
+	t.Parallel()
 	tg, mocks := startWithEveryProvider(t)
 	secret := tg.newAccount(t, "params@example.com", "10")
 	keyID := tg.onlyKeyID(t, "params@example.com")
@@ -355,6 +362,7 @@ func TestAParameterTheProviderCannotHonourIsRefusedByName(t *testing.T) {
 // candidateCount and responseLogprobs, and come back as OpenAI's choices
 // and logprobs — whole, and streamed through openai-go's accumulator.
 func TestGeminiAnswersNChoicesWithLogprobs(t *testing.T) {
+	t.Parallel()
 	tg, mocks := startWithEveryProvider(t)
 	secret := tg.newAccount(t, "choices@example.com", "10")
 	client := tg.client(secret)

@@ -60,6 +60,7 @@ func pinnedPython(t *testing.T, name string) string {
 // streamed, models, and errors as the SDK's exceptions. Every answer the
 // client got is then held to OpenAI's schema.
 func TestPythonClientMatrix(t *testing.T) {
+	t.Parallel()
 	py := needPython(t)
 	runClientMatrix(t, "py", py, "matrix.py", 10)
 }
@@ -72,6 +73,7 @@ func TestPythonClientMatrix(t *testing.T) {
 // prints an answer to the example's message, and the key's usage shows
 // counted tokens and a cost, which the balance fell by.
 func TestTheREADMEsFirstRunAnswersOffline(t *testing.T) {
+	t.Parallel()
 	py := needPython(t)
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	require.NoError(t, err)
@@ -85,8 +87,6 @@ func TestTheREADMEsFirstRunAnswersOffline(t *testing.T) {
 	require.NotNil(t, mm, "the example names its model")
 	require.Equal(t, "demo", mm[1], "the example asks for the model that answers offline")
 
-	t.Setenv("OPENAI_API_KEY", "")
-	require.NoError(t, os.Unsetenv("OPENAI_API_KEY"))
 	cfg, err := os.ReadFile(filepath.Join("..", "examples", "config.yaml"))
 	require.NoError(t, err)
 	tg := startTollgate(t, string(cfg), "")
@@ -96,6 +96,7 @@ func TestTheREADMEsFirstRunAnswersOffline(t *testing.T) {
 	defer cancel()
 	code = strings.ReplaceAll(code, readmeBase, tg.BaseURL)
 	cmd := exec.CommandContext(ctx, py, "-c", strings.ReplaceAll(code, readmeKey, secret))
+	cmd.Env = withoutEnv(os.Environ(), "OPENAI_API_KEY") // the example must name its key itself
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -143,6 +144,17 @@ func shellWords(t *testing.T, line string) []string {
 			out = append(out, m[2])
 		} else {
 			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// withoutEnv is env without the variable name.
+func withoutEnv(env []string, name string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
 		}
 	}
 	return out

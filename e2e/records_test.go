@@ -130,6 +130,7 @@ func startWithEveryProvider(t *testing.T, opts ...mockOption) (*tollgate, map[st
 // from its cache (Anthropic's mock reports 5 of its 25) at that price, and
 // the rest at the input price; the balance falls by exactly that.
 func TestCachedPromptTokensAreBilledAtTheCachedPrice(t *testing.T) {
+	t.Parallel()
 	mocks := map[string]*mockProvider{}
 	for _, k := range providerKinds {
 		mocks[k.kind] = newMockProvider(t, k.kind)

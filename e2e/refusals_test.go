@@ -59,6 +59,7 @@ func (tg *tollgate) waitRefusals(t *testing.T, keyID string, n int64) []store.Re
 // asked for) are counted for the key, by status, code and model, and write
 // no usage record; an unknown key's are counted for no one.
 func TestRefusalsOfAKnownKeyAreCountedNotRecorded(t *testing.T) {
+	t.Parallel()
 	tg := startTollgate(t, twoModelConfig(newMockOpenAI(t).URL), "")
 	limited := tg.newAccount(t, "limited@example.com", "10", "--rpm", "2")
 	keyID := tg.onlyKeyID(t, "limited@example.com")
@@ -107,6 +108,7 @@ func TestRefusalsOfAKnownKeyAreCountedNotRecorded(t *testing.T) {
 // names a handful of models. A configured model the key may not use keeps
 // its name.
 func TestAFloodOfUnknownModelsCostsNoRowEach(t *testing.T) {
+	t.Parallel()
 	tg := startTollgate(t, twoModelConfig(newMockOpenAI(t).URL), "")
 	secret := tg.newAccount(t, "flood@example.com", "10", "--model", "gpt-4o-mini")
 	keyID := tg.onlyKeyID(t, "flood@example.com")

@@ -16,6 +16,7 @@ import (
 // to the file is served without a restart, and a broken file is refused
 // while the running configuration keeps serving.
 func TestConfigChangesApplyWithoutRestart(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	cfg := configFor(p.URL)
 	tg := startTollgate(t, cfg, "")
@@ -48,6 +49,7 @@ plans:
 // are the provider and its model, not positions. Each mock provider notes
 // any request that lacks its own credential or carries another's.
 func TestReorderingDeploymentsUnderLoadNeverCrossesCredentials(t *testing.T) {
+	t.Parallel()
 	oa, an := newMockProvider(t, "openai"), newMockProvider(t, "anthropic")
 	cfg := failoverConfig(map[string][]upstream{"m": {oa.upstream(), an.upstream()}})
 	lines := strings.Split(cfg, "\n")

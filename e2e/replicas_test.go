@@ -101,10 +101,11 @@ func twoReplicasOnRedis(t *testing.T) (*tollgate, *tollgate) {
 // one rightly counts per replica (ratelimit.TestFallbackSurvivesARedisOutageAndRecovers covers that path). This
 // test is about the shared count, so it must not take that path.
 func TestReplicasSharingRedisAdmitExactlyTheLimit(t *testing.T) {
+	t.Parallel()
 	a, b := twoReplicasOnRedis(t)
 	const limit, total = 10, 40
 	secret := a.newAccount(t, "me@example.com", "10", "--rpm", "10")
-	windows.freshWindow()
+	windowsOf(t).freshWindow()
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -135,10 +136,11 @@ func TestReplicasSharingRedisAdmitExactlyTheLimit(t *testing.T) {
 // permits one holds unused go back after a second idle, so the other then
 // admits exactly up to the limit.
 func TestReplicasLeasingPermitsAdmitTheLimitAndNoMore(t *testing.T) {
+	t.Parallel()
 	a, b := twoReplicasOnRedis(t)
 	const limit = 100
 	secret := a.newAccount(t, "me@example.com", "10", "--rpm", strconv.Itoa(limit))
-	windows.freshWindow() // the whole test runs in one window
+	windowsOf(t).freshWindow() // the whole test runs in one window
 	status := func(tg *tollgate) int {
 		resp, _ := tg.post(t, secret, helloBody)
 		return resp.StatusCode
@@ -176,6 +178,7 @@ func TestReplicasLeasingPermitsAdmitTheLimitAndNoMore(t *testing.T) {
 // stays reserved) and the balance is the initial one less the recorded
 // costs, to the nano-dollar.
 func TestReplicasSharingAnAccountChargeExactlyAndNeverOverdraw(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	db := storetest.PostgresURL(t)
 	var replicas []*tollgate

@@ -124,6 +124,7 @@ func responseTools() []responses.ToolUnionParam {
 // TestTheResponsesAPIOnEveryProvider drives /v1/responses on every provider
 // type, translated to each provider's own API (see exerciseResponses).
 func TestTheResponsesAPIOnEveryProvider(t *testing.T) {
+	t.Parallel()
 	tg, mocks := startWithEveryProvider(t)
 	for _, k := range providerKinds {
 		t.Run(k.kind, func(t *testing.T) {
@@ -141,6 +142,7 @@ func TestTheResponsesAPIOnEveryProvider(t *testing.T) {
 // false, its model and credential), and its answers reach the client with
 // Tollgate's ids, exactly as a translated answer would.
 func TestTheResponsesAPIIsRelayedToAServerThatSpeaksIt(t *testing.T) {
+	t.Parallel()
 	mocks := map[string]*mockProvider{}
 	for _, k := range providerKinds {
 		mocks[k.kind] = newMockProvider(t, k.kind)
@@ -296,6 +298,7 @@ func requireAPIError(t *testing.T, err error, status int) {
 // TestAStoredResponseIsItsAccountsAlone: another account's key can neither
 // read, delete nor continue it; each is told it does not exist.
 func TestAStoredResponseIsItsAccountsAlone(t *testing.T) {
+	t.Parallel()
 	tg, _ := startWithEveryProvider(t)
 	ctx := context.Background()
 	owner := tg.client(tg.newAccount(t, "owner@example.com", "10"))
@@ -317,6 +320,7 @@ func TestAStoredResponseIsItsAccountsAlone(t *testing.T) {
 // TestAResponsesParameterTheProviderCannotHonourIsRefusedByItsName: the
 // refusal names the parameter as the Responses API calls it.
 func TestAResponsesParameterTheProviderCannotHonourIsRefusedByItsName(t *testing.T) {
+	t.Parallel()
 	tg, mocks := startWithEveryProvider(t)
 	secret := tg.newAccount(t, "params@example.com", "10")
 	for _, c := range []struct{ model, body, param string }{
@@ -346,6 +350,7 @@ func TestAResponsesParameterTheProviderCannotHonourIsRefusedByItsName(t *testing
 // turn after turn grows the request past any body limit; past four times
 // max_body_bytes it is refused by name, and nothing reaches a provider.
 func TestAConversationIsBoundedWithItsEarlierTurns(t *testing.T) {
+	t.Parallel()
 	mocks := map[string]*mockProvider{}
 	for _, k := range providerKinds {
 		mocks[k.kind] = newMockProvider(t, k.kind)
@@ -380,6 +385,7 @@ func TestAConversationIsBoundedWithItsEarlierTurns(t *testing.T) {
 // held to max_body_bytes like a chat completion's, though its route
 // (under Envoy) buffers four times that for the conversation.
 func TestAResponsesBodyOverTheLimitIs413(t *testing.T) {
+	t.Parallel()
 	p := newMockProvider(t, "openai")
 	tg := startTollgate(t, "max_body_bytes: 2048\n"+configFor(p.URL), "")
 	secret := tg.newAccount(t, "big@example.com", "10")

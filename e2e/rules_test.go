@@ -67,6 +67,7 @@ func decodeError(t *testing.T, b []byte) apiError {
 }
 
 func TestIPRestrictionsAdmitOnlyListedAddresses(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	tg.run(t, "account", "create", "--email", "me@example.com", "--plan", "pro", "--balance", "10")
@@ -102,6 +103,7 @@ func TestIPRestrictionsAdmitOnlyListedAddresses(t *testing.T) {
 }
 
 func TestForwardedForCountsOnlyThroughTrustedHops(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 
 	// By default the TCP peer is the caller: a client cannot claim another
@@ -135,10 +137,19 @@ func TestForwardedForCountsOnlyThroughTrustedHops(t *testing.T) {
 	}
 }
 
-// windows is the clock of every server's rate-limit windows in this test
-// binary (replicas on one Redis must share it): real time, moved forward
-// by an offset that freshWindow pushes to the start of a new minute.
-var windows windowClock
+// windowsOf is the clock of the rate-limit windows of every server a
+// top-level test runs in this test binary (its replicas on one Redis share
+// it; tests running in parallel each have their own): real time, moved
+// forward by an offset that freshWindow pushes to the start of a new
+// minute.
+func windowsOf(t testing.TB) *windowClock {
+	top, _, _ := strings.Cut(t.Name(), "/")
+	c, _ := windowClocks.LoadOrStore(top, &windowClock{})
+	return c.(*windowClock)
+}
+
+// windowClocks holds each top-level test's windowClock by the test's name.
+var windowClocks sync.Map
 
 type windowClock struct {
 	mu     sync.Mutex
@@ -153,7 +164,7 @@ func (c *windowClock) Now() time.Time {
 
 // freshWindow moves the clock to the start of the next UTC minute, so a
 // test's requests for the next 59 seconds fall in one window, without
-// waiting for it. Only tests that do not run in parallel call it.
+// waiting for it.
 func (c *windowClock) freshWindow() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -162,13 +173,14 @@ func (c *windowClock) freshWindow() {
 }
 
 func TestPerKeyRateLimitAndItsHeaders(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	cfg := strings.Replace(configFor(p.URL), "default_rpm: 0", "default_rpm: 2", 1)
 	tg := startTollgate(t, cfg, "")
 	tg.run(t, "account", "create", "--email", "me@example.com", "--plan", "pro", "--balance", "10")
 	own := tg.newKey(t, "me@example.com", "--rpm", "3")
 	planDefault := tg.newKey(t, "me@example.com") // Rate Limit Off: the plan's default_rpm
-	windows.freshWindow()
+	windowsOf(t).freshWindow()
 
 	for i := 1; i <= 3; i++ {
 		resp, b := tg.post(t, own, helloBody)
@@ -213,6 +225,7 @@ func TestPerKeyRateLimitAndItsHeaders(t *testing.T) {
 }
 
 func TestModelAccessFollowsTheKeyAndThePlan(t *testing.T) {
+	t.Parallel()
 	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	cfg := configFor(p.URL) + `  - name: free
@@ -256,6 +269,7 @@ plans:
 }
 
 func TestExpiredKeyIsRejectedAndMovingTheDateForwardRevivesIt(t *testing.T) {
+	t.Parallel()
 	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
@@ -303,6 +317,7 @@ func TestChangesMadeWithTheCLIReachTheRunningServerWithinASecond(t *testing.T) {
 }
 
 func TestAnAccountWithoutMoneyGets402(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	broke := tg.newAccount(t, "broke@example.com", "0")
@@ -333,6 +348,7 @@ func TestAnAccountWithoutMoneyGets402(t *testing.T) {
 }
 
 func TestConcurrentRequestsChargeExactlyAndNeverOverdraw(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	// Each request holds at most its bound (its bytes and 32) input and 64
@@ -377,6 +393,7 @@ func TestConcurrentRequestsChargeExactlyAndNeverOverdraw(t *testing.T) {
 }
 
 func TestLastUsedIsVisibleWithinSeconds(t *testing.T) {
+	t.Parallel()
 	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
@@ -402,6 +419,7 @@ func TestLastUsedIsVisibleWithinSeconds(t *testing.T) {
 }
 
 func TestInvalidRequestsAreRefusedWithTheirCodeAndCountAsErrors(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")

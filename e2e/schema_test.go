@@ -97,6 +97,7 @@ const wireTools = `"tools":[{"type":"function","function":{"name":"get_weather",
 	`{"type":"function","function":{"name":"get_time"}}]`
 
 func TestEveryAnswerOnTheWireConformsToOpenAISchema(t *testing.T) {
+	t.Parallel()
 	tg, _ := startWithEveryProvider(t)
 	secret := tg.newAccount(t, "me@example.com", "10")
 	cases := []struct {
@@ -155,6 +156,7 @@ func TestEveryAnswerOnTheWireConformsToOpenAISchema(t *testing.T) {
 }
 
 func TestEveryErrorOnTheWireConformsToOpenAISchema(t *testing.T) {
+	t.Parallel()
 	badRequest := newMockProvider(t, "openai")
 	badRequest.setStatus(http.StatusBadRequest)
 	overloaded := newMockProvider(t, "gemini")

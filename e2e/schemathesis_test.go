@@ -70,6 +70,7 @@ func schemathesisUnderEnvoy(t *testing.T, dir string) []string {
 // itself ("AST constructor recursion depth mismatch", a Runtime Error that
 // fails the run with every check passed).
 func TestTheManagementAPIHoldsToItsDocumentUnderGeneratedCalls(t *testing.T) {
+	t.Parallel()
 	st := needSchemathesis(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, schemathesisConfig(p.URL), "")

@@ -15,6 +15,7 @@ import (
 // Stopping `tollgate serve` lets a stream under way finish, then writes its
 // usage before the process ends.
 func TestShutdownDrainsStreamsAndFlushesUsage(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	p := newMockOpenAI(t, holding(hold, nil))
 	tg := startTollgate(t, configFor(p.URL), "")
@@ -65,6 +66,7 @@ func TestShutdownDrainsStreamsAndFlushesUsage(t *testing.T) {
 // [DONE]) and still recorded, as a provider failure billed for what it
 // produced.
 func TestShutdownEndsStreamsPastTheDrainTimeoutAndStillRecordsThem(t *testing.T) {
+	t.Parallel()
 	arrived := make(chan string, 1)
 	p := newFaultProvider(t, always(faultHangAfter), arriving(arrived))
 	tg := startTollgate(t, strings.Replace(faultConfig("10m", false, p.URL), "stream_idle_timeout: 400ms", "stream_idle_timeout: 5m", 1), "",

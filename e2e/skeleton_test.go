@@ -74,6 +74,7 @@ func (tg *tollgate) balance(t *testing.T, email string) money.Nanos {
 const mockCost = money.Nanos(9*150 + 5*600)
 
 func TestNonStreamedCompletionIsMeteredAndCharged(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -105,6 +106,7 @@ func TestNonStreamedCompletionIsMeteredAndCharged(t *testing.T) {
 }
 
 func TestStreamedCompletionStripsTheUsageChunkTheClientDidNotAskFor(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -143,6 +145,7 @@ func TestStreamedCompletionStripsTheUsageChunkTheClientDidNotAskFor(t *testing.T
 }
 
 func TestStreamedCompletionKeepsTheUsageChunkTheClientAskedFor(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -162,6 +165,7 @@ func TestStreamedCompletionKeepsTheUsageChunkTheClientAskedFor(t *testing.T) {
 }
 
 func TestStreamEndsWithTheDoneEventOnTheWire(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -199,6 +203,7 @@ func TestStreamEndsWithTheDoneEventOnTheWire(t *testing.T) {
 }
 
 func TestKeysThatMayNotCallAreRefusedWith401(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	good := tg.newAccount(t, "me@example.com", "10")
@@ -262,6 +267,7 @@ func TestKeysThatMayNotCallAreRefusedWith401(t *testing.T) {
 }
 
 func TestClientThatLeavesMidStreamIsBilledForWhatWasProduced(t *testing.T) {
+	t.Parallel()
 	hold, left := make(chan struct{}), make(chan struct{})
 	p := newMockOpenAI(t, holding(hold, left))
 	tg := startTollgate(t, configFor(p.URL), "")

@@ -39,12 +39,13 @@ func tokenHeaders(t *testing.T, resp *http.Response) (limit, remaining int64, re
 // tokens); a request that does not fit is refused with 429 and the
 // headers, one that never can says so; every answer carries the headers.
 func TestPerKeyTokenLimitAndItsHeaders(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	tg.run(t, "account", "create", "--email", "me@example.com", "--plan", "pro", "--balance", "10")
 	const limit, used = 390, 14
 	secret := tg.newKey(t, "me@example.com", "--tpm", strconv.Itoa(limit))
-	windows.freshWindow()
+	windowsOf(t).freshWindow()
 
 	resp, b := tg.post(t, secret, tokenBody(100, false))
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
@@ -95,6 +96,7 @@ func TestPerKeyTokenLimitAndItsHeaders(t *testing.T) {
 // A key with a tokens-per-day limit only: the headers tell the day's
 // window.
 func TestTokensPerDayHeaders(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	tg.run(t, "account", "create", "--email", "me@example.com", "--plan", "pro", "--balance", "10")
@@ -113,6 +115,7 @@ func TestTokensPerDayHeaders(t *testing.T) {
 // used (each settled once, by whichever replica made its record), and
 // every answer, admitted or refused, carries the headers.
 func TestReplicasCountTokensExactly(t *testing.T) {
+	t.Parallel()
 	a, b := twoReplicasOnRedis(t)
 	// Even one request at a time, the limit admits at most 20 of them
 	// (each settles to 14 tokens, and the next needs room for its ~230
@@ -120,8 +123,8 @@ func TestReplicasCountTokensExactly(t *testing.T) {
 	const limit, used, total = 500, 14, 60
 	secret := a.newAccount(t, "me@example.com", "10", "--tpm", strconv.Itoa(limit))
 	keyID := a.onlyKeyID(t, "me@example.com")
-	windows.freshWindow()
-	start := windows.Now().Truncate(time.Minute)
+	windowsOf(t).freshWindow()
+	start := windowsOf(t).Now().Truncate(time.Minute)
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex

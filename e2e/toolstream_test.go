@@ -26,6 +26,7 @@ const toolStreamBody = `{"model":%q,"stream":true,"messages":[{"role":"user","co
 // own index. Then go-openai's stream reader, assembled by index as its
 // users do, gets the same calls.
 func TestStreamedToolCallsHaveOpenAIsChunkShapesOnEveryProvider(t *testing.T) {
+	t.Parallel()
 	tg, _ := startWithEveryProvider(t)
 	for _, k := range providerKinds {
 		t.Run(k.kind, func(t *testing.T) {

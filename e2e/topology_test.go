@@ -155,6 +155,7 @@ func (tp *topology) hostStats(t *testing.T, stat string) []int {
 // and Envoy, prints where the API and the dashboard are, serves a client
 // through Envoy, and stops both when its context ends.
 func TestRunEnvoyServesTheAPIAndTheDashboardThroughEnvoy(t *testing.T) {
+	t.Parallel()
 	requireEnvoy(t)
 	p := newMockOpenAI(t)
 	dir := t.TempDir()
@@ -330,6 +331,7 @@ func (tp *topology) records(t *testing.T, keyID string) map[string][]store.Usage
 // drained with SIGTERM while streams run through it loses no stream and no
 // record while the other takes the new requests.
 func TestTwoReplicasBehindOneEnvoy(t *testing.T) {
+	t.Parallel()
 	requireEnvoy(t)
 	hold := make(chan struct{})
 	p := newMockOpenAI(t, holding(hold, nil))
@@ -489,6 +491,7 @@ func TestTwoReplicasBehindOneEnvoy(t *testing.T) {
 // request is billed twice: each answer the client saw has exactly one
 // record, and no request has more than one.
 func TestAReplicaKilledBehindEnvoyFailsOnlyItsInFlightRequests(t *testing.T) {
+	t.Parallel()
 	requireEnvoy(t)
 	hold := make(chan struct{})
 	p := newMockOpenAI(t, holding(hold, nil))
@@ -538,7 +541,7 @@ func TestAReplicaKilledBehindEnvoyFailsOnlyItsInFlightRequests(t *testing.T) {
 }
 
 // awayFromMinuteEdge waits out the last seconds of a UTC minute. The
-// replicas here are processes of their own, on the real clock (the shared
+// replicas here are processes of their own, on the real clock (the test's
 // windowClock moves only the servers this test binary runs), so a check of
 // an exact per-minute count must not straddle two windows.
 func awayFromMinuteEdge() {
