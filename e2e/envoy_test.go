@@ -179,16 +179,6 @@ func startBehindEnvoy(t testing.TB, cfg, db string, extra ...string) *tollgate {
 	return tg
 }
 
-// parallelUnderEnvoy lets a test that mostly waits (on a timeout, a cache's
-// expiry) run beside the others under Envoy, where every test has a
-// Tollgate and an Envoy of its own on ports of their own.
-func parallelUnderEnvoy(t *testing.T) {
-	t.Helper()
-	if binding() == bindingEnvoy {
-		t.Parallel()
-	}
-}
-
 // requireEnvoy skips, naming why, a test of Envoy's own behaviour when the
 // suite runs without one.
 func requireEnvoy(t *testing.T) {
@@ -217,7 +207,6 @@ func (e *envoyProc) stat(t *testing.T, name string) int {
 func TestEnvoyWithoutTollgatesGRPCPortAnswers503AndForwardsNothing(t *testing.T) {
 	t.Parallel()
 	requireEnvoy(t)
-	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -240,7 +229,6 @@ func TestEnvoyWithoutTollgatesGRPCPortAnswers503AndForwardsNothing(t *testing.T)
 func TestAnEnvoyWithoutTheClientCertificateGetsNothing(t *testing.T) {
 	t.Parallel()
 	requireEnvoy(t)
-	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	require.Equal(t, 1, tg.envoy.stat(t, "control_plane.connected_state"), "the real Envoy is connected")

@@ -166,6 +166,8 @@ func TestEveryDeploymentFailingAnswers503NoAvailableWorkers(t *testing.T) {
 const threshold = 3
 
 func TestAnOpenCircuitAnswers503WithoutCallingTheDeadProvider(t *testing.T) {
+	// Not in parallel with the suite: it holds a time to a bound (a
+	// second or two) that a machine busy with every other test cannot keep.
 	dead := newMockProvider(t, "openai")
 	dead.setStatus(http.StatusInternalServerError)
 	alive := newMockProvider(t, "gemini")

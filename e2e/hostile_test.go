@@ -76,7 +76,6 @@ func TestClientHeadersStayAtTheEdgeUnlessListed(t *testing.T) {
 // held forever.
 func TestSlowHeadersAreCutOffAtTheHeaderTimeout(t *testing.T) {
 	t.Parallel()
-	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "", "--http-header-timeout", "300ms")
 	u, err := url.Parse(tg.BaseURL)
@@ -197,7 +196,6 @@ func TestNestedAndOversizeBodiesAreRefusedCheaply(t *testing.T) {
 // that outlasts it still runs to its end.
 func TestTheBodyTimeoutDoesNotCutALongAnswer(t *testing.T) {
 	t.Parallel()
-	parallelUnderEnvoy(t)
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -104,7 +104,6 @@ func TestAKeyMadeThroughTheManagementAPICallsModelsAndItsRulesHold(t *testing.T)
 // rotation through the API reaches the key check at once.
 func TestARotatedKeyWorksWithItsNewSecretAndTheOldOneOnlyThroughItsGrace(t *testing.T) {
 	t.Parallel()
-	parallelUnderEnvoy(t)
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	old := tg.newAccount(t, "rot@example.com", "10")

@@ -77,7 +77,6 @@ func postWithID(t *testing.T, tg *tollgate, secret, id, body string) *http.Respo
 // names the key and account by id and never holds a secret.
 func TestRequestIDsAndTheAccessLog(t *testing.T) {
 	t.Parallel()
-	parallelUnderEnvoy(t)
 	p := newFaultProvider(t, always(faultNone))
 	tg := startTollgate(t, faultConfig("30s", false, p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -148,7 +147,6 @@ func TestAMalformedRequestIDIsReplaced(t *testing.T) {
 // A 5xx error names the request, so a user can quote it.
 func TestServerErrorsNameTheRequest(t *testing.T) {
 	t.Parallel()
-	parallelUnderEnvoy(t)
 	p := newFaultProvider(t, always(faultHangHeaders))
 	tg := startTollgate(t, faultConfig("30s", false, p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
@@ -221,7 +219,6 @@ func sumWhere(f *dto.MetricFamily, want map[string]string, histCount bool) float
 // code, and the health of each deployment.
 func TestMetricsCountWhatWasSent(t *testing.T) {
 	t.Parallel()
-	parallelUnderEnvoy(t)
 	hung := newFaultProvider(t, always(faultHangHeaders))
 	good := newFaultProvider(t, always(faultNone))
 	tg := startTollgate(t, faultConfig("30s", false, hung.URL, good.URL), "")

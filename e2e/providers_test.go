@@ -198,7 +198,6 @@ func TestEveryProviderReturnsToolCallsStreamedOrNot(t *testing.T) {
 // SDKs accept it. The answer must still be translated and metered.
 func TestAnswersOfProvidersThatCompressAreTranslatedAndMetered(t *testing.T) {
 	t.Parallel()
-	parallelUnderEnvoy(t)
 	tg, _ := startWithEveryProvider(t, gzipWhenAsked)
 	for _, k := range providerKinds {
 		t.Run(k.kind, func(t *testing.T) {

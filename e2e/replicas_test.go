@@ -44,6 +44,8 @@ func testRedisURL(t *testing.T) string {
 // CLI reaches both within a second, although each caches keys and accounts
 // (for 30 s with PostgreSQL) — the database's change feed drops the entries.
 func TestChangesReachEveryReplicaWithinASecond(t *testing.T) {
+	// Not in parallel with the suite: it holds a time to a bound (a
+	// second or two) that a machine busy with every other test cannot keep.
 	p := newMockOpenAI(t)
 	db := storetest.PostgresURL(t)
 	a := startTollgate(t, configFor(p.URL), db)
