@@ -47,20 +47,40 @@ services: ## install (Debian) and start PostgreSQL, Redis, Chromium and Node.js 
 	bash .ci/services
 
 test: tools ## vet and run every test, then every fuzz target for FUZZTIME_TEST (PostgreSQL and Redis tests need the servers; CI starts them)
-	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 12m $(PKGS)
-	@# The Helm chart's tests: a module of their own (deploy/helm/go.mod), so
-	@# Helm's and the Kubernetes API types stay out of the main module.
-	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout 5m ./...
-	@# The end-to-end suite again, the built-in edge calling the servers over
-	@# gRPC as Envoy does (the run above binds them in process).
-	TOLLGATE_E2E_BINDING=grpc $(GO) test -race -count=1 -timeout 12m ./e2e/
-	@# And behind a real Envoy (the pinned one, from make envoy; or
-	@# TOLLGATE_ENVOY=/path/to/envoy): tollgate serve --edge off, mutual TLS,
-	@# the listener, routes and clusters over xDS.
-	TOLLGATE_E2E_BINDING=envoy $(GO) test -race -count=1 -timeout 15m ./e2e/
+	@# Side by side, each printing its output whole when it ends: vet, the
+	@# race run of every other package, the Helm chart's tests, and the
+	@# end-to-end suite once per binding (its tests run in parallel within
+	@# each run too, every one with a Tollgate, ports and a database of its
+	@# own). Side by side, the runs keep the two cores busy while each
+	@# waits on its servers.
+	@$(MAKE) --no-print-directory -j --output-sync=target test-vet test-race test-helm $(E2E_BINDINGS:%=test-e2e-%)
 	@# Every fuzz target for a few seconds: a crash fails the build.
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
+
+# The bindings the end-to-end suite runs on: the built-in edge calling the
+# ext_authz and ext_proc code in process; the built-in edge calling them
+# over gRPC as Envoy does; and a real Envoy (the pinned one, from make
+# envoy, or TOLLGATE_ENVOY=/path/to/envoy) in front of tollgate serve
+# --edge off, mutual TLS, the listener, routes and clusters over xDS.
+E2E_BINDINGS = in-process grpc envoy
+# Every package of PKGS but the end-to-end suite, which test-e2e-* run.
+UNIT_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/e2e$$')
+
+.PHONY: test-vet test-race test-helm e2e-binary $(E2E_BINDINGS:%=test-e2e-%)
+test-vet:
+	$(GO) vet $(PKGS)
+test-race:
+	$(GO) test -race -count=1 -timeout 10m $(UNIT_PKGS)
+test-helm:
+	@# A module of its own (deploy/helm/go.mod), so Helm's and the
+	@# Kubernetes API types stay out of the main module.
+	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout 5m ./...
+# The end-to-end suite's race-built binary, once for its three runs.
+e2e-binary:
+	$(GO) test -race -c -o bin/e2e.test ./e2e/
+test-e2e-%: e2e-binary
+	cd e2e && TOLLGATE_E2E_BINDING=$* ../bin/e2e.test -test.timeout 10m -test.parallel 8
+	@echo "ok	e2e ($*)"
 
 test-short: ## run the tests without the race detector, quickly
 	$(GO) test -count=1 $(PKGS)

@@ -27,6 +27,7 @@ import (
 // with a service of its own, deaf to account changes, left the replica on
 // what it had read until its cache expired.)
 func TestDashboardAccountBudgetRefusesTheNextRequestAtOnce(t *testing.T) {
+	t.Parallel()
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")

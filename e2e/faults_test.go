@@ -296,7 +296,10 @@ func TestAFreeModelCutOffByTheClientIsRecorded(t *testing.T) {
 // by two deployments that each play a random fault per request. Every
 // request ends with a whole answer or a clear error, every one is recorded
 // once, and the balance moves by exactly the sum of the recorded costs.
-func TestChaos(t *testing.T) { runChaos(t, false) }
+func TestChaos(t *testing.T) {
+	t.Parallel()
+	runChaos(t, false)
+}
 
 // TestChaosBehindEnvoy plays the same chaos behind a real Envoy, which
 // ends a stream broken after it began by resetting the client (no error
