@@ -78,7 +78,7 @@ test-helm:
 # The end-to-end suite's race-built binary, once for its three runs.
 e2e-binary:
 	$(GO) test -race -c -o bin/e2e.test ./e2e/
-test-e2e-%: e2e-binary
+$(E2E_BINDINGS:%=test-e2e-%): test-e2e-%: e2e-binary
 	cd e2e && TOLLGATE_E2E_BINDING=$* ../bin/e2e.test -test.timeout 10m -test.parallel 8
 	@echo "ok	e2e ($*)"
 
