@@ -47,15 +47,13 @@ services: ## install (Debian) and start PostgreSQL, Redis, Chromium and Node.js 
 	bash .ci/services
 
 test: tools ## vet and run every test, then every fuzz target for FUZZTIME_TEST (PostgreSQL and Redis tests need the servers; CI starts them)
-	@# Side by side, each printing its output whole when it ends: vet, the
-	@# race run of every other package, the Helm chart's tests, and the
-	@# end-to-end suite once per binding (its tests run in parallel within
-	@# each run too, every one with a Tollgate, ports and a database of its
-	@# own). Side by side, the runs keep the two cores busy while each
-	@# waits on its servers.
-	@$(MAKE) --no-print-directory -j --output-sync=target test-vet test-race test-helm $(E2E_BINDINGS:%=test-e2e-%)
-	@# Every fuzz target for a few seconds: a crash fails the build.
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
+	@# Two at a time (the machine's two cores), each printing its output
+	@# whole when it ends: the race run of every package but the
+	@# end-to-end suite, that suite once per binding (its tests run in
+	@# parallel within each run, every one with a Tollgate, ports and a
+	@# database of its own), vet, the Helm chart's tests, and every fuzz
+	@# target for FUZZTIME_TEST (a crash fails the build).
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-race $(E2E_BINDINGS:%=test-e2e-%) test-vet test-helm test-fuzz
 
 # The bindings the end-to-end suite runs on: the built-in edge calling the
 # ext_authz and ext_proc code in process; the built-in edge calling them
@@ -66,11 +64,13 @@ E2E_BINDINGS = in-process grpc envoy
 # Every package of PKGS but the end-to-end suite, which test-e2e-* run.
 UNIT_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/e2e$$')
 
-.PHONY: test-vet test-race test-helm e2e-binary $(E2E_BINDINGS:%=test-e2e-%)
+.PHONY: test-vet test-race test-helm test-fuzz e2e-binary $(E2E_BINDINGS:%=test-e2e-%)
 test-vet:
 	$(GO) vet $(PKGS)
 test-race:
 	$(GO) test -race -count=1 -timeout 10m $(UNIT_PKGS)
+test-fuzz:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
 test-helm:
 	@# A module of its own (deploy/helm/go.mod), so Helm's and the
 	@# Kubernetes API types stay out of the main module.
@@ -79,7 +79,7 @@ test-helm:
 e2e-binary:
 	$(GO) test -race -c -o bin/e2e.test ./e2e/
 $(E2E_BINDINGS:%=test-e2e-%): test-e2e-%: e2e-binary
-	cd e2e && TOLLGATE_E2E_BINDING=$* ../bin/e2e.test -test.timeout 10m -test.parallel 8
+	cd e2e && TOLLGATE_E2E_BINDING=$* ../bin/e2e.test -test.timeout 10m -test.parallel 6
 	@echo "ok	e2e ($*)"
 
 test-short: ## run the tests without the race detector, quickly
