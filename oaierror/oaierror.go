@@ -1,8 +1,9 @@
 // Package oaierror is the one list of errors a client can get from
 // Tollgate, each with its HTTP status and OpenAI-shaped body
 // ({"error":{"message","type","param","code"}}), so that OpenAI SDKs surface
-// them unchanged. Nothing else reaches a client: internal causes are logged,
-// never sent.
+// them unchanged; the Messages API's clients get the same errors in
+// Anthropic's shape (anthropic.go). Nothing else reaches a client: internal
+// causes are logged, never sent.
 package oaierror
 
 import (

@@ -136,6 +136,10 @@ const (
 	PathChatCompletions = "/v1/chat/completions"
 	PathModels          = "/v1/models"
 	PathResponses       = "/v1/responses"
+	// The Messages API (Anthropic's): its answers and errors are in
+	// Anthropic's shape.
+	PathMessages    = "/v1/messages"
+	PathCountTokens = "/v1/messages/count_tokens"
 )
 
 // The proxy's side of the gRPC servers. Envoy reaches Tollgate's ext_authz,
