@@ -145,7 +145,8 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 // are refused in OpenAI's shape without costing memory out of proportion
 // (the server runs in this process: its heap is this test's).
 func TestNestedAndOversizeBodiesAreRefusedCheaply(t *testing.T) {
-	t.Parallel()
+	// Not in parallel with the suite: it measures this process's heap,
+	// which the tests beside it would grow.
 	p := newMockOpenAI(t)
 	tg := startTollgate(t, configFor(p.URL), "")
 	secret := tg.newAccount(t, "me@example.com", "10")

@@ -128,9 +128,8 @@ func TestLiveConfigurationUnderLoad(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "model new is not configured yet")
 
 	load := startLoad(t, tg, secret)
-	time.Sleep(500 * time.Millisecond)
-	require.Positive(t, a.count(), "the load reaches a")
-	require.Positive(t, b.count(), "the load reaches b")
+	waitFor(t, 10*time.Second, 20*time.Millisecond, func() bool { return a.count() > 0 && b.count() > 0 },
+		"the load reaches a and b")
 
 	start := time.Now()
 	write(liveConfig(a, b, 1, 1, true))

@@ -12,12 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// notParallel are the tests that run alone, each holding a time to a
-// bound that a machine busy with the rest of the suite cannot keep.
+// notParallel are the tests that run alone: each holds a time to a bound
+// that a machine busy with the rest of the suite cannot keep, or measures
+// the test process's heap, which tests beside it would grow.
 var notParallel = []string{
 	"TestChangesReachEveryReplicaWithinASecond",
 	"TestChangesMadeWithTheCLIReachTheRunningServerWithinASecond",
 	"TestAnOpenCircuitAnswers503WithoutCallingTheDeadProvider",
+	"TestNestedAndOversizeBodiesAreRefusedCheaply",
 }
 
 // Every test but those of notParallel calls t.Parallel first (after a
