@@ -92,7 +92,7 @@ func TestOnboardingShowsTheBaseURLAndCodeToPaste(t *testing.T) {
 	b := e.signedIn(a)
 	empty := b.get("/keys").Body.String()
 	assert.Contains(t, empty, `<code id="base-url">http://example.com/v1</code>`, "the request's host by default")
-	for _, want := range []string{`id="snippet-python"`, `id="snippet-javascript"`, `id="snippet-curl"`, "TOLLGATE_API_KEY", "gpt-4o-mini"} {
+	for _, want := range []string{`id="snippet-python"`, `id="snippet-javascript"`, `id="snippet-curl"`, `id="snippet-claude-code"`, "TOLLGATE_API_KEY", "gpt-4o-mini"} {
 		assert.Contains(t, empty, want)
 	}
 
@@ -105,6 +105,8 @@ func TestOnboardingShowsTheBaseURLAndCodeToPaste(t *testing.T) {
 	assert.Contains(t, body, `OpenAI(base_url="https://llm.example.com/v1", api_key="`+secret[1]+`")`)
 	assert.Contains(t, body, `apiKey: "`+secret[1]+`"`)
 	assert.Contains(t, body, `Authorization: Bearer `+secret[1])
+	assert.Contains(t, body, "export ANTHROPIC_BASE_URL=\"https://llm.example.com\"\nexport ANTHROPIC_API_KEY=\""+secret[1]+"\"",
+		"Claude Code reads the host without /v1")
 	assert.Contains(t, body, "rotate the key", "rotate, not delete and recreate")
 	assert.NotContains(t, body, "delete the key")
 

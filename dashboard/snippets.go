@@ -7,13 +7,17 @@ import (
 )
 
 // Code to paste: how a key is used from Python, JavaScript and curl with
-// the API's base URL. The secret is written in only on the page that
+// the API's base URL, and from Claude Code (Anthropic's Messages API, at
+// the same host without /v1). The secret is written in only on the page that
 // shows it once; elsewhere the code reads it from TOLLGATE_API_KEY.
 
 // snippets are the code blocks a page shows.
 type snippets struct {
 	BaseURL, Model           string
 	Python, JavaScript, Curl string
+	// ClaudeCode is the shell lines that point Claude Code (and
+	// Anthropic's SDKs, which read the same variables) at Tollgate.
+	ClaudeCode string
 }
 
 // safeHost is a Host header fit to be written into code: a name or an
@@ -65,6 +69,9 @@ func (d *Dashboard) snippetsFor(r *http.Request, secret, model string) snippets 
 			"  model: \"" + model + "\",\n" +
 			"  messages: [{ role: \"user\", content: \"Hello\" }],\n});\n" +
 			"console.log(reply.choices[0].message.content);\n",
+		ClaudeCode: "export ANTHROPIC_BASE_URL=\"" + strings.TrimSuffix(base, "/v1") + "\"\n" +
+			"export ANTHROPIC_API_KEY=\"" + sh + "\"\n" +
+			"claude\n",
 		Curl: "curl " + base + "/chat/completions \\\n" +
 			"  -H \"Authorization: Bearer " + sh + "\" \\\n" +
 			"  -H \"Content-Type: application/json\" \\\n" +
