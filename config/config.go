@@ -84,7 +84,11 @@ type Config struct {
 
 	providers map[string]*Provider
 	models    map[string]*Model
-	plans     map[string]*Plan
+	// aliases are the models' exact aliases; aliasPrefixes their
+	// prefix aliases ("claude-sonnet-4-5*"), longest first.
+	aliases       map[string]*Model
+	aliasPrefixes []aliasPrefix
+	plans         map[string]*Plan
 }
 
 // Limits are per account and per management token. Zero takes the
@@ -206,6 +210,12 @@ func (s Secret) Reveal() string { return string(s) }
 // serve it.
 type Model struct {
 	ID string `yaml:"id"`
+	// Aliases are other names a client may ask for this model by (the
+	// names Claude Code or an SDK sends, the provider's dated names); one
+	// ending in "*" stands for every name it begins (claude-sonnet-4-5*
+	// takes claude-sonnet-4-5-20250929). The request is served, held,
+	// recorded and allowed as the model's id.
+	Aliases []string `yaml:"aliases"`
 	// MaxTokens is the model's maximum for max_tokens.
 	MaxTokens             int         `yaml:"max_tokens"`
 	InputPricePerMillion  money.Nanos `yaml:"input_price_per_million"`
@@ -313,10 +323,27 @@ func (c *Config) Provider(name string) (*Provider, bool) {
 	return p, ok
 }
 
-// Model returns the public model with this id.
+// Model returns the public model with this id, or with this alias: an
+// id first, then an exact alias, then the longest prefix alias.
 func (c *Config) Model(id string) (*Model, bool) {
-	m, ok := c.models[id]
-	return m, ok
+	if m, ok := c.models[id]; ok {
+		return m, true
+	}
+	if m, ok := c.aliases[id]; ok {
+		return m, true
+	}
+	for _, p := range c.aliasPrefixes {
+		if strings.HasPrefix(id, p.prefix) {
+			return p.model, true
+		}
+	}
+	return nil, false
+}
+
+// aliasPrefix is a prefix alias and its model.
+type aliasPrefix struct {
+	prefix string
+	model  *Model
 }
 
 // Plan returns the named plan.

@@ -130,6 +130,10 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		{"negative token cap", "providers:", "limits: {tokens_per_account: -5}\nproviders:", nil, "limits.tokens_per_account"},
 		{"negative management rpm", "providers:", "limits: {management_rpm: -1}\nproviders:", nil, "limits.management_rpm"},
 		{"unknown limit", "providers:", "limits: {keys: 3}\nproviders:", nil, "keys"},
+		{"alias is an id", "max_tokens: 16384", "max_tokens: 16384\n    aliases: [gpt-4o-mini]", nil, "already a model's id"},
+		{"alias twice", "max_tokens: 16384", "max_tokens: 16384\n    aliases: [mini, mini]", nil, "already an alias"},
+		{"star inside an alias", "max_tokens: 16384", "max_tokens: 16384\n    aliases: [\"a*b\"]", nil, "may only end"},
+		{"bare star alias", "max_tokens: 16384", "max_tokens: 16384\n    aliases: [\"*\"]", nil, "aliases[0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -414,4 +418,46 @@ func TestLimitsHaveDefaultsAndCanBeSet(t *testing.T) {
 	c, err = Parse([]byte("limits: {keys_per_account: 3, tokens_per_account: 2, management_rpm: 10}\n"+valid), env(map[string]string{"OPENAI_API_KEY": "k"}))
 	require.NoError(t, err)
 	assert.Equal(t, Limits{KeysPerAccount: 3, TokensPerAccount: 2, ManagementRPM: 10}, c.Limits)
+}
+
+// A model is found by its id, an exact alias, or the longest prefix alias
+// (the dated names Claude Code and the SDKs send), and is served as its id.
+func TestAModelIsFoundByItsAliases(t *testing.T) {
+	cfg := strings.Replace(valid, "  - id: gpt-4o-mini\n", `  - id: claude-sonnet
+    aliases: [sonnet, "claude-sonnet-4-5*"]
+    max_tokens: 64000
+    input_price_per_million: 3
+    output_price_per_million: 15
+    deployments:
+      - provider: openai
+        model: m
+  - id: claude-sonnet-45-dated
+    aliases: ["claude-sonnet-4-5-2025*"]
+    max_tokens: 64000
+    input_price_per_million: 3
+    output_price_per_million: 15
+    deployments:
+      - provider: openai
+        model: m
+  - id: gpt-4o-mini
+`, 1)
+	c, err := Parse([]byte(cfg), env(map[string]string{"OPENAI_API_KEY": "sk-test"}))
+	require.NoError(t, err)
+	for asked, want := range map[string]string{
+		"claude-sonnet":              "claude-sonnet",
+		"sonnet":                     "claude-sonnet",
+		"claude-sonnet-4-5":          "claude-sonnet",
+		"claude-sonnet-4-5-20250929": "claude-sonnet-45-dated",
+		"claude-sonnet-4-5-latest":   "claude-sonnet",
+		"gpt-4o-mini":                "gpt-4o-mini",
+	} {
+		m, ok := c.Model(asked)
+		if assert.True(t, ok, asked) {
+			assert.Equal(t, want, m.ID, asked)
+		}
+	}
+	for _, unknown := range []string{"claude-sonnet-4", "sonnet-4", "claude", "gpt-4o"} {
+		_, ok := c.Model(unknown)
+		assert.False(t, ok, unknown)
+	}
 }

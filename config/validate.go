@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -180,6 +181,43 @@ func (c *Config) validateModels() error {
 		}
 		c.models[m.ID] = m
 	}
+	return c.indexAliases()
+}
+
+// indexAliases checks the models' aliases and indexes them: no alias is a
+// model's id or another alias, and "*" only ends one.
+func (c *Config) indexAliases() error {
+	c.aliases = map[string]*Model{}
+	c.aliasPrefixes = nil
+	seen := map[string]string{}
+	for i := range c.Models {
+		m := &c.Models[i]
+		for j, a := range m.Aliases {
+			f := fmt.Sprintf("models[%d] (%s).aliases[%d]", i, m.ID, j)
+			name, prefix := strings.CutSuffix(a, "*")
+			switch {
+			case name == "":
+				return fieldErr(f, "must name something before any '*'")
+			case strings.ContainsAny(name, "*#\x00\r\n") || len(a) > 256:
+				return fieldErr(f, "%q: '*' may only end an alias; no '#' or control characters, at most 256 bytes", a)
+			}
+			if _, ok := c.models[name]; ok && !prefix {
+				return fieldErr(f, "%q is already a model's id", a)
+			}
+			if other, dup := seen[a]; dup {
+				return fieldErr(f, "%q is already an alias of %s", a, other)
+			}
+			seen[a] = m.ID
+			if prefix {
+				c.aliasPrefixes = append(c.aliasPrefixes, aliasPrefix{prefix: name, model: m})
+			} else {
+				c.aliases[name] = m
+			}
+		}
+	}
+	sort.SliceStable(c.aliasPrefixes, func(i, j int) bool {
+		return len(c.aliasPrefixes[i].prefix) > len(c.aliasPrefixes[j].prefix)
+	})
 	return nil
 }
 
