@@ -569,3 +569,36 @@ func (c *anthropicCodec) addUsageJSON(s *streamState, u gjson.Result) {
 func (c *anthropicCodec) end(s *streamState, out []byte) []byte {
 	return s.fail(out, errEndedEarly)
 }
+
+// AnthropicRelay is the request of a Messages client passed through to an
+// Anthropic deployment: body is the client's Messages body, already with
+// the deployment's model and the held output limit; version and beta are
+// the client's anthropic-version and anthropic-beta headers (the
+// provider's api_version, or the default, when the client sent none). The
+// Response meters Anthropic's answer as the adapter does (req is the chat
+// request the body stands for, for the estimate of a cut answer); the
+// bytes it translates are not the client's, who gets Anthropic's own.
+func AnthropicRelay(req *Request, t Target, body []byte, version, beta string) (Upstream, Response, error) {
+	authority, path, err := upstreamURL(t.Provider)
+	if err != nil {
+		return Upstream{}, nil, err
+	}
+	if version == "" {
+		version = t.Provider.APIVersion
+	}
+	if version == "" {
+		version = defaultAnthropicVersion
+	}
+	up := Upstream{
+		Path: path + "/v1/messages", Authority: authority, Body: body,
+		Headers: []Header{{"content-type", "application/json"}, {"anthropic-version", version}},
+	}
+	if beta != "" {
+		up.Headers = append(up.Headers, Header{"anthropic-beta", beta})
+	}
+	if k := t.Provider.APIKey.Reveal(); k != "" {
+		up.Headers = append(up.Headers, Header{"x-api-key", k})
+	}
+	c := &anthropicCodec{tools: map[int]int{}, jsonBlock: -1}
+	return up, newTranslated(req, c, defaultEnv.newID(), t.Model.ID, defaultEnv), nil
+}
