@@ -42,6 +42,15 @@ type endpoint struct {
 	// upstream step's, carried in the signed request metadata). Nil: the
 	// body is a chat-completion request, and goes on as it is.
 	toChat func(r *routerStep, ctx context.Context, body []byte) (chat []byte, state string, e *oaierror.Error)
+	// forward, when set, is the body the upstream step gets in place of
+	// the chat request (client is the client's own body; cr the chat
+	// request's validation, with the output limit held): the upstream
+	// step's attempt then reads it (the Messages API's passthrough).
+	forward func(client []byte, cr validChat) ([]byte, error)
+	// free, when set, answers the path at once from its body, without a
+	// provider: nothing is held, charged or recorded (POST
+	// /v1/messages/count_tokens).
+	free func(r *routerStep, ctx context.Context, body []byte) (*extprocv3.ProcessingResponse, error)
 	// param names a chat parameter as this path's clients know it, in a
 	// refusal of the chat request; nil: as it is.
 	param func(chatParam string) string
@@ -51,7 +60,7 @@ type endpoint struct {
 }
 
 // endpoints are the paths Tollgate serves.
-var endpoints = []*endpoint{chatEndpoint, responsesEndpoint, modelsEndpoint}
+var endpoints = []*endpoint{chatEndpoint, responsesEndpoint, modelsEndpoint, messagesEndpoint, countTokensEndpoint}
 
 // endpointAttempt is an endpoint's part of one upstream attempt.
 type endpointAttempt interface {
@@ -124,7 +133,7 @@ var modelsEndpoint = &endpoint{
 	reply: (*routerStep).models,
 	item: func(r *routerStep, ctx context.Context, method, id string) (*extprocv3.ProcessingResponse, error) {
 		if method != http.MethodGet {
-			return immediate(oaierror.MethodNotAllowed, nil), nil
+			return immediateIn(r.shape, oaierror.MethodNotAllowed, nil), nil
 		}
 		return r.oneModel(ctx, id)
 	},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"slices"
+	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -71,7 +72,39 @@ func (r *routerStep) models(ctx context.Context) (*extprocv3.ProcessingResponse,
 			list.Data = append(list.Data, r.entry(m))
 		}
 	}
+	if r.anthropic {
+		return jsonReply(anthropicModels(list.Data))
+	}
 	return jsonReply(list)
+}
+
+// anthropicModelList is Anthropic's list shape for GET /v1/models, which
+// its SDKs (and Claude Code) read: a client that sends anthropic-version
+// gets it. Every model the key may use is on the one page.
+type anthropicModelList struct {
+	Data    []anthropicModel `json:"data"`
+	HasMore bool             `json:"has_more"`
+	FirstID *string          `json:"first_id"`
+	LastID  *string          `json:"last_id"`
+}
+
+type anthropicModel struct {
+	Type        string `json:"type"`
+	ID          string `json:"id"`
+	DisplayName string `json:"display_name"`
+	CreatedAt   string `json:"created_at"`
+}
+
+func anthropicModels(entries []modelEntry) anthropicModelList {
+	out := anthropicModelList{Data: make([]anthropicModel, 0, len(entries))}
+	for _, e := range entries {
+		out.Data = append(out.Data, anthropicModel{Type: "model", ID: e.ID, DisplayName: e.ID,
+			CreatedAt: time.Unix(e.Created, 0).UTC().Format(time.RFC3339)})
+	}
+	if n := len(out.Data); n > 0 {
+		out.FirstID, out.LastID = &out.Data[0].ID, &out.Data[n-1].ID
+	}
+	return out
 }
 
 func (r *routerStep) entry(m *config.Model) modelEntry {

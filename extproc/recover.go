@@ -67,7 +67,7 @@ func (u *upstreamStep) panicked(_ context.Context, req *extprocv3.ProcessingRequ
 			u.record(oaierror.Internal.Status, oaierror.Internal.Code)
 		}
 		u.recorded = true
-		return immediate(oaierror.Internal.With(panicMessage, "").ForRequest(u.clientRequestID),
+		return immediateIn(u.shape, oaierror.Internal.With(panicMessage, "").ForRequest(u.clientRequestID),
 			contract.SetRawHeaders(contract.HeaderTranslated, "1"))
 	}
 	if !wasEnded {

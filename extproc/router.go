@@ -15,6 +15,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/extproc/messages"
 	"github.com/tollgate/tollgate/extproc/provider"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/refusal"
@@ -43,6 +44,11 @@ type routerStep struct {
 	tokenHeaders []*corev3.HeaderValueOption
 	// refusal is the extra headers of a refusal (a budget's Retry-After).
 	refusal []*corev3.HeaderValueOption
+	// shape is the error shape the request's path's clients read.
+	shape oaierror.Shape
+	// anthropic: the client sent anthropic-version (an Anthropic SDK), and
+	// reads GET /v1/models in Anthropic's shape.
+	anthropic bool
 }
 
 func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
@@ -52,7 +58,7 @@ func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingReques
 	case *extprocv3.ProcessingRequest_RequestBody:
 		if r.keyID == "" {
 			r.s.opt.Logger.ErrorContext(ctx, "router step: request body before request headers; check the ext_proc processing modes")
-			return immediate(oaierror.Internal, nil), nil
+			return immediateIn(r.shape, oaierror.Internal, nil), nil
 		}
 		return r.requestBody(ctx, v.RequestBody)
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
@@ -67,14 +73,16 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 	hm := headerMap(h.GetHeaders())
 	r.started = r.s.opt.Now()
 	r.clientRequestID = hm[contract.HeaderRequestID]
-	if e := r.authenticate(ctx, hm); e != nil {
-		return immediate(e.ForRequest(r.clientRequestID), nil), nil
-	}
-	// The key is known from here: a refusal is counted for it.
 	path, method := hm[":path"], hm[":method"]
 	if i := strings.IndexByte(path, '?'); i >= 0 {
 		path = path[:i]
 	}
+	r.shape = oaierror.ShapeOf(path)
+	_, r.anthropic = hm[messages.HeaderVersion]
+	if e := r.authenticate(ctx, hm); e != nil {
+		return immediateIn(r.shape, e.ForRequest(r.clientRequestID), nil), nil
+	}
+	// The key is known from here: a refusal is counted for it.
 	ep, id, ok := route(path)
 	switch {
 	case !ok:
@@ -106,6 +114,9 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 	if len(body) > r.cfg.MaxBodyBytes {
 		return r.refuse(oaierror.BodyTooLarge, ""), nil
 	}
+	if r.ep.free != nil {
+		return r.ep.free(r, ctx, body)
+	}
 	var state string // the endpoint's, for the upstream step (contract.MetaResponse)
 	if r.ep.toChat != nil {
 		var e *oaierror.Error
@@ -128,16 +139,24 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 	if e := r.hold(ctx, cr); e != nil {
 		return r.refuse(*e, cr.Asked), nil
 	}
+	send := held
+	if r.ep.forward != nil {
+		var err error
+		if send, err = r.ep.forward(b.GetBody(), cr); err != nil {
+			r.s.opt.Logger.ErrorContext(ctx, "router step: writing the forwarded body failed", "endpoint", r.ep.name, "err", err)
+			return r.refuse(oaierror.Internal, cr.Asked), nil
+		}
+	}
 	hand := newHandover(&r.admission, cr, state)
 	common := &extprocv3.CommonResponse{
 		HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID))},
 		ClearRouteCache: true,
 	}
-	if r.ep.toChat != nil || !sameBytes(held, b.GetBody()) {
+	if r.ep.toChat != nil || !sameBytes(send, b.GetBody()) {
 		// The chat request (with its held output limit) goes on in place
-		// of the client's.
-		common.HeaderMutation.SetHeaders = contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID), "content-length", strconv.Itoa(len(held)))
-		common.BodyMutation = &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: held}}
+		// of the client's, or the endpoint's forwarded body.
+		common.HeaderMutation.SetHeaders = contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID), "content-length", strconv.Itoa(len(send)))
+		common.BodyMutation = &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: send}}
 	}
 	return &extprocv3.ProcessingResponse{
 		Response: &extprocv3.ProcessingResponse_RequestBody{
@@ -277,7 +296,7 @@ func (r *routerStep) finish(context.Context, error) {
 // records the failure, with the message the client is given.
 func (r *routerStep) reject(e oaierror.Error) *extprocv3.ProcessingResponse {
 	r.s.record(contract.StepRouter, &r.admission, outcome{status: e.Status, code: e.Code, attempts: r.attempts, message: e.Message})
-	return immediate(e.ForRequest(r.clientRequestID), r.refusalHeaders())
+	return immediateIn(r.shape, e.ForRequest(r.clientRequestID), r.refusalHeaders())
 }
 
 // refusalHeaders are a refusal's own headers (a budget's Retry-After) and
@@ -299,7 +318,7 @@ func (r *routerStep) refuse(e oaierror.Error, model string) *extprocv3.Processin
 		r.s.opt.Refusals.Count(refusal.Refusal{KeyID: r.keyID, AccountID: r.accountID, Status: e.Status, Code: e.Code,
 			Model: model, Message: e.Message, At: r.s.opt.Now(), RequestID: r.clientRequestID})
 	}
-	return immediate(e.ForRequest(r.clientRequestID), r.refusalHeaders())
+	return immediateIn(r.shape, e.ForRequest(r.clientRequestID), r.refusalHeaders())
 }
 
 // askedModel is the model a body names, read for a refusal that came
@@ -331,13 +350,19 @@ func errorCodeFor(st int) string {
 	}
 }
 
+// immediate answers at once with e in OpenAI's shape.
 func immediate(e oaierror.Error, extra []*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
+	return immediateIn(oaierror.ShapeOpenAI, e, extra)
+}
+
+// immediateIn answers at once with e in shape (the request path's).
+func immediateIn(shape oaierror.Shape, e oaierror.Error, extra []*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
 	set := append(contract.SetRawHeaders("content-type", "application/json"), extra...)
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extprocv3.ImmediateResponse{
 			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(e.Status)},
 			Headers: &extprocv3.HeaderMutation{SetHeaders: set},
-			Body:    e.Body(),
+			Body:    e.BodyFor(shape),
 		},
 	}}
 }

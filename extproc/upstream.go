@@ -15,6 +15,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/extproc/messages"
 	"github.com/tollgate/tollgate/extproc/provider"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
@@ -45,6 +46,11 @@ type upstreamStep struct {
 	resp   provider.Response
 	status int  // the status the client gets
 	ended  bool // the response body reached its end
+	// shape is the error shape the request's path's clients read.
+	shape oaierror.Shape
+	// anthropicVersion and anthropicBeta are the client's headers, which
+	// a Messages request passed through to Anthropic carries on.
+	anthropicVersion, anthropicBeta string
 }
 
 func (u *upstreamStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
@@ -81,12 +87,14 @@ func (u *upstreamStep) outOfOrder(ctx context.Context, what string) *extprocv3.P
 // failure is the upstream step's own 500, naming the request: marked as
 // translated, so that the router step records it as it is.
 func (u *upstreamStep) failure() *extprocv3.ProcessingResponse {
-	return immediate(oaierror.Internal.ForRequest(u.clientRequestID), contract.SetRawHeaders(contract.HeaderTranslated, "1"))
+	return immediateIn(u.shape, oaierror.Internal.ForRequest(u.clientRequestID), contract.SetRawHeaders(contract.HeaderTranslated, "1"))
 }
 
 func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
 	hm := headerMap(h.GetHeaders())
 	u.clientRequestID = hm[contract.HeaderRequestID]
+	u.shape = oaierror.ShapeOf(hm[":path"])
+	u.anthropicVersion, u.anthropicBeta = hm[messages.HeaderVersion], hm[messages.HeaderBeta]
 	u.attempt, _ = strconv.Atoi(hm[contract.HeaderAttemptCount])
 	meta := req.GetMetadataContext().GetFilterMetadata()[contract.RequestMetadataNamespace].GetFields()
 	hand, err := decodeHandover(u.s.opt.StepKey, meta, u.s.opt.Now())
@@ -165,7 +173,7 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 	if errors.Is(err, provider.ErrUnsupportedRequest) {
 		// The request is valid OpenAI but this provider cannot take it; the
 		// message is written for the client.
-		return immediate(u.unsupported(err), contract.SetRawHeaders(contract.HeaderTranslated, "1")), nil
+		return immediateIn(u.shape, u.unsupported(err), contract.SetRawHeaders(contract.HeaderTranslated, "1")), nil
 	}
 	if err != nil {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: translating the request failed",
@@ -287,7 +295,7 @@ func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 			// the client gets a 502 in OpenAI's shape, never SSE text in
 			// JSON. The router step records it, as every failure.
 			u.ended, u.status = true, StatusUpstreamFailed
-			return immediate(oaierror.UpstreamFailed.With("The provider sent an answer Tollgate could not translate.", "").ForRequest(u.clientRequestID),
+			return immediateIn(u.shape, oaierror.UpstreamFailed.With("The provider sent an answer Tollgate could not translate.", "").ForRequest(u.clientRequestID),
 				contract.SetRawHeaders(contract.HeaderTranslated, "1")), nil
 		}
 		// Keep what was translated before the failure, then end with one

@@ -1,0 +1,191 @@
+package extproc
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/extproc/messages"
+	"github.com/tollgate/tollgate/extproc/provider"
+	"github.com/tollgate/tollgate/oaierror"
+)
+
+// Anthropic's Messages API (/v1/messages): in the router step a request is
+// read as the chat-completion request it stands for, which validation,
+// admission and the holds serve as they serve chat. What goes on to the
+// upstream step is not that chat request but the client's own Messages
+// body, with max_tokens set to the output limit held (forward): under
+// Envoy the upstream step sees only the body the router step hands on and
+// the signed request metadata, and an Anthropic deployment must get the
+// request as the client wrote it (thinking, cache_control, server tools,
+// documents by URL — what chat cannot carry). The upstream step then
+// passes it through to an Anthropic deployment, with the client's
+// anthropic-version and anthropic-beta headers, and relays the answer; for
+// every other provider type it turns the body into the chat request again
+// (the same function, the same bytes as the router step read) and wraps
+// the adapter's answer. Errors a Messages client gets are in Anthropic's
+// shape (oaierror.ShapeOf).
+
+// messagesEndpoint is POST /v1/messages.
+var messagesEndpoint = &endpoint{
+	name: "messages", path: contract.PathMessages, method: http.MethodPost,
+	toChat:  (*routerStep).messagesChat,
+	forward: messagesForward,
+	param:   messages.ChatParam,
+	attempt: newMessagesAttempt,
+}
+
+// countTokensEndpoint is POST /v1/messages/count_tokens: the prompt's
+// tokens, free (nothing held, charged or recorded).
+var countTokensEndpoint = &endpoint{
+	name: "count_tokens", path: contract.PathCountTokens, method: http.MethodPost,
+	free: (*routerStep).countTokens,
+}
+
+// messagesMeta is a Messages request's state for its attempts
+// (contract.MetaResponse, JSON).
+type messagesMeta struct {
+	Endpoint string `json:"endpoint"`
+	// ID is the message id when the provider gives none of Anthropic's.
+	ID string `json:"id"`
+	// Model is the model the client asked for.
+	Model string `json:"model"`
+}
+
+// messagesChat reads a Messages request as its chat request. A request
+// that only an Anthropic deployment can serve (PassOnly) is refused here
+// unless every deployment of its model is one.
+func (r *routerStep) messagesChat(_ context.Context, body []byte) ([]byte, string, *oaierror.Error) {
+	chat, req, e := messages.ToChat(body)
+	if e != nil {
+		return nil, "", e
+	}
+	if len(req.PassOnly) > 0 {
+		if m, ok := r.cfg.Model(req.Model); ok && !onlyAnthropic(r.cfg, m) {
+			e := oaierror.Invalid("unsupported_parameter", "", fmt.Sprintf(
+				"The model %q is not served by Anthropic here, and these parts of the request have no counterpart on its provider: %s.",
+				truncate(req.Model), truncate(strings.Join(req.PassOnly, ", "))))
+			return nil, "", &e
+		}
+	}
+	meta, err := json.Marshal(messagesMeta{Endpoint: "messages", ID: messages.IDPrefix + rand.Text(), Model: req.Model})
+	if err != nil {
+		e := oaierror.Internal
+		return nil, "", &e
+	}
+	return chat, string(meta), nil
+}
+
+// onlyAnthropic reports that every deployment of m is of an Anthropic
+// provider.
+func onlyAnthropic(cfg *config.Config, m *config.Model) bool {
+	for _, d := range m.Deployments {
+		p, ok := cfg.Provider(d.Provider)
+		if !ok || p.Type != config.TypeAnthropic {
+			return false
+		}
+	}
+	return len(m.Deployments) > 0
+}
+
+// messagesForward is the body the upstream step gets: the client's, with
+// the output limit held.
+func messagesForward(client []byte, cr validChat) ([]byte, error) {
+	return messages.PassThrough(client, cr.Asked, cr.MaxTokens)
+}
+
+// messagesAttempt answers an attempt of a Messages request.
+type messagesAttempt struct {
+	meta   messagesMeta
+	answer interface {
+		provider.Response
+		ErrorEvent(e oaierror.Error) []byte
+	}
+}
+
+func newMessagesAttempt(_ *upstreamStep, state string) (endpointAttempt, error) {
+	a := &messagesAttempt{}
+	if err := json.Unmarshal([]byte(state), &a.meta); err != nil {
+		return nil, fmt.Errorf("messages metadata: %w", err)
+	}
+	return a, nil
+}
+
+// translate passes the request through to an Anthropic deployment, or
+// sends its chat request through the provider's adapter. Either way the
+// attempt's chat request (u.preq.Body) is the one the router step read,
+// for the estimate of an answer cut short.
+func (a *messagesAttempt) translate(u *upstreamStep, adapter provider.Adapter) (provider.Upstream, provider.Response, error) {
+	client := u.preq.Body
+	chat, req, e := messages.ToChat(client)
+	if e != nil {
+		return provider.Upstream{}, nil, fmt.Errorf("the Messages body the router step forwarded: %s", e.Message)
+	}
+	u.preq.Body = chat
+	opt := messages.Options{ID: a.meta.ID, Model: a.meta.Model, Stream: u.preq.Stream}
+	if u.target.Provider.Type == config.TypeAnthropic {
+		body, err := messages.PassThrough(client, u.target.Deployment.Model, messages.MaxTokens(client))
+		if err != nil {
+			return provider.Upstream{}, nil, err
+		}
+		up, meter, err := provider.AnthropicRelay(&u.preq, u.target, body, u.anthropicVersion, u.anthropicBeta)
+		if err != nil {
+			return up, nil, err
+		}
+		relay := messages.NewRelay(meter, opt)
+		a.answer = relay
+		return up, relay, nil
+	}
+	if len(req.PassOnly) > 0 {
+		return provider.Upstream{}, nil, fmt.Errorf("%w: these parts of the request have no counterpart on the provider %s: %s",
+			provider.ErrUnsupportedRequest, u.target.Provider.Name, strings.Join(req.PassOnly, ", "))
+	}
+	up, resp, err := adapter.Translate(&u.preq, u.target)
+	if err != nil {
+		return up, nil, err
+	}
+	wrapped := messages.Wrap(resp, opt)
+	a.answer = wrapped
+	return up, wrapped, nil
+}
+
+func (a *messagesAttempt) errorEvent(e oaierror.Error) []byte {
+	if a.answer == nil {
+		return []byte("event: error\ndata: " + string(e.AnthropicBody()) + "\n\n")
+	}
+	return a.answer.ErrorEvent(e)
+}
+
+func (a *messagesAttempt) completed(context.Context, *upstreamStep) {}
+
+// countTokens answers POST /v1/messages/count_tokens at once with an
+// estimate of the prompt's tokens: the estimate the holds make of a
+// prompt (provider.EstimatePromptTokens), for a model the key may use.
+// Nothing is held or recorded.
+func (r *routerStep) countTokens(ctx context.Context, body []byte) (*extprocv3.ProcessingResponse, error) {
+	// count_tokens takes no max_tokens; the chat request needs one.
+	withLimit, err := messages.PassThrough(body, askedModel(body), 1)
+	if err != nil {
+		return r.refuse(oaierror.Invalid("invalid_request", "", "The request body is not a valid Messages request."), ""), nil
+	}
+	chat, req, e := messages.ToChat(withLimit)
+	if e != nil {
+		return r.refuse(*e, askedModel(body)), nil
+	}
+	m, ok := r.cfg.Model(req.Model)
+	if !ok {
+		return r.refuse(oaierror.ModelNotFound.With("The model \""+truncate(req.Model)+"\" does not exist or you do not have access to it.", "model"), req.Model), nil
+	}
+	if e := r.access(ctx, m); e != nil {
+		return r.refuse(*e, req.Model), nil
+	}
+	n := provider.EstimatePromptTokens(&provider.Request{Body: chat}, m)
+	return jsonReply(map[string]int64{"input_tokens": n})
+}
