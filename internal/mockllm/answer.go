@@ -40,6 +40,8 @@ type asked struct {
 	// limit is the request's output limit in tokens (see outputLimit), 0
 	// when it sets none.
 	limit int
+	// thinking: an Anthropic request enables extended thinking.
+	thinking bool
 }
 
 type tool struct {

@@ -14,12 +14,23 @@ func anthropicUsage(u Usage, output int) map[string]any {
 // tools they chose themselves.
 const preamble = "Let me check."
 
+// thought and thoughtSignature are the thinking block of a request that
+// enables extended thinking.
+const (
+	thought          = "The user wants an answer; I will give it."
+	thoughtSignature = "EqQBCgIYAhIMmocksignature"
+)
+
 // anthropic is the Messages API's answer: a message with content blocks,
 // or a stream of named events — message_start (input tokens),
-// content_block_start/delta/stop (text_delta, input_json_delta), ping,
+// content_block_start/delta/stop (thinking_delta and signature_delta when
+// the request enables thinking, text_delta, input_json_delta), ping,
 // message_delta (stop reason, output tokens), message_stop.
 func anthropic(a asked, rep reply) (any, stream) {
 	var content []any
+	if a.thinking {
+		content = append(content, map[string]any{"type": "thinking", "thinking": thought, "signature": thoughtSignature})
+	}
 	stop := "end_turn"
 	if len(rep.calls) == 0 {
 		content = append(content, map[string]any{"type": "text", "text": rep.text()})
@@ -50,6 +61,17 @@ func anthropicStream(a asked, rep reply, stop string) stream {
 		"id": "msg_mock", "type": "message", "role": "assistant", "content": []any{}, "model": a.model,
 		"stop_reason": nil, "stop_sequence": nil, "usage": anthropicUsage(rep.usage, 1)}})
 	block := 0
+	if a.thinking {
+		b.add("content_block_start", map[string]any{"type": "content_block_start", "index": block,
+			"content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
+		b.add("ping", `{"type": "ping"}`)
+		b.piece("content_block_delta", map[string]any{"type": "content_block_delta", "index": block,
+			"delta": map[string]any{"type": "thinking_delta", "thinking": thought}})
+		b.add("content_block_delta", map[string]any{"type": "content_block_delta", "index": block,
+			"delta": map[string]any{"type": "signature_delta", "signature": thoughtSignature}})
+		b.add("content_block_stop", map[string]any{"type": "content_block_stop", "index": block})
+		block++
+	}
 	text := func(pieces []string) {
 		b.add("content_block_start", map[string]any{"type": "content_block_start", "index": block,
 			"content_block": map[string]any{"type": "text", "text": ""}})

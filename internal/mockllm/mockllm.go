@@ -229,6 +229,13 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, req.Format, status, msg)
 		return
 	}
+	if req.Path == countTokensPath {
+		// Anthropic's count: the prompt's tokens as an answer's usage
+		// counts them.
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(mustJSON(map[string]any{"input_tokens": tokens(read(&req).text) + 3}))
+		return
+	}
 	var fault Fault
 	if m.opt.Fault != nil {
 		fault = m.opt.Fault(&req)
@@ -306,7 +313,7 @@ func formatOf(path string) Format {
 		return OpenAI
 	case strings.HasPrefix(path, "/openai/deployments/") && strings.HasSuffix(path, "/chat/completions"):
 		return Azure
-	case path == "/v1/messages":
+	case path == "/v1/messages" || path == countTokensPath:
 		return Anthropic
 	case strings.HasPrefix(path, "/v1beta/models/") &&
 		(strings.HasSuffix(path, ":generateContent") || strings.HasSuffix(path, ":streamGenerateContent")):
@@ -314,6 +321,9 @@ func formatOf(path string) Format {
 	}
 	return ""
 }
+
+// countTokensPath is Anthropic's POST /v1/messages/count_tokens.
+const countTokensPath = "/v1/messages/count_tokens"
 
 // hang waits until the client goes, or the mock closes.
 func (m *Mock) hang(r *http.Request) {

@@ -223,3 +223,31 @@ func TestBillBytesBillsEveryByteOfThePromptsText(t *testing.T) {
 		assert.EqualValues(t, 105+3, prompt, "%s: %s", tc.path, body)
 	}
 }
+
+func TestTheMessagesAPICountsTokensAsItsAnswerDoes(t *testing.T) {
+	m := New(Options{})
+	const body = `{"model":"m","messages":[{"role":"user","content":"Weather in Paris?"}]}`
+	resp, counted := post(t, m, "/v1/messages/count_tokens", body, "Anthropic-Version", "2023-06-01")
+	require.Equal(t, http.StatusOK, resp.StatusCode, counted)
+	_, answer := post(t, m, "/v1/messages", body, "Anthropic-Version", "2023-06-01")
+	u := gjson.Get(answer, "usage")
+	assert.Equal(t, u.Get("input_tokens").Int()+u.Get("cache_read_input_tokens").Int(), gjson.Get(counted, "input_tokens").Int(), counted)
+}
+
+func TestTheMessagesAPIThinksWhenAsked(t *testing.T) {
+	m := New(Options{})
+	const body = `{"model":"m","max_tokens":2000,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"Weather in Paris?"}]}`
+	_, whole := post(t, m, "/v1/messages", body, "Anthropic-Version", "2023-06-01")
+	assert.Equal(t, "thinking", gjson.Get(whole, "content.0.type").String(), whole)
+	assert.NotEmpty(t, gjson.Get(whole, "content.0.signature").String(), whole)
+	assert.Equal(t, "text", gjson.Get(whole, "content.1.type").String(), whole)
+
+	_, stream := post(t, m, "/v1/messages", strings.Replace(body, "{", `{"stream":true,`, 1), "Anthropic-Version", "2023-06-01")
+	for _, want := range []string{`"thinking_delta"`, `"signature_delta"`, `"index":1,"type":"content_block_start"`} {
+		assert.Contains(t, stream, want)
+	}
+	assert.Equal(t, 1, strings.Count(stream, "event: ping"), stream)
+
+	_, plain := post(t, m, "/v1/messages", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, "Anthropic-Version", "2023-06-01")
+	assert.NotContains(t, plain, "thinking", "no thinking unless asked")
+}

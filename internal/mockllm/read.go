@@ -131,6 +131,7 @@ func readAnthropic(b map[string]any, a *asked) {
 		name, _ := t["name"].(string)
 		a.tools = append(a.tools, tool{name: name, schema: object(t["input_schema"])})
 	}
+	a.thinking = object(b["thinking"])["type"] == "enabled"
 	c := object(b["tool_choice"])
 	switch c["type"] {
 	case "none":
