@@ -98,6 +98,11 @@ func TestCountTokensIsFreeAndAnEmptyAccountIsRefusedMessages(t *testing.T) {
 	st, counted, _ := postMessages(t, tg, funded, "/messages/count_tokens", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Weather in Paris?"}]}`)
 	require.Equal(t, 200, st, counted)
 	assert.Positive(t, gjson.Get(counted, "input_tokens").Int(), counted)
+	// An Anthropic deployment counts itself: the mock counts the prompt as
+	// its answer's usage does.
+	st, exact, _ := postMessages(t, tg, funded, "/messages/count_tokens", `{"model":"claude-sonnet","messages":[{"role":"user","content":"Weather in Paris?"}]}`)
+	require.Equal(t, 200, st, exact)
+	assert.Equal(t, mockUsage["anthropic"][0], gjson.Get(exact, "input_tokens").Int(), "the provider's count: %s", exact)
 	assert.Empty(t, tg.usageRecords(t, countedKey), "counting is not billed")
 	assert.Empty(t, tg.usageRecords(t, keyID))
 }

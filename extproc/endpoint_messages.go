@@ -1,14 +1,20 @@
 package extproc
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
+	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
@@ -165,10 +171,11 @@ func (a *messagesAttempt) errorEvent(e oaierror.Error) []byte {
 
 func (a *messagesAttempt) completed(context.Context, *upstreamStep) {}
 
-// countTokens answers POST /v1/messages/count_tokens at once with an
-// estimate of the prompt's tokens: the estimate the holds make of a
-// prompt (provider.EstimatePromptTokens), for a model the key may use.
-// Nothing is held or recorded.
+// countTokens answers POST /v1/messages/count_tokens at once, for a model
+// the key may use: Anthropic's own count when the model has an available
+// Anthropic deployment, else (or when that call fails) the estimate the
+// holds make of a prompt (provider.EstimatePromptTokens). Nothing is held
+// or recorded.
 func (r *routerStep) countTokens(ctx context.Context, body []byte) (*extprocv3.ProcessingResponse, error) {
 	// count_tokens takes no max_tokens; the chat request needs one.
 	withLimit, err := messages.PassThrough(body, askedModel(body), 1)
@@ -186,6 +193,88 @@ func (r *routerStep) countTokens(ctx context.Context, body []byte) (*extprocv3.P
 	if e := r.access(ctx, m); e != nil {
 		return r.refuse(*e, req.Model), nil
 	}
+	if resp, ok := r.anthropicCount(ctx, m, body); ok {
+		return resp, nil
+	}
 	n := provider.EstimatePromptTokens(&provider.Request{Body: chat}, m)
 	return jsonReply(map[string]int64{"input_tokens": n})
+}
+
+// countTimeout bounds a count_tokens call to Anthropic.
+const countTimeout = 10 * time.Second
+
+// maxCountAnswer bounds the answer of a count_tokens call read.
+const maxCountAnswer = 64 << 10
+
+// anthropicCount asks the first available Anthropic deployment of m to
+// count the prompt of body (the client's count_tokens request) and answers
+// with its count, or its refusal of the request (a 4xx) in Anthropic's
+// shape; ok is false when m has no such deployment or the call failed
+// otherwise, logged: the estimate answers then.
+func (r *routerStep) anthropicCount(ctx context.Context, m *config.Model, body []byte) (*extprocv3.ProcessingResponse, bool) {
+	for i := range m.Deployments {
+		d := &m.Deployments[i]
+		p, ok := r.cfg.Provider(d.Provider)
+		if !ok || p.Type != config.TypeAnthropic || !p.IsEnabled() || (r.s.opt.Health != nil && !r.s.opt.Health.Available(d.ID)) {
+			continue
+		}
+		status, answer, err := r.callCount(ctx, provider.Target{Model: m, Deployment: d, Provider: p}, body)
+		switch {
+		case err != nil:
+			r.s.opt.Logger.WarnContext(ctx, "router step: counting tokens at Anthropic failed; answering the estimate",
+				"provider", p.Name, "err", err)
+			return nil, false
+		case status == http.StatusOK && gjson.GetBytes(answer, "input_tokens").Type == gjson.Number:
+			resp, _ := jsonReply(map[string]int64{"input_tokens": gjson.GetBytes(answer, "input_tokens").Int()})
+			return resp, true
+		case status >= 400 && status < 500 && status != http.StatusTooManyRequests:
+			st, e := provider.UpstreamError(status, answer)
+			if st >= 500 {
+				// Tollgate's own credential refused: the estimate serves.
+				r.s.opt.Logger.WarnContext(ctx, "router step: Anthropic refused Tollgate's credential counting tokens", "provider", p.Name, "status", status)
+				return nil, false
+			}
+			return immediateJSON(st, messages.ErrorBody(st, e), nil), true
+		default:
+			r.s.opt.Logger.WarnContext(ctx, "router step: counting tokens at Anthropic failed; answering the estimate",
+				"provider", p.Name, "status", status)
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// callCount makes the count_tokens call.
+func (r *routerStep) callCount(ctx context.Context, t provider.Target, body []byte) (int, []byte, error) {
+	body, err := sjson.SetBytes(body, "model", t.Deployment.Model)
+	if err != nil {
+		return 0, nil, err
+	}
+	up, err := provider.AnthropicCountTokens(t, body, r.anthropicVersion, r.anthropicBeta)
+	if err != nil {
+		return 0, nil, err
+	}
+	base, err := url.Parse(t.Provider.BaseURL)
+	if err != nil {
+		return 0, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, countTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base.Scheme+"://"+up.Authority+up.Path, bytes.NewReader(up.Body))
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, h := range up.Headers {
+		req.Header.Set(h.Name, h.Value)
+	}
+	resp, err := r.s.opt.ProviderClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxCountAnswer))
+	if err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode, answer, nil
 }

@@ -1,7 +1,12 @@
 package extproc
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -12,6 +17,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/internal/mockllm"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
 )
@@ -178,7 +184,7 @@ func TestCountTokensIsFree(t *testing.T) {
 	g := newRig(t, func(g *rig) { g.balance.err = store.ErrInsufficientBalance })
 	x := g.open(contract.StepRouter)
 	require.Nil(t, g.send(x, requestHeaders(contract.PathCountTokens, "POST", false)).GetImmediateResponse())
-	resp := g.send(x, requestBody(`{"model":"claude","system":"be brief","messages":[{"role":"user","content":"How many tokens is this sentence?"}]}`))
+	resp := g.send(x, requestBody(`{"model":"gpt-4o-mini","system":"be brief","messages":[{"role":"user","content":"How many tokens is this sentence?"}]}`))
 	finish(x)
 	imm := resp.GetImmediateResponse()
 	require.NotNil(t, imm)
@@ -212,4 +218,62 @@ func TestModelsInAnthropicsShapeForAnAnthropicClient(t *testing.T) {
 	assert.False(t, gjson.GetBytes(body, "has_more").Bool())
 	assert.Equal(t, gjson.GetBytes(body, "data.0.id").String(), gjson.GetBytes(body, "first_id").String())
 	assert.False(t, gjson.GetBytes(body, "object").Exists(), "%s", body)
+}
+
+// failingTransport fails every call, as an unreachable provider does.
+type failingTransport struct{}
+
+func (failingTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("connection refused")
+}
+
+func countTokens(t *testing.T, g *rig, body string, headers ...string) (int, []byte) {
+	t.Helper()
+	x := g.open(contract.StepRouter)
+	require.Nil(t, g.send(x, requestHeaders(contract.PathCountTokens, "POST", false, headers...)).GetImmediateResponse())
+	imm := g.send(x, requestBody(body)).GetImmediateResponse()
+	finish(x)
+	require.NotNil(t, imm)
+	return int(imm.GetStatus().GetCode()), imm.GetBody()
+}
+
+func TestCountTokensAsksAnAnthropicDeploymentForItsCount(t *testing.T) {
+	mock := mockllm.New(mockllm.Options{Record: true})
+	g := newRig(t, func(g *rig) { g.opt.ProviderClient = &http.Client{Transport: mockllm.Transport(mock)} })
+	const body = `{"model":"claude","system":"be brief","messages":[{"role":"user","content":"Weather in Paris?"}]}`
+	st, counted := countTokens(t, g, body, "anthropic-version", "2023-06-01", "anthropic-beta", "token-counting-2024-11-01")
+	require.Equal(t, 200, st, "%s", counted)
+
+	reqs := mock.Requests()
+	require.Len(t, reqs, 1)
+	assert.Equal(t, "/v1/messages/count_tokens", reqs[0].Path)
+	assert.Equal(t, "claude-x", reqs[0].Body["model"], "the deployment's model")
+	assert.Equal(t, "sk-ant", reqs[0].Header.Get("x-api-key"))
+	assert.Equal(t, "token-counting-2024-11-01", reqs[0].Header.Get("anthropic-beta"))
+	_, answer := post(t, mock, body)
+	u := gjson.GetBytes(answer, "usage")
+	assert.Equal(t, u.Get("input_tokens").Int()+u.Get("cache_read_input_tokens").Int(), gjson.GetBytes(counted, "input_tokens").Int(),
+		"Anthropic's own count: %s", counted)
+	assert.Empty(t, g.usage.all())
+}
+
+func TestCountTokensEstimatesWhenAnthropicCannotBeReached(t *testing.T) {
+	g := newRig(t, func(g *rig) { g.opt.ProviderClient = &http.Client{Transport: failingTransport{}} })
+	st, counted := countTokens(t, g, `{"model":"claude","messages":[{"role":"user","content":"Weather in Paris?"}]}`)
+	require.Equal(t, 200, st, "%s", counted)
+	assert.Positive(t, gjson.GetBytes(counted, "input_tokens").Int(), "%s", counted)
+}
+
+// post is a Messages request straight to the mock.
+func post(t *testing.T, h http.Handler, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://mock/v1/messages", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("anthropic-version", "2023-06-01")
+	resp, err := mockllm.Transport(h).RoundTrip(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, b
 }

@@ -72,7 +72,7 @@ func (r *routerStep) models(ctx context.Context) (*extprocv3.ProcessingResponse,
 			list.Data = append(list.Data, r.entry(m))
 		}
 	}
-	if r.anthropic {
+	if r.anthropicVersion != "" {
 		return jsonReply(anthropicModels(list.Data))
 	}
 	return jsonReply(list)

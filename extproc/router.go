@@ -46,9 +46,10 @@ type routerStep struct {
 	refusal []*corev3.HeaderValueOption
 	// shape is the error shape the request's path's clients read.
 	shape oaierror.Shape
-	// anthropic: the client sent anthropic-version (an Anthropic SDK), and
-	// reads GET /v1/models in Anthropic's shape.
-	anthropic bool
+	// anthropicVersion and anthropicBeta are the client's headers (an
+	// Anthropic SDK's): it reads GET /v1/models in Anthropic's shape, and
+	// its count_tokens request carries them to Anthropic.
+	anthropicVersion, anthropicBeta string
 }
 
 func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
@@ -78,7 +79,7 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 		path = path[:i]
 	}
 	r.shape = oaierror.ShapeOf(path)
-	_, r.anthropic = hm[messages.HeaderVersion]
+	r.anthropicVersion, r.anthropicBeta = hm[messages.HeaderVersion], hm[messages.HeaderBeta]
 	if e := r.authenticate(ctx, hm); e != nil {
 		return immediateIn(r.shape, e.ForRequest(r.clientRequestID), nil), nil
 	}
@@ -357,12 +358,17 @@ func immediate(e oaierror.Error, extra []*corev3.HeaderValueOption) *extprocv3.P
 
 // immediateIn answers at once with e in shape (the request path's).
 func immediateIn(shape oaierror.Shape, e oaierror.Error, extra []*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
+	return immediateJSON(e.Status, e.BodyFor(shape), extra)
+}
+
+// immediateJSON answers at once with status and a JSON body.
+func immediateJSON(status int, body []byte, extra []*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
 	set := append(contract.SetRawHeaders("content-type", "application/json"), extra...)
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extprocv3.ImmediateResponse{
-			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(e.Status)},
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(status)},
 			Headers: &extprocv3.HeaderMutation{SetHeaders: set},
-			Body:    e.BodyFor(shape),
+			Body:    body,
 		},
 	}}
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -165,6 +166,10 @@ type Options struct {
 	// Observer counts streams and messages (metrics.ExtProc); nil counts
 	// nothing.
 	Observer Observer
+	// ProviderClient makes the one provider call ext_proc makes itself:
+	// count_tokens to an Anthropic deployment (endpoint_messages.go), each
+	// bounded by countTimeout. Nil means http.DefaultClient.
+	ProviderClient *http.Client
 	// Tokens counts the tokens of keys with token limits (tokens.go); nil
 	// applies none.
 	Tokens ratelimit.TokenLimiter
@@ -242,6 +247,9 @@ func New(opt Options) *Server {
 	}
 	if opt.Observer == nil {
 		opt.Observer = noObserver{}
+	}
+	if opt.ProviderClient == nil {
+		opt.ProviderClient = http.DefaultClient
 	}
 	return &Server{opt: opt, decisions: decision.NewKey(opt.StepKey)}
 }

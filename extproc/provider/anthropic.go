@@ -579,9 +579,28 @@ func (c *anthropicCodec) end(s *streamState, out []byte) []byte {
 // request the body stands for, for the estimate of a cut answer); the
 // bytes it translates are not the client's, who gets Anthropic's own.
 func AnthropicRelay(req *Request, t Target, body []byte, version, beta string) (Upstream, Response, error) {
-	authority, path, err := upstreamURL(t.Provider)
+	up, err := anthropicPass(t, "/v1/messages", body, version, beta)
 	if err != nil {
 		return Upstream{}, nil, err
+	}
+	c := &anthropicCodec{tools: map[int]int{}, jsonBlock: -1}
+	return up, newTranslated(req, c, defaultEnv.newID(), t.Model.ID, defaultEnv), nil
+}
+
+// AnthropicCountTokens is a count_tokens request (POST
+// /v1/messages/count_tokens) to an Anthropic deployment: body is the
+// client's, with the deployment's model; version and beta as for
+// AnthropicRelay.
+func AnthropicCountTokens(t Target, body []byte, version, beta string) (Upstream, error) {
+	return anthropicPass(t, "/v1/messages/count_tokens", body, version, beta)
+}
+
+// anthropicPass is a request of a Messages client to an Anthropic
+// deployment's endpoint.
+func anthropicPass(t Target, endpoint string, body []byte, version, beta string) (Upstream, error) {
+	authority, path, err := upstreamURL(t.Provider)
+	if err != nil {
+		return Upstream{}, err
 	}
 	if version == "" {
 		version = t.Provider.APIVersion
@@ -590,7 +609,7 @@ func AnthropicRelay(req *Request, t Target, body []byte, version, beta string) (
 		version = defaultAnthropicVersion
 	}
 	up := Upstream{
-		Path: path + "/v1/messages", Authority: authority, Body: body,
+		Path: path + endpoint, Authority: authority, Body: body,
 		Headers: []Header{{"content-type", "application/json"}, {"anthropic-version", version}},
 	}
 	if beta != "" {
@@ -599,6 +618,5 @@ func AnthropicRelay(req *Request, t Target, body []byte, version, beta string) (
 	if k := t.Provider.APIKey.Reveal(); k != "" {
 		up.Headers = append(up.Headers, Header{"x-api-key", k})
 	}
-	c := &anthropicCodec{tools: map[int]int{}, jsonBlock: -1}
-	return up, newTranslated(req, c, defaultEnv.newID(), t.Model.ID, defaultEnv), nil
+	return up, nil
 }

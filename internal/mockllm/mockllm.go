@@ -231,9 +231,13 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Path == countTokensPath {
 		// Anthropic's count: the prompt's tokens as an answer's usage
-		// counts them.
+		// counts them (Options.Usage's, when set).
+		n := tokens(read(&req).text) + 3
+		if m.opt.Usage != nil {
+			n = m.opt.Usage.Prompt
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(mustJSON(map[string]any{"input_tokens": tokens(read(&req).text) + 3}))
+		_, _ = w.Write(mustJSON(map[string]any{"input_tokens": n}))
 		return
 	}
 	var fault Fault
