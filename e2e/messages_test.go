@@ -52,7 +52,7 @@ func TestTheMessagesAPIOnEveryProviderIsAnsweredAndBilled(t *testing.T) {
 			email := k.kind + "-messages@example.com"
 			secret := tg.newAccount(t, email, "10")
 			keyID := tg.onlyKeyID(t, email)
-			body := `{"model":"` + k.model + `","max_tokens":200,"system":"be brief","messages":[{"role":"user","content":"Weather in Paris?"}]}`
+			body := `{"model":"` + k.model + `","max_tokens":200,"system":"be brief","metadata":{"user_id":"user_abc"},"messages":[{"role":"user","content":"Weather in Paris?"}]}`
 
 			st, answer, _ := postMessages(t, tg, secret, "/messages", body)
 			require.Equal(t, 200, st, answer)

@@ -135,6 +135,14 @@ func (a *messagesAttempt) translate(u *upstreamStep, adapter provider.Adapter) (
 		return provider.Upstream{}, nil, fmt.Errorf("the Messages body the router step forwarded: %s", e.Message)
 	}
 	u.preq.Body = chat
+	if u.target.Provider.Type == config.TypeGemini {
+		// metadata.user_id, which Claude Code always sends, is an
+		// opaque id for the provider's abuse checks: Gemini has no
+		// place for it (and refuses chat's user), so it is left out.
+		if without, err := sjson.DeleteBytes(chat, "user"); err == nil {
+			u.preq.Body = without
+		}
+	}
 	opt := messages.Options{ID: a.meta.ID, Model: a.meta.Model, Stream: u.preq.Stream}
 	if u.target.Provider.Type == config.TypeAnthropic {
 		body, err := messages.PassThrough(client, u.target.Deployment.Model, messages.MaxTokens(client))
