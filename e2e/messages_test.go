@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
+
+	"github.com/tollgate/tollgate/internal/mockllm"
 )
 
 // postMessages sends a raw Messages API request as an Anthropic SDK does
@@ -105,4 +107,44 @@ func TestCountTokensIsFreeAndAnEmptyAccountIsRefusedMessages(t *testing.T) {
 	assert.Equal(t, mockUsage["anthropic"][0], gjson.Get(exact, "input_tokens").Int(), "the provider's count: %s", exact)
 	assert.Empty(t, tg.usageRecords(t, countedKey), "counting is not billed")
 	assert.Empty(t, tg.usageRecords(t, keyID))
+}
+
+func TestAClaudeStreamPassesThroughWithItsThinkingAndHeaders(t *testing.T) {
+	t.Parallel()
+	tg, mocks := startWithEveryProvider(t)
+	secret := tg.newAccount(t, "messages-thinking@example.com", "10")
+	keyID := tg.onlyKeyID(t, "messages-thinking@example.com")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	body := `{"model":"claude-sonnet","max_tokens":2000,"stream":true,"thinking":{"type":"enabled","budget_tokens":1024},` +
+		`"system":[{"type":"text","text":"be brief","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"Weather in Paris?"}]}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.BaseURL+"/messages", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("anthropic-version", "2023-06-01")
+	req.Header.Set("anthropic-beta", "interleaved-thinking-2025-05-14")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	stream := string(b)
+	require.Equal(t, 200, resp.StatusCode, stream)
+	for _, want := range []string{`"thinking_delta"`, `"signature_delta"`, `"model":"claude-sonnet"`, "event: message_stop"} {
+		assert.Contains(t, stream, want)
+	}
+	var got *mockllm.Request
+	for _, r := range mocks["anthropic"].received() {
+		if r.Path == "/v1/messages" {
+			got = &r
+		}
+	}
+	require.NotNil(t, got, "the request reached Anthropic")
+	assert.Equal(t, "interleaved-thinking-2025-05-14", got.Header.Get("anthropic-beta"))
+	assert.Equal(t, "claude-sonnet-4-5", got.Body["model"])
+	assert.NotNil(t, got.Body["thinking"], "the client's request, as it wrote it")
+	assert.Empty(t, got.Header.Get("authorization"), "never the client's key")
+	recs := tg.waitRecords(t, keyID, 1)
+	assert.Equal(t, mockUsage["anthropic"][0], recs[0].PromptTokens)
+	assert.False(t, recs[0].Estimated)
 }
