@@ -88,34 +88,39 @@ var coveredByAnotherRun = map[string]map[string]string{
 		// edge calls ext_authz and ext_proc; these tests' subject is what
 		// the dashboard and the management API serve on Tollgate's own
 		// listener, which is the same code on both.
-		"TestDashboardPagesFitAPhoneAndPassAxe":                     sameListener,
-		"TestDashboardManagesAKeyInABrowser":                        sameListener,
-		"TestDashboardKeyListIsOneLineAKey":                         sameListener,
-		"TestDashboardAPastExpiryOnEditAsksFirst":                   sameListener,
-		"TestDashboardSecretPageShowsCodeThatRuns":                  sameListener,
-		"TestDashboardTokensAskBeforeRevokingAndSayWhy":             sameListener,
-		"TestDashboardBillingActivityAndNavigation":                 sameListener,
-		"TestDashboardUsagePagesShowRefusalsAndFitAPhone":           sameListener,
-		"TestTheManagementAPIHoldsToItsDocumentUnderGeneratedCalls": sameListener,
-		"TestAPrivateAddressWebhookIsRefused":                       sameListener,
+		"TestDashboardPagesFitAPhoneAndPassAxe":                      sameListener,
+		"TestDashboardManagesAKeyInABrowser":                         sameListener,
+		"TestDashboardKeyListIsOneLineAKey":                          sameListener,
+		"TestDashboardAPastExpiryOnEditAsksFirst":                    sameListener,
+		"TestDashboardSecretPageShowsCodeThatRuns":                   sameListener,
+		"TestDashboardTokensAskBeforeRevokingAndSayWhy":              sameListener,
+		"TestDashboardBillingActivityAndNavigation":                  sameListener,
+		"TestDashboardUsagePagesShowRefusalsAndFitAPhone":            sameListener,
+		"TestTheManagementAPIHoldsToItsDocumentUnderGeneratedCalls":  sameListener,
+		"TestAPrivateAddressWebhookIsRefused":                        sameListener,
+		"TestAnthropicClientMatricesPassAgainstTheMessagesAPIItself": noTollgate,
+		"TestClaudeCodeAnswersTheMessagesAPIItself":                  noTollgate,
 	},
 	bindingEnvoy: {
 		// Behind Envoy the dashboard's pages pass through Envoy's route
 		// unchanged; TestDashboardManagesAKeyInABrowser (sign-in, cookies,
 		// forms, redirects) proves that route, and the layout and wording
 		// of each page are the in-process run's subject.
-		"TestDashboardPagesFitAPhoneAndPassAxe":           samePages,
-		"TestDashboardKeyListIsOneLineAKey":               samePages,
-		"TestDashboardAPastExpiryOnEditAsksFirst":         samePages,
-		"TestDashboardSecretPageShowsCodeThatRuns":        samePages,
-		"TestDashboardTokensAskBeforeRevokingAndSayWhy":   samePages,
-		"TestDashboardBillingActivityAndNavigation":       samePages,
-		"TestDashboardUsagePagesShowRefusalsAndFitAPhone": samePages,
+		"TestDashboardPagesFitAPhoneAndPassAxe":                      samePages,
+		"TestDashboardKeyListIsOneLineAKey":                          samePages,
+		"TestDashboardAPastExpiryOnEditAsksFirst":                    samePages,
+		"TestDashboardSecretPageShowsCodeThatRuns":                   samePages,
+		"TestDashboardTokensAskBeforeRevokingAndSayWhy":              samePages,
+		"TestDashboardBillingActivityAndNavigation":                  samePages,
+		"TestDashboardUsagePagesShowRefusalsAndFitAPhone":            samePages,
+		"TestAnthropicClientMatricesPassAgainstTheMessagesAPIItself": noTollgate,
+		"TestClaudeCodeAnswersTheMessagesAPIItself":                  noTollgate,
 	},
 }
 
 const (
 	sameListener = "the dashboard and the management API are the same under the gRPC binding: the in-process run covers it"
+	noTollgate   = "the test runs clients straight against a provider mock, without Tollgate: the in-process run covers it"
 	samePages    = "a page's layout and words do not change behind Envoy: the in-process run covers it, " +
 		"and TestDashboardManagesAKeyInABrowser proves the dashboard's route through Envoy"
 )

@@ -21,10 +21,17 @@ import (
 )
 
 // needPython returns the Python of the project's .venv, where `make tools`
-// (and so `make test`) installs the pinned openai package
+// (and so `make test`) installs the pinned openai and anthropic packages
 // (e2e/py/requirements.txt); TOLLGATE_PYTHON names another. Without it the
 // test skips, except in CI, where it fails.
 func needPython(t *testing.T) string {
+	t.Helper()
+	return needPythonPackage(t, "openai")
+}
+
+// needPythonPackage is needPython for the pinned package name of
+// e2e/py/requirements.txt.
+func needPythonPackage(t *testing.T, name string) string {
 	t.Helper()
 	py := os.Getenv("TOLLGATE_PYTHON")
 	if py == "" {
@@ -34,12 +41,12 @@ func needPython(t *testing.T) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, py, "-c", "import openai; print(openai.__version__)").CombinedOutput()
+	out, err := exec.CommandContext(ctx, py, "-c", "import "+name+"; print("+name+".__version__)").CombinedOutput()
 	if err != nil {
-		testenv.Need(t, fmt.Sprintf("no Python with the openai package at %s (%v: %s); run make tools", py, err, out))
+		testenv.Need(t, fmt.Sprintf("no Python with the %s package at %s (%v: %s); run make tools", name, py, err, out))
 	}
-	want := pinnedPython(t, "openai")
-	require.Equal(t, want, strings.TrimSpace(string(out)), "the openai package in %s is the pinned one", py)
+	want := pinnedPython(t, name)
+	require.Equal(t, want, strings.TrimSpace(string(out)), "the %s package in %s is the pinned one; run make tools", name, py)
 	return py
 }
 
