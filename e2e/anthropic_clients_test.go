@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -129,12 +128,6 @@ func (g *anthropicGate) requireBilledAndClean(t *testing.T, n int) {
 	}
 }
 
-// anthropicMatrixLine is one scenario a matrix reports.
-type anthropicMatrixLine struct {
-	Client, Model, Scenario, Detail string
-	OK                              bool
-}
-
 // runAnthropicMatrix runs one language's Messages API matrix (dir/script,
 // by interpreter) with env on top of the models and the answer's text:
 // one subtest per scenario it reports, and every scenario reported.
@@ -161,21 +154,7 @@ func runAnthropicMatrix(t *testing.T, dir, interpreter, script string, env []str
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	require.NoError(t, err, "%s %s: %s", interpreter, script, stderr.String())
-	n := 0
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		var r anthropicMatrixLine
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), "%s", sc.Text())
-		n++
-		t.Run(r.Client+"/"+r.Model+"/"+r.Scenario, func(t *testing.T) {
-			if !r.OK {
-				t.Errorf("%s", r.Detail)
-			} else if r.Detail != "" {
-				t.Log(r.Detail)
-			}
-		})
-	}
+	n := runMatrixLines(t, out)
 	require.Equal(t, len(models)*anthropicScenarios+1, n, "every scenario reported: %s", stderr.String())
 }
 

@@ -99,6 +99,16 @@ func runClientMatrix(t *testing.T, dir, interpreter, script string, perModel int
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	require.NoError(t, err, "%s %s: %s", interpreter, script, stderr.String())
+	n := runMatrixLines(t, out)
+	require.Equal(t, len(models)*perModel, n, "every scenario reported: %s", stderr.String())
+	requireRecordedAnswersAreOpenAIs(t, recordPath)
+}
+
+// runMatrixLines makes a subtest of every scenario line a matrix printed
+// ({client, model, scenario, ok, detail}): failed with its detail when not
+// ok, else logging it. It returns how many there were.
+func runMatrixLines(t *testing.T, out []byte) int {
+	t.Helper()
 	n := 0
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
@@ -117,8 +127,8 @@ func runClientMatrix(t *testing.T, dir, interpreter, script string, perModel int
 			}
 		})
 	}
-	require.Equal(t, len(models)*perModel, n, "every scenario reported: %s", stderr.String())
-	requireRecordedAnswersAreOpenAIs(t, recordPath)
+	require.NoError(t, sc.Err())
+	return n
 }
 
 // requireRecordedAnswersAreOpenAIs holds every answer a client matrix
