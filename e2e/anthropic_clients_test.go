@@ -279,10 +279,17 @@ type claudeCodeResult struct {
 // printed, and its exit status as err.
 func runClaudeCode(t *testing.T, bin, baseURL, key, model string) (claudeCodeResult, error) {
 	t.Helper()
+	return runClaude(t, bin, baseURL, key, claudeCodeArgs(model)...)
+}
+
+// runClaude is runClaudeCode with the arguments args, which must ask for
+// the JSON output.
+func runClaude(t *testing.T, bin, baseURL, key string, args ...string) (claudeCodeResult, error) {
+	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, claudeCodeArgs(model)...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
 	cmd.Env = []string{"HOME=" + dir, "PATH=/usr/bin:/bin", "LANG=C.UTF-8",
 		"ANTHROPIC_BASE_URL=" + baseURL, "ANTHROPIC_API_KEY=" + key,
