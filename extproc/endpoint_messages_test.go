@@ -161,6 +161,7 @@ func TestTheMessagesPathAnswersErrorsInAnthropicsShape(t *testing.T) {
 			assert.Equal(t, tt.status, st, msg)
 			assert.Equal(t, tt.typ, typ, msg)
 			assert.Contains(t, msg, tt.code)
+			assert.NotContains(t, msg, "max_completion_tokens", "parameters named as a Messages client knows them")
 			assert.Empty(t, g.usage.all())
 		})
 	}

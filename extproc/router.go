@@ -174,7 +174,11 @@ func (r *routerStep) admit(ctx context.Context, body []byte) (validChat, *oaierr
 	cr, e := validate(body, r.cfg)
 	if e != nil {
 		if r.ep.param != nil {
-			e.Param = r.ep.param(e.Param)
+			renamed := r.ep.param(e.Param)
+			if rest, ok := strings.CutPrefix(e.Message, e.Param+" "); ok && e.Param != "" {
+				e.Message = renamed + " " + rest // "max_tokens is too large…" to a Messages client
+			}
+			e.Param = renamed
 		}
 		return cr, e
 	}
