@@ -65,10 +65,27 @@ func TestTheREADMECompatibilityTableNamesThePinnedVersions(t *testing.T) {
 	if pyOpenAI == nil {
 		t.Fatal("e2e/py/requirements.txt does not pin openai")
 	}
+	pyAnthropic := regexp.MustCompile(`(?m)^anthropic==(\S+)$`).FindSubmatch(pyreq)
+	if pyAnthropic == nil {
+		t.Fatal("e2e/py/requirements.txt does not pin anthropic")
+	}
+	claudeLock, err := os.ReadFile("e2e/claudecode/package-lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claude struct {
+		Packages map[string]struct{ Version string } `json:"packages"`
+	}
+	if err := json.Unmarshal(claudeLock, &claude); err != nil {
+		t.Fatal(err)
+	}
 	rows := map[string]string{ // a row's first cell → the version it must name
-		"Python `openai`": string(pyOpenAI[1]),
-		"openai-go (`github.com/openai/openai-go/v3`)":    goVersion("github.com/openai/openai-go/v3"),
-		"go-openai (`github.com/sashabaranov/go-openai`)": goVersion("github.com/sashabaranov/go-openai"),
+		"Python `openai`":         string(pyOpenAI[1]),
+		"Python `anthropic`":      string(pyAnthropic[1]),
+		"npm `@anthropic-ai/sdk`": pkgs.Packages["node_modules/@anthropic-ai/sdk"].Version,
+		"Claude Code (npm `@anthropic-ai/claude-code`, `claude -p`)": claude.Packages["node_modules/@anthropic-ai/claude-code"].Version,
+		"openai-go (`github.com/openai/openai-go/v3`)":               goVersion("github.com/openai/openai-go/v3"),
+		"go-openai (`github.com/sashabaranov/go-openai`)":            goVersion("github.com/sashabaranov/go-openai"),
 		"npm `openai`": pkgs.Packages["node_modules/openai"].Version,
 		"the AI SDK (`ai` with `@ai-sdk/openai`: its default models, `openai(…)`, and its chat models, `openai.chat(…)`)": "`ai` " + pkgs.Packages["node_modules/ai"].Version +
 			", `@ai-sdk/openai` " + pkgs.Packages["node_modules/@ai-sdk/openai"].Version,
