@@ -3,6 +3,9 @@
 // key's per-minute rate (429) and with money in the account (402), and hands
 // the key's identity to ext_proc in headers a client cannot forge: the
 // router step trusts only the decision signed here (package decision).
+// The key comes as OpenAI's clients send it (Authorization: Bearer) or as
+// Anthropic's do (x-api-key); a refusal is in the shape the request's path
+// reads (oaierror.ShapeOf).
 package authz
 
 import (
@@ -134,36 +137,37 @@ func New(opt Options) *Server {
 // Check decides one request, in the order docs/api.md fixes: key (401),
 // address (403), rate (429), balance (402).
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
-	if s.opt.Admission != nil && !s.opt.Admission.Admit() {
-		return deny(oaierror.Overloaded, contract.SetHeaders("retry-after", strconv.Itoa(admission.RetryAfterSeconds))), nil
-	}
 	httpReq := req.GetAttributes().GetRequest().GetHttp()
+	shape := oaierror.ShapeOf(httpReq.GetPath())
+	if s.opt.Admission != nil && !s.opt.Admission.Admit() {
+		return deny(oaierror.Overloaded, shape, contract.SetHeaders("retry-after", strconv.Itoa(admission.RetryAfterSeconds))), nil
+	}
 	headers := httpReq.GetHeaders()
 	now := s.opt.Now()
 	cfg := s.opt.Config()
 
-	secret, ok := bearer(headers["authorization"])
-	if !ok {
-		return deny(oaierror.MissingAPIKey, nil), nil
+	secret, e := secretOf(headers, shape)
+	if e != nil {
+		return deny(*e, shape, nil), nil
 	}
 	if apikey.Check(cfg.KeyPrefix, secret) != nil {
-		return deny(oaierror.InvalidAPIKey, nil), nil
+		return deny(oaierror.InvalidAPIKey, shape, nil), nil
 	}
 	key, err := s.opt.Keys.KeyByHash(ctx, apikey.HashOf(secret))
 	if errors.Is(err, store.ErrNotFound) {
-		return deny(oaierror.InvalidAPIKey, nil), nil
+		return deny(oaierror.InvalidAPIKey, shape, nil), nil
 	}
 	if err != nil {
 		s.opt.Logger.ErrorContext(ctx, "authz: key lookup failed", "err", err)
-		return deny(oaierror.Internal, nil), nil
+		return deny(oaierror.Internal, shape, nil), nil
 	}
 	if e, refused := s.keyRefusal(req, key, now); refused {
-		return s.refuse(key, now, e, nil), nil
+		return s.refuse(key, now, e, shape, nil), nil
 	}
 	acct, err := s.opt.Keys.Account(ctx, key.AccountID)
 	if err != nil {
 		s.opt.Logger.ErrorContext(ctx, "authz: account lookup failed", "key_id", key.ID, "err", err)
-		return s.refuse(key, now, oaierror.Internal, nil), nil
+		return s.refuse(key, now, oaierror.Internal, shape, nil), nil
 	}
 
 	var rlHeaders []*corev3.HeaderValueOption
@@ -171,7 +175,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		res, err := s.opt.Limiter.Allow(ctx, key.ID, limit, now)
 		if err != nil {
 			s.opt.Logger.ErrorContext(ctx, "authz: rate limiter failed", "key_id", key.ID, "err", err)
-			return s.refuse(key, now, oaierror.Internal, nil), nil
+			return s.refuse(key, now, oaierror.Internal, shape, nil), nil
 		}
 		rlHeaders = rateLimitHeaders(res)
 		if !res.Allowed {
@@ -182,20 +186,20 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 			millis := int64(max((res.Reset+time.Millisecond-1)/time.Millisecond, 1))
 			rlHeaders = append(rlHeaders, contract.SetHeaders("retry-after", strconv.Itoa(retry),
 				"retry-after-ms", strconv.FormatInt(millis, 10))...)
-			return s.refuse(key, now, oaierror.RateLimited, rlHeaders), nil
+			return s.refuse(key, now, oaierror.RateLimited, shape, rlHeaders), nil
 		}
 	}
 	// A coarse check on what the replica knows; the router step holds the
 	// request's most possible cost against the database, which is exact.
 	// A request that is never charged (listing models, reading or deleting
-	// a stored response) needs no money.
+	// a stored response, counting a message's tokens) needs no money.
 	if charged(httpReq.GetMethod(), httpReq.GetPath()) {
 		available := acct.Balance - acct.Reserved
 		if available <= 0 && s.opt.Spare != nil {
 			available += s.opt.Spare(acct.ID)
 		}
 		if available <= 0 {
-			return s.refuse(key, now, oaierror.InsufficientBalance, rlHeaders), nil
+			return s.refuse(key, now, oaierror.InsufficientBalance, shape, rlHeaders), nil
 		}
 	}
 	if s.opt.Toucher != nil {
@@ -222,24 +226,26 @@ func (s *Server) keyRefusal(req *authv3.CheckRequest, key store.Key, now time.Ti
 }
 
 // refuse denies a known key's request and counts the refusal for the key.
-func (s *Server) refuse(key store.Key, now time.Time, e oaierror.Error, extra []*corev3.HeaderValueOption) *authv3.CheckResponse {
+func (s *Server) refuse(key store.Key, now time.Time, e oaierror.Error, shape oaierror.Shape, extra []*corev3.HeaderValueOption) *authv3.CheckResponse {
 	if s.opt.Refusals != nil {
 		s.opt.Refusals.Count(refusal.Refusal{KeyID: key.ID, AccountID: key.AccountID, Status: e.Status, Code: e.Code,
 			Message: e.Message, At: now})
 	}
-	return deny(e, extra)
+	return deny(e, shape, extra)
 }
 
 // charged reports whether a request may cost money: every request but
 // the free routes (GET /v1/models and /v1/models/{id}, GET and DELETE
-// /v1/responses/{id}), which the router step answers itself and records
-// nothing for. An unknown route is charged: it gets its 404 only with
-// money in the account, so no route is free by mistake.
+// /v1/responses/{id}, POST /v1/messages/count_tokens), which cost no
+// provider's tokens. An unknown route is charged: it gets its 404 only
+// with money in the account, so no route is free by mistake.
 func charged(method, path string) bool {
 	if i := strings.IndexByte(path, '?'); i >= 0 {
 		path = path[:i]
 	}
 	switch method {
+	case "POST":
+		return path != contract.PathCountTokens
 	case "GET":
 		if path == contract.PathModels || strings.HasPrefix(path, contract.PathModels+"/") {
 			return false
@@ -262,6 +268,26 @@ func (s *Server) limitFor(cfg *config.Config, key store.Key, acct store.Account)
 		return p.DefaultRPM
 	}
 	return 0
+}
+
+// secretOf is the key the request carries: in Authorization as a bearer
+// token (OpenAI's clients) or in x-api-key (Anthropic's). Both may come
+// only with the same key; two different keys are refused rather than one
+// picked, so that a client never pays with a key it did not mean.
+func secretOf(headers map[string]string, shape oaierror.Shape) (string, *oaierror.Error) {
+	fromBearer, hasBearer := bearer(headers["authorization"])
+	fromHeader := strings.TrimSpace(headers["x-api-key"])
+	switch {
+	case hasBearer && fromHeader != "" && fromHeader != fromBearer:
+		return "", &oaierror.ConflictingAPIKeys
+	case hasBearer:
+		return fromBearer, nil
+	case fromHeader != "":
+		return fromHeader, nil
+	case shape == oaierror.ShapeAnthropic:
+		return "", &oaierror.MissingMessagesAPIKey
+	}
+	return "", &oaierror.MissingAPIKey
 }
 
 func bearer(h string) (string, bool) {
@@ -353,14 +379,15 @@ func (s *Server) allow(key store.Key, requestID string, now time.Time, responseH
 	}
 }
 
-func deny(e oaierror.Error, extra []*corev3.HeaderValueOption) *authv3.CheckResponse {
+// deny refuses the request with e, in the shape its path's clients read.
+func deny(e oaierror.Error, shape oaierror.Shape, extra []*corev3.HeaderValueOption) *authv3.CheckResponse {
 	headers := append(contract.SetHeaders("content-type", "application/json"), extra...)
 	return &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(codes.PermissionDenied)},
 		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
 			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(e.Status)},
 			Headers: headers,
-			Body:    string(e.Body()),
+			Body:    string(e.BodyFor(shape)),
 		}},
 	}
 }

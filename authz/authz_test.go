@@ -244,6 +244,11 @@ func TestFreeRoutesNeedNoBalance(t *testing.T) {
 		{"POST", "/v1/models", false},
 		{"POST", "/v1/responses/resp_1", false},
 		{"GET", "/v1/elsewhere", false},
+		{"POST", "/v1/messages/count_tokens", true},
+		{"POST", "/v1/messages/count_tokens?beta=true", true},
+		{"POST", "/v1/messages", false},
+		{"POST", "/v1/messages?beta=true", false},
+		{"GET", "/v1/messages/count_tokens", false},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			req := check(map[string]string{"authorization": "Bearer " + secret}, "127.0.0.1")
