@@ -214,7 +214,10 @@ func (e *Edge) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	defer func() { endRequest(span, w.status) }()
 	ctx, cancel := context.WithCancel(sctx)
 	defer cancel()
-	defer guard.Recover(WherePanic, e.opt.Logger, func(*guard.Panic) string { answerPanic(w, id); return id })
+	// The edge's own errors are in the shape the path's clients read
+	// (Anthropic's on the Messages API), as ext_authz's and ext_proc's.
+	shape := oaierror.ShapeOf(r.URL.Path)
+	defer guard.Recover(WherePanic, e.opt.Logger, func(*guard.Panic) string { answerPanic(w, id, shape); return id })
 
 	reqHeaders := make(headers, len(r.Header)+8) // the pseudo-headers and the internal ones to come
 	fromHTTP(r.Header, reqHeaders)
@@ -224,7 +227,7 @@ func (e *Edge) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	reqHeaders[":scheme"] = "http"
 	reqHeaders[contract.HeaderRequestID] = id
 	w.Header().Set(contract.HeaderRequestID, id)
-	ctx = withRequestID(ctx, id)
+	ctx = withRequest(ctx, id, shape)
 
 	// 1. ext_authz.
 	actx, aspan := e.startSpan(ctx, "ext_authz Check")
@@ -232,7 +235,7 @@ func (e *Edge) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	aspan.End()
 	if err != nil {
 		e.opt.Logger.ErrorContext(ctx, "edge: ext_authz failed; failing closed", "err", err, "request_id", id)
-		writeError(w, oaierror.Internal.ForRequest(id), nil)
+		writeError(w, oaierror.Internal.ForRequest(id), shape, nil)
 		return
 	}
 	if denied := check.GetDeniedResponse(); denied != nil || check.GetOkResponse() == nil {
@@ -301,11 +304,10 @@ func (e *Edge) afterAuthz(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	body, err := readLimited(r.Body, e.opt.MaxBodyBytes())
 	if errors.Is(err, errTooLarge) {
-		return errorResponse(oaierror.BodyTooLarge)
+		return errorResponse(oaierror.BodyTooLarge, shapeOf(ctx))
 	}
 	if err != nil {
-		return &response{status: http.StatusBadRequest, headers: headers{"content-type": "application/json"},
-			body: oaierror.Invalid("invalid_request", "", "The request body could not be read.").Body()}
+		return errorResponse(oaierror.Invalid("invalid_request", "", "The request body could not be read."), shapeOf(ctx))
 	}
 	pr, err = exchange(router, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
 		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true},
@@ -370,13 +372,26 @@ func validRequestID(id string) bool {
 	return true
 }
 
-type requestIDKey struct{}
+// requestKey keys what the edge's replies need to know of the request in
+// its context: its id, and the error shape its path's clients read.
+type requestKey struct{}
 
-func withRequestID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, requestIDKey{}, id)
+type requestFacts struct {
+	id    string
+	shape oaierror.Shape
+}
+
+func withRequest(ctx context.Context, id string, shape oaierror.Shape) context.Context {
+	return context.WithValue(ctx, requestKey{}, requestFacts{id: id, shape: shape})
 }
 
 func requestIDOf(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
+	f, _ := ctx.Value(requestKey{}).(requestFacts)
+	return f.id
+}
+
+// shapeOf is the error shape of the request's path (OpenAI's if unknown).
+func shapeOf(ctx context.Context) oaierror.Shape {
+	f, _ := ctx.Value(requestKey{}).(requestFacts)
+	return f.shape
 }

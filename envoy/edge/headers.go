@@ -142,17 +142,18 @@ func localReply(status int, text string) *response {
 	return &response{status: status, headers: headers{"content-type": "text/plain"}, body: []byte(text)}
 }
 
-func errorResponse(e oaierror.Error) *response {
-	return &response{status: e.Status, headers: headers{"content-type": "application/json"}, body: e.Body()}
+// errorResponse is the edge's own error reply, in the given shape.
+func errorResponse(e oaierror.Error, shape oaierror.Shape) *response {
+	return &response{status: e.Status, headers: headers{"content-type": "application/json"}, body: e.BodyFor(shape)}
 }
 
 func (e *Edge) internal(ctx context.Context, what string, err error) *response {
 	e.opt.Logger.ErrorContext(ctx, "edge: "+what, "err", err, "request_id", requestIDOf(ctx))
-	return errorResponse(oaierror.Internal.ForRequest(requestIDOf(ctx)))
+	return errorResponse(oaierror.Internal.ForRequest(requestIDOf(ctx)), shapeOf(ctx))
 }
 
-func writeError(w http.ResponseWriter, e oaierror.Error, extra headers) {
-	r := errorResponse(e)
+func writeError(w http.ResponseWriter, e oaierror.Error, shape oaierror.Shape, extra headers) {
+	r := errorResponse(e, shape)
 	for k, v := range extra {
 		r.headers[k] = v
 	}

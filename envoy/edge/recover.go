@@ -3,7 +3,6 @@ package edge
 import (
 	"strings"
 
-	"github.com/tollgate/tollgate/internal/guard"
 	"github.com/tollgate/tollgate/oaierror"
 )
 
@@ -16,15 +15,21 @@ const WherePanic = "edge"
 // context, and their steps record the request and release its hold). Before
 // the answer began, the client gets 500 internal_error; in a stream, one
 // error event and no [DONE]; a whole answer already begun cannot be
-// mended, and net/http closes its connection short.
-func answerPanic(w *statusWriter, requestID string) {
+// mended, and net/http closes its connection short. Both are in the shape
+// of the request's path: on the Messages API, Anthropic's body and its
+// "error" event.
+func answerPanic(w *statusWriter, requestID string, shape oaierror.Shape) {
 	e := oaierror.Internal.ForRequest(requestID)
 	if w.status == 0 {
-		guard.WriteInternal(w, requestID)
+		writeError(w, e, shape, nil)
 		return
 	}
 	if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
-		_, _ = w.Write([]byte("data: " + string(e.Body()) + "\n\n"))
+		event := ""
+		if shape == oaierror.ShapeAnthropic {
+			event = "event: error\n"
+		}
+		_, _ = w.Write([]byte(event + "data: " + string(e.BodyFor(shape)) + "\n\n"))
 		w.Flush()
 	}
 }
