@@ -23,6 +23,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/tollgate/admission"
 	"github.com/tollgate/tollgate/apikey"
@@ -205,7 +206,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	if s.opt.Toucher != nil {
 		s.opt.Toucher.Touch(key.ID, now)
 	}
-	return s.allow(key, headers[contract.HeaderRequestID], now, rlHeaders), nil
+	return s.allow(key, headers[contract.HeaderRequestID], now, shape, rlHeaders), nil
 }
 
 // keyRefusal is the refusal a known key's request gets for the key itself
@@ -360,7 +361,7 @@ var removedByAuthz, removedUnsigned = func() ([]string, []string) {
 // allow admits the request of the given x-request-id. The identity
 // headers and the signed decision overwrite whatever the client sent; the
 // other internal headers are removed, so nothing downstream can be forged.
-func (s *Server) allow(key store.Key, requestID string, now time.Time, responseHeaders []*corev3.HeaderValueOption) *authv3.CheckResponse {
+func (s *Server) allow(key store.Key, requestID string, now time.Time, shape oaierror.Shape, responseHeaders []*corev3.HeaderValueOption) *authv3.CheckResponse {
 	set := contract.SetHeaders(contract.HeaderKeyID, key.ID, contract.HeaderAccountID, key.AccountID)
 	remove := removedUnsigned
 	if !s.decision.IsZero() {
@@ -369,7 +370,7 @@ func (s *Server) allow(key store.Key, requestID string, now time.Time, responseH
 		set = contract.SetHeaders(contract.HeaderKeyID, key.ID, contract.HeaderAccountID, key.AccountID, contract.HeaderDecision, signed)
 		remove = removedByAuthz
 	}
-	return &authv3.CheckResponse{
+	resp := &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(codes.OK)},
 		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
 			Headers:              set,
@@ -377,7 +378,18 @@ func (s *Server) allow(key store.Key, requestID string, now time.Time, responseH
 			ResponseHeadersToAdd: responseHeaders,
 		}},
 	}
+	if shape == oaierror.ShapeAnthropic {
+		resp.DynamicMetadata = anthropicShape
+	}
+	return resp
 }
+
+// anthropicShape is the dynamic metadata of an admitted request of the
+// Messages API (read-only: every such answer shares it). Envoy's
+// local-reply mappers read it (envoy/xds/listener.yaml).
+var anthropicShape = &structpb.Struct{Fields: map[string]*structpb.Value{
+	contract.AuthzMetaShape: structpb.NewStringValue(contract.ShapeAnthropic),
+}}
 
 // deny refuses the request with e, in the shape its path's clients read.
 func deny(e oaierror.Error, shape oaierror.Shape, extra []*corev3.HeaderValueOption) *authv3.CheckResponse {

@@ -221,3 +221,21 @@ func TestCountingTokensIsFreeButStillLimited(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 401, resp.GetDeniedResponse().GetStatus().GetCode(), "the key is checked")
 }
+
+// TestAnAdmittedMessagesRequestCarriesItsShapeForEnvoy: ext_authz notes the
+// Messages API's shape in its dynamic metadata, which Envoy's local-reply
+// mappers read once an attempt has rewritten :path; other paths carry none.
+func TestAnAdmittedMessagesRequestCarriesItsShapeForEnvoy(t *testing.T) {
+	client, st, _ := startAuthz(t)
+	secret, _ := newKey(t, st, money.PerDollar)
+	for path, want := range map[string]string{
+		contract.PathMessages + "?beta=true": contract.ShapeAnthropic,
+		contract.PathCountTokens:             contract.ShapeAnthropic,
+		contract.PathChatCompletions:         "",
+	} {
+		resp, err := client.Check(context.Background(), checkAt("POST", path, map[string]string{"x-api-key": secret}))
+		require.NoError(t, err)
+		require.NotNil(t, resp.GetOkResponse(), path)
+		assert.Equal(t, want, resp.GetDynamicMetadata().GetFields()[contract.AuthzMetaShape].GetStringValue(), path)
+	}
+}

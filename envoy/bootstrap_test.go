@@ -218,13 +218,16 @@ func TestBootstrapRouterStepFollowsTheContract(t *testing.T) {
 
 func TestBootstrapRoutesByTheClusterHeader(t *testing.T) {
 	p := parts(t)
-	for _, name := range []string{"chat-completions", "models", "api-other"} {
+	for _, name := range []string{"chat-completions", "models", "responses", "messages", "count-tokens", "api-other"} {
 		r := p.routes[name]
 		require.NotNil(t, r, name)
 		assert.Equal(t, contract.HeaderCluster, r.GetRoute().GetClusterHeader(), name)
 	}
 	assert.Equal(t, contract.PathChatCompletions, p.routes["chat-completions"].GetMatch().GetPath())
 	assert.Equal(t, contract.PathModels, p.routes["models"].GetMatch().GetPath())
+	assert.Equal(t, contract.PathResponses, p.routes["responses"].GetMatch().GetPath())
+	assert.Equal(t, contract.PathMessages, p.routes["messages"].GetMatch().GetPath())
+	assert.Equal(t, contract.PathCountTokens, p.routes["count-tokens"].GetMatch().GetPath())
 
 	chat := p.routes["chat-completions"].GetRoute()
 	// The configuration's default timeouts: the whole request, one attempt
@@ -266,7 +269,13 @@ func TestBootstrapRoutesByTheClusterHeader(t *testing.T) {
 	} {
 		r := p.routes[tt.cluster]
 		require.NotNil(t, r, tt.cluster)
-		assert.Equal(t, contract.PathChatCompletions, r.GetMatch().GetPath())
+		re := regexp.MustCompile("^" + r.GetMatch().GetSafeRegex().GetRegex() + "$") // Envoy matches the whole path
+		for _, path := range []string{contract.PathChatCompletions, contract.PathMessages} {
+			assert.True(t, re.MatchString(path), "%s serves %s", tt.cluster, path)
+		}
+		for _, path := range []string{contract.PathCountTokens, contract.PathModels, contract.PathResponses, "/v1/messagesx"} {
+			assert.False(t, re.MatchString(path), "%s does not serve %s", tt.cluster, path)
+		}
 		require.Len(t, r.GetMatch().GetHeaders(), 1)
 		assert.Equal(t, contract.HeaderCluster, r.GetMatch().GetHeaders()[0].GetName())
 		assert.Equal(t, tt.cluster, r.GetMatch().GetHeaders()[0].GetStringMatch().GetExact())
@@ -394,6 +403,9 @@ func TestBootstrapLocalRepliesAreOaierrorsBodies(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, m := range p.hcm.GetLocalReplyConfig().GetMappers() {
+		if isAnthropic(m) {
+			continue // TestTheMessagesAPIGetsEnvoysRepliesInAnthropicsShape
+		}
 		f := m.GetFilter()
 		key := strconv.Itoa(int(f.GetStatusCodeFilter().GetComparison().GetValue().GetDefaultValue()))
 		if flags := f.GetResponseFlagFilter().GetFlags(); slices.Contains(flags, "UH") {
@@ -422,6 +434,78 @@ func TestBootstrapLocalRepliesAreOaierrorsBodies(t *testing.T) {
 		assert.Equal(t, w.Type, e["type"].GetStringValue(), key)
 	}
 	assert.Len(t, seen, len(want), "a mapper for each of %v", want)
+}
+
+// isAnthropic: the mapper's body is in Anthropic's shape.
+func isAnthropic(m *hcmv3.ResponseMapper) bool {
+	return m.GetBodyFormatOverride().GetJsonFormat().GetFields()["type"].GetStringValue() == "error"
+}
+
+// TestTheMessagesAPIGetsEnvoysRepliesInAnthropicsShape: every reply Envoy
+// makes itself in OpenAI's shape (but a codec's refusal, whose request
+// may have no path to speak of) has a twin before all of them for the
+// Messages API: the same filter and the Messages API's, the same status and
+// headers, and the same error in Anthropic's shape, as oaierror's
+// AnthropicBody writes it. A request is the Messages API's by its path or
+// by ext_authz's note, which survives an attempt's rewriting of :path.
+func TestTheMessagesAPIGetsEnvoysRepliesInAnthropicsShape(t *testing.T) {
+	p := parts(t)
+	mappers := p.hcm.GetLocalReplyConfig().GetMappers()
+	var anthropic []*hcmv3.ResponseMapper
+	firstOpenAI := -1
+	for i, m := range mappers {
+		if isAnthropic(m) {
+			assert.Equal(t, -1, firstOpenAI, "mapper %d: the Messages API's mappers come first", i)
+			anthropic = append(anthropic, m)
+		} else if firstOpenAI < 0 {
+			firstOpenAI = i
+		}
+	}
+	paired := 0
+	for _, twin := range mappers[firstOpenAI:] {
+		if strings.Contains(twin.GetFilter().String(), "http1.") {
+			continue // a codec's refusal
+		}
+		i := slices.IndexFunc(anthropic, func(m *hcmv3.ResponseMapper) bool {
+			return proto.Equal(m.GetFilter().GetAndFilter().GetFilters()[1], twin.GetFilter())
+		})
+		require.GreaterOrEqual(t, i, 0, "a Messages API twin of %v", twin.GetFilter())
+		m := anthropic[i]
+		paired++
+		fs := m.GetFilter().GetAndFilter().GetFilters()
+		require.Len(t, fs, 2)
+		expr := fs[0].String()
+		for _, word := range []string{"request.path", "^/v1/messages([/?].*)?$", contract.AuthzMetadataNamespace, contract.AuthzMetaShape, contract.ShapeAnthropic} {
+			assert.Contains(t, expr, word, "the Messages API's filter")
+		}
+		assert.Equal(t, twin.GetStatusCode().GetValue(), m.GetStatusCode().GetValue())
+		assert.True(t, proto.Equal(&hcmv3.ResponseMapper{HeadersToAdd: twin.GetHeadersToAdd()}, &hcmv3.ResponseMapper{HeadersToAdd: m.GetHeadersToAdd()}))
+		assert.Equal(t, "application/json", m.GetBodyFormatOverride().GetContentType())
+
+		e := twin.GetBodyFormatOverride().GetJsonFormat().GetFields()["error"].GetStructValue().GetFields()
+		status := int(twin.GetStatusCode().GetValue())
+		if status == 0 {
+			status = int(twin.GetFilter().GetStatusCodeFilter().GetComparison().GetValue().GetDefaultValue())
+		}
+		want := oaierror.Error{Status: status, Code: e["code"].GetStringValue(), Type: e["type"].GetStringValue(), Message: e["message"].GetStringValue()}
+		body, err := m.GetBodyFormatOverride().GetJsonFormat().MarshalJSON()
+		require.NoError(t, err)
+		assert.JSONEq(t, string(want.AnthropicBody()), string(body), "the twin of %s", want.Code)
+	}
+	assert.Equal(t, len(anthropic), paired, "every Messages API mapper has its twin")
+	assert.Len(t, anthropic, 5, "413, ext_authz out of reach, upstream failures, overload, 500")
+}
+
+// The Messages route's buffer holds what the router step hands back, as
+// the Responses route's: contract.ConversationFactor times max_body_bytes.
+func TestTheMessagesAndResponsesRoutesBufferWhatTheRouterStepHandsBack(t *testing.T) {
+	p := parts(t)
+	for _, name := range []string{"responses", "messages"} {
+		var buf bufferv3.BufferPerRoute
+		require.NoError(t, p.routes[name].GetTypedPerFilterConfig()["envoy.filters.http.buffer"].UnmarshalTo(&buf), name)
+		assert.EqualValues(t, contract.ConversationFactor*config.DefaultMaxBodyBytes, buf.GetBuffer().GetMaxRequestBytes().GetValue(), name)
+	}
+	assert.Empty(t, p.routes["count-tokens"].GetTypedPerFilterConfig(), "max_body_bytes, the listener's")
 }
 
 // serve --envoy-listen and --xff-trusted-hops reach the listener Envoy is

@@ -68,6 +68,17 @@ const (
 // timeout), which the router step replaces with an OpenAI-shaped 503.
 const HeaderTranslated = "x-tollgate-translated"
 
+// ext_authz's dynamic metadata on a request it admits, which Envoy keeps
+// under the filter's name: the error shape of the request's path
+// (ShapeAnthropic on the Messages API), for the local-reply mappers of the
+// listener, which cannot go by :path once an attempt has rewritten it for
+// its provider.
+const (
+	AuthzMetadataNamespace = "envoy.filters.http.ext_authz"
+	AuthzMetaShape         = "shape"
+	ShapeAnthropic         = "anthropic"
+)
+
 // Dynamic metadata that ext_proc emits for the access log.
 const (
 	DynamicMetadataNamespace = "tollgate.usage"

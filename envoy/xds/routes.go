@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -212,7 +214,7 @@ func Routes(cfg *config.Config) (*routev3.RouteConfiguration, error) {
 	if at < 0 {
 		return nil, fmt.Errorf("xds: routes.yaml has no route %q", templateRoute)
 	}
-	if err := setResponsesBodyCap(vh, cfg.MaxBodyBytes); err != nil {
+	if err := setConversationBodyCap(vh, cfg.MaxBodyBytes); err != nil {
 		return nil, fmt.Errorf("xds: routes.yaml: %w", err)
 	}
 	tmpl := vh.GetRoutes()[at]
@@ -227,15 +229,21 @@ func Routes(cfg *config.Config) (*routev3.RouteConfiguration, error) {
 	return &rc, nil
 }
 
-// responsesRoute names the route of POST /v1/responses in routes.yaml.
-const responsesRoute = "responses"
+// The routes of routes.yaml whose request the router step hands back as
+// another (the chat request of a Responses request with its earlier
+// turns, or of a message), which Envoy's buffer must hold.
+const (
+	responsesRoute = "responses"
+	messagesRoute  = "messages"
+)
 
-// setResponsesBodyCap sizes the buffer of the Responses route for the
-// conversation the router step hands back.
-func setResponsesBodyCap(vh *routev3.VirtualHost, maxBody int) error {
-	for _, r := range vh.GetRoutes() {
-		if r.GetName() != responsesRoute {
-			continue
+// setConversationBodyCap sizes the buffer of the Responses and Messages
+// routes for the request the router step hands back.
+func setConversationBodyCap(vh *routev3.VirtualHost, maxBody int) error {
+	for _, name := range []string{responsesRoute, messagesRoute} {
+		i := slices.IndexFunc(vh.GetRoutes(), func(r *routev3.Route) bool { return r.GetName() == name })
+		if i < 0 {
+			return fmt.Errorf("no route %q", name)
 		}
 		a, err := pack(&bufferv3.BufferPerRoute{Override: &bufferv3.BufferPerRoute_Buffer{Buffer: &bufferv3.Buffer{
 			MaxRequestBytes: wrapperspb.UInt32(uint32(contract.ConversationFactor * maxBody)),
@@ -243,17 +251,22 @@ func setResponsesBodyCap(vh *routev3.VirtualHost, maxBody int) error {
 		if err != nil {
 			return err
 		}
-		r.TypedPerFilterConfig["envoy.filters.http.buffer"] = a
-		return nil
+		vh.GetRoutes()[i].TypedPerFilterConfig["envoy.filters.http.buffer"] = a
 	}
-	return fmt.Errorf("no route %q", responsesRoute)
+	return nil
 }
+
+// modelPaths are the paths a model's route serves (Envoy matches the path
+// without its query): a chat completion, and a message, which the router
+// step sends to the same cluster.
+var modelPaths = "(" + regexp.QuoteMeta(contract.PathChatCompletions) + "|" + regexp.QuoteMeta(contract.PathMessages) + ")"
 
 // modelRoute is the template sized for one model.
 func modelRoute(cfg *config.Config, m *config.Model, tmpl *routev3.Route) *routev3.Route {
 	name := contract.ClusterName(m.ID)
 	r := proto.Clone(tmpl).(*routev3.Route)
 	r.Name = name
+	r.Match.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: modelPaths}}
 	r.Match.Headers = append(r.Match.Headers, &routev3.HeaderMatcher{
 		Name: contract.HeaderCluster,
 		HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
