@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The doors of the Messages API (Anthropic's, POST /v1/messages): the key
+// as Anthropic's clients send it, and every refusal before ext_proc in
+// Anthropic's shape, through every binding.
+
+const messageBody = `{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`
+
+// anthropicError is Anthropic's error body.
+type anthropicError struct {
+	Type  string `json:"type"`
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// message posts a Messages API request as Claude Code does (with
+// ?beta=true), the key in x-api-key; an empty secret sends no key.
+func (tg *tollgate) message(t *testing.T, secret, body string, header ...string) (*http.Response, []byte) {
+	t.Helper()
+	h := append([]string{"anthropic-version", "2023-06-01"}, header...)
+	if secret != "" {
+		h = append(h, "x-api-key", secret)
+	}
+	return tg.do(t, http.MethodPost, "/messages?beta=true", "", body, h...)
+}
+
+// decodeAnthropicError reads an Anthropic error body and checks its frame.
+func decodeAnthropicError(t *testing.T, resp *http.Response, b []byte) anthropicError {
+	t.Helper()
+	var e anthropicError
+	require.NoError(t, json.Unmarshal(b, &e), string(b))
+	assert.Equal(t, "error", e.Type, string(b))
+	assert.NotEmpty(t, e.Error.Message, string(b))
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	return e
+}
+
+func TestMessagesRefusalsOfTheKeyAreAnthropicAuthenticationErrors(t *testing.T) {
+	t.Parallel()
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "")
+	secret := tg.newAccount(t, "me@example.com", "10")
+
+	resp, b := tg.message(t, "", messageBody)
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	e := decodeAnthropicError(t, resp, b)
+	assert.Equal(t, "authentication_error", e.Error.Type)
+	assert.Contains(t, e.Error.Message, "missing_api_key")
+	assert.Contains(t, e.Error.Message, "x-api-key", "the header Anthropic's clients send it in")
+
+	resp, b = tg.message(t, "tg_sk_"+strings.Repeat("0", 43), messageBody)
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	e = decodeAnthropicError(t, resp, b)
+	assert.Equal(t, "authentication_error", e.Error.Type)
+	assert.Contains(t, e.Error.Message, "invalid_api_key")
+
+	other := tg.newKey(t, "me@example.com")
+	resp, b = tg.message(t, secret, messageBody, "Authorization", "Bearer "+other)
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "two different keys")
+	e = decodeAnthropicError(t, resp, b)
+	assert.Contains(t, e.Error.Message, "conflicting_api_keys")
+	assert.NotContains(t, string(b), secret)
+	assert.NotContains(t, string(b), other)
+	assert.Empty(t, p.received(), "nothing reached the provider")
+}
+
+func TestMessagesFromAnAddressOutsideTheKeysListIsAPermissionError(t *testing.T) {
+	t.Parallel()
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "")
+	tg.newAccount(t, "me@example.com", "10")
+	secret := tg.newKey(t, "me@example.com", "--ip", "10.1.2.3")
+	resp, b := tg.message(t, secret, messageBody)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+	e := decodeAnthropicError(t, resp, b)
+	assert.Equal(t, "permission_error", e.Error.Type)
+	assert.Contains(t, e.Error.Message, "ip_not_allowed")
+}
+
+func TestMessagesPastTheKeysRateAreRateLimitErrorsWithRetryAfter(t *testing.T) {
+	t.Parallel()
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "")
+	tg.newAccount(t, "me@example.com", "10")
+	secret := tg.newKey(t, "me@example.com", "--rpm", "1")
+	windowsOf(t).freshWindow()
+	// The minute's one request: counting tokens is rate limited as any.
+	resp, b := tg.do(t, http.MethodPost, "/messages/count_tokens", "", messageBody, "x-api-key", secret)
+	require.NotEqual(t, http.StatusTooManyRequests, resp.StatusCode, "%s", b)
+	resp, b = tg.message(t, secret, messageBody)
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	e := decodeAnthropicError(t, resp, b)
+	assert.Equal(t, "rate_limit_error", e.Error.Type)
+	assert.Contains(t, e.Error.Message, "rate_limit_exceeded")
+	retry, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After, which Anthropic's SDKs read")
+	assert.True(t, retry >= 1 && retry <= 60, "Retry-After %d", retry)
+}
+
+func TestMessagesFromAnEmptyAccountAreBillingErrors(t *testing.T) {
+	t.Parallel()
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, configFor(p.URL), "")
+	broke := tg.newAccount(t, "broke@example.com", "0")
+	resp, b := tg.message(t, broke, messageBody)
+	assert.Equal(t, http.StatusPaymentRequired, resp.StatusCode)
+	e := decodeAnthropicError(t, resp, b)
+	assert.Equal(t, "billing_error", e.Error.Type)
+	assert.Contains(t, e.Error.Message, "insufficient_balance")
+
+	// Counting tokens costs nothing: an empty account passes ext_authz
+	// (whatever the router step then answers, it is no 402).
+	resp, b = tg.do(t, http.MethodPost, "/messages/count_tokens?beta=true", "", messageBody, "x-api-key", broke)
+	assert.NotEqual(t, http.StatusPaymentRequired, resp.StatusCode, "%s", b)
+	assert.Empty(t, p.received())
+}
+
+// A key sent in x-api-key serves any endpoint as in Authorization, and
+// reaches no provider: not an OpenAI one, and not Anthropic, whose own
+// credential header it is (the provider's key goes there instead).
+func TestMessagesKeyInXAPIKeyNeverReachesAProvider(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"openai", "anthropic"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			p := newMockProvider(t, kind)
+			tg := startTollgate(t, failoverConfig(map[string][]upstream{"m": {p.upstream()}}), "")
+			secret := tg.newAccount(t, "me@example.com", "10")
+			resp, b := tg.do(t, http.MethodPost, "/chat/completions", "", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+				"x-api-key", secret)
+			require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+			got := p.received()
+			require.Len(t, got, 1)
+			for name, values := range got[0].Header {
+				for _, v := range values {
+					assert.NotContains(t, v, secret, "%s: the client's key reached the provider", name)
+				}
+			}
+			assert.Empty(t, p.issues())
+			if kind == "anthropic" {
+				assert.Equal(t, mockCredentials[kind][1], got[0].Header.Get("X-Api-Key"), "the provider's own key")
+			} else {
+				assert.Empty(t, got[0].Header.Values("X-Api-Key"))
+			}
+		})
+	}
+}
