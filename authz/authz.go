@@ -147,9 +147,13 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	now := s.opt.Now()
 	cfg := s.opt.Config()
 
-	secret, e := secretOf(headers, shape)
-	if e != nil {
-		return deny(*e, shape, nil), nil
+	secret, ok := secretOf(headers, cfg.KeyPrefix)
+	if !ok {
+		missing := oaierror.MissingAPIKey
+		if shape == oaierror.ShapeAnthropic {
+			missing = oaierror.MissingMessagesAPIKey
+		}
+		return deny(missing, shape, nil), nil
 	}
 	if apikey.Check(cfg.KeyPrefix, secret) != nil {
 		return deny(oaierror.InvalidAPIKey, shape, nil), nil
@@ -272,23 +276,23 @@ func (s *Server) limitFor(cfg *config.Config, key store.Key, acct store.Account)
 }
 
 // secretOf is the key the request carries: in Authorization as a bearer
-// token (OpenAI's clients) or in x-api-key (Anthropic's). Both may come
-// only with the same key; two different keys are refused rather than one
-// picked, so that a client never pays with a key it did not mean.
-func secretOf(headers map[string]string, shape oaierror.Shape) (string, *oaierror.Error) {
+// token (OpenAI's clients, and Claude Code's ANTHROPIC_AUTH_TOKEN) or in
+// x-api-key (Anthropic's SDKs, ANTHROPIC_API_KEY). A client may send both,
+// one of them another service's credential (a real Anthropic key left in
+// the environment): the first of the two in Tollgate's key format is the
+// key, Authorization first; with neither in it, the first present (which
+// the caller refuses as invalid). Whatever is not taken is refused with it
+// or stripped before any provider.
+func secretOf(headers map[string]string, prefix string) (string, bool) {
 	fromBearer, hasBearer := bearer(headers["authorization"])
 	fromHeader := strings.TrimSpace(headers["x-api-key"])
 	switch {
-	case hasBearer && fromHeader != "" && fromHeader != fromBearer:
-		return "", &oaierror.ConflictingAPIKeys
-	case hasBearer:
-		return fromBearer, nil
+	case hasBearer && (fromHeader == "" || apikey.Check(prefix, fromBearer) == nil || apikey.Check(prefix, fromHeader) != nil):
+		return fromBearer, true
 	case fromHeader != "":
-		return fromHeader, nil
-	case shape == oaierror.ShapeAnthropic:
-		return "", &oaierror.MissingMessagesAPIKey
+		return fromHeader, true
 	}
-	return "", &oaierror.MissingAPIKey
+	return "", false
 }
 
 func bearer(h string) (string, bool) {

@@ -30,14 +30,16 @@ func checkAt(method, path string, headers map[string]string) *authv3.CheckReques
 }
 
 // TestTheKeyMayComeInXAPIKeyAsAnthropicsClientsSendIt: a key is taken
-// from x-api-key as from Authorization: Bearer, under the same rules; both
-// headers may come only with the same key, and two different keys are
-// refused (neither is picked), whichever of them is valid.
+// from x-api-key as from Authorization: Bearer, under the same rules. With
+// both, the first in Tollgate's key format is taken, Authorization first
+// (the other may be another service's credential, as when Claude Code has
+// a real Anthropic key in its environment besides the Tollgate one).
 func TestTheKeyMayComeInXAPIKeyAsAnthropicsClientsSendIt(t *testing.T) {
 	client, st, _ := startAuthz(t)
 	secret, key := newKey(t, st, money.PerDollar)
 	other, _ := newKey(t, st, money.PerDollar)
-	unknown := "tg_sk_" + apikey.Hint(secret)
+	unknown, err := apikey.Generate("tg", rand.Reader) // well-formed, of no key
+	require.NoError(t, err)
 	for _, tc := range []struct {
 		name    string
 		headers map[string]string
@@ -47,8 +49,11 @@ func TestTheKeyMayComeInXAPIKeyAsAnthropicsClientsSendIt(t *testing.T) {
 		{"x-api-key alone", map[string]string{"x-api-key": secret}, 0, ""},
 		{"both, the same key", map[string]string{"x-api-key": secret, "authorization": "Bearer " + secret}, 0, ""},
 		{"x-api-key beside an Authorization that is no bearer token", map[string]string{"x-api-key": secret, "authorization": "Basic abc"}, 0, ""},
-		{"both, two keys", map[string]string{"x-api-key": other, "authorization": "Bearer " + secret}, 401, "conflicting_api_keys"},
-		{"both, an unknown one beside a valid one", map[string]string{"x-api-key": unknown, "authorization": "Bearer " + secret}, 401, "conflicting_api_keys"},
+		{"both, two keys: Authorization's", map[string]string{"x-api-key": other, "authorization": "Bearer " + secret}, 0, ""},
+		{"both, Authorization's not a Tollgate key", map[string]string{"x-api-key": secret, "authorization": "Bearer sk-ant-api03-elsewhere"}, 0, ""},
+		{"both, x-api-key's not a Tollgate key", map[string]string{"x-api-key": "sk-ant-api03-elsewhere", "authorization": "Bearer " + secret}, 0, ""},
+		{"both, an unknown one in Authorization", map[string]string{"x-api-key": secret, "authorization": "Bearer " + unknown}, 401, "invalid_api_key"},
+		{"both, neither a Tollgate key", map[string]string{"x-api-key": "sk-ant-1", "authorization": "Bearer sk-ant-2"}, 401, "invalid_api_key"},
 		{"an unknown key in x-api-key", map[string]string{"x-api-key": unknown}, 401, "invalid_api_key"},
 		{"an empty x-api-key", map[string]string{"x-api-key": " "}, 401, "missing_api_key"},
 	} {

@@ -67,13 +67,15 @@ func TestMessagesRefusalsOfTheKeyAreAnthropicAuthenticationErrors(t *testing.T) 
 	assert.Equal(t, "authentication_error", e.Error.Type)
 	assert.Contains(t, e.Error.Message, "invalid_api_key")
 
-	other := tg.newKey(t, "me@example.com")
-	resp, b = tg.message(t, secret, messageBody, "Authorization", "Bearer "+other)
-	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "two different keys")
+	// An unknown Tollgate key in Authorization is the key, beside a valid
+	// one in x-api-key: Authorization comes first.
+	unknown := "tg_sk_" + strings.Repeat("1", 43)
+	resp, b = tg.message(t, secret, messageBody, "Authorization", "Bearer "+unknown)
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	e = decodeAnthropicError(t, resp, b)
-	assert.Contains(t, e.Error.Message, "conflicting_api_keys")
+	assert.Contains(t, e.Error.Message, "invalid_api_key")
 	assert.NotContains(t, string(b), secret)
-	assert.NotContains(t, string(b), other)
+	assert.NotContains(t, string(b), unknown)
 	assert.Empty(t, p.received(), "nothing reached the provider")
 }
 
@@ -130,7 +132,9 @@ func TestMessagesFromAnEmptyAccountAreBillingErrors(t *testing.T) {
 
 // A key sent in x-api-key serves any endpoint as in Authorization, and
 // reaches no provider: not an OpenAI one, and not Anthropic, whose own
-// credential header it is (the provider's key goes there instead).
+// credential header it is (the provider's key goes there instead). Nor does
+// another service's key a client sends beside its Tollgate key (Claude Code
+// with a real Anthropic key left in its environment).
 func TestMessagesKeyInXAPIKeyNeverReachesAProvider(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"openai", "anthropic"} {
@@ -139,22 +143,31 @@ func TestMessagesKeyInXAPIKeyNeverReachesAProvider(t *testing.T) {
 			p := newMockProvider(t, kind)
 			tg := startTollgate(t, failoverConfig(map[string][]upstream{"m": {p.upstream()}}), "")
 			secret := tg.newAccount(t, "me@example.com", "10")
-			resp, b := tg.do(t, http.MethodPost, "/chat/completions", "", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
-				"x-api-key", secret)
-			require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+			const elsewhere = "sk-ant-api03-elsewhere"
+			for _, header := range [][]string{
+				{"x-api-key", secret},
+				{"x-api-key", elsewhere, "Authorization", "Bearer " + secret},
+				{"x-api-key", secret, "Authorization", "Bearer " + elsewhere},
+			} {
+				resp, b := tg.do(t, http.MethodPost, "/chat/completions", "", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, header...)
+				require.Equal(t, http.StatusOK, resp.StatusCode, "%v: %s", len(header), b)
+			}
 			got := p.received()
-			require.Len(t, got, 1)
-			for name, values := range got[0].Header {
-				for _, v := range values {
-					assert.NotContains(t, v, secret, "%s: the client's key reached the provider", name)
+			require.Len(t, got, 3)
+			for _, r := range got {
+				for name, values := range r.Header {
+					for _, v := range values {
+						assert.NotContains(t, v, secret, "%s: the client's key reached the provider", name)
+						assert.NotContains(t, v, elsewhere, "%s: the client's other key reached the provider", name)
+					}
+				}
+				if kind == "anthropic" {
+					assert.Equal(t, mockCredentials[kind][1], r.Header.Get("X-Api-Key"), "the provider's own key")
+				} else {
+					assert.Empty(t, r.Header.Values("X-Api-Key"))
 				}
 			}
 			assert.Empty(t, p.issues())
-			if kind == "anthropic" {
-				assert.Equal(t, mockCredentials[kind][1], got[0].Header.Get("X-Api-Key"), "the provider's own key")
-			} else {
-				assert.Empty(t, got[0].Header.Values("X-Api-Key"))
-			}
 		})
 	}
 }

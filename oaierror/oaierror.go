@@ -86,10 +86,6 @@ var (
 	// clients, which send the key in x-api-key.
 	MissingMessagesAPIKey = Error{http.StatusUnauthorized, "missing_api_key", TypeAuthentication,
 		"You didn't provide an API key. Send it in the x-api-key header: x-api-key: <key>.", ""}
-	// ConflictingAPIKeys refuses a request whose Authorization and
-	// x-api-key headers carry different keys: neither is taken.
-	ConflictingAPIKeys = Error{http.StatusUnauthorized, "conflicting_api_keys", TypeAuthentication,
-		"The Authorization and x-api-key headers carry different API keys. Send one key, in one of them.", ""}
 	InvalidAPIKey = Error{http.StatusUnauthorized, "invalid_api_key", TypeAuthentication,
 		"Incorrect API key provided.", ""}
 	KeyDisabled = Error{http.StatusUnauthorized, "key_disabled", TypeAuthentication,
