@@ -382,18 +382,21 @@ func (s *Server) allow(key store.Key, requestID string, now time.Time, shape oai
 			ResponseHeadersToAdd: responseHeaders,
 		}},
 	}
+	resp.DynamicMetadata = openAIShape
 	if shape == oaierror.ShapeAnthropic {
 		resp.DynamicMetadata = anthropicShape
 	}
 	return resp
 }
 
-// anthropicShape is the dynamic metadata of an admitted request of the
-// Messages API (read-only: every such answer shares it). Envoy's
-// local-reply mappers read it (envoy/xds/listener.yaml).
-var anthropicShape = &structpb.Struct{Fields: map[string]*structpb.Value{
-	contract.AuthzMetaShape: structpb.NewStringValue(contract.ShapeAnthropic),
-}}
+// openAIShape and anthropicShape are the dynamic metadata of an admitted
+// request: the error shape of its path (read-only: every answer shares
+// them). Envoy's local-reply mappers read it (envoy/xds/listener.yaml).
+var openAIShape, anthropicShape = shapeMetadata(contract.ShapeOpenAI), shapeMetadata(contract.ShapeAnthropic)
+
+func shapeMetadata(shape string) *structpb.Struct {
+	return &structpb.Struct{Fields: map[string]*structpb.Value{contract.AuthzMetaShape: structpb.NewStringValue(shape)}}
+}
 
 // deny refuses the request with e, in the shape its path's clients read.
 func deny(e oaierror.Error, shape oaierror.Shape, extra []*corev3.HeaderValueOption) *authv3.CheckResponse {

@@ -229,14 +229,14 @@ func TestCountingTokensIsFreeButStillLimited(t *testing.T) {
 
 // TestAnAdmittedMessagesRequestCarriesItsShapeForEnvoy: ext_authz notes the
 // Messages API's shape in its dynamic metadata, which Envoy's local-reply
-// mappers read once an attempt has rewritten :path; other paths carry none.
+// mappers read once an attempt has rewritten :path; other paths OpenAI's.
 func TestAnAdmittedMessagesRequestCarriesItsShapeForEnvoy(t *testing.T) {
 	client, st, _ := startAuthz(t)
 	secret, _ := newKey(t, st, money.PerDollar)
 	for path, want := range map[string]string{
 		contract.PathMessages + "?beta=true": contract.ShapeAnthropic,
 		contract.PathCountTokens:             contract.ShapeAnthropic,
-		contract.PathChatCompletions:         "",
+		contract.PathChatCompletions:         contract.ShapeOpenAI,
 	} {
 		resp, err := client.Check(context.Background(), checkAt("POST", path, map[string]string{"x-api-key": secret}))
 		require.NoError(t, err)

@@ -475,7 +475,7 @@ func TestTheMessagesAPIGetsEnvoysRepliesInAnthropicsShape(t *testing.T) {
 		fs := m.GetFilter().GetAndFilter().GetFilters()
 		require.Len(t, fs, 2)
 		expr := fs[0].String()
-		for _, word := range []string{"request.path", "^/v1/messages([/?].*)?$", contract.AuthzMetadataNamespace, contract.AuthzMetaShape, contract.ShapeAnthropic} {
+		for _, word := range []string{"request.path", "^/v1/messages([/?].*)?$", contract.AuthzMetadataNamespace, contract.AuthzMetaShape, contract.ShapeAnthropic, "?"} {
 			assert.Contains(t, expr, word, "the Messages API's filter")
 		}
 		assert.Equal(t, twin.GetStatusCode().GetValue(), m.GetStatusCode().GetValue())

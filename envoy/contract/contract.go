@@ -68,14 +68,16 @@ const (
 // timeout), which the router step replaces with an OpenAI-shaped 503.
 const HeaderTranslated = "x-tollgate-translated"
 
-// ext_authz's dynamic metadata on a request it admits, which Envoy keeps
-// under the filter's name: the error shape of the request's path
-// (ShapeAnthropic on the Messages API), for the local-reply mappers of the
-// listener, which cannot go by :path once an attempt has rewritten it for
-// its provider.
+// ext_authz's dynamic metadata on every request it admits, which Envoy
+// keeps under the filter's name: the error shape of the request's path
+// (ShapeAnthropic on the Messages API, else ShapeOpenAI), for the
+// local-reply mappers of the listener, which cannot go by :path once an
+// attempt has rewritten it for its provider (a chat completion sent to
+// Anthropic goes on as /v1/messages).
 const (
 	AuthzMetadataNamespace = "envoy.filters.http.ext_authz"
 	AuthzMetaShape         = "shape"
+	ShapeOpenAI            = "openai"
 	ShapeAnthropic         = "anthropic"
 )
 
