@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/money"
 )
 
 // The doors of the Messages API (Anthropic's, POST /v1/messages): the key
@@ -170,4 +172,46 @@ func TestMessagesKeyInXAPIKeyNeverReachesAProvider(t *testing.T) {
 			assert.Empty(t, p.issues())
 		})
 	}
+}
+
+// When every deployment of a model fails, a Messages client gets the 503
+// in Anthropic's shape (overloaded_error, which its SDKs retry), streamed
+// or not: under Envoy from its reply mapper, which goes by the shape
+// ext_authz noted, though the attempt to Anthropic rewrote :path; and the
+// failure is recorded once, at no cost.
+func TestMessagesToAModelWhoseEveryDeploymentFailsAreOverloadedErrors(t *testing.T) {
+	t.Parallel()
+	overloaded := newMockProvider(t, "anthropic")
+	overloaded.setStatus(529)
+	tg := startTollgate(t, failoverConfig(map[string][]upstream{
+		"doomed": {overloaded.upstream(), {"openai", closedURL(t)}},
+	}), "")
+	secret := tg.newAccount(t, "me@example.com", "10")
+	keyID := tg.onlyKeyID(t, "me@example.com")
+	for _, stream := range []bool{false, true} {
+		body := `{"model":"doomed","max_tokens":16,"stream":` + strconv.FormatBool(stream) + `,"messages":[{"role":"user","content":"hi"}]}`
+		resp, b := tg.message(t, secret, body)
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, string(b))
+		e := decodeAnthropicError(t, resp, b)
+		assert.Equal(t, "overloaded_error", e.Error.Type, string(b))
+	}
+	for _, r := range tg.waitRecords(t, keyID, 2) {
+		assert.Equal(t, usageRecord{Model: "doomed", Status: 503, ErrorCode: "no_available_workers"}, r)
+	}
+	assert.Equal(t, 10*money.PerDollar, tg.balance(t, "me@example.com"))
+}
+
+// A Messages body above max_body_bytes is refused 413 in Anthropic's shape
+// (request_too_large) on every binding, and reaches no provider.
+func TestAMessagesBodyOverTheLimitIsRequestTooLarge(t *testing.T) {
+	t.Parallel()
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, "max_body_bytes: 2048\n"+configFor(p.URL), "")
+	secret := tg.newAccount(t, "me@example.com", "10")
+	big := `{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"` + strings.Repeat("x", 3000) + `"}]}`
+	resp, b := tg.message(t, secret, big)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, string(b))
+	e := decodeAnthropicError(t, resp, b)
+	assert.Equal(t, "request_too_large", e.Error.Type, string(b))
+	assert.Empty(t, p.received(), "nothing reached the provider")
 }
