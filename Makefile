@@ -53,7 +53,8 @@ test: tools ## vet and run every test, then every fuzz target for FUZZTIME_TEST 
 	@# parallel within each run, every one with a Tollgate, ports and a
 	@# database of its own), vet, the Helm chart's tests, and every fuzz
 	@# target for FUZZTIME_TEST (a crash fails the build).
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test-race $(E2E_BINDINGS:%=test-e2e-%) test-vet test-helm test-fuzz
+	@# The longest first; each says how long it took.
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-e2e-envoy test-e2e-in-process test-race test-e2e-grpc test-fuzz test-vet test-helm
 
 # The bindings the end-to-end suite runs on: the built-in edge calling the
 # ext_authz and ext_proc code in process; the built-in edge calling them
@@ -65,21 +66,23 @@ E2E_BINDINGS = in-process grpc envoy
 UNIT_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/e2e$$')
 
 .PHONY: test-vet test-race test-helm test-fuzz e2e-binary $(E2E_BINDINGS:%=test-e2e-%)
+# TIMED runs a recipe's command and prints how long it took.
+TIMED = s=$$(date +%s); trap 'echo "== $@: $$(( $$(date +%s) - s )) s"' EXIT;
 test-vet:
-	$(GO) vet $(PKGS)
+	@$(TIMED) $(GO) vet $(PKGS)
 test-race:
-	$(GO) test -race -count=1 -timeout 10m $(UNIT_PKGS)
+	@$(TIMED) $(GO) test -race -count=1 -timeout 10m $(UNIT_PKGS)
 test-fuzz:
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
+	@$(TIMED) $(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
 test-helm:
 	@# A module of its own (deploy/helm/go.mod), so Helm's and the
 	@# Kubernetes API types stay out of the main module.
-	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout 5m ./...
+	@$(TIMED) cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout 5m ./...
 # The end-to-end suite's race-built binary, once for its three runs.
 e2e-binary:
-	$(GO) test -race -c -o bin/e2e.test ./e2e/
+	@$(TIMED) $(GO) test -race -c -o bin/e2e.test ./e2e/
 $(E2E_BINDINGS:%=test-e2e-%): test-e2e-%: e2e-binary
-	cd e2e && TOLLGATE_E2E_BINDING=$* ../bin/e2e.test -test.timeout 10m -test.parallel 6
+	@$(TIMED) cd e2e && TOLLGATE_E2E_BINDING=$* ../bin/e2e.test -test.timeout 10m -test.parallel 6
 	@echo "ok	e2e ($*)"
 
 test-short: ## run the tests without the race detector, quickly

@@ -100,6 +100,15 @@ var coveredByAnotherRun = map[string]map[string]string{
 		"TestAPrivateAddressWebhookIsRefused":                        sameListener,
 		"TestAnthropicClientMatricesPassAgainstTheMessagesAPIItself": noTollgate,
 		"TestClaudeCodeAnswersTheMessagesAPIItself":                  noTollgate,
+		// A client's compatibility is the bytes ext_proc writes, the same
+		// whether the edge calls it in process or over gRPC.
+		"TestPythonClientMatrix":                     sameBytes,
+		"TestJavaScriptClientMatrix":                 sameBytes,
+		"TestAnthropicPythonClientMatrix":            sameBytes,
+		"TestAnthropicJavaScriptClientMatrix":        sameBytes,
+		"TestClaudeCodeAnswersThroughTollgate":       sameBytes,
+		"TestTheREADMEsFirstRunAnswersOffline":       sameBytes,
+		"TestTheREADMEsClaudeCodeLineAnswersOffline": sameBytes,
 	},
 	bindingEnvoy: {
 		// Behind Envoy the dashboard's pages pass through Envoy's route
@@ -120,6 +129,7 @@ var coveredByAnotherRun = map[string]map[string]string{
 
 const (
 	sameListener = "the dashboard and the management API are the same under the gRPC binding: the in-process run covers it"
+	sameBytes    = "a client sees the bytes ext_proc writes, the same over gRPC as in process: the in-process and Envoy runs cover it"
 	noTollgate   = "the test runs clients straight against a provider mock, without Tollgate: the in-process run covers it"
 	samePages    = "a page's layout and words do not change behind Envoy: the in-process run covers it, " +
 		"and TestDashboardManagesAKeyInABrowser proves the dashboard's route through Envoy"
