@@ -119,7 +119,21 @@ func (g *anthropicGate) requireBilledAndClean(t *testing.T, n int) {
 		return true
 	}, "%d billed usage records of each model", n)
 	t.Logf("billed usage records: %v", billed())
-	assert.Less(t, g.balance(t, g.email), 10*money.PerDollar, "the account paid for its answers")
+	// Exactly: each record costs its tokens at the models' prices ($0.15
+	// and $0.60 per million: 150 and 600 nano-dollars a token; a cache
+	// read at the input price, as none is configured), and the balance
+	// fell by their sum.
+	var paid money.Nanos
+	eventually(t, func() bool {
+		paid = 0
+		for _, r := range g.usageRecords(t, keyID) {
+			paid += r.Cost
+		}
+		return paid > 0 && g.balance(t, g.email) == 10*money.PerDollar-paid
+	}, "the balance fell by exactly what the records cost")
+	for _, r := range g.usageRecords(t, keyID) {
+		assert.Equal(t, money.Nanos(r.PromptTokens*150+r.Completion*600), r.Cost, "%+v", r)
+	}
 	for _, email := range []string{g.forbiddenEmail, g.brokeEmail} {
 		assert.Empty(t, g.usageRecords(t, g.onlyKeyID(t, email)), "%s: a refusal writes no usage record", email)
 	}
