@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/money"
 )
@@ -253,4 +254,31 @@ func TestAProviderErrorMidStreamEndsTheSDKStreamWithAnError(t *testing.T) {
 	assert.Positive(t, r.Completion, "the text produced so far is billed")
 	assert.Equal(t, costOf(r.PromptTokens, r.Completion), r.Cost)
 	assert.Equal(t, 10*money.PerDollar-r.Cost, tg.balance(t, "me@example.com"), "the balance fell by exactly the cost")
+}
+
+// A Responses request and a Messages request fail over like a chat
+// completion: behind Envoy each goes on by its model's route (its
+// timeouts and retries), not by the route of its path, which has none.
+func TestResponsesAndMessagesFailOverToTheNextPriority(t *testing.T) {
+	t.Parallel()
+	failing := newMockProvider(t, "openai")
+	failing.setStatus(http.StatusInternalServerError)
+	healthy := newMockProvider(t, "openai")
+	tg := startTollgate(t, failoverConfig(map[string][]upstream{
+		"fallback-model": {failing.upstream(), healthy.upstream()},
+	}), "")
+	secret := tg.newAccount(t, "me@example.com", "10")
+	keyID := tg.onlyKeyID(t, "me@example.com")
+
+	resp, b := tg.do(t, http.MethodPost, "/responses", secret, `{"model":"fallback-model","input":"hi","store":false}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	assert.Equal(t, "completed", gjson.GetBytes(b, "status").String(), string(b))
+	resp, b = tg.message(t, secret, `{"model":"fallback-model","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	assert.Equal(t, "message", gjson.GetBytes(b, "type").String(), string(b))
+	for _, r := range tg.waitRecords(t, keyID, 2) {
+		assert.Equal(t, "p1", r.Provider, "the deployment that answered")
+		assert.Equal(t, 200, r.Status)
+	}
+	assert.Equal(t, 2, failing.count(), "each request tried the failing deployment first")
 }

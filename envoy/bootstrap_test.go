@@ -270,10 +270,10 @@ func TestBootstrapRoutesByTheClusterHeader(t *testing.T) {
 		r := p.routes[tt.cluster]
 		require.NotNil(t, r, tt.cluster)
 		re := regexp.MustCompile("^" + r.GetMatch().GetSafeRegex().GetRegex() + "$") // Envoy matches the whole path
-		for _, path := range []string{contract.PathChatCompletions, contract.PathMessages} {
+		for _, path := range []string{contract.PathChatCompletions, contract.PathMessages, contract.PathResponses} {
 			assert.True(t, re.MatchString(path), "%s serves %s", tt.cluster, path)
 		}
-		for _, path := range []string{contract.PathCountTokens, contract.PathModels, contract.PathResponses, "/v1/messagesx"} {
+		for _, path := range []string{contract.PathCountTokens, contract.PathModels, "/v1/responsesx", "/v1/messagesx"} {
 			assert.False(t, re.MatchString(path), "%s does not serve %s", tt.cluster, path)
 		}
 		require.Len(t, r.GetMatch().GetHeaders(), 1)

@@ -257,9 +257,11 @@ func setConversationBodyCap(vh *routev3.VirtualHost, maxBody int) error {
 }
 
 // modelPaths are the paths a model's route serves (Envoy matches the path
-// without its query): a chat completion, and a message, which the router
-// step sends to the same cluster.
-var modelPaths = "(" + regexp.QuoteMeta(contract.PathChatCompletions) + "|" + regexp.QuoteMeta(contract.PathMessages) + ")"
+// without its query): a chat completion, a message and a response, which
+// the router step sends to the model's cluster alike, so that each gets
+// the model's timeouts and failover.
+var modelPaths = "(" + regexp.QuoteMeta(contract.PathChatCompletions) + "|" + regexp.QuoteMeta(contract.PathMessages) +
+	"|" + regexp.QuoteMeta(contract.PathResponses) + ")"
 
 // modelRoute is the template sized for one model.
 func modelRoute(cfg *config.Config, m *config.Model, tmpl *routev3.Route) *routev3.Route {
