@@ -248,14 +248,7 @@ func needClaudeCode(t *testing.T) string {
 		testenv.Need(t, fmt.Sprintf("Claude Code installs with npm (Debian's npm): %v", err))
 	}
 	want := pinnedNPM(t, claudeCodeDir, "@anthropic-ai/claude-code")
-	if !npmInstalledAsPinned(t, claudeCodeDir) {
-		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = claudeCodeDir
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "npm ci: %s", out)
-	}
+	npmInstall(t, npm, claudeCodeDir, 6*time.Minute)
 	bin, err := filepath.Abs(filepath.Join(claudeCodeDir, "node_modules", ".bin", "claude"))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

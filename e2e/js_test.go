@@ -34,14 +34,7 @@ func needNode(t *testing.T) string {
 	if err != nil || nerr != nil {
 		testenv.Need(t, fmt.Sprintf("the JavaScript client matrix needs node and npm (Debian's nodejs and npm): %v %v", err, nerr))
 	}
-	if !npmInstalledAsPinned(t, jsDir) {
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = jsDir
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "npm ci: %s", out)
-	}
+	npmInstall(t, npm, jsDir, 4*time.Minute)
 	return node
 }
 
