@@ -66,7 +66,7 @@ test: tools ## vet and run every test, then every fuzz target for FUZZTIME_TEST 
 
 # The build cache keys no absolute path, so a fresh clone anywhere (CI's)
 # reuses what earlier runs on the machine compiled.
-test: export GOFLAGS := -trimpath $(GOFLAGS)
+test: export GOFLAGS := -trimpath $(shell $(GO) env GOFLAGS)
 
 # The bindings the end-to-end suite runs on: the built-in edge calling the
 # ext_authz and ext_proc code in process; the built-in edge calling them
