@@ -107,15 +107,36 @@ type Leaser struct {
 	grows  sync.WaitGroup // growAhead calls under way
 }
 
-// account is one account's leases in this replica. Its mutex serialises
-// the account's holds, so that one grow at a time goes to the database.
+// account is one account's leases in this replica. Its turn serialises
+// the account's holds, so that one hold at a time asks the database; its
+// mutex guards the leases, and is never held across a database call (a
+// request that ends, a sweep, wait on no database).
 type account struct {
+	// turn is taken (sent to) by a hold for as long as it runs; a hold
+	// waits for it no longer than its context allows.
+	turn     chan struct{}
 	mu       sync.Mutex
 	current  *lease
 	retiring []*lease
 	// dead: forgotten by the Leaser (it had no lease left); a Hold that
 	// found it just before looks the account up again.
 	dead bool
+	// asks counts the holds' database calls begun; refused is the last
+	// one's refusal (nil once one is granted). A hold that waited for its
+	// turn while a call begun after it arrived was refused, for no more
+	// than it needs, takes that refusal as its own answer: the database
+	// said so during its wait. So when a pot runs short, the holds queued
+	// behind one refusal do not each ask again.
+	asks    uint64
+	refused *refusal
+}
+
+// refusal is a hold's database call refused: the account (or pot) could
+// not cover need.
+type refusal struct {
+	ask  uint64
+	need money.Nanos
+	err  error
 }
 
 type lease struct {
@@ -128,9 +149,10 @@ type lease struct {
 	// tight: the last grant was less than asked for, or refused; the
 	// sweep gives the free part back without waiting for Idle.
 	tight bool
-	// growing: a growAhead is out; the lease is not given back meanwhile
-	// (the money it brings would land in a lease memory no longer has).
-	growing bool
+	// growing counts the grows out (a hold's, a growAhead's); the lease
+	// is not given back meanwhile (the money they bring would land in a
+	// lease memory no longer has).
+	growing int
 }
 
 // New starts a Leaser; Close ends it.
@@ -164,19 +186,42 @@ func New(opt Options) *Leaser {
 // is short. It returns the lease's id, which the request's usage record
 // carries with the amount (store.UsageRecord's LeaseID and Held). It fails
 // with the store's ErrInsufficientBalance when the account cannot cover
-// amount.
+// amount, and with ctx's error when its turn or the database does not
+// come before ctx ends (the account's holds take turns: when its pot is
+// short each asks the database).
 func (l *Leaser) Hold(ctx context.Context, accountID, _ string, amount money.Nanos) (string, error) {
 	if amount <= 0 {
 		return "", errors.New("balance: hold: amount is not positive")
 	}
-	a := l.account(accountID)
-	a.mu.Lock()
-	for a.dead {
-		a.mu.Unlock()
-		a = l.account(accountID)
+	for {
+		a := l.account(accountID)
 		a.mu.Lock()
+		arrived := a.asks
+		a.mu.Unlock()
+		select {
+		case a.turn <- struct{}{}:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		id, again, err := l.hold(ctx, a, accountID, amount, arrived)
+		<-a.turn
+		if !again {
+			return id, err
+		}
 	}
+}
+
+// hold is Hold in the account's turn, for a hold that arrived when the
+// account's holds had begun arrived database calls; again is set when the
+// account is forgotten meanwhile, or its lease retired while it grew
+// (Overdrawn: the next hold must ask the database afresh), so that Hold
+// takes a new turn.
+func (l *Leaser) hold(ctx context.Context, a *account, accountID string, amount money.Nanos, arrived uint64) (id string, again bool, err error) {
+	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.dead {
+		return "", true, nil
+	}
 	now := l.opt.Now()
 	ls := a.current
 	if ls == nil || now.After(ls.taken.Add(l.opt.Life/2)) {
@@ -189,27 +234,47 @@ func (l *Leaser) Hold(ctx context.Context, accountID, _ string, amount money.Nan
 	}
 	if ls.free < amount {
 		need := amount - ls.free
+		if r := a.refused; r != nil && r.ask > arrived && r.need <= need {
+			return "", false, r.err
+		}
 		want := need + money.Nanos(l.opt.Slices)*amount
+		a.asks++
+		ask := a.asks
+		// The database call runs without the mutex: the lease is
+		// growing, so no sweep gives it back meanwhile, and only holds
+		// (which wait for the turn) take from its free part.
+		ls.growing++
+		a.mu.Unlock()
 		got, err := l.opt.Store.Lease(ctx, accountID, ls.id, need, want, ls.expires)
+		a.mu.Lock()
+		ls.growing--
 		if err != nil {
 			ls.tight = true
-			return "", err
+			if errors.Is(err, store.ErrInsufficientBalance) || errors.Is(err, store.ErrBudgetExceeded) {
+				a.refused = &refusal{ask: ask, need: need, err: err}
+			}
+			return "", false, err
 		}
+		a.refused = nil
 		l.granted(ls, got, want, now)
+		if a.current != ls {
+			// Retired meanwhile: the grant goes back with the lease.
+			return "", true, nil
+		}
 	}
 	ls.free -= amount
 	ls.held += amount
-	if !ls.growing && !ls.tight && ls.free < money.Nanos(max(l.opt.Slices/4, 1))*amount && now.Before(ls.taken.Add(l.opt.Life/2)) {
+	if ls.growing == 0 && !ls.tight && ls.free < money.Nanos(max(l.opt.Slices/4, 1))*amount && now.Before(ls.taken.Add(l.opt.Life/2)) {
 		// A quarter of the slices left: grow the lease off the request
 		// path, so that the hold that would have found it short does not
 		// wait for the database. Not a tight lease: its pot is short, and
 		// money leased ahead there is money another replica may be
 		// refused.
-		ls.growing = true
+		ls.growing++
 		l.grows.Add(1)
 		guard.Go("balance_grow", l.opt.Logger, func() { l.growAhead(accountID, a, ls, amount, money.Nanos(l.opt.Slices)*amount) })
 	}
-	return ls.id, nil
+	return ls.id, false, nil
 }
 
 // growAhead grows a lease by at least need and at most want, in the
@@ -223,7 +288,7 @@ func (l *Leaser) growAhead(accountID string, a *account, ls *lease, need, want m
 	got, err := l.opt.Store.Lease(ctx, accountID, ls.id, need, want, ls.expires)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	ls.growing = false
+	ls.growing--
 	if err != nil {
 		// Most often the account cannot cover it; a lost database shows
 		// on the hold that needs the money.
@@ -312,7 +377,7 @@ func (l *Leaser) Retire(accountID string) {
 	var gives []give
 	a.mu.Lock()
 	for _, ls := range a.retiring {
-		if ls.free > 0 && !ls.growing {
+		if ls.free > 0 && ls.growing == 0 {
 			gives = append(gives, give{ls.id, ls.free})
 			ls.free = 0
 		}
@@ -357,7 +422,7 @@ func (l *Leaser) account(id string) *account {
 	defer l.mu.Unlock()
 	a := l.accounts[id]
 	if a == nil {
-		a = &account{}
+		a = &account{turn: make(chan struct{}, 1)}
 		l.accounts[id] = a
 	}
 	return a
@@ -401,7 +466,7 @@ func (l *Leaser) sweep(all bool) {
 		a.mu.Lock()
 		keep := a.retiring[:0]
 		for _, ls := range a.retiring {
-			if (ls.held > 0 && now.Before(ls.expires)) || ls.growing {
+			if (ls.held > 0 && now.Before(ls.expires)) || ls.growing > 0 {
 				keep = append(keep, ls)
 				continue
 			}
@@ -409,7 +474,7 @@ func (l *Leaser) sweep(all bool) {
 		}
 		clear(a.retiring[len(keep):])
 		a.retiring = keep
-		if ls := a.current; ls != nil && !ls.growing {
+		if ls := a.current; ls != nil && ls.growing == 0 {
 			switch {
 			case ls.held <= 0 && (all || ls.tight || now.Sub(ls.used) >= l.opt.Idle):
 				gives = append(gives, give{ls.id, ls.free})
@@ -450,7 +515,7 @@ func (l *Leaser) tightenWanted(ids []string) {
 			continue
 		}
 		a.mu.Lock()
-		if ls := a.current; ls != nil && !ls.tight && !ls.growing && ls.free > 0 {
+		if ls := a.current; ls != nil && !ls.tight && ls.growing == 0 && ls.free > 0 {
 			loose[ls.id] = a
 		}
 		a.mu.Unlock()

@@ -172,6 +172,60 @@ func TestAGrowAheadIsNotGivenBackUnderway(t *testing.T) {
 	requireMoney(t, st, a.ID, 10_000, 500, "given back; the holds' unwritten records keep theirs")
 }
 
+// A hold that must ask a slow database keeps no one else waiting on it:
+// the account's requests that end, its sweeps and its spare money are
+// answered meanwhile, and a hold queued behind it gives up when its
+// context ends, holding nothing. Once the database answers, the first
+// hold is served.
+func TestAHoldWaitingOnASlowDatabaseBlocksNothingElseAndGivesUpInTime(t *testing.T) {
+	st := openSQLite(t)
+	gate := &gatedStore{Store: st, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	c := testclock.New(time.Now())
+	l := New(Options{Store: gate, Now: c.Now, Idle: time.Hour, Life: time.Hour, Slices: 1})
+	t.Cleanup(l.Close)
+	var open sync.Once
+	release := func() { open.Do(func() { close(gate.release) }) }
+	t.Cleanup(release) // before Close, should the test fail with the gate shut
+	a := newAccount(t, st, 250)
+	// A lease of 125 (half of what is available, less than the 200 it
+	// asks for): tight, so it grows ahead of nothing.
+	first, err := l.Hold(t.Context(), a.ID, "r1", 100)
+	require.NoError(t, err)
+
+	slow := make(chan error, 1)
+	go func() {
+		_, err := l.Hold(t.Context(), a.ID, "r2", 100) // 25 free: the database
+		slow <- err
+	}()
+	<-gate.entered
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Done(a.ID, first, 100)
+		_ = l.Spare(a.ID)
+		l.sweep(false)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a request's end or a sweep waited on another hold's database call")
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, err = l.Hold(ctx, a.ID, "r3", 10)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "queued behind the slow hold, it gives up with its context")
+	select {
+	case err := <-slow:
+		t.Fatalf("the slow hold ended before the database answered: %v", err)
+	default:
+	}
+
+	release()
+	require.NoError(t, <-slow)
+	requireMoney(t, st, a.ID, 250, 200, "the first lease and the slow hold's need: nothing for the hold that gave up")
+}
+
 func TestAHoldTheAccountCannotCoverIsRefusedAndChangesNothing(t *testing.T) {
 	st := openSQLite(t)
 	c := testclock.New(time.Now())
@@ -565,4 +619,65 @@ func TestAGiveBackTheDatabaseDidNotTakeIsTriedAgain(t *testing.T) {
 			requireMoney(t, st, a.ID, 10_000, tc.reserved, "after Close")
 		})
 	}
+}
+
+// refusalGate counts Lease calls and holds each one after the first at
+// a gate until released.
+type refusalGate struct {
+	Store
+	calls   atomic.Int32
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *refusalGate) Lease(ctx context.Context, accountID, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error) {
+	if g.calls.Add(1) > 1 {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+	return g.Store.Lease(ctx, accountID, leaseID, need, want, expiresAt)
+}
+
+// When an account runs short, the holds that waited for their turn while
+// the database refused a call begun after they arrived take that refusal
+// as theirs, for needs no smaller, and ask nothing; a hold that arrives
+// after it, or needs less, asks again.
+func TestHoldsQueuedBehindARefusalShareItWithoutAskingAgain(t *testing.T) {
+	st := openSQLite(t)
+	gate := &refusalGate{Store: st, entered: make(chan struct{}, 8), release: make(chan struct{})}
+	var open sync.Once
+	release := func() { open.Do(func() { close(gate.release) }) }
+	t.Cleanup(release)
+	c := testclock.New(time.Now())
+	l := newLeaser(t, gate, c)
+	a := newAccount(t, st, 250)
+	_, err := l.Hold(t.Context(), a.ID, "r1", 200) // half of 250 is less: need only, tight
+	require.NoError(t, err)
+
+	results := make(chan error, 5)
+	go func() { _, err := l.Hold(t.Context(), a.ID, "r2", 100); results <- err }()
+	<-gate.entered // r2 asks the database for 100; 50 are left
+	for i := range 4 {
+		go func() { _, err := l.Hold(t.Context(), a.ID, fmt.Sprint("q", i), 100); results <- err }()
+	}
+	// The four wait for their turn; none has asked.
+	require.Never(t, func() bool { return len(gate.entered) > 0 }, 200*time.Millisecond, 20*time.Millisecond)
+	require.Equal(t, int32(2), gate.calls.Load())
+
+	release()
+	for range 5 {
+		require.ErrorIs(t, <-results, store.ErrInsufficientBalance)
+	}
+	// r2's call began before the four arrived: the first of them to get
+	// its turn asks again, and the other three share its refusal.
+	require.Equal(t, int32(3), gate.calls.Load(), "five refusals, two calls")
+	requireMoney(t, st, a.ID, 250, 200, "r1's 200 alone")
+
+	_, err = l.Hold(t.Context(), a.ID, "small", 40)
+	require.NoError(t, err, "a smaller need asks, and fits")
+	require.Equal(t, int32(4), gate.calls.Load())
+	_, err = l.Hold(t.Context(), a.ID, "late", 100)
+	require.ErrorIs(t, err, store.ErrInsufficientBalance)
+	require.Equal(t, int32(5), gate.calls.Load(), "a hold that arrives after the refusal asks again")
+	requireMoney(t, st, a.ID, 250, 240, "r1's 200 and the small hold's 40")
 }

@@ -211,7 +211,8 @@ func TestBootstrapRouterStepFollowsTheContract(t *testing.T) {
 		"the router step's gRPC service must name cluster %s and carry %s: %s", contract.ClusterGRPC, contract.HeaderStep, contract.StepRouter)
 	assert.True(t, step.GetAllowModeOverride())
 	assert.False(t, step.GetFailureModeAllow())
-	assert.GreaterOrEqual(t, step.GetMessageTimeout().AsDuration().Seconds(), 1.0, "the default 200ms is too short for a store lookup")
+	assert.Equal(t, contract.MessageTimeout, step.GetMessageTimeout().AsDuration(), "the default 200ms is too short for a store lookup")
+	assert.LessOrEqual(t, contract.StepDeadline, contract.MessageTimeout-time.Second, "a step answers a slow database itself, well before Envoy's timeout")
 	assert.ElementsMatch(t, []string{contract.DynamicMetadataNamespace, contract.RequestMetadataNamespace},
 		step.GetMetadataOptions().GetReceivingNamespaces().GetUntyped())
 }
@@ -399,7 +400,7 @@ func TestBootstrapLocalRepliesAreOaierrorsBodies(t *testing.T) {
 	p := parts(t)
 	const id = "(request id: %REQ(X-REQUEST-ID)%)"
 	want := map[string]oaierror.Error{
-		"413": oaierror.BodyTooLarge, "500": oaierror.Internal, "UH": oaierror.NoAvailableWorkers,
+		"413": oaierror.BodyTooLarge, "500": oaierror.Internal, "UH": oaierror.NoAvailableWorkers, "504": oaierror.StepTimedOut,
 	}
 	seen := map[string]bool{}
 	for _, m := range p.hcm.GetLocalReplyConfig().GetMappers() {
@@ -408,6 +409,9 @@ func TestBootstrapLocalRepliesAreOaierrorsBodies(t *testing.T) {
 		}
 		f := m.GetFilter()
 		key := strconv.Itoa(int(f.GetStatusCodeFilter().GetComparison().GetValue().GetDefaultValue()))
+		if key == "0" {
+			key = strconv.Itoa(int(m.GetStatusCode().GetValue()))
+		}
 		if flags := f.GetResponseFlagFilter().GetFlags(); slices.Contains(flags, "UH") {
 			key = "UH"
 			for _, f := range []string{"UF", "URX", "NC", "UT"} {
@@ -493,7 +497,7 @@ func TestTheMessagesAPIGetsEnvoysRepliesInAnthropicsShape(t *testing.T) {
 		assert.JSONEq(t, string(want.AnthropicBody()), string(body), "the twin of %s", want.Code)
 	}
 	assert.Equal(t, len(anthropic), paired, "every Messages API mapper has its twin")
-	assert.Len(t, anthropic, 5, "413, ext_authz out of reach, upstream failures, overload, 500")
+	assert.Len(t, anthropic, 6, "413, ext_authz out of reach, a step's timeout, upstream failures, overload, 500")
 }
 
 // The Messages route's buffer holds what the router step hands back, as

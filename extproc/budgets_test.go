@@ -186,3 +186,42 @@ func immediateHeader(resp *extprocv3.ProcessingResponse, name string) string {
 	}
 	return ""
 }
+
+// stalledBudgets never answers a hold: a database that hangs. It notes
+// the deadline its context carried.
+type stalledBudgets struct {
+	fakeBudgets
+	deadline time.Time
+	bounded  bool
+}
+
+func (b *stalledBudgets) Hold(ctx context.Context, _, _ string, _ money.Nanos) ([]store.BudgetLease, error) {
+	b.deadline, b.bounded = ctx.Deadline()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestAStalledBudgetHoldAnswersARetryableRefusalBeforeTheProxysTimeout: a
+// step whose database does not answer gives up at its deadline, inside
+// Envoy's message timeout, with a 503 the client retries after a second,
+// and gives back the balance it held; nothing is recorded.
+func TestAStalledBudgetHoldAnswersARetryableRefusalBeforeTheProxysTimeout(t *testing.T) {
+	sb := &stalledBudgets{}
+	g := newRig(t, func(g *rig) { g.opt.Budgets = sb })
+	x := g.open(contract.StepRouter)
+	g.send(x, requestHeaders(contract.PathChatCompletions, "POST", false))
+	sent := time.Now()
+	resp := g.send(x, requestBody(chatBody))
+	finish(x)
+	require.True(t, sb.bounded, "the hold's context has a deadline")
+	assert.WithinDuration(t, sent.Add(contract.StepDeadline), sb.deadline, contract.StepDeadline/2)
+	assert.Less(t, contract.StepDeadline, contract.MessageTimeout)
+	status, e := errorOf(t, resp)
+	assert.Equal(t, 503, status)
+	assert.Equal(t, "no_available_workers", e.Code)
+	assert.Equal(t, "service_unavailable", e.Type)
+	assert.Contains(t, e.Message, "Tollgate could not check this request in time; please retry.")
+	assert.Equal(t, "1", immediateHeader(resp, "retry-after"))
+	assert.Equal(t, g.balance.holds, g.balance.canceled, "the balance's hold is given back")
+	assert.Empty(t, g.usage.all())
+}

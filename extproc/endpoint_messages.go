@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/tidwall/gjson"
@@ -208,8 +207,10 @@ func (r *routerStep) countTokens(ctx context.Context, body []byte) (*extprocv3.P
 	return jsonReply(map[string]int64{"input_tokens": n})
 }
 
-// countTimeout bounds a count_tokens call to Anthropic.
-const countTimeout = 10 * time.Second
+// countTimeout bounds a count_tokens call to Anthropic, well within the
+// step's deadline (contract.StepDeadline), so that the estimate answers
+// in time when Anthropic is slow.
+const countTimeout = contract.StepDeadline * 2 / 3
 
 // maxCountAnswer bounds the answer of a count_tokens call read.
 const maxCountAnswer = 64 << 10

@@ -81,8 +81,7 @@ func (r *routerStep) responsesChat(ctx context.Context, body []byte) ([]byte, st
 			return nil, "", &e
 		case err != nil:
 			r.s.opt.Logger.ErrorContext(ctx, "router step: reading a stored response failed", "err", err)
-			e := oaierror.Internal
-			return nil, "", &e
+			return nil, "", copyError(r.failed(err))
 		}
 		if err := json.Unmarshal(stored.Conversation, &history); err != nil {
 			r.s.opt.Logger.ErrorContext(ctx, "router step: a stored conversation is not JSON", "response", prev, "err", err)
@@ -135,7 +134,7 @@ func (r *routerStep) storedResponse(ctx context.Context, method, id string) (*ex
 		}
 		if err != nil {
 			r.s.opt.Logger.ErrorContext(ctx, "router step: reading a stored response failed", "err", err)
-			return immediate(oaierror.Internal.ForRequest(r.clientRequestID), nil), nil
+			return immediate(r.failed(err).ForRequest(r.clientRequestID), r.refusal), nil
 		}
 		return jsonReply(json.RawMessage(got.Body))
 	case http.MethodDelete:
@@ -145,7 +144,7 @@ func (r *routerStep) storedResponse(ctx context.Context, method, id string) (*ex
 		}
 		if err != nil {
 			r.s.opt.Logger.ErrorContext(ctx, "router step: deleting a stored response failed", "err", err)
-			return immediate(oaierror.Internal.ForRequest(r.clientRequestID), nil), nil
+			return immediate(r.failed(err).ForRequest(r.clientRequestID), r.refusal), nil
 		}
 		return jsonReply(map[string]any{"id": id, "object": "response.deleted", "deleted": true})
 	}
@@ -173,8 +172,7 @@ func (r *routerStep) itemResolver(ctx context.Context) responses.Resolver {
 				return nil, &notFound
 			case err != nil:
 				r.s.opt.Logger.ErrorContext(ctx, "router step: reading a stored response failed", "err", err)
-				e := oaierror.Internal
-				return nil, &e
+				return nil, copyError(r.failed(err))
 			}
 			body, read[respID] = stored.Body, stored.Body
 		}
@@ -258,8 +256,9 @@ func (a *responsesAttempt) errorEvent(e oaierror.Error) []byte {
 	return a.answer.ErrorEvent(e.Message)
 }
 
-// storeTimeout bounds the write of a stored response.
-const storeTimeout = 5 * time.Second
+// storeTimeout bounds the write of a stored response, within the
+// upstream step's answer to the message that ends the response.
+const storeTimeout = contract.StepDeadline
 
 // completed stores a completed response that asked to be stored: its
 // object, and its conversation (the chat request's messages without the

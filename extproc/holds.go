@@ -33,7 +33,7 @@ func (r *routerStep) reserveTokens(ctx context.Context, cr validChat) *oaierror.
 	}
 	_, acct, err := r.identity(ctx)
 	if err != nil {
-		return copyError(oaierror.Internal)
+		return copyError(r.failed(err))
 	}
 	lim := tokenLimits(r.cfg, r.key, acct)
 	if lim.PerMinute <= 0 && lim.PerDay <= 0 {
@@ -43,7 +43,7 @@ func (r *routerStep) reserveTokens(ctx context.Context, cr validChat) *oaierror.
 	res, err := r.s.opt.Tokens.ReserveTokens(ctx, r.keyID, r.requestID, n, lim, r.s.tokenClock())
 	if err != nil {
 		r.s.opt.Logger.ErrorContext(ctx, "router step: token limiter failed", "key_id", r.keyID, "err", err)
-		return copyError(oaierror.Internal)
+		return copyError(r.failed(err))
 	}
 	r.tokenHeaders = tokenHeaders(res.Shown())
 	switch {
@@ -125,8 +125,7 @@ func (r *routerStep) holdBudgets(ctx context.Context, amount money.Nanos) *oaier
 		return &e
 	default:
 		r.s.opt.Logger.ErrorContext(ctx, "router step: holding under a budget failed", "account_id", r.accountID, "key_id", r.keyID, "err", err)
-		e := oaierror.Internal
-		return &e
+		return copyError(r.failed(err))
 	}
 }
 
@@ -146,8 +145,7 @@ func (r *routerStep) holdBalance(ctx context.Context, amount money.Nanos) *oaier
 		return &e
 	default:
 		r.s.opt.Logger.ErrorContext(ctx, "router step: holding the balance failed", "account_id", r.accountID, "err", err)
-		e := oaierror.Internal
-		return &e
+		return copyError(r.failed(err))
 	}
 }
 

@@ -47,7 +47,7 @@ func (r *routerStep) authenticate(ctx context.Context, hm map[string]string) *oa
 		return copyError(oaierror.InvalidAPIKey)
 	case err != nil:
 		log.ErrorContext(ctx, "router step: key lookup failed", "key_id", keyID, "err", err)
-		return copyError(oaierror.Internal)
+		return copyError(r.failed(err))
 	case key.AccountID != accountID:
 		log.ErrorContext(ctx, "router step: the admitted key is not the account's; refused", "key_id", keyID, "account_id", accountID)
 		return copyError(oaierror.Internal)

@@ -63,7 +63,7 @@ type modelEntry struct {
 func (r *routerStep) models(ctx context.Context) (*extprocv3.ProcessingResponse, error) {
 	key, acct, err := r.identity(ctx)
 	if err != nil {
-		return immediate(oaierror.Internal, nil), nil
+		return immediate(r.failed(err).ForRequest(r.clientRequestID), r.refusal), nil
 	}
 	list := modelList{Object: "list", Data: []modelEntry{}}
 	for i := range r.cfg.Models {
@@ -116,7 +116,7 @@ func (r *routerStep) entry(m *config.Model) modelEntry {
 func (r *routerStep) oneModel(ctx context.Context, escaped string) (*extprocv3.ProcessingResponse, error) {
 	key, acct, err := r.identity(ctx)
 	if err != nil {
-		return immediate(oaierror.Internal, nil), nil
+		return immediate(r.failed(err).ForRequest(r.clientRequestID), r.refusal), nil
 	}
 	id, err := url.PathUnescape(escaped)
 	m, ok := r.cfg.Model(id)

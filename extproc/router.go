@@ -3,6 +3,7 @@ package extproc
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -55,8 +56,12 @@ type routerStep struct {
 func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
 	switch v := req.Request.(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
+		ctx, cancel := context.WithTimeout(ctx, contract.StepDeadline)
+		defer cancel()
 		return r.requestHeaders(ctx, v.RequestHeaders)
 	case *extprocv3.ProcessingRequest_RequestBody:
+		ctx, cancel := context.WithTimeout(ctx, contract.StepDeadline)
+		defer cancel()
 		if r.keyID == "" {
 			r.s.opt.Logger.ErrorContext(ctx, "router step: request body before request headers; check the ext_proc processing modes")
 			return immediateIn(r.shape, oaierror.Internal, nil), nil
@@ -81,7 +86,7 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 	r.shape = oaierror.ShapeOf(path)
 	r.anthropicVersion, r.anthropicBeta = hm[messages.HeaderVersion], hm[messages.HeaderBeta]
 	if e := r.authenticate(ctx, hm); e != nil {
-		return immediateIn(r.shape, e.ForRequest(r.clientRequestID), nil), nil
+		return immediateIn(r.shape, e.ForRequest(r.clientRequestID), r.refusal), nil
 	}
 	// The key is known from here: a refusal is counted for it.
 	ep, id, ok := route(path)
@@ -214,8 +219,7 @@ func (r *routerStep) limitBody(ctx context.Context, body []byte, cr validChat) (
 func (r *routerStep) access(ctx context.Context, m *config.Model) *oaierror.Error {
 	key, acct, err := r.identity(ctx)
 	if err != nil {
-		e := oaierror.Internal
-		return &e
+		return copyError(r.failed(err))
 	}
 	switch access(r.cfg, r.s.opt.Health, key, acct, m) {
 	case accessDenied:
@@ -226,6 +230,19 @@ func (r *routerStep) access(ctx context.Context, m *config.Model) *oaierror.Erro
 		return &e
 	}
 	return nil
+}
+
+// failed is the error of a call to the store, Redis or a provider that
+// the step needed and did not get (logged where it failed): Busy, with a
+// Retry-After, when the call did not answer within the step's deadline
+// (contract.StepDeadline) — the client retries, and the step has answered
+// before the proxy's own timeout — else Internal.
+func (r *routerStep) failed(err error) oaierror.Error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		r.refusal = append(r.refusal, contract.SetRawHeaders("retry-after", "1")...)
+		return oaierror.Busy
+	}
+	return oaierror.Internal
 }
 
 // identity is the request's key, checked by authenticate, and its account.

@@ -117,6 +117,17 @@ var (
 	// momentary unavailability, so clients retry it as they would.
 	Overloaded = Error{http.StatusServiceUnavailable, "no_available_workers", TypeServiceUnavailable,
 		"Tollgate is at capacity right now; please retry shortly.", ""}
+	// Busy refuses a request that Tollgate could not check in time: its
+	// database or Redis did not answer within the step's deadline. It
+	// comes with a Retry-After of a second; nothing was held or sent.
+	Busy = Error{http.StatusServiceUnavailable, "no_available_workers", TypeServiceUnavailable,
+		"Tollgate could not check this request in time; please retry.", ""}
+	// StepTimedOut is the proxy's answer when a step of Tollgate's did not
+	// answer it in time (Envoy's ext_proc message timeout); clients retry
+	// a 504 as any 5xx. A step answers a slow database itself, with Busy,
+	// well before; this is for a Tollgate that is stuck.
+	StepTimedOut = Error{http.StatusGatewayTimeout, "timeout", TypeServer,
+		"Tollgate did not answer in time; please retry.", ""}
 	// UpstreamFailed is not a status of its own: it is the error event that
 	// ends a stream whose provider failed after the answer began.
 	UpstreamFailed = Error{http.StatusBadGateway, "upstream_error", TypeServer,

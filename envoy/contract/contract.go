@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Headers set by Tollgate's filters on the request as it travels through the
@@ -171,6 +172,19 @@ const (
 // priority) not tried yet. Models with more enabled deployments than this
 // still spread load over all of them; one request just stops sooner.
 const UpstreamAttempts = 5
+
+// MessageTimeout is how long Envoy waits for Tollgate's answer to each
+// ext_proc message, of either step (message_timeout); past it Envoy
+// answers the request itself (a 504, which the reply mappers make a 503
+// the client retries).
+const MessageTimeout = 5 * time.Second
+
+// StepDeadline bounds what a step does for one message before it answers
+// — the database and Redis calls of admission, a provider's count_tokens,
+// storing a response — well inside MessageTimeout, so that a slow
+// database gets the client a refusal it can retry, in its API's shape,
+// and the step gives back what it held, rather than Envoy's timeout.
+const StepDeadline = 4 * time.Second
 
 // ConversationFactor bounds the chat completion the router step makes of
 // a Responses request with its earlier turns: this many times

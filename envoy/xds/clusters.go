@@ -65,7 +65,6 @@ const (
 	connectTimeout     = 10 * time.Second
 	dnsRefreshRate     = 30 * time.Second
 	idleTimeout        = 5 * time.Minute
-	extProcMsgTimeout  = 5 * time.Second
 	outlierInterval    = 10 * time.Second
 	outlierBaseEject   = 30 * time.Second
 	outlierMaxEject    = 5 * time.Minute
@@ -326,7 +325,7 @@ func upstreamHTTPOptions() (*anypb.Any, error) {
 		FailureModeAllow:  false,
 		ProcessingMode:    mode,
 		AllowModeOverride: true,
-		MessageTimeout:    durationpb.New(extProcMsgTimeout),
+		MessageTimeout:    durationpb.New(contract.MessageTimeout),
 		RequestAttributes: []string{contract.AttrUpstreamHostMetadata},
 		MetadataOptions: &extprocfilterv3.MetadataOptions{
 			// The router step's state reaches every attempt, even after an
@@ -419,7 +418,7 @@ func GRPCRetryPolicy() *corev3.RetryPolicy {
 		// database under load (504, ext_authz_error). The back-off itself
 		// stays near BaseInterval for two retries.
 		RetryBackOff: &corev3.BackoffStrategy{
-			BaseInterval: durationpb.New(25 * time.Millisecond), MaxInterval: durationpb.New(extProcMsgTimeout),
+			BaseInterval: durationpb.New(25 * time.Millisecond), MaxInterval: durationpb.New(contract.MessageTimeout),
 		},
 		RetryHostPredicate: []*corev3.RetryPolicy_RetryHostPredicate{{
 			Name:       "envoy.retry_host_predicates.previous_hosts",
