@@ -216,10 +216,21 @@ type Model struct {
 	// takes claude-sonnet-4-5-20250929). The request is served, held,
 	// recorded and allowed as the model's id.
 	Aliases []string `yaml:"aliases"`
-	// MaxTokens is the model's maximum for max_tokens.
+	// Kind is what the model serves (KindChat, the default, and the other
+	// Kind constants): a request on another kind's path is refused,
+	// naming the path that serves the model.
+	Kind string `yaml:"kind"`
+	// MaxTokens is the model's maximum for max_tokens (chat and
+	// completion models; the others generate no tokens).
 	MaxTokens             int         `yaml:"max_tokens"`
 	InputPricePerMillion  money.Nanos `yaml:"input_price_per_million"`
 	OutputPricePerMillion money.Nanos `yaml:"output_price_per_million"`
+	// SearchUnitPrice prices a rerank model per search unit, Cohere's
+	// billing unit (a query with up to 100 documents; a document longer
+	// than 500 tokens with the query counts once per 500); zero prices it
+	// per token at InputPricePerMillion, as Jina, Voyage and self-hosted
+	// rerankers count.
+	SearchUnitPrice money.Nanos `yaml:"search_unit_price"`
 	// CachedInputPricePerMillion prices prompt tokens the provider read
 	// from its prompt cache (OpenAI's cached_tokens, Anthropic's cache
 	// reads, Gemini's cachedContentTokenCount); default the input price.
@@ -265,6 +276,34 @@ type Model struct {
 
 	allowed map[string]bool
 }
+
+// Model kinds: what a model serves, each on its own paths.
+const (
+	// KindChat serves chat completions, the Responses API and the
+	// Messages API.
+	KindChat = "chat"
+	// KindCompletion serves legacy completions (POST /v1/completions).
+	KindCompletion = "completion"
+	// KindEmbedding serves POST /v1/embeddings.
+	KindEmbedding = "embedding"
+	// KindModeration serves POST /v1/moderations.
+	KindModeration = "moderation"
+	// KindRerank serves POST /v1/rerank.
+	KindRerank = "rerank"
+)
+
+// KindProviders are the provider types that serve each kind of model.
+var KindProviders = map[string][]string{
+	KindChat:       {TypeOpenAI, TypeAzure, TypeAnthropic, TypeGemini, TypeDemo},
+	KindCompletion: {TypeOpenAI, TypeAzure, TypeDemo},
+	KindEmbedding:  {TypeOpenAI, TypeAzure, TypeGemini, TypeDemo},
+	KindModeration: {TypeOpenAI, TypeAzure, TypeDemo},
+	KindRerank:     {TypeOpenAI, TypeDemo},
+}
+
+// Generates reports whether the model's kind writes tokens (chat and
+// completion models), so that it has a max_tokens and an output price.
+func (m *Model) Generates() bool { return m.Kind == KindChat || m.Kind == KindCompletion }
 
 // CreatedAt is the model's created time as GET /v1/models reports it.
 func (c *Config) CreatedAt(m *Model) time.Time {

@@ -53,6 +53,9 @@ var DefaultContextWindow = map[string]int{TypeOpenAI: 1 << 20, TypeAzure: 1 << 2
 // completion.
 type Tokens struct {
 	Prompt, CachedPrompt, CacheWrite, Completion int64
+	// SearchUnits are a rerank's, billed at SearchUnitPrice when the
+	// model has one (its prompt tokens are then free).
+	SearchUnits int64
 }
 
 // Cost is what the model charges for t: the prompt tokens read from the
@@ -60,6 +63,9 @@ type Tokens struct {
 // price, the rest of the prompt at the input price, and the completion at
 // the output price — each rounded up separately.
 func (m *Model) Cost(t Tokens) money.Nanos {
+	if m.SearchUnitPrice > 0 {
+		return money.Cost(max(t.SearchUnits, 0)*1_000_000, m.SearchUnitPrice)
+	}
 	cached := min(max(t.CachedPrompt, 0), t.Prompt)
 	written := min(max(t.CacheWrite, 0), t.Prompt-cached)
 	return money.Add(money.Add(money.Cost(t.Prompt-cached-written, m.InputPricePerMillion), money.Cost(cached, m.CachedInputPricePerMillion)),

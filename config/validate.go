@@ -226,8 +226,21 @@ func (c *Config) validateModel(f string, m *Model) error {
 	if strings.ContainsAny(m.ID, "#\x00\r\n") || len(m.ID) > 256 {
 		return fieldErr(f+".id", "must not contain '#' or control characters, nor exceed 256 bytes")
 	}
-	if m.MaxTokens < 1 {
+	if m.Kind == "" {
+		m.Kind = KindChat
+	}
+	if _, ok := KindProviders[m.Kind]; !ok {
+		return fieldErr(f+".kind", "%q is not a kind of model (%s, %s, %s, %s or %s)", m.Kind,
+			KindChat, KindCompletion, KindEmbedding, KindModeration, KindRerank)
+	}
+	if m.MaxTokens < 1 && m.Generates() {
 		return fieldErr(f+".max_tokens", "must be at least 1")
+	}
+	if !m.Generates() && (m.MaxTokens != 0 || m.OutputPricePerMillion != 0) {
+		return fieldErr(f, "a %s model writes no tokens: it takes no max_tokens nor output_price_per_million", m.Kind)
+	}
+	if m.SearchUnitPrice < 0 || (m.SearchUnitPrice != 0 && m.Kind != KindRerank) {
+		return fieldErr(f+".search_unit_price", "prices rerank models only, and must not be negative")
 	}
 	if m.InputPricePerMillion < 0 {
 		return fieldErr(f+".input_price_per_million", "must not be negative")
@@ -265,6 +278,10 @@ func (c *Config) validateDeployments(f string, m *Model) error {
 		}
 		if d.Model == "" {
 			return fieldErr(df+".model", "is required (the provider's name for the model)")
+		}
+		if typ := c.providers[d.Provider].Type; !slices.Contains(KindProviders[m.Kind], typ) {
+			return fieldErr(df+".provider", "%q is a %s provider, which serves no %s models (%s do)", d.Provider, typ, m.Kind,
+				strings.Join(KindProviders[m.Kind], ", "))
 		}
 		if d.Priority < 0 {
 			return fieldErr(df+".priority", "must not be negative")

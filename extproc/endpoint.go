@@ -8,6 +8,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/tidwall/gjson"
 
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/extproc/provider"
 	"github.com/tollgate/tollgate/oaierror"
@@ -47,6 +48,14 @@ type endpoint struct {
 	// request's validation, with the output limit held): the upstream
 	// step's attempt then reads it (the Messages API's passthrough).
 	forward func(client []byte, cr validChat) ([]byte, error)
+	// check, when set, validates the body as the endpoint's own request
+	// (not a chat completion) and says what it may cost; the body goes on
+	// as it is, with state for the upstream step.
+	check func(body []byte, cfg *config.Config) (validChat, *oaierror.Error)
+	state string
+	// limitField is the body's output limit the router step writes (see
+	// limitBody); "" means max_completion_tokens.
+	limitField string
 	// free, when set, answers the path at once from its body, without a
 	// provider: nothing is held, charged or recorded (POST
 	// /v1/messages/count_tokens).
@@ -60,7 +69,8 @@ type endpoint struct {
 }
 
 // endpoints are the paths Tollgate serves.
-var endpoints = []*endpoint{chatEndpoint, responsesEndpoint, modelsEndpoint, messagesEndpoint, countTokensEndpoint}
+var endpoints = []*endpoint{chatEndpoint, responsesEndpoint, modelsEndpoint, messagesEndpoint, countTokensEndpoint,
+	embeddingsEndpoint, completionsEndpoint, moderationsEndpoint, rerankEndpoint}
 
 // endpointAttempt is an endpoint's part of one upstream attempt.
 type endpointAttempt interface {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
@@ -78,7 +79,10 @@ func (r *routerStep) hold(ctx context.Context, cr validChat) *oaierror.Error {
 		return nil
 	}
 	m := cr.Model
-	amount := money.Add(money.Cost(promptTokensHeld(cr), m.MostPromptPrice()), money.Cost(cr.MaxTokens*max(cr.Choices, 1), m.OutputPricePerMillion))
+	amount := m.Cost(config.Tokens{Prompt: promptTokensHeld(cr), Completion: cr.MaxTokens * max(cr.Choices, 1), SearchUnits: cr.Units})
+	if m.SearchUnitPrice <= 0 {
+		amount = money.Add(money.Cost(promptTokensHeld(cr), m.MostPromptPrice()), money.Cost(cr.MaxTokens*max(cr.Choices, 1), m.OutputPricePerMillion))
+	}
 	if amount <= 0 {
 		return nil // a free model needs no hold
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/oaierror"
 )
 
@@ -149,6 +150,11 @@ func tallyMessage(t *promptTally, role, toolCalls, content gjson.Result) {
 // limit, since a provider refuses a prompt that does not fit there rather
 // than bill it.
 func promptTokensHeld(cr validChat) int64 {
+	if cr.Model.Kind != config.KindChat {
+		// Each input of an embedding, completion or rerank request has a
+		// window of its own: the bound is not capped.
+		return cr.PromptBound
+	}
 	return max(min(cr.PromptBound, int64(cr.Model.ContextWindow)-cr.MaxTokens), 0)
 }
 

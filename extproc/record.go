@@ -76,7 +76,7 @@ func (s *Server) record(step string, a *admission, o outcome) (store.UsageRecord
 	if m := a.model; m != nil {
 		rec.Model = m.ID
 		rec.Cost = m.Cost(config.Tokens{Prompt: u.PromptTokens, CachedPrompt: u.CachedTokens,
-			CacheWrite: u.CacheWriteTokens, Completion: u.CompletionTokens})
+			CacheWrite: u.CacheWriteTokens, Completion: u.CompletionTokens, SearchUnits: u.SearchUnits})
 	}
 	if t := o.target; t != nil {
 		rec.Provider, rec.Deployment = t.Provider.Name, t.Deployment.ID

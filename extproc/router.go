@@ -102,7 +102,7 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 	}
 	r.ep = ep
 	if h.GetEndOfStream() {
-		return r.refuse(oaierror.Invalid("invalid_request", "", "The request has no body; send a chat-completion request as JSON."), ""), nil
+		return r.refuse(oaierror.Invalid("invalid_request", "", "The request has no body; send the request as JSON."), ""), nil
 	}
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
 		RequestHeaders: &extprocv3.HeadersResponse{},
@@ -123,7 +123,7 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 	if r.ep.free != nil {
 		return r.ep.free(r, ctx, body)
 	}
-	var state string // the endpoint's, for the upstream step (contract.MetaResponse)
+	state := r.ep.state // the endpoint's, for the upstream step (contract.MetaResponse)
 	if r.ep.toChat != nil {
 		var e *oaierror.Error
 		if body, state, e = r.ep.toChat(r, ctx, body); e != nil {
@@ -176,7 +176,11 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 // endpoint's clients know them), checks model access and availability,
 // and draws the request id.
 func (r *routerStep) admit(ctx context.Context, body []byte) (validChat, *oaierror.Error) {
-	cr, e := validate(body, r.cfg)
+	check := validate
+	if r.ep.check != nil {
+		check = r.ep.check
+	}
+	cr, e := check(body, r.cfg)
 	if e != nil {
 		if r.ep.param != nil {
 			renamed := r.ep.param(e.Param)
@@ -205,7 +209,11 @@ func (r *routerStep) limitBody(ctx context.Context, body []byte, cr validChat) (
 	if cr.LimitSent {
 		return body, nil
 	}
-	out, err := provider.LimitBody(body, "max_completion_tokens", cr.MaxTokens)
+	field := "max_completion_tokens"
+	if r.ep != nil && r.ep.limitField != "" {
+		field = r.ep.limitField
+	}
+	out, err := provider.LimitBody(body, field, cr.MaxTokens)
 	if err != nil {
 		r.s.opt.Logger.ErrorContext(ctx, "router step: writing the output limit failed", "err", err)
 		e := oaierror.Internal

@@ -74,7 +74,7 @@ func TestTheRouterStepRefuses(t *testing.T) {
 			wantStatus: 402, wantCode: "insufficient_balance", wantCounted: true, wantModel: "gpt-4o-mini"},
 		{name: "hold fails", change: func(g *rig) { g.balance.err = errors.New("db down") },
 			wantStatus: 500, wantCode: "internal_error", wantCounted: true, wantModel: "gpt-4o-mini"},
-		{name: "unknown path", path: "/v1/embeddings", noBody: true, wantStatus: 404, wantCode: "not_found", wantCounted: true},
+		{name: "unknown path", path: "/v1/images/generations", noBody: true, wantStatus: 404, wantCode: "not_found", wantCounted: true},
 		{name: "chat by GET", method: "GET", noBody: true, wantStatus: 405, wantCode: "method_not_allowed", wantCounted: true},
 		{name: "models by POST", path: contract.PathModels, noBody: true, wantStatus: 405, wantCode: "method_not_allowed", wantCounted: true},
 	}

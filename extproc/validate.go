@@ -36,7 +36,10 @@ type validChat struct {
 	// PromptBound is the most prompt tokens the body can cost at any
 	// provider (promptBound); the hold caps it (promptTokensHeld).
 	PromptBound int64
-	tally       promptTally
+	// Units is the most search units a rerank request can be billed (see
+	// checkRerank), held for a model priced by them.
+	Units int64
+	tally promptTally
 }
 
 // MaxChoices is the largest n a request may ask for (OpenAI's own limit).
@@ -101,6 +104,9 @@ func validate(body []byte, cfg *config.Config) (validChat, *oaierror.Error) {
 	m, ok := cfg.Model(model.Str)
 	if !ok {
 		return validChat{Asked: asked}, invalid("invalid_model", "model", "The model %q does not exist.", truncate(model.Str))
+	}
+	if m.Kind != config.KindChat {
+		return validChat{Asked: asked}, wrongKind(m)
 	}
 	r.Model, r.Asked = m, asked
 	for _, check := range [...]func(*fields, *validChat) *oaierror.Error{

@@ -135,7 +135,7 @@ var (
 	Internal = Error{http.StatusInternalServerError, "internal_error", TypeServer,
 		"The server had an error while processing your request.", ""}
 	NotFound = Error{http.StatusNotFound, "not_found", TypeInvalidRequest,
-		"Unknown path. Tollgate serves POST /v1/chat/completions, GET /v1/models and GET /v1/models/{model}.", ""}
+		"Unknown path. Tollgate serves POST /v1/chat/completions, /v1/responses, /v1/messages, /v1/embeddings, /v1/completions, /v1/moderations and /v1/rerank, and GET /v1/models.", ""}
 	// ModelNotFound answers GET /v1/models/{model} for a model that does
 	// not exist or that the key may not use now (the two are not told
 	// apart).

@@ -154,6 +154,12 @@ const (
 	// Anthropic's shape.
 	PathMessages    = "/v1/messages"
 	PathCountTokens = "/v1/messages/count_tokens"
+	// The endpoint families besides chat, in OpenAI's shapes (rerank in
+	// Cohere's v2 shape).
+	PathEmbeddings  = "/v1/embeddings"
+	PathCompletions = "/v1/completions"
+	PathModerations = "/v1/moderations"
+	PathRerank      = "/v1/rerank"
 )
 
 // The proxy's side of the gRPC servers. Envoy reaches Tollgate's ext_authz,

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -260,8 +261,11 @@ func setConversationBodyCap(vh *routev3.VirtualHost, maxBody int) error {
 // without its query): a chat completion, a message and a response, which
 // the router step sends to the model's cluster alike, so that each gets
 // the model's timeouts and failover.
-var modelPaths = "(" + regexp.QuoteMeta(contract.PathChatCompletions) + "|" + regexp.QuoteMeta(contract.PathMessages) +
-	"|" + regexp.QuoteMeta(contract.PathResponses) + ")"
+var modelPaths = "(" + strings.Join([]string{
+	regexp.QuoteMeta(contract.PathChatCompletions), regexp.QuoteMeta(contract.PathMessages), regexp.QuoteMeta(contract.PathResponses),
+	regexp.QuoteMeta(contract.PathEmbeddings), regexp.QuoteMeta(contract.PathCompletions), regexp.QuoteMeta(contract.PathModerations),
+	regexp.QuoteMeta(contract.PathRerank),
+}, "|") + ")"
 
 // modelRoute is the template sized for one model.
 func modelRoute(cfg *config.Config, m *config.Model, tmpl *routev3.Route) *routev3.Route {

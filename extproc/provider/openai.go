@@ -377,6 +377,8 @@ func (r *openAIResponse) event(data []byte) bool {
 	delta := f.choices.Get("0.delta")
 	if c := delta.Get("content"); c.Type == gjson.String {
 		r.text.WriteString(c.String())
+	} else if c := f.choices.Get("0.text"); c.Type == gjson.String {
+		r.text.WriteString(c.Str) // a legacy completion's chunk
 	}
 	for _, a := range delta.Get("tool_calls.#.function.arguments").Array() {
 		r.text.WriteString(a.String())
@@ -387,6 +389,9 @@ func (r *openAIResponse) event(data []byte) bool {
 // readCompletion meters a whole chat.completion body.
 func (r *openAIResponse) readCompletion(body []byte) {
 	r.readUsage(gjson.GetBytes(body, "usage"))
+	for _, t := range gjson.GetBytes(body, "choices.#.text").Array() {
+		r.text.WriteString(t.String()) // a legacy completion
+	}
 	for _, m := range gjson.GetBytes(body, "choices.#.message").Array() {
 		r.text.WriteString(m.Get("content").String())
 		for _, a := range m.Get("tool_calls.#.function.arguments").Array() {

@@ -84,6 +84,9 @@ type Usage struct {
 	// ReasoningTokens of the completion were spent reasoning (OpenAI's
 	// reasoning_tokens, Gemini's thoughtsTokenCount).
 	ReasoningTokens int64
+	// SearchUnits are a rerank's billed search units (Cohere's
+	// meta.billed_units), for models priced by them.
+	SearchUnits int64
 	// Reported is true when these are the provider's own counts; false means
 	// the provider has not (yet) reported final ones, and Tollgate
 	// estimates. While false, the counts may hold what the provider reported

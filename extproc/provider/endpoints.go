@@ -1,0 +1,318 @@
+package provider
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/tollgate/tollgate/config"
+)
+
+// The endpoints other than chat (embeddings, legacy completions,
+// moderations, rerank) go to OpenAI-type servers in OpenAI's own wire
+// format, the body passing through with the deployment's model name; an
+// embedding request to Gemini is translated to batchEmbedContents and its
+// answer back. Their answers are metered from the provider's usage, or,
+// where a provider reports none (OpenAI's moderations, Gemini's
+// embeddings), estimated from the request's input.
+
+// Endpoint names an endpoint family, the last part of its path.
+type Endpoint string
+
+// The endpoint families besides chat.
+const (
+	Embeddings  Endpoint = "embeddings"
+	Completions Endpoint = "completions"
+	Moderations Endpoint = "moderations"
+	Rerank      Endpoint = "rerank"
+)
+
+// EndpointUpstream builds the request of an endpoint family for the
+// deployment t, and the meter of its answer. req.Body is the client's
+// validated body (a completion's with its held max_tokens).
+func EndpointUpstream(ep Endpoint, req *Request, t Target) (Upstream, Response, error) {
+	if t.Provider.Type == config.TypeGemini && ep == Embeddings {
+		return geminiEmbeddings(req, t)
+	}
+	body, err := sjson.SetBytes(req.Body, "model", t.Deployment.Model)
+	if err != nil {
+		return Upstream{}, nil, fmt.Errorf("rewrite model: %w", err)
+	}
+	if ep == Completions {
+		if req.Stream && !req.ClientUsage {
+			if body, err = sjson.SetBytes(body, "stream_options.include_usage", true); err != nil {
+				return Upstream{}, nil, fmt.Errorf("set include_usage: %w", err)
+			}
+		}
+	}
+	authority, path, err := upstreamURL(t.Provider)
+	if err != nil {
+		return Upstream{}, nil, err
+	}
+	up := Upstream{Authority: authority, Body: body, Headers: []Header{{"content-type", "application/json"}}}
+	switch t.Provider.Type {
+	case config.TypeAzure:
+		version := t.Provider.APIVersion
+		if version == "" {
+			version = config.DefaultAzureVersion
+		}
+		up.Path = path + "/openai/deployments/" + url.PathEscape(t.Deployment.Model) + "/" + string(ep) + "?api-version=" + url.QueryEscape(version)
+		if k := t.Provider.APIKey.Reveal(); k != "" {
+			up.Headers = append(up.Headers, Header{"api-key", k})
+		}
+	case config.TypeOpenAI, config.TypeDemo:
+		up.Path = path + "/" + string(ep)
+		if k := t.Provider.APIKey.Reveal(); k != "" {
+			up.Headers = append(up.Headers, Header{"authorization", "Bearer " + k})
+		}
+	default:
+		return Upstream{}, nil, fmt.Errorf("provider %s: a %s provider serves no %s", t.Provider.Name, t.Provider.Type, ep)
+	}
+	if ep == Completions {
+		r := newOpenAIResponse(req, t.Model.ID)
+		r.azure = t.Provider.Type == config.TypeAzure
+		return up, r, nil
+	}
+	return up, &jsonAnswer{ep: ep, model: t.Model.ID, estimate: EstimateTokens(InputText(ep, req.Body))}, nil
+}
+
+// InputText is the text of an endpoint request's input, as one string,
+// for estimates: the inputs of an embedding or moderation request, a
+// completion's prompts, a rerank's query and documents. A token array
+// counts a token a number.
+func InputText(ep Endpoint, body []byte) string {
+	var b strings.Builder
+	add := func(v gjson.Result) {
+		v.ForEach(func(_, item gjson.Result) bool {
+			switch {
+			case item.Type == gjson.String:
+				b.WriteString(item.Str)
+				b.WriteByte('\n')
+			case item.Type == gjson.Number:
+				b.WriteString("0 ")
+			case item.IsArray():
+				b.WriteString(strings.Repeat("0 ", int(item.Get("#").Int())))
+			case item.IsObject():
+				b.WriteString(item.Get("text").String())
+				b.WriteByte('\n')
+			}
+			return true
+		})
+	}
+	switch ep {
+	case Embeddings, Moderations:
+		add(arrayOf(gjson.GetBytes(body, "input")))
+	case Completions:
+		add(arrayOf(gjson.GetBytes(body, "prompt")))
+	case Rerank:
+		b.WriteString(gjson.GetBytes(body, "query").String())
+		b.WriteByte('\n')
+		add(gjson.GetBytes(body, "documents"))
+	}
+	return b.String()
+}
+
+// arrayOf is v as an array's items: a string is one item; a token array
+// (of numbers) one item too.
+func arrayOf(v gjson.Result) gjson.Result {
+	if v.IsArray() {
+		first := v.Get("0")
+		if first.Type == gjson.Number {
+			return gjson.Parse("[" + v.Raw + "]")
+		}
+		return v
+	}
+	return gjson.Parse("[" + v.Raw + "]")
+}
+
+// jsonAnswer meters a whole JSON answer (embeddings, moderations, rerank)
+// and names the client's model in it.
+type jsonAnswer struct {
+	ep       Endpoint
+	model    string
+	estimate int64 // the input's estimated tokens, for a provider that reports none
+	fail     *failure
+	buf      []byte
+	usage    Usage
+	done     bool
+	bad      bool
+}
+
+// maxAnswer bounds a whole answer held to be metered (2,048 embeddings of
+// 3,072 floats as text are about 100 MB: far past any real answer's need
+// for the sizes models give, and past max_body_bytes' multiples).
+const maxAnswer = 256 << 20
+
+func (a *jsonAnswer) Status(status int) int {
+	if status >= 400 {
+		a.fail = &failure{status: status}
+	}
+	return clientStatus(status)
+}
+
+func (a *jsonAnswer) Body(piece []byte, end bool) ([]byte, error) {
+	if a.fail != nil {
+		return a.fail.body(piece, end), nil
+	}
+	if len(a.buf)+len(piece) > maxAnswer {
+		a.bad = true
+		return nil, ErrUntranslatable
+	}
+	whole := piece
+	if !end || len(a.buf) > 0 {
+		a.buf = append(a.buf, piece...)
+		whole = a.buf
+	}
+	if !end {
+		return nil, nil
+	}
+	if !gjson.ValidBytes(whole) || !gjson.ParseBytes(whole).IsObject() {
+		a.bad = true
+		return nil, ErrUntranslatable
+	}
+	a.usage = answerUsage(a.ep, whole, a.estimate)
+	a.done = true
+	if named, ok := withModel(whole, a.model); ok {
+		return named, nil
+	}
+	return whole, nil
+}
+
+// answerUsage reads the usage an answer reports: the prompt tokens of an
+// embedding, the tokens and search units of a rerank (Cohere's
+// meta.billed_units, or usage.total_tokens); none for a moderation, whose
+// input is then estimated.
+func answerUsage(ep Endpoint, body []byte, estimate int64) Usage {
+	switch ep {
+	case Embeddings:
+		if p := gjson.GetBytes(body, "usage.prompt_tokens"); p.Type == gjson.Number {
+			return Usage{PromptTokens: p.Int(), Reported: true}
+		}
+	case Rerank:
+		u := Usage{}
+		if n := gjson.GetBytes(body, "meta.billed_units.search_units"); n.Type == gjson.Number {
+			u.SearchUnits, u.Reported = n.Int(), true
+		}
+		for _, path := range []string{"usage.total_tokens", "meta.billed_units.input_tokens", "usage.prompt_tokens"} {
+			if n := gjson.GetBytes(body, path); n.Type == gjson.Number {
+				u.PromptTokens, u.Reported = n.Int(), true
+				break
+			}
+		}
+		if u.Reported {
+			return u
+		}
+	}
+	return Usage{PromptTokens: estimate}
+}
+
+func (a *jsonAnswer) Usage() Usage       { return a.usage }
+func (a *jsonAnswer) Completion() string { return "" }
+func (a *jsonAnswer) Failed() bool       { return a.bad }
+func (a *jsonAnswer) Completed() bool    { return a.done && a.fail == nil && !a.bad }
+
+// geminiEmbeddings sends an embedding request to Gemini's
+// batchEmbedContents: each input a request of one text part,
+// dimensions as outputDimensionality. Gemini embeds text only.
+func geminiEmbeddings(req *Request, t Target) (Upstream, Response, error) {
+	model := strings.TrimPrefix(t.Deployment.Model, "models/")
+	input := arrayOf(gjson.GetBytes(req.Body, "input"))
+	var reqs []map[string]any
+	var err error
+	input.ForEach(func(_, item gjson.Result) bool {
+		if item.Type != gjson.String {
+			err = errTextOnly
+			return false
+		}
+		r := map[string]any{"model": "models/" + model, "content": map[string]any{"parts": []map[string]string{{"text": item.Str}}}}
+		if d := gjson.GetBytes(req.Body, "dimensions"); d.Type == gjson.Number {
+			r["outputDimensionality"] = d.Int()
+		}
+		reqs = append(reqs, r)
+		return true
+	})
+	if err != nil {
+		return Upstream{}, nil, err
+	}
+	body, err := json.Marshal(map[string]any{"requests": reqs})
+	if err != nil {
+		return Upstream{}, nil, err
+	}
+	authority, path, err := upstreamURL(t.Provider)
+	if err != nil {
+		return Upstream{}, nil, err
+	}
+	up := Upstream{Path: path + "/v1beta/models/" + url.PathEscape(model) + ":batchEmbedContents", Authority: authority,
+		Body: body, Headers: []Header{{"content-type", "application/json"}}}
+	if k := t.Provider.APIKey.Reveal(); k != "" {
+		up.Headers = append(up.Headers, Header{"x-goog-api-key", k})
+	}
+	return up, &geminiEmbeddingAnswer{jsonAnswer: jsonAnswer{ep: Embeddings, model: t.Model.ID,
+		estimate: EstimateTokens(InputText(Embeddings, req.Body))},
+		base64: gjson.GetBytes(req.Body, "encoding_format").Str == "base64"}, nil
+}
+
+// errTextOnly refuses token-array inputs to Gemini.
+var errTextOnly = textInputOnly{}
+
+type textInputOnly struct{}
+
+func (textInputOnly) Error() string {
+	return "This model's provider (gemini) embeds text only: send the input as strings, not token arrays."
+}
+func (textInputOnly) Unwrap() error { return ErrUnsupportedRequest }
+
+// geminiEmbeddingAnswer translates batchEmbedContents' answer to OpenAI's
+// embedding list; Gemini reports no tokens, so the input is estimated.
+type geminiEmbeddingAnswer struct {
+	jsonAnswer
+	base64 bool
+}
+
+func (a *geminiEmbeddingAnswer) Body(piece []byte, end bool) ([]byte, error) {
+	out, err := a.jsonAnswer.Body(piece, end)
+	if err != nil || !end || a.fail != nil {
+		return out, err
+	}
+	embs := gjson.GetBytes(out, "embeddings")
+	if !embs.IsArray() {
+		a.bad, a.done = true, false
+		return nil, ErrUntranslatable
+	}
+	type item struct {
+		Object    string `json:"object"`
+		Index     int    `json:"index"`
+		Embedding any    `json:"embedding"`
+	}
+	data := []item{}
+	embs.ForEach(func(_, e gjson.Result) bool {
+		var vals []float64
+		e.Get("values").ForEach(func(_, v gjson.Result) bool { vals = append(vals, v.Float()); return true })
+		it := item{Object: "embedding", Index: len(data), Embedding: vals}
+		if a.base64 {
+			it.Embedding = EncodeBase64Floats(vals)
+		}
+		data = append(data, it)
+		return true
+	})
+	a.usage = Usage{PromptTokens: a.estimate}
+	return json.Marshal(map[string]any{"object": "list", "data": data, "model": a.model,
+		"usage": map[string]int64{"prompt_tokens": a.estimate, "total_tokens": a.estimate}})
+}
+
+// EncodeBase64Floats is an embedding as OpenAI's encoding_format base64
+// gives it: the little-endian float32 bytes, in standard base64.
+func EncodeBase64Floats(vals []float64) string {
+	b := make([]byte, 4*len(vals))
+	for i, v := range vals {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}

@@ -1,0 +1,178 @@
+package provider
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+
+	"github.com/tollgate/tollgate/config"
+)
+
+func endpointFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "endpoints", name))
+	require.NoError(t, err)
+	return b
+}
+
+// answer feeds a whole answer to r in two pieces, as a proxy may.
+func answer(t *testing.T, r Response, status int, body []byte) (int, []byte) {
+	t.Helper()
+	st := r.Status(status)
+	first, err := r.Body(body[:len(body)/2], false)
+	require.NoError(t, err)
+	require.Empty(t, first, "a whole answer is held until its end")
+	out, err := r.Body(body[len(body)/2:], true)
+	require.NoError(t, err)
+	return st, out
+}
+
+// Each endpoint goes to an OpenAI-type server at {base_url}/{endpoint}
+// and to Azure's deployment path, with the deployment's model name and
+// the provider's credential; the client's other fields pass as they are.
+func TestEndpointRequestsGoToEachProvidersPath(t *testing.T) {
+	body := []byte(`{"model":"public-model","input":["a","b"],"encoding_format":"base64","dimensions":256,"user":"u1"}`)
+	for _, tc := range []struct {
+		typ, path string
+		header    Header
+	}{
+		{config.TypeOpenAI, "/v1/embeddings", Header{"authorization", "Bearer sk-test-openai"}},
+		{config.TypeAzure, "/openai/deployments/gpt-4o%20prod/embeddings?api-version=2024-10-21", Header{"api-key", "az-test-key"}},
+	} {
+		up, _, err := EndpointUpstream(Embeddings, &Request{Body: body}, testTarget(tc.typ))
+		require.NoError(t, err, tc.typ)
+		assert.Equal(t, tc.path, up.Path, tc.typ)
+		assert.Contains(t, up.Headers, tc.header, tc.typ)
+		assert.Equal(t, testTarget(tc.typ).Deployment.Model, gjson.GetBytes(up.Body, "model").Str)
+		assert.JSONEq(t, `["a","b"]`, gjson.GetBytes(up.Body, "input").Raw)
+		assert.Equal(t, "base64", gjson.GetBytes(up.Body, "encoding_format").Str)
+		assert.EqualValues(t, 256, gjson.GetBytes(up.Body, "dimensions").Int())
+	}
+	for _, ep := range []Endpoint{Completions, Moderations, Rerank} {
+		up, _, err := EndpointUpstream(ep, &Request{Body: []byte(`{"model":"m"}`)}, testTarget(config.TypeOpenAI))
+		require.NoError(t, err)
+		assert.Equal(t, "/v1/"+string(ep), up.Path)
+	}
+	_, _, err := EndpointUpstream(Rerank, &Request{Body: body}, testTarget(config.TypeAnthropic))
+	assert.Error(t, err, "Anthropic serves none of them")
+}
+
+// A streamed completion asks for the usage chunk, which the client gets
+// only if it asked; the answer names the client's model.
+func TestACompletionIsMeteredFromItsUsage(t *testing.T) {
+	up, r, err := EndpointUpstream(Completions, &Request{Body: []byte(`{"model":"public-model","prompt":"Say this is a test","stream":true,"max_tokens":7}`), Stream: true},
+		testTarget(config.TypeOpenAI))
+	require.NoError(t, err)
+	assert.True(t, gjson.GetBytes(up.Body, "stream_options.include_usage").Bool())
+	assert.EqualValues(t, 7, gjson.GetBytes(up.Body, "max_tokens").Int())
+	r.Status(200)
+	out, err := r.Body(endpointFixture(t, "openai_completion_stream.sse"), true)
+	require.NoError(t, err)
+	assert.NotContains(t, string(out), `"usage":{`, "the usage chunk the client did not ask for")
+	assert.Contains(t, string(out), `"model":"public-model"`)
+	assert.Contains(t, string(out), "data: [DONE]")
+	assert.Equal(t, Usage{PromptTokens: 5, CompletionTokens: 6, Reported: true}, r.Usage())
+	assert.Equal(t, "This is a test.", r.Completion())
+	assert.True(t, r.Completed())
+
+	_, r, err = EndpointUpstream(Completions, &Request{Body: []byte(`{"model":"public-model","prompt":"x"}`)}, testTarget(config.TypeOpenAI))
+	require.NoError(t, err)
+	_, out = answer(t, r, 200, endpointFixture(t, "openai_completion_response.json"))
+	assert.Equal(t, "public-model", gjson.GetBytes(out, "model").Str)
+	assert.Equal(t, "text_completion", gjson.GetBytes(out, "object").Str)
+	assert.Equal(t, Usage{PromptTokens: 5, CompletionTokens: 7, Reported: true}, r.Usage())
+}
+
+// Whole answers are metered as each provider reports them: an embedding's
+// prompt tokens; a rerank's search units (Cohere) or tokens (Jina); a
+// moderation reports none, so its input is estimated.
+func TestWholeEndpointAnswersAreMeteredAsReported(t *testing.T) {
+	for _, tc := range []struct {
+		ep      Endpoint
+		body    string
+		fixture string
+		usage   Usage
+	}{
+		{Embeddings, `{"model":"m","input":"The food was delicious"}`, "openai_embeddings_response.json", Usage{PromptTokens: 8, Reported: true}},
+		{Rerank, `{"model":"m","query":"q","documents":["a","b"]}`, "cohere_rerank_response.json", Usage{SearchUnits: 1, Reported: true}},
+		{Rerank, `{"model":"m","query":"q","documents":["a","b"]}`, "jina_rerank_response.json", Usage{PromptTokens: 815, Reported: true}},
+		{Moderations, `{"model":"m","input":"I want to kill them."}`, "openai_moderation_response.json",
+			Usage{PromptTokens: EstimateTokens("I want to kill them.\n")}},
+	} {
+		_, r, err := EndpointUpstream(tc.ep, &Request{Body: []byte(tc.body)}, testTarget(config.TypeOpenAI))
+		require.NoError(t, err)
+		st, out := answer(t, r, 200, endpointFixture(t, tc.fixture))
+		assert.Equal(t, 200, st)
+		assert.Equal(t, tc.usage, r.Usage(), tc.fixture)
+		assert.True(t, r.Completed(), tc.fixture)
+		if gjson.GetBytes(out, "model").Exists() {
+			assert.Equal(t, "public-model", gjson.GetBytes(out, "model").Str, "the client's model, %s", tc.fixture)
+		}
+		assert.Equal(t, gjson.GetBytes(endpointFixture(t, tc.fixture), "results").Raw, gjson.GetBytes(out, "results").Raw, tc.fixture)
+	}
+}
+
+// A provider's error reaches the client in OpenAI's shape; an answer that
+// is not JSON is untranslatable (the client gets 502), and none is billed
+// as complete.
+func TestEndpointErrorsAndBrokenAnswers(t *testing.T) {
+	_, r, err := EndpointUpstream(Embeddings, &Request{Body: []byte(`{"model":"m","input":"x"}`)}, testTarget(config.TypeOpenAI))
+	require.NoError(t, err)
+	st, out := answer(t, r, 400, []byte(`{"error":{"message":"'$.input' is invalid.","type":"invalid_request_error","param":null,"code":null}}`))
+	assert.Equal(t, 400, st)
+	assert.Equal(t, "'$.input' is invalid.", gjson.GetBytes(out, "error.message").Str)
+	assert.False(t, r.Completed())
+
+	_, r, err = EndpointUpstream(Embeddings, &Request{Body: []byte(`{"model":"m","input":"x"}`)}, testTarget(config.TypeOpenAI))
+	require.NoError(t, err)
+	r.Status(200)
+	_, err = r.Body([]byte(`<html>`), true)
+	assert.ErrorIs(t, err, ErrUntranslatable)
+	assert.False(t, r.Completed())
+}
+
+// An embedding request to Gemini goes to batchEmbedContents, one request
+// an input, dimensions as outputDimensionality; its answer comes back as
+// OpenAI's list, in base64 when asked (the little-endian float32 bytes the
+// OpenAI SDKs decode), billed at the input's estimate (Gemini reports no
+// tokens). Token arrays are refused: Gemini embeds text.
+func TestGeminiEmbeddingsAreTranslatedBothWays(t *testing.T) {
+	body := []byte(`{"model":"public-model","input":["What is the meaning of life?","How much wood?"],"dimensions":3,"encoding_format":"base64"}`)
+	up, r, err := EndpointUpstream(Embeddings, &Request{Body: body}, testTarget(config.TypeGemini))
+	require.NoError(t, err)
+	assert.Equal(t, "/v1beta/models/gemini-2.5-flash:batchEmbedContents", up.Path)
+	assert.Contains(t, up.Headers, Header{"x-goog-api-key", "gem-test-key"})
+	assert.JSONEq(t, `{"requests":[
+		{"model":"models/gemini-2.5-flash","content":{"parts":[{"text":"What is the meaning of life?"}]},"outputDimensionality":3},
+		{"model":"models/gemini-2.5-flash","content":{"parts":[{"text":"How much wood?"}]},"outputDimensionality":3}]}`, string(up.Body))
+
+	fixture := endpointFixture(t, "gemini_batch_embed_response.json")
+	st, out := answer(t, r, 200, fixture)
+	assert.Equal(t, 200, st)
+	assert.Equal(t, "list", gjson.GetBytes(out, "object").Str)
+	assert.Equal(t, "public-model", gjson.GetBytes(out, "model").Str)
+	require.EqualValues(t, 2, gjson.GetBytes(out, "data.#").Int())
+	for i := range 2 {
+		assert.EqualValues(t, i, gjson.GetBytes(out, "data."+string(rune('0'+i))+".index").Int())
+		raw, err := base64.StdEncoding.DecodeString(gjson.GetBytes(out, "data."+string(rune('0'+i))+".embedding").Str)
+		require.NoError(t, err)
+		want := gjson.GetBytes(fixture, "embeddings."+string(rune('0'+i))+".values").Array()
+		require.Len(t, raw, 4*len(want))
+		for j, w := range want {
+			assert.InDelta(t, w.Float(), math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:])), 1e-7)
+		}
+	}
+	estimate := EstimateTokens("What is the meaning of life?\nHow much wood?\n")
+	assert.Equal(t, Usage{PromptTokens: estimate}, r.Usage(), "estimated: Gemini reports no tokens")
+	assert.EqualValues(t, estimate, gjson.GetBytes(out, "usage.prompt_tokens").Int())
+
+	_, _, err = EndpointUpstream(Embeddings, &Request{Body: []byte(`{"model":"m","input":[[1,2,3]]}`)}, testTarget(config.TypeGemini))
+	assert.ErrorIs(t, err, ErrUnsupportedRequest)
+}
