@@ -204,7 +204,8 @@ func (m *Mock) record(r Request) {
 // and its counted usage never exceeds the limit.
 func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := Request{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.Query(), Header: r.Header.Clone(), billBytes: m.opt.BillBytes}
-	req.Format = formatOf(req.Path)
+	var fam family
+	req.Format, fam = route(req.Path)
 	if !m.authorized(r, req.Format) {
 		m.record(req)
 		writeError(w, req.Format, http.StatusUnauthorized, "invalid credential")
@@ -256,7 +257,18 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c, ok := w.(io.Closer); ok {
 		defer c.Close()
 	}
-	m.answer(w, r, &req, fault.Play)
+	switch fam {
+	case embeddingsFamily:
+		m.embeddings(w, &req, fault.Play)
+	case completionsFamily:
+		m.completions(w, r, &req, fault.Play)
+	case moderationsFamily:
+		m.moderations(w, &req, fault.Play)
+	case rerankFamily:
+		m.rerank(w, &req, fault.Play)
+	default:
+		m.answer(w, r, &req, fault.Play)
+	}
 }
 
 // refusal is the status and message of a request a real provider would
@@ -310,20 +322,64 @@ func (m *Mock) serves(f Format) bool {
 	return len(m.opt.Formats) == 0 || slices.Contains(m.opt.Formats, f)
 }
 
-// formatOf tells the format from the path, or "" for none.
-func formatOf(path string) Format {
-	switch {
-	case path == "/v1/chat/completions" || path == "/v1/responses":
-		return OpenAI
-	case strings.HasPrefix(path, "/openai/deployments/") && strings.HasSuffix(path, "/chat/completions"):
-		return Azure
-	case path == "/v1/messages" || path == countTokensPath:
-		return Anthropic
-	case strings.HasPrefix(path, "/v1beta/models/") &&
-		(strings.HasSuffix(path, ":generateContent") || strings.HasSuffix(path, ":streamGenerateContent")):
-		return Gemini
+// family is the kind of endpoint a path asks for, whatever its format.
+type family string
+
+// The endpoint families: chat is every conversation API (chat
+// completions, Responses, Messages, generateContent); the others each have
+// a file of their own.
+const (
+	chatFamily        family = "chat"
+	embeddingsFamily  family = "embeddings"
+	completionsFamily family = "completions"
+	moderationsFamily family = "moderations"
+	rerankFamily      family = "rerank"
+)
+
+// openAIPaths are OpenAI's paths (and the rerank paths of Cohere, Jina,
+// vLLM and Infinity, served in OpenAI's format), each with its family.
+var openAIPaths = map[string]family{
+	"/v1/chat/completions": chatFamily, "/v1/responses": chatFamily,
+	"/v1/embeddings": embeddingsFamily, "/v1/completions": completionsFamily, "/v1/moderations": moderationsFamily,
+	"/rerank": rerankFamily, "/v1/rerank": rerankFamily, "/v2/rerank": rerankFamily,
+}
+
+// azureFamilies are the families of Azure's paths, by what follows
+// /openai/deployments/{deployment}/.
+var azureFamilies = map[string]family{
+	"embeddings": embeddingsFamily, "completions": completionsFamily, "moderations": moderationsFamily,
+}
+
+// geminiFamilies are the families of Gemini's methods, by what follows
+// /v1beta/models/{model}:.
+var geminiFamilies = map[string]family{
+	"generateContent": chatFamily, "streamGenerateContent": chatFamily,
+	"embedContent": embeddingsFamily, "batchEmbedContents": embeddingsFamily,
+}
+
+// route tells the format and the family from the path; the format is ""
+// for none.
+func route(path string) (Format, family) {
+	if fam, ok := openAIPaths[path]; ok {
+		return OpenAI, fam
 	}
-	return ""
+	switch {
+	case strings.HasPrefix(path, "/openai/deployments/") && strings.HasSuffix(path, "/chat/completions"):
+		return Azure, chatFamily
+	case strings.HasPrefix(path, "/openai/deployments/"):
+		deployment, op, _ := strings.Cut(strings.TrimPrefix(path, "/openai/deployments/"), "/")
+		if fam, ok := azureFamilies[op]; ok && deployment != "" {
+			return Azure, fam
+		}
+	case path == "/v1/messages" || path == countTokensPath:
+		return Anthropic, chatFamily
+	case strings.HasPrefix(path, "/v1beta/models/"):
+		model, method, _ := strings.Cut(strings.TrimPrefix(path, "/v1beta/models/"), ":")
+		if fam, ok := geminiFamilies[method]; ok && model != "" {
+			return Gemini, fam
+		}
+	}
+	return "", ""
 }
 
 // countTokensPath is Anthropic's POST /v1/messages/count_tokens.
@@ -356,6 +412,33 @@ func writeError(w http.ResponseWriter, f Format, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(mustJSON(body))
+}
+
+// refuse answers 400 as the format's provider answers a request it
+// refuses for what it carries (OpenAI's invalid_request_error naming the
+// parameter, which Azure answers too; Gemini's INVALID_ARGUMENT), and
+// keeps it as a problem.
+func (m *Mock) refuse(w http.ResponseWriter, f Format, param, msg string) {
+	m.problem("%s: refused (%s): %s", f, param, msg)
+	body := map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "param": param, "code": nil}}
+	if f == Gemini {
+		body = map[string]any{"error": map[string]any{"code": http.StatusBadRequest, "message": msg, "status": "INVALID_ARGUMENT"}}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(mustJSON(body))
+}
+
+// writeWhole writes an answer that is never streamed: as it is, or cut
+// short of valid JSON when the play is Malformed (the other plays are a
+// stream's).
+func writeWhole(w http.ResponseWriter, whole any, p Play) {
+	w.Header().Set("Content-Type", "application/json")
+	b := mustJSON(whole)
+	if p == Malformed {
+		b = b[:len(b)/2]
+	}
+	_, _ = w.Write(b)
 }
 
 // mustJSON encodes what the mock builds itself: maps of strings, numbers,
