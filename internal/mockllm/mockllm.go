@@ -2,7 +2,11 @@
 // speaks OpenAI's chat completions and Responses API, Azure OpenAI,
 // Anthropic's Messages API and Gemini's generateContent and
 // streamGenerateContent, whole and streamed, with tool calls and usage
-// counted from the request's text and the answer.
+// counted from the request's text and the answer. Beside conversations it
+// answers embeddings (OpenAI's, Azure's, Gemini's embedContent and
+// batchEmbedContents), OpenAI's legacy completions, moderations, and
+// rerank in Cohere's v2 shape (which Jina, vLLM and Infinity share); the
+// paths of each format are listed with its Format.
 //
 // It is the other end of the wire, not a part of Tollgate's routing: the
 // demo provider (type: demo) is this handler served in process through
@@ -15,9 +19,14 @@
 // message; when the request offers tools and its tool choice does not
 // forbid them, it calls them instead (see Mock.ServeHTTP). It stops where
 // the request's output limit says, as a model does, and is bounded
-// whatever the request. Options fix the
-// answer and usage and make the server misbehave as real providers do
-// (error statuses, hangs, cut or malformed streams) for the tests.
+// whatever the request. An embedding is a unit vector drawn from a hash
+// of its text (Embedding), DefaultDimensions long unless the request asks
+// for another length; a moderation flags only ForbiddenWord; a rerank
+// scores a document by the share of the query's words it holds. What the
+// providers refuse (an empty input, dimensions below 1, no query…) is
+// refused with their 400. Options fix the answer and usage and make the
+// server misbehave as real providers do (error statuses, hangs, cut or
+// malformed streams) for the tests.
 package mockllm
 
 import (
@@ -42,17 +51,21 @@ type Format string
 
 // The wire formats, told apart by the request's path.
 const (
-	// OpenAI is POST /v1/chat/completions and POST /v1/responses, with
-	// Authorization: Bearer.
+	// OpenAI is POST /v1/chat/completions, /v1/responses,
+	// /v1/embeddings, /v1/completions (legacy) and /v1/moderations, and
+	// rerank on /rerank, /v1/rerank and /v2/rerank (Cohere's, Jina's,
+	// vLLM's and Infinity's paths), with Authorization: Bearer.
 	OpenAI Format = "openai"
-	// Azure is POST /openai/deployments/{deployment}/chat/completions
-	// ?api-version=…, with api-key; answers carry Azure's content-filter
-	// annotations.
+	// Azure is POST /openai/deployments/{deployment}/chat/completions,
+	// …/embeddings, …/completions and …/moderations, each ?api-version=…,
+	// with api-key; chat and completions answers carry Azure's
+	// content-filter annotations.
 	Azure Format = "azure"
 	// Anthropic is POST /v1/messages with x-api-key and anthropic-version.
 	Anthropic Format = "anthropic"
-	// Gemini is POST /v1beta/models/{model}:generateContent and
-	// :streamGenerateContent?alt=sse, with x-goog-api-key.
+	// Gemini is POST /v1beta/models/{model}:generateContent,
+	// :streamGenerateContent?alt=sse, :embedContent and
+	// :batchEmbedContents, with x-goog-api-key.
 	Gemini Format = "gemini"
 )
 
@@ -90,7 +103,9 @@ type Options struct {
 	// Answer, when set, is the answer's text in its stream pieces instead
 	// of the deterministic one.
 	Answer []string
-	// Usage, when set, is reported instead of the counted usage.
+	// Usage, when set, is reported instead of the counted usage (its
+	// Prompt as an embedding's prompt tokens and a rerank's total
+	// tokens).
 	Usage *Usage
 	// Fault, when set, says how to misbehave on each request; it is called
 	// once per request, as it arrives.
@@ -201,7 +216,11 @@ func (m *Mock) record(r Request) {
 // max_tokens, max_output_tokens, max_tokens, maxOutputTokens), as the mock
 // counts tokens, and at most about 4,000 tokens whatever the limit; its
 // finish reason then says so (length, incomplete, max_tokens, MAX_TOKENS)
-// and its counted usage never exceeds the limit.
+// and its counted usage never exceeds the limit. Embeddings, legacy
+// completions, moderations and rerank have their own answers (see
+// embeddings, completions, moderations and rerank); faults apply to them
+// as to a conversation (a stream's plays to a streamed completion, and
+// Malformed to every whole answer).
 func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := Request{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.Query(), Header: r.Header.Clone(), billBytes: m.opt.BillBytes}
 	var fam family
