@@ -91,8 +91,8 @@ func shapeDiff(path string, want, got any, extra map[string]string) []string {
 // firstChunk is a stream's first data event that carries a choice.
 func firstChunk(t *testing.T, stream string) string {
 	t.Helper()
-	for _, line := range strings.Split(stream, "\n") {
-		if doc, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(doc, `"text"`) {
+	for _, doc := range dataEvents(stream) {
+		if strings.Contains(doc, `"text"`) {
 			return doc
 		}
 	}
