@@ -2,7 +2,11 @@
 // speaks OpenAI's chat completions and Responses API, Azure OpenAI,
 // Anthropic's Messages API and Gemini's generateContent and
 // streamGenerateContent, whole and streamed, with tool calls and usage
-// counted from the request's text and the answer.
+// counted from the request's text and the answer. Beside conversations it
+// answers embeddings (OpenAI's, Azure's, Gemini's embedContent and
+// batchEmbedContents), OpenAI's legacy completions, moderations, and
+// rerank in Cohere's v2 shape (which Jina, vLLM and Infinity share); the
+// paths of each format are listed with its Format.
 //
 // It is the other end of the wire, not a part of Tollgate's routing: the
 // demo provider (type: demo) is this handler served in process through
@@ -15,9 +19,14 @@
 // message; when the request offers tools and its tool choice does not
 // forbid them, it calls them instead (see Mock.ServeHTTP). It stops where
 // the request's output limit says, as a model does, and is bounded
-// whatever the request. Options fix the
-// answer and usage and make the server misbehave as real providers do
-// (error statuses, hangs, cut or malformed streams) for the tests.
+// whatever the request. An embedding is a unit vector drawn from a hash
+// of its text (Embedding), DefaultDimensions long unless the request asks
+// for another length; a moderation flags only ForbiddenWord; a rerank
+// scores a document by the share of the query's words it holds. What the
+// providers refuse (an empty input, dimensions below 1, no query…) is
+// refused with their 400. Options fix the answer and usage and make the
+// server misbehave as real providers do (error statuses, hangs, cut or
+// malformed streams) for the tests.
 package mockllm
 
 import (
@@ -42,17 +51,21 @@ type Format string
 
 // The wire formats, told apart by the request's path.
 const (
-	// OpenAI is POST /v1/chat/completions and POST /v1/responses, with
-	// Authorization: Bearer.
+	// OpenAI is POST /v1/chat/completions, /v1/responses,
+	// /v1/embeddings, /v1/completions (legacy) and /v1/moderations, and
+	// rerank on /rerank, /v1/rerank and /v2/rerank (Cohere's, Jina's,
+	// vLLM's and Infinity's paths), with Authorization: Bearer.
 	OpenAI Format = "openai"
-	// Azure is POST /openai/deployments/{deployment}/chat/completions
-	// ?api-version=…, with api-key; answers carry Azure's content-filter
-	// annotations.
+	// Azure is POST /openai/deployments/{deployment}/chat/completions,
+	// …/embeddings, …/completions and …/moderations, each ?api-version=…,
+	// with api-key; chat and completions answers carry Azure's
+	// content-filter annotations.
 	Azure Format = "azure"
 	// Anthropic is POST /v1/messages with x-api-key and anthropic-version.
 	Anthropic Format = "anthropic"
-	// Gemini is POST /v1beta/models/{model}:generateContent and
-	// :streamGenerateContent?alt=sse, with x-goog-api-key.
+	// Gemini is POST /v1beta/models/{model}:generateContent,
+	// :streamGenerateContent?alt=sse, :embedContent and
+	// :batchEmbedContents, with x-goog-api-key.
 	Gemini Format = "gemini"
 )
 
@@ -90,7 +103,9 @@ type Options struct {
 	// Answer, when set, is the answer's text in its stream pieces instead
 	// of the deterministic one.
 	Answer []string
-	// Usage, when set, is reported instead of the counted usage.
+	// Usage, when set, is reported instead of the counted usage (its
+	// Prompt as an embedding's prompt tokens and a rerank's total
+	// tokens).
 	Usage *Usage
 	// Fault, when set, says how to misbehave on each request; it is called
 	// once per request, as it arrives.
@@ -201,10 +216,15 @@ func (m *Mock) record(r Request) {
 // max_tokens, max_output_tokens, max_tokens, maxOutputTokens), as the mock
 // counts tokens, and at most about 4,000 tokens whatever the limit; its
 // finish reason then says so (length, incomplete, max_tokens, MAX_TOKENS)
-// and its counted usage never exceeds the limit.
+// and its counted usage never exceeds the limit. Embeddings, legacy
+// completions, moderations and rerank have their own answers (see
+// embeddings, completions, moderations and rerank); faults apply to them
+// as to a conversation (a stream's plays to a streamed completion, and
+// Malformed to every whole answer).
 func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := Request{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.Query(), Header: r.Header.Clone(), billBytes: m.opt.BillBytes}
-	req.Format = formatOf(req.Path)
+	var fam family
+	req.Format, fam = route(req.Path)
 	if !m.authorized(r, req.Format) {
 		m.record(req)
 		writeError(w, req.Format, http.StatusUnauthorized, "invalid credential")
@@ -256,7 +276,18 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c, ok := w.(io.Closer); ok {
 		defer c.Close()
 	}
-	m.answer(w, r, &req, fault.Play)
+	switch fam {
+	case embeddingsFamily:
+		m.embeddings(w, &req, fault.Play)
+	case completionsFamily:
+		m.completions(w, r, &req, fault.Play)
+	case moderationsFamily:
+		m.moderations(w, &req, fault.Play)
+	case rerankFamily:
+		m.rerank(w, &req, fault.Play)
+	default:
+		m.answer(w, r, &req, fault.Play)
+	}
 }
 
 // refusal is the status and message of a request a real provider would
@@ -310,20 +341,64 @@ func (m *Mock) serves(f Format) bool {
 	return len(m.opt.Formats) == 0 || slices.Contains(m.opt.Formats, f)
 }
 
-// formatOf tells the format from the path, or "" for none.
-func formatOf(path string) Format {
-	switch {
-	case path == "/v1/chat/completions" || path == "/v1/responses":
-		return OpenAI
-	case strings.HasPrefix(path, "/openai/deployments/") && strings.HasSuffix(path, "/chat/completions"):
-		return Azure
-	case path == "/v1/messages" || path == countTokensPath:
-		return Anthropic
-	case strings.HasPrefix(path, "/v1beta/models/") &&
-		(strings.HasSuffix(path, ":generateContent") || strings.HasSuffix(path, ":streamGenerateContent")):
-		return Gemini
+// family is the kind of endpoint a path asks for, whatever its format.
+type family string
+
+// The endpoint families: chat is every conversation API (chat
+// completions, Responses, Messages, generateContent); the others each have
+// a file of their own.
+const (
+	chatFamily        family = "chat"
+	embeddingsFamily  family = "embeddings"
+	completionsFamily family = "completions"
+	moderationsFamily family = "moderations"
+	rerankFamily      family = "rerank"
+)
+
+// openAIPaths are OpenAI's paths (and the rerank paths of Cohere, Jina,
+// vLLM and Infinity, served in OpenAI's format), each with its family.
+var openAIPaths = map[string]family{
+	"/v1/chat/completions": chatFamily, "/v1/responses": chatFamily,
+	"/v1/embeddings": embeddingsFamily, "/v1/completions": completionsFamily, "/v1/moderations": moderationsFamily,
+	"/rerank": rerankFamily, "/v1/rerank": rerankFamily, "/v2/rerank": rerankFamily,
+}
+
+// azureFamilies are the families of Azure's paths, by what follows
+// /openai/deployments/{deployment}/.
+var azureFamilies = map[string]family{
+	"embeddings": embeddingsFamily, "completions": completionsFamily, "moderations": moderationsFamily,
+}
+
+// geminiFamilies are the families of Gemini's methods, by what follows
+// /v1beta/models/{model}:.
+var geminiFamilies = map[string]family{
+	"generateContent": chatFamily, "streamGenerateContent": chatFamily,
+	"embedContent": embeddingsFamily, "batchEmbedContents": embeddingsFamily,
+}
+
+// route tells the format and the family from the path; the format is ""
+// for none.
+func route(path string) (Format, family) {
+	if fam, ok := openAIPaths[path]; ok {
+		return OpenAI, fam
 	}
-	return ""
+	switch {
+	case strings.HasPrefix(path, "/openai/deployments/") && strings.HasSuffix(path, "/chat/completions"):
+		return Azure, chatFamily
+	case strings.HasPrefix(path, "/openai/deployments/"):
+		deployment, op, _ := strings.Cut(strings.TrimPrefix(path, "/openai/deployments/"), "/")
+		if fam, ok := azureFamilies[op]; ok && deployment != "" {
+			return Azure, fam
+		}
+	case path == "/v1/messages" || path == countTokensPath:
+		return Anthropic, chatFamily
+	case strings.HasPrefix(path, "/v1beta/models/"):
+		model, method, _ := strings.Cut(strings.TrimPrefix(path, "/v1beta/models/"), ":")
+		if fam, ok := geminiFamilies[method]; ok && model != "" {
+			return Gemini, fam
+		}
+	}
+	return "", ""
 }
 
 // countTokensPath is Anthropic's POST /v1/messages/count_tokens.
@@ -356,6 +431,33 @@ func writeError(w http.ResponseWriter, f Format, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(mustJSON(body))
+}
+
+// refuse answers 400 as the format's provider answers a request it
+// refuses for what it carries (OpenAI's invalid_request_error naming the
+// parameter, which Azure answers too; Gemini's INVALID_ARGUMENT), and
+// keeps it as a problem.
+func (m *Mock) refuse(w http.ResponseWriter, f Format, param, msg string) {
+	m.problem("%s: refused (%s): %s", f, param, msg)
+	body := map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "param": param, "code": nil}}
+	if f == Gemini {
+		body = map[string]any{"error": map[string]any{"code": http.StatusBadRequest, "message": msg, "status": "INVALID_ARGUMENT"}}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(mustJSON(body))
+}
+
+// writeWhole writes an answer that is never streamed: as it is, or cut
+// short of valid JSON when the play is Malformed (the other plays are a
+// stream's).
+func writeWhole(w http.ResponseWriter, whole any, p Play) {
+	w.Header().Set("Content-Type", "application/json")
+	b := mustJSON(whole)
+	if p == Malformed {
+		b = b[:len(b)/2]
+	}
+	_, _ = w.Write(b)
 }
 
 // mustJSON encodes what the mock builds itself: maps of strings, numbers,

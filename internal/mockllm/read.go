@@ -1,6 +1,7 @@
 package mockllm
 
 import (
+	"math"
 	"strings"
 	"unicode/utf8"
 )
@@ -187,4 +188,73 @@ func readGemini(req *Request, a *asked) {
 	default:
 		a.choice.mode = "auto"
 	}
+}
+
+// intField reads an optional integer field of a body: def when it is
+// absent or null, and false when it is not an integer within [lo, hi].
+func intField(b map[string]any, key string, def, lo, hi int) (int, bool) {
+	v, ok := b[key]
+	if !ok || v == nil {
+		return def, true
+	}
+	n, ok := integer(v)
+	if !ok || n < lo || n > hi {
+		return 0, false
+	}
+	return n, true
+}
+
+// integer is v as an int when it is a JSON number without a fraction that
+// fits in 32 bits.
+func integer(v any) (int, bool) {
+	f, ok := v.(float64)
+	if !ok || f != math.Trunc(f) || f < math.MinInt32 || f > math.MaxInt32 {
+		return 0, false
+	}
+	return int(f), true
+}
+
+// tokenArray is v as a non-empty array of token ids (integers ≥ 0), or
+// false.
+func tokenArray(v any) ([]int, bool) {
+	vs, ok := v.([]any)
+	if !ok || len(vs) == 0 {
+		return nil, false
+	}
+	out := make([]int, len(vs))
+	for i, e := range vs {
+		n, ok := integer(e)
+		if !ok || n < 0 {
+			return nil, false
+		}
+		out[i] = n
+	}
+	return out, true
+}
+
+// tokensOf counts a text's tokens as the prompt's are counted (see
+// tokens; one a byte with Options.BillBytes), without OpenAI's 3 for
+// priming a chat's reply.
+func (req *Request) tokensOf(s string) int {
+	if req.billBytes {
+		return len(s)
+	}
+	return tokens(utf8.RuneCountInString(s))
+}
+
+// modelOf is the model a request names: its body's model, else its
+// path's (an Azure deployment, a Gemini model).
+func modelOf(req *Request) string {
+	if s, ok := req.Body["model"].(string); ok && req.Format != Gemini {
+		return s
+	}
+	switch req.Format {
+	case Azure:
+		deployment, _, _ := strings.Cut(strings.TrimPrefix(req.Path, "/openai/deployments/"), "/")
+		return deployment
+	case Gemini:
+		model, _, _ := strings.Cut(strings.TrimPrefix(req.Path, "/v1beta/models/"), ":")
+		return model
+	}
+	return ""
 }
