@@ -119,6 +119,25 @@ func TestTheREADMEsFirstRunAnswersOffline(t *testing.T) {
 	assert.Positive(t, r.Completion)
 	assert.Equal(t, money.Nanos(r.PromptTokens*1000+r.Completion*2000), r.Cost, "$1 and $2 per million tokens")
 	assert.Equal(t, 10*money.PerDollar-r.Cost, tg.balance(t, email))
+
+	// The README's embeddings call answers offline too, on the same key.
+	var embed string
+	for _, b := range regexp.MustCompile("(?s)```python\n(.*?)```").FindAllSubmatch(readme, -1) {
+		if strings.Contains(string(b[1]), "embeddings.create") {
+			embed = string(b[1])
+		}
+	}
+	require.NotEmpty(t, embed, "the README has an embeddings example")
+	embed = strings.ReplaceAll(strings.ReplaceAll(embed, readmeBase, tg.BaseURL), readmeKey, secret)
+	cmd = exec.CommandContext(ctx, py, "-c", embed)
+	cmd.Env = withoutEnv(os.Environ(), "OPENAI_API_KEY")
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	out, err = cmd.Output()
+	require.NoError(t, err, "the README's embeddings example: %s", stderr.String())
+	assert.Equal(t, "2 vectors of 8\n", string(out))
+	recs := tg.waitRecords(t, keyID, 2)
+	assert.ElementsMatch(t, []string{"demo", "demo-embedding"}, []string{recs[0].Model, recs[1].Model})
 }
 
 // runREADMEsAccountCommands runs the README's first commands that make an
