@@ -179,7 +179,8 @@ func TestARAGFlowIsServedBilledExactlyAndStoppedByItsBudget(t *testing.T) {
 
 // TestEachEndpointRefusesAModelOfAnotherKind: a chat model on the
 // embeddings path, an embedding model on chat, and a bad input get a 400
-// naming the parameter, before anything is held or sent.
+// naming the parameter, before anything is held or sent; the model list
+// names each model's kind.
 func TestEachEndpointRefusesAModelOfAnotherKind(t *testing.T) {
 	t.Parallel()
 	p := newMockOpenAI(t)
@@ -199,6 +200,16 @@ func TestEachEndpointRefusesAModelOfAnotherKind(t *testing.T) {
 		assert.Equal(t, tc.message, gjson.GetBytes(body, "error.message").Str)
 	}
 	assert.Empty(t, p.received(), "nothing reached the provider")
+
+	// GET /v1/models names each model's kind.
+	resp, body := tg.do(t, http.MethodGet, "/models", secret, "")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	requireSchema(t, schemaModelList, body)
+	kinds := map[string]string{}
+	for _, m := range gjson.GetBytes(body, "data").Array() {
+		kinds[m.Get("id").Str] = m.Get("kind").Str
+	}
+	assert.Equal(t, map[string]string{"gpt-4o-mini": "chat", "embed": "embedding", "instruct": "completion", "mod": "moderation", "rerank": "rerank"}, kinds)
 }
 
 // doPastHolds posts body to path as a client honouring Retry-After does:

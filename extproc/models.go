@@ -57,6 +57,9 @@ type modelEntry struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// Kind is what the model serves (chat, completion, embedding,
+	// moderation, rerank): Tollgate's own field, beside OpenAI's.
+	Kind string `json:"kind"`
 }
 
 // models answers GET /v1/models at once with the models this key may use now.
@@ -108,7 +111,7 @@ func anthropicModels(entries []modelEntry) anthropicModelList {
 }
 
 func (r *routerStep) entry(m *config.Model) modelEntry {
-	return modelEntry{ID: m.ID, Object: "model", Created: r.cfg.CreatedAt(m).Unix(), OwnedBy: "tollgate"}
+	return modelEntry{ID: m.ID, Object: "model", Created: r.cfg.CreatedAt(m).Unix(), OwnedBy: "tollgate", Kind: m.Kind}
 }
 
 // oneModel answers GET /v1/models/{id}: the model's entry when the key may use
