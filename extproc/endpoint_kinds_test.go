@@ -49,7 +49,7 @@ plans:
   - {name: pro, models: ["*"]}
 `
 
-func kindsCfg(t *testing.T) *config.Config {
+func kindsCfg(t testing.TB) *config.Config {
 	t.Helper()
 	c, err := config.Parse([]byte(kindsConfig), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)

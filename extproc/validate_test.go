@@ -137,11 +137,27 @@ func FuzzValidate(f *testing.F) {
 		`{"model":"gpt-4o-mini","messages":[{"role":"assistant","content":null,"tool_calls":[{}]}],"temperature":1e400}`,
 		`{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":1},"messages":[]}`,
 		`[`, `{"model":"\u0000"}`, ``,
+		`{"model":"embed","input":["a",[1,2]],"dimensions":3}`,
+		`{"model":"instruct","prompt":[[1],[2]],"n":2,"best_of":3,"stream":true}`,
+		`{"input":[{"type":"image_url","image_url":{"url":"x"}}]}`,
+		`{"model":"rerank-units","query":"q","documents":[{"text":"d"}],"top_n":1}`,
 	} {
 		f.Add([]byte(seed))
 	}
-	cfg := testCfg(f)
+	cfg, kinds := testCfg(f), kindsCfg(f)
+	checks := []endpointCheck{checkEmbeddings, checkCompletions, checkModerations, checkRerank}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		// Every endpoint's check too, with a model of every kind: a coded
+		// 400, or a model and bounds that are not negative.
+		for _, check := range checks {
+			r, err := check(body, kinds)
+			switch {
+			case err != nil && (err.Status != 400 || err.Code == ""):
+				t.Fatalf("rejection is not a coded 400: %+v", err)
+			case err == nil && (r.Model == nil || r.PromptBound < 0 || r.Units < 0 || r.MaxTokens < 0 || r.Choices < 1):
+				t.Fatalf("accepted %q as %+v", body, r)
+			}
+		}
 		r, err := validate(body, cfg)
 		if err != nil {
 			if err.Status != 400 || err.Code == "" {
