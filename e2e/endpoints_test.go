@@ -225,3 +225,32 @@ func doPastHolds(t *testing.T, tg *tollgate, path, secret, body string) (*http.R
 	}, "%s: past the holds of requests just ended", path)
 	return resp, got
 }
+
+// TestABatchOfEmbeddingsLargerThanEnvoyBuffersIsAnsweredWhole: a batch
+// whose answer (floats as JSON text, 3,072 dimensions) is several times
+// what Envoy buffers for a request reaches the client whole, in order,
+// and is recorded once.
+func TestABatchOfEmbeddingsLargerThanEnvoyBuffersIsAnsweredWhole(t *testing.T) {
+	t.Parallel()
+	p := newMockOpenAI(t)
+	tg := startTollgate(t, kindsConfigFor(p.URL), "")
+	secret := tg.newAccount(t, "batch@example.com", "10")
+	in := make([]string, 64)
+	for i := range in {
+		in[i] = fmt.Sprintf("passage %d of a long report", i)
+	}
+	b, err := json.Marshal(in)
+	require.NoError(t, err)
+	resp, body := tg.do(t, http.MethodPost, "/embeddings", secret, `{"model":"embed","dimensions":3072,"input":`+string(b)+`}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%.300s", body)
+	assert.Greater(t, len(body), 2<<20, "past Envoy's buffers")
+	data := gjson.GetBytes(body, "data").Array()
+	require.Len(t, data, len(in))
+	for i, d := range data {
+		assert.EqualValues(t, i, d.Get("index").Int())
+	}
+	last := data[len(data)-1].Get("embedding").Array()
+	require.Len(t, last, 3072)
+	assert.InDelta(t, mockllm.Embedding(in[len(in)-1], 3072)[3071], last[3071].Float(), 1e-6)
+	tg.waitRecords(t, tg.onlyKeyID(t, "batch@example.com"), 1)
+}

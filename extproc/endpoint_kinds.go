@@ -215,6 +215,17 @@ func (passAttempt) errorEvent(e oaierror.Error) []byte { return streamErrorEvent
 
 func (passAttempt) completed(context.Context, *upstreamStep) {}
 
+// takesPieces: an embedding, moderation or rerank answer is taken in
+// pieces and handed back whole (provider.MaxAnswer), not buffered by the
+// proxy, whose buffer a batch of embeddings passes.
+func (a passAttempt) takesPieces() bool { return a.ep != provider.Completions }
+
+// piecewise reports whether an attempt takes its whole answer in pieces.
+func piecewise(part endpointAttempt) bool {
+	p, ok := part.(interface{ takesPieces() bool })
+	return ok && p.takesPieces()
+}
+
 // passEndpoint is the row of an endpoint family whose requests check
 // validates and whose attempts go on as they are.
 func passEndpoint(ep provider.Endpoint, path string, check func([]byte, *config.Config) (validChat, *oaierror.Error)) *endpoint {

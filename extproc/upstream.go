@@ -3,6 +3,7 @@ package extproc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -262,7 +263,7 @@ func (u *upstreamStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Pro
 			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: notPassedBack(h.GetHeaders())},
 		}},
 	}}
-	if !ok || !u.preq.Stream {
+	if !ok || (!u.preq.Stream && !piecewise(u.part)) {
 		// A whole JSON answer is translated at once: ask Envoy to buffer it.
 		out.ModeOverride = &extprocfilterv3.ProcessingMode{
 			RequestHeaderMode:  extprocfilterv3.ProcessingMode_SEND,
@@ -295,7 +296,11 @@ func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 			// the client gets a 502 in OpenAI's shape, never SSE text in
 			// JSON. The router step records it, as every failure.
 			u.ended, u.status = true, StatusUpstreamFailed
-			return immediateIn(u.shape, oaierror.UpstreamFailed.With("The provider sent an answer Tollgate could not translate.", "").ForRequest(u.clientRequestID),
+			msg := "The provider sent an answer Tollgate could not translate."
+			if errors.Is(err, provider.ErrAnswerTooLarge) {
+				msg = fmt.Sprintf("The provider's answer is larger than Tollgate hands back whole (%d MiB): send fewer inputs or dimensions, or ask for encoding_format base64.", provider.MaxAnswer>>20)
+			}
+			return immediateIn(u.shape, oaierror.UpstreamFailed.With(msg, "").ForRequest(u.clientRequestID),
 				contract.SetRawHeaders(contract.HeaderTranslated, "1")), nil
 		}
 		// Keep what was translated before the failure, then end with one

@@ -133,7 +133,9 @@ func arrayOf(v gjson.Result) gjson.Result {
 }
 
 // jsonAnswer meters a whole JSON answer (embeddings, moderations, rerank)
-// and names the client's model in it.
+// and names the client's model in it. It takes the answer in pieces and
+// hands it back whole at its end: the proxy streams it to the upstream
+// step (a batch of embeddings passes what Envoy buffers).
 type jsonAnswer struct {
 	ep       Endpoint
 	model    string
@@ -145,10 +147,15 @@ type jsonAnswer struct {
 	bad      bool
 }
 
-// maxAnswer bounds a whole answer held to be metered (2,048 embeddings of
-// 3,072 floats as text are about 100 MB: far past any real answer's need
-// for the sizes models give, and past max_body_bytes' multiples).
-const maxAnswer = 256 << 20
+// MaxAnswer bounds a whole answer held to be metered and handed back in
+// one message (within the gRPC message limit): 2,048 embeddings of 1,536
+// floats as JSON text pass it, as base64 (the OpenAI SDKs' default) a
+// quarter of that size does not come near.
+const MaxAnswer = 32 << 20
+
+// ErrAnswerTooLarge is a whole answer past MaxAnswer: the client gets 502
+// with a message that says so.
+var ErrAnswerTooLarge = fmt.Errorf("%w: the answer is larger than %d MiB", ErrUntranslatable, MaxAnswer>>20)
 
 func (a *jsonAnswer) Status(status int) int {
 	if status >= 400 {
@@ -161,9 +168,9 @@ func (a *jsonAnswer) Body(piece []byte, end bool) ([]byte, error) {
 	if a.fail != nil {
 		return a.fail.body(piece, end), nil
 	}
-	if len(a.buf)+len(piece) > maxAnswer {
-		a.bad = true
-		return nil, ErrUntranslatable
+	if len(a.buf)+len(piece) > MaxAnswer {
+		a.bad, a.buf = true, nil
+		return nil, ErrAnswerTooLarge
 	}
 	whole := piece
 	if !end || len(a.buf) > 0 {

@@ -176,3 +176,22 @@ func TestGeminiEmbeddingsAreTranslatedBothWays(t *testing.T) {
 	_, _, err = EndpointUpstream(Embeddings, &Request{Body: []byte(`{"model":"m","input":[[1,2,3]]}`)}, testTarget(config.TypeGemini))
 	assert.ErrorIs(t, err, ErrUnsupportedRequest)
 }
+
+// A whole answer past MaxAnswer is dropped, not held: the client gets a
+// 502 saying so, and nothing is billed as complete.
+func TestAnAnswerPastTheLimitIsRefusedNotHeld(t *testing.T) {
+	_, r, err := EndpointUpstream(Embeddings, &Request{Body: []byte(`{"model":"m","input":"x"}`)}, testTarget(config.TypeOpenAI))
+	require.NoError(t, err)
+	r.Status(200)
+	piece := make([]byte, 1<<20)
+	for range MaxAnswer >> 20 {
+		out, err := r.Body(piece, false)
+		require.NoError(t, err)
+		require.Empty(t, out)
+	}
+	_, err = r.Body([]byte("}"), true)
+	assert.ErrorIs(t, err, ErrAnswerTooLarge)
+	assert.ErrorIs(t, err, ErrUntranslatable)
+	assert.False(t, r.Completed())
+	assert.Nil(t, r.(*jsonAnswer).buf, "what was held is let go")
+}
