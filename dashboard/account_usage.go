@@ -33,8 +33,9 @@ func (d *Dashboard) accountUsage(w http.ResponseWriter, r *http.Request, s *sess
 	ctx, a := r.Context(), d.actor(r, s)
 	now := d.now()
 	page := accountUsagePage{Range: chooseWindow(r.URL.Query(), accountWindows, accountDefault, now), Today: now.UTC().Format(dateLayout)}
+	page.Range.byEndpoint(r.URL.Query())
 	from, to := page.Range.Window.bounds(now)
-	q := manage.UsageRequest{AccountID: s.account.ID, From: from, To: to}
+	q := manage.UsageRequest{AccountID: s.account.ID, From: from, To: to, Endpoint: page.Range.Endpoint}
 	var err error
 	if page.usageFigures, err = d.usageFigures(ctx, a, q, page.Range.Window); err != nil {
 		return fmt.Errorf("account usage: %w", err)
@@ -89,10 +90,11 @@ func (d *Dashboard) topKeys(r *http.Request, s *session, q manage.UsageRequest) 
 	return out, nil
 }
 
-// accountUsageCSV sends the window's records as CSV, through the
+// accountUsageCSV sends the window's records (of its endpoint) as CSV, through the
 // management API's own export (the same columns).
 func (d *Dashboard) accountUsageCSV(w http.ResponseWriter, r *http.Request, s *session) error {
 	c := chooseWindow(r.URL.Query(), accountWindows, accountDefault, d.now())
+	c.byEndpoint(r.URL.Query())
 	from, to := c.Window.bounds(d.now())
-	return d.manage.UsageCSV(w, r, d.actor(r, s), manage.UsageRequest{AccountID: s.account.ID, From: from, To: to})
+	return d.manage.UsageCSV(w, r, d.actor(r, s), manage.UsageRequest{AccountID: s.account.ID, From: from, To: to, Endpoint: c.Endpoint})
 }

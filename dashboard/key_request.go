@@ -12,7 +12,8 @@ import (
 // requestDetailPage is one usage record of a key, every field of it.
 type requestDetailPage struct {
 	Key                                                           keyRow
-	ID, When, Model, Provider, Deployment, Status, Code, Message  string
+	ID, When, Model, Endpoint, Provider, Deployment, Status, Code string
+	Message                                                       string
 	PromptTokens, CompletionTokens, CachedTokens, ReasoningTokens string
 	Cost, Latency, TTFT, Attempts, RequestID                      string
 	Estimated, Failed                                             bool
@@ -48,7 +49,7 @@ func (d *Dashboard) keyRequest(w http.ResponseWriter, r *http.Request, s *sessio
 
 func requestDetailOf(u store.UsageRecord) requestDetailPage {
 	row := requestRowOf(u)
-	return requestDetailPage{ID: u.ID, When: row.When, Model: row.Model, Provider: u.Provider, Deployment: u.Deployment,
+	return requestDetailPage{ID: u.ID, When: row.When, Model: row.Model, Endpoint: u.Endpoint, Provider: u.Provider, Deployment: u.Deployment,
 		Status: row.Status, Code: u.ErrorCode, Message: u.ErrorMessage,
 		PromptTokens: count(u.PromptTokens), CompletionTokens: count(u.CompletionTokens),
 		CachedTokens: count(u.CachedTokens), ReasoningTokens: count(u.ReasoningTokens),

@@ -15,7 +15,8 @@ import (
 // The request log: a key's usage records themselves, newest first, fifty a
 // page, and the refusals counted for it (grouped by hour, status, code and
 // model asked for: they are not recorded one by one), both filtered by
-// days, status class, error code, model and request id; a record's detail;
+// days, status class, error code, model, endpoint and request id; a
+// record's detail;
 // and the records the filters select as CSV.
 
 const (
@@ -25,9 +26,9 @@ const (
 )
 
 type requestRow struct {
-	ID, When, Model, Status, Code, Message, Tokens, Cost, Latency, TTFT, RequestID string
-	Failed                                                                         bool
-	Attempts                                                                       int
+	ID, When, Model, Endpoint, Status, Code, Message, Tokens, Cost, Latency, TTFT, RequestID string
+	Failed                                                                                   bool
+	Attempts                                                                                 int
 }
 
 // refusalRow is one group of refusals: "429 rate_limit_exceeded × 12,
@@ -38,7 +39,7 @@ type refusalRow struct {
 
 // requestFilters are the request log's filters, as the form sends them.
 type requestFilters struct {
-	From, To, Status, Code, Model, RequestID string
+	From, To, Status, Code, Model, Endpoint, RequestID string
 	// Problem is what is wrong with the days, shown beside them (the log
 	// is then not filtered by days).
 	Problem string
@@ -52,6 +53,7 @@ type requestLogPage struct {
 	// MoreRefusals is set when there are more groups than shown.
 	MoreRefusals bool
 	Models       []string
+	Endpoints    []string
 	Statuses     []string
 	Today        string
 	Older        string
@@ -66,11 +68,11 @@ var statusClasses = map[string]int{"2xx": 2, "4xx": 4, "5xx": 5}
 // request they select.
 func requestFiltersOf(q url.Values, keyID string, now time.Time) (requestFilters, manage.UsageRequest) {
 	f := requestFilters{From: q.Get("from"), To: q.Get("to"), Status: q.Get("status"), Code: strings.TrimSpace(q.Get("code")),
-		Model: strings.TrimSpace(q.Get("model")), RequestID: strings.TrimSpace(q.Get("request_id"))}
+		Model: strings.TrimSpace(q.Get("model")), Endpoint: endpointOf(q), RequestID: strings.TrimSpace(q.Get("request_id"))}
 	if _, ok := statusClasses[f.Status]; !ok {
 		f.Status = ""
 	}
-	req := manage.UsageRequest{KeyID: keyID, AllTime: true, Model: f.Model, StatusClass: statusClasses[f.Status], Code: f.Code,
+	req := manage.UsageRequest{KeyID: keyID, AllTime: true, Model: f.Model, Endpoint: f.Endpoint, StatusClass: statusClasses[f.Status], Code: f.Code,
 		RequestID: f.RequestID}
 	if f.From != "" || f.To != "" {
 		w, problem := customWindow(f.From, f.To, now)
@@ -88,7 +90,7 @@ func requestFiltersOf(q url.Values, keyID string, now time.Time) (requestFilters
 func (f requestFilters) values() url.Values {
 	v := url.Values{}
 	for name, val := range map[string]string{"from": f.From, "to": f.To, "status": f.Status, "code": f.Code, "model": f.Model,
-		"request_id": f.RequestID} {
+		"endpoint": f.Endpoint, "request_id": f.RequestID} {
 		if val != "" {
 			v.Set(name, val)
 		}
@@ -106,7 +108,7 @@ func (d *Dashboard) keyRequests(w http.ResponseWriter, r *http.Request, s *sessi
 	query, now := r.URL.Query(), d.now()
 	f, q := requestFiltersOf(query, k.ID, now)
 	page := requestLogPage{Key: keyView(k, now), Filters: f, Today: now.UTC().Format(dateLayout),
-		Statuses: []string{"2xx", "4xx", "5xx"}, Filtered: len(f.values()) > 0}
+		Statuses: []string{"2xx", "4xx", "5xx"}, Endpoints: store.Endpoints, Filtered: len(f.values()) > 0}
 	page.CSV = "/keys/" + k.ID + "/requests.csv?" + f.values().Encode()
 	if cfg := d.config(); cfg != nil {
 		for _, m := range cfg.Models {
@@ -160,7 +162,7 @@ func cursorOf(b string) (*store.UsageRecord, bool) {
 }
 
 func requestRowOf(u store.UsageRecord) requestRow {
-	row := requestRow{ID: u.ID, When: u.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), Model: u.Model, Status: strconv.Itoa(u.Status),
+	row := requestRow{ID: u.ID, When: u.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), Model: u.Model, Endpoint: u.Endpoint, Status: strconv.Itoa(u.Status),
 		Code: u.ErrorCode, Message: u.ErrorMessage, Tokens: tokensLabel(u), Cost: usd(u.Cost),
 		Latency: msLabel(u.Latency), TTFT: "—", RequestID: u.RequestID, Failed: u.Status >= 400, Attempts: u.Attempts}
 	if u.TTFT > 0 {

@@ -36,10 +36,11 @@ type latencyStats struct {
 // figures read: the records themselves, not the rollups.
 const latencySample = 2000
 
-// windowLink is one choice of timeline window.
+// windowLink is one choice of timeline window, and its link (which keeps
+// the page's endpoint).
 type windowLink struct {
-	Name, Label string
-	Current     bool
+	Name, Label, Href string
+	Current           bool
 }
 
 // keyPageWindows are the key usage page's windows; the first is the default.
@@ -56,8 +57,9 @@ func (d *Dashboard) keyUsage(w http.ResponseWriter, r *http.Request, s *session)
 	ctx, a := r.Context(), d.actor(r, s)
 	now := d.now()
 	page := keyUsagePage{Key: keyView(k, now), Range: chooseWindow(r.URL.Query(), keyPageWindows, keyPageWindows[0], now), Today: now.UTC().Format(dateLayout)}
+	page.Range.byEndpoint(r.URL.Query())
 	from, to := page.Range.Window.bounds(now)
-	q := manage.UsageRequest{KeyID: k.ID, From: from, To: to}
+	q := manage.UsageRequest{KeyID: k.ID, From: from, To: to, Endpoint: page.Range.Endpoint}
 	if page.usageFigures, err = d.usageFigures(ctx, a, q, page.Range.Window); err != nil {
 		return fmt.Errorf("key usage: %w", err)
 	}

@@ -64,6 +64,11 @@ type windowChoice struct {
 	From, To string
 	Problem  string
 	Windows  []windowLink
+	// Endpoint is the endpoint the page is of ("": every one) and
+	// Endpoints its choices, on the pages that filter by endpoint (nil
+	// elsewhere): the window links and forms keep it.
+	Endpoint  string
+	Endpoints []string
 }
 
 func chooseWindow(q url.Values, names []string, def string, now time.Time) windowChoice {
@@ -87,7 +92,8 @@ func chooseWindow(q url.Values, names []string, def string, now time.Time) windo
 	}
 	for _, n := range names {
 		o := windowNamed(n)
-		c.Windows = append(c.Windows, windowLink{Name: o.Name, Label: o.Label, Current: o.Name == c.Window.Name})
+		c.Windows = append(c.Windows, windowLink{Name: o.Name, Label: o.Label, Current: o.Name == c.Window.Name,
+			Href: "?" + url.Values{"window": {o.Name}}.Encode()})
 	}
 	return c
 }
@@ -383,12 +389,15 @@ func num(v float64) string {
 	return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
 }
 
-// windowQuery is the query that asks for c's window again.
+// windowQuery is the query that asks for c's window (and endpoint) again.
 func windowQuery(c windowChoice) url.Values {
 	v := url.Values{"window": {c.Window.Name}}
 	if c.Window.Name == "custom" {
 		v.Set("from", c.Window.From)
 		v.Set("to", c.Window.To)
+	}
+	if c.Endpoint != "" {
+		v.Set("endpoint", c.Endpoint)
 	}
 	return v
 }

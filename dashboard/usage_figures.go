@@ -25,6 +25,7 @@ type usageFigures struct {
 	// them ("" when none).
 	TokenDetail              string
 	ByModel                  []modelUsageRow
+	ByEndpoint               []endpointUsageRow
 	Errors                   []errorRow
 	RequestsChart, CostChart chart
 	Buckets                  []bucketRow
@@ -85,7 +86,7 @@ func (d *Dashboard) usageFigures(ctx context.Context, a manage.Actor, q manage.U
 		ErrorRate: percent(sum.ErrorRequests+nRefused, all), Cost: usd(sum.Cost),
 		PromptTokens: count(sum.PromptTokens), CompletionTokens: count(sum.CompletionTokens),
 		TokenDetail: tokenDetailLabel(sum.CachedTokens, sum.CacheWriteTokens, sum.ReasoningTokens),
-		ByModel:     modelRows(sum.ByModel, refused), Errors: errorRows(failed, refused), sum: sum}
+		ByModel:     modelRows(sum.ByModel, refused), ByEndpoint: endpointRows(sum.ByEndpoint), Errors: errorRows(failed, refused), sum: sum}
 	f.RequestsChart, f.CostChart, f.Buckets = drawTimeline(win, buckets)
 	return f, nil
 }

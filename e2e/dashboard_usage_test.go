@@ -49,8 +49,9 @@ plans:`, 1)
 // once, rate-limited twice and refused once for an invalid body shows all
 // four on its usage page (a third series, the error rate) and in its
 // request log (a grouped row); each usage page, the request log and a
-// request's page are walked at 1280 and 390 px: no sideways scroll, chart
-// labels readable, axe-core clean (issue #28, findings 1, 5, 6).
+// request's page, unfiltered and filtered by endpoint, are walked at 1280
+// and 390 px: no sideways scroll, chart labels readable, axe-core clean
+// (issue #28, findings 1, 5, 6).
 func TestDashboardUsagePagesShowRefusalsAndFitAPhone(t *testing.T) {
 	t.Parallel()
 	browser := newBrowser(t)
@@ -95,13 +96,15 @@ func TestDashboardUsagePagesShowRefusalsAndFitAPhone(t *testing.T) {
 	assert.Equal(t, "66.7%", text("#error-rate"))
 	refused := browserGet(t, browser, "refused bars", chromedp.Nodes(chromedp.CSSAll("svg#timeline rect.ref")))
 	assert.Len(t, refused, 1, "the refusals are the chart's third series")
+	assert.Contains(t, text("#by-endpoint tbody"), "chat", "the chat completion, by endpoint")
 	do("open the request log", chromedp.Navigate(site+"/keys/"+keyID+"/requests"), chromedp.WaitVisible(chromedp.CSS("#refusals")))
 	assert.Contains(t, text("#refusals tbody"), "rate_limit_exceeded")
 	assert.Contains(t, text(`#refusals td[data-field="count"]`), "× 2")
 
 	pages := []string{"/keys/" + keyID, "/keys/" + keyID + "?window=30d", "/keys/" + keyID + "?window=custom&from=2025-06-10&to=2025-06-01",
 		"/keys/" + keyID + "/requests", "/keys/" + keyID + "/requests?status=4xx&from=2030-01-02&to=2030-01-01",
-		"/keys/" + keyID + "/requests/" + recs[0].ID, "/usage", "/usage?window=90d"}
+		"/keys/" + keyID + "/requests/" + recs[0].ID, "/usage", "/usage?window=90d",
+		"/keys/" + keyID + "?window=7d&endpoint=chat", "/keys/" + keyID + "/requests?endpoint=embeddings", "/usage?endpoint=chat"}
 	for _, width := range []int64{1280, 390} {
 		do(fmt.Sprintf("a %d px wide window", width), chromedp.EmulateViewport(width, 844))
 		for _, page := range pages {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/oaierror"
@@ -42,9 +43,10 @@ type UsageRequest struct {
 	AllTime bool
 	// Group is "hour" or "day" (the default).
 	Group string
-	// Model and Outcome (store.OutcomeOK or store.OutcomeError) narrow
-	// the records; "" takes every one.
-	Model, Outcome string
+	// Model, Endpoint (one of store.Endpoints) and Outcome
+	// (store.OutcomeOK or store.OutcomeError) narrow the records; "" takes
+	// every one. Refusals have no endpoint: with one, none are counted.
+	Model, Endpoint, Outcome string
 	// StatusClass (2, 4 or 5: 2xx, 4xx, 5xx), Code (an error code),
 	// RecordID and RequestID narrow them further; zero takes every one.
 	StatusClass               int
@@ -78,6 +80,11 @@ func (s *Service) usageQuery(ctx context.Context, a Actor, r UsageRequest) (stor
 	default:
 		return store.UsageQuery{}, oaierror.Invalid("invalid_request", "outcome", "outcome must be ok or error.")
 	}
+	if r.Endpoint != "" && !store.KnownEndpoint(r.Endpoint) {
+		return store.UsageQuery{}, oaierror.Invalid("invalid_request", "endpoint",
+			"endpoint must be one of "+strings.Join(store.Endpoints, ", ")+".")
+	}
+	q.Endpoint = r.Endpoint
 	switch r.StatusClass {
 	case 0, 2, 4, 5:
 		q.StatusClass, q.Code, q.RecordID, q.RequestID = r.StatusClass, r.Code, r.RecordID, r.RequestID
@@ -312,7 +319,7 @@ func ParseInstant(name, v string) (time.Time, error) {
 // csvHeader names the CSV export's columns.
 var csvHeader = []string{"id", "created_at", "key_id", "account_id", "model", "provider", "deployment", "status", "error_code",
 	"prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens", "cost_usd", "estimated", "latency_ms", "attempts", "request_id",
-	"ttft_ms", "error_message"}
+	"ttft_ms", "error_message", "endpoint"}
 
 // ttftMS is a record's time to first token in milliseconds; "" when it
 // has none (an answer sent whole).
@@ -360,7 +367,7 @@ func (s *Service) UsageCSV(w http.ResponseWriter, r *http.Request, a Actor, req 
 				u.Deployment, strconv.Itoa(u.Status), u.ErrorCode, strconv.FormatInt(u.PromptTokens, 10),
 				strconv.FormatInt(u.CompletionTokens, 10), strconv.FormatInt(u.CachedTokens, 10), strconv.FormatInt(u.CacheWriteTokens, 10), strconv.FormatInt(u.ReasoningTokens, 10),
 				u.Cost.String(), strconv.FormatBool(u.Estimated), strconv.FormatInt(u.Latency.Milliseconds(), 10),
-				strconv.Itoa(u.Attempts), u.RequestID, ttftMS(u), u.ErrorMessage})
+				strconv.Itoa(u.Attempts), u.RequestID, ttftMS(u), u.ErrorMessage, u.Endpoint})
 		}
 		written += len(recs)
 		cw.Flush()

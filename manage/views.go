@@ -140,6 +140,13 @@ type ModelUsageJSON struct {
 	UsageTotals
 }
 
+// EndpointUsageJSON is one endpoint's share of usage (of its records:
+// refusals have no endpoint).
+type EndpointUsageJSON struct {
+	Endpoint string `json:"endpoint"`
+	UsageTotals
+}
+
 // BucketJSON is one hour or day of usage.
 type BucketJSON struct {
 	Start time.Time `json:"start"`
@@ -148,15 +155,18 @@ type BucketJSON struct {
 
 // UsageJSON is a key's or an account's usage over a range on the wire.
 type UsageJSON struct {
-	Object    string           `json:"object"`
-	AccountID string           `json:"account_id"`
-	KeyID     *string          `json:"key_id"`
-	From      time.Time        `json:"from"`
-	To        time.Time        `json:"to"`
-	Group     string           `json:"group"`
-	Totals    UsageTotals      `json:"totals"`
-	ByModel   []ModelUsageJSON `json:"by_model"`
-	Buckets   []BucketJSON     `json:"buckets"`
+	Object    string    `json:"object"`
+	AccountID string    `json:"account_id"`
+	KeyID     *string   `json:"key_id"`
+	From      time.Time `json:"from"`
+	To        time.Time `json:"to"`
+	Group     string    `json:"group"`
+	// Endpoint is the endpoint the usage is of; nil: every endpoint.
+	Endpoint   *string             `json:"endpoint"`
+	Totals     UsageTotals         `json:"totals"`
+	ByModel    []ModelUsageJSON    `json:"by_model"`
+	ByEndpoint []EndpointUsageJSON `json:"by_endpoint"`
+	Buckets    []BucketJSON        `json:"buckets"`
 }
 
 // UsageView is rep on the wire.
@@ -166,15 +176,20 @@ func UsageView(rep UsageReport) UsageJSON {
 		Totals: UsageTotals{UsageCounts{Requests: sum.TotalRequests, ErrorRequests: sum.ErrorRequests,
 			PromptTokens: sum.PromptTokens, CompletionTokens: sum.CompletionTokens, CostUSD: sum.Cost},
 			TokenDetail{sum.CachedTokens, sum.CacheWriteTokens, sum.ReasoningTokens}},
-		ByModel: []ModelUsageJSON{}, Buckets: make([]BucketJSON, len(rep.Buckets))}
+		ByModel: []ModelUsageJSON{}, ByEndpoint: make([]EndpointUsageJSON, len(sum.ByEndpoint)), Buckets: make([]BucketJSON, len(rep.Buckets))}
 	if rep.Query.KeyID != "" {
 		out.KeyID = &rep.Query.KeyID
 	}
+	if rep.Query.Endpoint != "" {
+		out.Endpoint = &rep.Query.Endpoint
+	}
 	byModel := map[string]*UsageTotals{}
 	for _, m := range sum.ByModel {
-		byModel[m.Model] = &UsageTotals{UsageCounts{Requests: m.Requests, ErrorRequests: m.ErrorRequests,
-			PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens, CostUSD: m.Cost},
-			TokenDetail{m.CachedTokens, m.CacheWriteTokens, m.ReasoningTokens}}
+		t := shareTotals(m.UsageShare)
+		byModel[m.Model] = &t
+	}
+	for i, e := range sum.ByEndpoint {
+		out.ByEndpoint[i] = EndpointUsageJSON{Endpoint: e.Endpoint, UsageTotals: shareTotals(e.UsageShare)}
 	}
 	for _, r := range rep.Refused {
 		out.Totals.refuse(r.Count)
@@ -194,6 +209,13 @@ func UsageView(rep UsageReport) UsageJSON {
 	return out
 }
 
+// shareTotals is a model's or an endpoint's share on the wire.
+func shareTotals(u store.UsageShare) UsageTotals {
+	return UsageTotals{UsageCounts{Requests: u.Requests, ErrorRequests: u.ErrorRequests,
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CostUSD: u.Cost},
+		TokenDetail{u.CachedTokens, u.CacheWriteTokens, u.ReasoningTokens}}
+}
+
 // refuse counts n refused requests: requests and errors.
 func (c *UsageCounts) refuse(n int64) {
 	c.Requests += n
@@ -209,6 +231,7 @@ type RecordJSON struct {
 	AccountID        string      `json:"account_id"`
 	CreatedAt        time.Time   `json:"created_at"`
 	Model            string      `json:"model"`
+	Endpoint         string      `json:"endpoint"`
 	Provider         string      `json:"provider"`
 	Deployment       string      `json:"deployment"`
 	Status           int         `json:"status"`
@@ -231,7 +254,7 @@ type RecordJSON struct {
 // RecordView is u on the wire.
 func RecordView(u store.UsageRecord) RecordJSON {
 	return RecordJSON{ID: u.ID, Object: "usage_record", KeyID: u.KeyID, AccountID: u.AccountID, CreatedAt: u.CreatedAt.UTC(),
-		Model: u.Model, Provider: u.Provider, Deployment: u.Deployment, Status: u.Status, ErrorCode: u.ErrorCode,
+		Model: u.Model, Endpoint: u.Endpoint, Provider: u.Provider, Deployment: u.Deployment, Status: u.Status, ErrorCode: u.ErrorCode,
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens,
 		CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens, CostUSD: u.Cost, Estimated: u.Estimated, LatencyMS: u.Latency.Milliseconds(),
 		TTFTMS: u.TTFT.Milliseconds(), Attempts: u.Attempts, RequestID: u.RequestID}

@@ -179,9 +179,13 @@ func (m *refusalModels) of(ctx context.Context, q querier, lock string, c Refusa
 }
 
 // refusalWhere is q's WHERE clause on refusal_rollups; ok is false when q
-// selects no refusal (one record, one request id).
+// selects no refusal (one record, one request id, one endpoint: refusals
+// are counted without theirs).
 func (q UsageQuery) refusalWhere() (clause string, args []any, ok bool, err error) {
-	if q.RecordID != "" || q.RequestID != "" || q.Outcome == OutcomeOK {
+	if q.Endpoint != "" && !KnownEndpoint(q.Endpoint) {
+		return "", nil, false, fmt.Errorf("%w %q", ErrUnknownEndpoint, q.Endpoint)
+	}
+	if q.RecordID != "" || q.RequestID != "" || q.Endpoint != "" || q.Outcome == OutcomeOK {
 		return "", nil, false, nil
 	}
 	clause, args, err = q.whereOn("hour")

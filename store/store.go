@@ -9,6 +9,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/tollgate/tollgate/apikey"
@@ -147,6 +148,11 @@ type UsageRecord struct {
 	RequestID string
 	// Deployment is the deployment that answered, empty when none did.
 	Deployment string
+	// Endpoint is the API the request called: one of Endpoints (see
+	// EndpointChat…). RecordUsage writes an empty one as EndpointChat (the
+	// records of journals written before it was set) and refuses any
+	// other with ErrUnknownEndpoint.
+	Endpoint string
 	// Attempts is how many upstream attempts the request made.
 	Attempts int
 	// TTFT is the time from admission to the first byte of the answer
@@ -177,11 +183,33 @@ type UsageRecord struct {
 	BudgetLeases []BudgetLease `json:",omitempty"`
 }
 
-// ModelUsage is one model's share of a key's usage.
-type ModelUsage struct {
-	Model    string
+// The endpoints a usage record may name: the API each request called.
+const (
+	EndpointChat        = "chat"        // /v1/chat/completions
+	EndpointResponses   = "responses"   // the Responses API
+	EndpointMessages    = "messages"    // Anthropic's Messages API
+	EndpointEmbeddings  = "embeddings"  // /v1/embeddings
+	EndpointCompletions = "completions" // the legacy /v1/completions
+	EndpointModerations = "moderations" // /v1/moderations
+	EndpointRerank      = "rerank"      // rerank
+)
+
+// Endpoints are the endpoints a usage record may name, in the order views
+// list them.
+var Endpoints = []string{EndpointChat, EndpointResponses, EndpointMessages, EndpointEmbeddings,
+	EndpointCompletions, EndpointModerations, EndpointRerank}
+
+// KnownEndpoint reports whether e is one of Endpoints.
+func KnownEndpoint(e string) bool { return slices.Contains(Endpoints, e) }
+
+// ErrUnknownEndpoint is RecordUsage's answer to a record naming an endpoint
+// that is not one of Endpoints (a caller's mistake: it is never retried).
+var ErrUnknownEndpoint = errors.New("unknown endpoint")
+
+// UsageShare is what a share of usage sums (a model's, an endpoint's).
+type UsageShare struct {
 	Requests int64
-	// ErrorRequests are the model's records with status 400 and above.
+	// ErrorRequests are the share's records with status 400 and above.
 	ErrorRequests    int64
 	PromptTokens     int64
 	CompletionTokens int64
@@ -189,6 +217,30 @@ type ModelUsage struct {
 	// Of the prompt tokens, read from and written to the provider's cache;
 	// of the completion tokens, spent reasoning (as UsageRecord's).
 	CachedTokens, CacheWriteTokens, ReasoningTokens int64
+}
+
+// add adds o to s.
+func (s *UsageShare) add(o UsageShare) {
+	s.Requests += o.Requests
+	s.ErrorRequests += o.ErrorRequests
+	s.PromptTokens += o.PromptTokens
+	s.CompletionTokens += o.CompletionTokens
+	s.Cost = money.Add(s.Cost, o.Cost)
+	s.CachedTokens += o.CachedTokens
+	s.CacheWriteTokens += o.CacheWriteTokens
+	s.ReasoningTokens += o.ReasoningTokens
+}
+
+// ModelUsage is one model's share of a key's usage.
+type ModelUsage struct {
+	Model string
+	UsageShare
+}
+
+// EndpointUsage is one endpoint's share of a key's usage.
+type EndpointUsage struct {
+	Endpoint string
+	UsageShare
 }
 
 // UsageSummary totals a key's usage records.
@@ -206,6 +258,9 @@ type UsageSummary struct {
 	// of the completion tokens, spent reasoning (as UsageRecord's).
 	CachedTokens, CacheWriteTokens, ReasoningTokens int64
 	ByModel                                         []ModelUsage // sorted by model id
+	// ByEndpoint are the endpoints that have records, in the order of
+	// Endpoints.
+	ByEndpoint []EndpointUsage
 }
 
 // Session is a signed-in dashboard session. Only the hash of its secret (the cookie value) is stored.
@@ -489,7 +544,7 @@ type Store interface {
 	ListAuditWhere(ctx context.Context, accountID string, f AuditFilter, before *AuditEntry, limit int) ([]AuditEntry, error)
 
 	// UsageSummaryOf totals the records q selects, per model (sorted by
-	// model id).
+	// model id) and per endpoint (in the order of Endpoints).
 	UsageSummaryOf(ctx context.Context, q UsageQuery) (UsageSummary, error)
 	// UsageErrorsOf counts the failed records (status 400 and above) q
 	// selects, by status and error code, most frequent first.

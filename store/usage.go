@@ -24,9 +24,15 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 	}
 	sorted := slices.Clone(records)
 	slices.SortFunc(sorted, func(a, b UsageRecord) int { return cmp.Compare(a.ID, b.ID) })
-	for _, r := range sorted {
+	for i, r := range sorted {
 		if r.ID == "" {
 			return errors.New("store: record usage: a record has no ID")
+		}
+		switch {
+		case r.Endpoint == "":
+			sorted[i].Endpoint = EndpointChat
+		case !KnownEndpoint(r.Endpoint):
+			return fmt.Errorf("store: record usage: record %s: %w %q", r.ID, ErrUnknownEndpoint, r.Endpoint)
 		}
 	}
 	now := dbTime(s.now())
@@ -45,13 +51,13 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 				`INSERT INTO usage_records (id, key_id, account_id, model, provider,
 					prompt_tokens, completion_tokens, cost_nanos, status, error_code,
 					latency_us, created_at, estimated, request_id, deployment, attempts, ttft_us,
-					cached_tokens, cache_write_tokens, reasoning_tokens, error_message)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+					cached_tokens, cache_write_tokens, reasoning_tokens, error_message, endpoint)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
 				ON CONFLICT (id) DO NOTHING`,
 				r.ID, r.KeyID, r.AccountID, r.Model, r.Provider,
 				r.PromptTokens, r.CompletionTokens, int64(r.Cost), int64(r.Status), r.ErrorCode,
 				r.Latency.Microseconds(), created, r.Estimated, r.RequestID, r.Deployment, int64(r.Attempts), r.TTFT.Microseconds(),
-				r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens, errorMessage(r))
+				r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens, errorMessage(r), r.Endpoint)
 			if err != nil {
 				return fmt.Errorf("record %s: %w", r.ID, err)
 			}
@@ -115,8 +121,8 @@ func (c *accountChanges) settle(ctx context.Context, q querier, reservations []s
 
 // rollupKey names a row of usage_rollups.
 type rollupKey struct {
-	keyID, model string
-	hour         time.Time
+	keyID, model, endpoint string
+	hour                   time.Time
 }
 
 // rollup is what a batch adds to one row.
@@ -129,9 +135,10 @@ type rollup struct {
 // rollupBatch is what one RecordUsage adds to usage_rollups.
 type rollupBatch map[rollupKey]*rollup
 
-// add counts a newly stored record in its key's, model's and hour's row.
+// add counts a newly stored record in its key's, model's, endpoint's and
+// hour's row.
 func (b rollupBatch) add(r UsageRecord, created time.Time) {
-	k := rollupKey{r.KeyID, r.Model, created.UTC().Truncate(time.Hour)}
+	k := rollupKey{r.KeyID, r.Model, r.Endpoint, created.UTC().Truncate(time.Hour)}
 	ro := b[k]
 	if ro == nil {
 		ro = &rollup{accountID: r.AccountID}
@@ -153,15 +160,15 @@ func (b rollupBatch) add(r UsageRecord, created time.Time) {
 // lock the rows they share in the same order).
 func (b rollupBatch) write(ctx context.Context, q querier) error {
 	keys := slices.SortedFunc(maps.Keys(b), func(x, y rollupKey) int {
-		return cmp.Or(cmp.Compare(x.keyID, y.keyID), cmp.Compare(x.model, y.model), x.hour.Compare(y.hour))
+		return cmp.Or(cmp.Compare(x.keyID, y.keyID), cmp.Compare(x.model, y.model), cmp.Compare(x.endpoint, y.endpoint), x.hour.Compare(y.hour))
 	})
 	for _, k := range keys {
 		ro := b[k]
 		if _, err := q.exec(ctx,
 			`INSERT INTO usage_rollups (key_id, model, hour, account_id, requests, error_requests, prompt_tokens, completion_tokens, cost_nanos,
-				cached_tokens, cache_write_tokens, reasoning_tokens)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-			ON CONFLICT (key_id, model, hour) DO UPDATE SET
+				cached_tokens, cache_write_tokens, reasoning_tokens, endpoint)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+			ON CONFLICT (key_id, model, endpoint, hour) DO UPDATE SET
 				requests = usage_rollups.requests + excluded.requests,
 				error_requests = usage_rollups.error_requests + excluded.error_requests,
 				prompt_tokens = usage_rollups.prompt_tokens + excluded.prompt_tokens,
@@ -171,8 +178,8 @@ func (b rollupBatch) write(ctx context.Context, q querier) error {
 				cache_write_tokens = usage_rollups.cache_write_tokens + excluded.cache_write_tokens,
 				reasoning_tokens = usage_rollups.reasoning_tokens + excluded.reasoning_tokens`,
 			k.keyID, k.model, dbTime(k.hour), ro.accountID, ro.requests, ro.errors, ro.prompt, ro.completion, ro.costs,
-			ro.cached, ro.written, ro.reasoning); err != nil {
-			return fmt.Errorf("roll up %s %s %v: %w", k.keyID, k.model, k.hour, err)
+			ro.cached, ro.written, ro.reasoning, k.endpoint); err != nil {
+			return fmt.Errorf("roll up %s %s %s %v: %w", k.keyID, k.model, k.endpoint, k.hour, err)
 		}
 	}
 	return nil
@@ -202,13 +209,16 @@ func (q UsageQuery) source(step time.Duration) usageSource {
 }
 
 // UsageQuery selects usage records: one key's, or (KeyID empty) one
-// account's; in [From, To) when To is set; of one model when Model is set;
-// and by outcome, status class, error code, record id or request id when
-// each is set.
+// account's; in [From, To) when To is set; of one model when Model is set,
+// of one endpoint when Endpoint is; and by outcome, status class, error
+// code, record id or request id when each is set.
 type UsageQuery struct {
 	KeyID, AccountID string
 	From, To         time.Time
 	Model            string
+	// Endpoint is "" (every endpoint) or one of Endpoints. Refusals have
+	// none: a query with one selects no refusal.
+	Endpoint string
 	// Outcome is "" (every record), OutcomeOK (status below 400) or
 	// OutcomeError (400 and above).
 	Outcome string
@@ -221,8 +231,8 @@ type UsageQuery struct {
 	Code, RecordID, RequestID string
 }
 
-// narrow reports whether q selects by more than owner, range, model and
-// outcome: the usage rollups cannot answer it.
+// narrow reports whether q selects by more than owner, range, model,
+// endpoint and outcome: the usage rollups cannot answer it.
 func (q UsageQuery) narrow() bool {
 	return q.StatusClass != 0 || q.Code != "" || q.RecordID != "" || q.RequestID != ""
 }
@@ -258,6 +268,13 @@ func (q UsageQuery) whereOn(at string) (string, []any, error) {
 	if q.Model != "" {
 		args = append(args, q.Model)
 		clause += ` AND model = $` + strconv.Itoa(len(args))
+	}
+	if q.Endpoint != "" {
+		if !KnownEndpoint(q.Endpoint) {
+			return "", nil, fmt.Errorf("%w %q", ErrUnknownEndpoint, q.Endpoint)
+		}
+		args = append(args, q.Endpoint)
+		clause += ` AND endpoint = $` + strconv.Itoa(len(args))
 	}
 	switch q.Outcome {
 	case "":
@@ -305,7 +322,7 @@ func (s *sqlStore) UsageRecordsOf(ctx context.Context, q UsageQuery, before *Usa
 	err = s.db.read().queryEach(ctx,
 		`SELECT id, key_id, account_id, model, provider, prompt_tokens, completion_tokens, cost_nanos,
 			status, error_code, latency_us, created_at, estimated, request_id, deployment, attempts, ttft_us,
-			cached_tokens, cache_write_tokens, reasoning_tokens, COALESCE(error_message, '')
+			cached_tokens, cache_write_tokens, reasoning_tokens, COALESCE(error_message, ''), endpoint
 		FROM usage_records
 		WHERE `+where+`
 		ORDER BY created_at DESC, id DESC
@@ -316,7 +333,7 @@ func (s *sqlStore) UsageRecordsOf(ctx context.Context, q UsageQuery, before *Usa
 			var cost, status, attempts, latency, ttft int64
 			if err := row.Scan(&r.ID, &r.KeyID, &r.AccountID, &r.Model, &r.Provider, &r.PromptTokens, &r.CompletionTokens,
 				&cost, &status, &r.ErrorCode, &latency, &r.CreatedAt, &r.Estimated, &r.RequestID, &r.Deployment,
-				&attempts, &ttft, &r.CachedTokens, &r.CacheWriteTokens, &r.ReasoningTokens, &r.ErrorMessage); err != nil {
+				&attempts, &ttft, &r.CachedTokens, &r.CacheWriteTokens, &r.ReasoningTokens, &r.ErrorMessage, &r.Endpoint); err != nil {
 				return err
 			}
 			r.Cost, r.Status, r.Attempts = money.Nanos(cost), int(status), int(attempts)
@@ -343,9 +360,12 @@ func (s *sqlStore) UsageSummaryOf(ctx context.Context, q UsageQuery) (UsageSumma
 	if err != nil {
 		return UsageSummary{}, fmt.Errorf("store: usage summary: %w", err)
 	}
-	sum := UsageSummary{ByModel: []ModelUsage{}}
+	sum := UsageSummary{ByModel: []ModelUsage{}, ByEndpoint: []EndpointUsage{}}
+	byEndpoint := map[string]*UsageShare{}
+	// One row per model and endpoint, in model order: the models' rows
+	// follow one another, and each endpoint's add up here.
 	err = s.db.read().queryEach(ctx,
-		`SELECT model,
+		`SELECT model, endpoint,
 			CAST(`+src.requests+` AS BIGINT),
 			CAST(`+src.errors+` AS BIGINT),
 			CAST(SUM(prompt_tokens) AS BIGINT),
@@ -356,33 +376,46 @@ func (s *sqlStore) UsageSummaryOf(ctx context.Context, q UsageQuery) (UsageSumma
 			CAST(SUM(reasoning_tokens) AS BIGINT)
 		FROM `+src.table+`
 		WHERE `+where+`
-		GROUP BY model
-		ORDER BY model`,
+		GROUP BY model, endpoint
+		ORDER BY model, endpoint`,
 		args,
 		func(row scanner) error {
 			var (
-				m      ModelUsage
-				failed int64
-				cost   int64
+				model, endpoint string
+				u               UsageShare
+				cost            int64
 			)
-			if err := row.Scan(&m.Model, &m.Requests, &failed, &m.PromptTokens, &m.CompletionTokens, &cost,
-				&m.CachedTokens, &m.CacheWriteTokens, &m.ReasoningTokens); err != nil {
+			if err := row.Scan(&model, &endpoint, &u.Requests, &u.ErrorRequests, &u.PromptTokens, &u.CompletionTokens, &cost,
+				&u.CachedTokens, &u.CacheWriteTokens, &u.ReasoningTokens); err != nil {
 				return err
 			}
-			m.Cost, m.ErrorRequests = money.Nanos(cost), failed
-			sum.TotalRequests += m.Requests
-			sum.ErrorRequests += failed
-			sum.PromptTokens += m.PromptTokens
-			sum.CompletionTokens += m.CompletionTokens
-			sum.CachedTokens += m.CachedTokens
-			sum.CacheWriteTokens += m.CacheWriteTokens
-			sum.ReasoningTokens += m.ReasoningTokens
-			sum.Cost = money.Add(sum.Cost, m.Cost)
-			sum.ByModel = append(sum.ByModel, m)
+			u.Cost = money.Nanos(cost)
+			sum.TotalRequests += u.Requests
+			sum.ErrorRequests += u.ErrorRequests
+			sum.PromptTokens += u.PromptTokens
+			sum.CompletionTokens += u.CompletionTokens
+			sum.CachedTokens += u.CachedTokens
+			sum.CacheWriteTokens += u.CacheWriteTokens
+			sum.ReasoningTokens += u.ReasoningTokens
+			sum.Cost = money.Add(sum.Cost, u.Cost)
+			if n := len(sum.ByModel); n > 0 && sum.ByModel[n-1].Model == model {
+				sum.ByModel[n-1].add(u)
+			} else {
+				sum.ByModel = append(sum.ByModel, ModelUsage{Model: model, UsageShare: u})
+			}
+			if byEndpoint[endpoint] == nil {
+				byEndpoint[endpoint] = &UsageShare{}
+			}
+			byEndpoint[endpoint].add(u)
 			return nil
 		})
 	if err != nil {
 		return UsageSummary{}, fmt.Errorf("store: usage summary: %w", err)
+	}
+	for _, e := range Endpoints {
+		if u := byEndpoint[e]; u != nil {
+			sum.ByEndpoint = append(sum.ByEndpoint, EndpointUsage{Endpoint: e, UsageShare: *u})
+		}
 	}
 	return sum, nil
 }

@@ -209,16 +209,18 @@ func (r *Recorder) write(batch []store.UsageRecord) {
 		if err == nil {
 			break
 		}
-		if errors.Is(err, store.ErrNotFound) && len(batch) > 1 {
-			// One record names a key or account that is not there; write
-			// the others one by one so that it alone is set aside.
+		refused := refusedForGood(err)
+		if refused != "" && len(batch) > 1 {
+			// One record names a key or account that is not there, or an
+			// unknown endpoint; write the others one by one so that it
+			// alone is set aside.
 			for i := range batch {
 				r.write(batch[i : i+1])
 			}
 			return
 		}
-		if errors.Is(err, store.ErrNotFound) {
-			r.deadLetter(batch[0], "the database has no such key or account")
+		if refused != "" {
+			r.deadLetter(batch[0], refused)
 			return
 		}
 		r.opt.Logger.Error("writing usage records failed; retrying", "records", len(batch), "attempt", attempt, "err", err)
@@ -239,6 +241,18 @@ func (r *Recorder) write(batch []store.UsageRecord) {
 		}
 		r.opt.OnWritten(ids)
 	}
+}
+
+// refusedForGood is why the database refused a record for good (a retry
+// would be refused again), or "" when err may pass.
+func refusedForGood(err error) string {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "the database has no such key or account"
+	case errors.Is(err, store.ErrUnknownEndpoint):
+		return "the record names an unknown endpoint"
+	}
+	return ""
 }
 
 // giveUp keeps a batch that cannot be written before shutdown.

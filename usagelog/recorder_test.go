@@ -3,6 +3,7 @@ package usagelog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -25,7 +26,7 @@ type fakeUsageDB struct {
 	mu      sync.Mutex
 	down    bool
 	hung    bool
-	refuse  map[string]bool // record IDs answered with store.ErrNotFound
+	refuse  map[string]error // record IDs answered with an error for good
 	stored  map[string]store.UsageRecord
 	batches int
 }
@@ -33,7 +34,7 @@ type fakeUsageDB struct {
 var errDBDown = errors.New("connection refused")
 
 func newFakeUsageDB() *fakeUsageDB {
-	return &fakeUsageDB{stored: map[string]store.UsageRecord{}, refuse: map[string]bool{}}
+	return &fakeUsageDB{stored: map[string]store.UsageRecord{}, refuse: map[string]error{}}
 }
 
 func (f *fakeUsageDB) RecordUsage(ctx context.Context, recs []store.UsageRecord) error {
@@ -50,8 +51,8 @@ func (f *fakeUsageDB) RecordUsage(ctx context.Context, recs []store.UsageRecord)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, r := range recs {
-		if f.refuse[r.ID] {
-			return store.ErrNotFound
+		if err := f.refuse[r.ID]; err != nil {
+			return err
 		}
 	}
 	f.batches++
@@ -146,20 +147,56 @@ func TestRecordNeverBlocksOnAFullBufferWithTheDatabaseDown(t *testing.T) {
 }
 
 func TestARecordTheDatabaseRefusesGoesToTheDeadLetterFileOnce(t *testing.T) {
-	db := newFakeUsageDB()
-	db.refuse["use_bad"] = true
-	journal := filepath.Join(t.TempDir(), "usage.journal")
-	r := NewRecorder(db, RecorderOptions{Journal: journal, Logger: quietLogger()})
-	for _, id := range []string{"use_1", "use_bad", "use_2"} {
-		require.NoError(t, r.Record(rec(id)))
+	for _, c := range []struct {
+		err    error
+		reason string
+	}{
+		{store.ErrNotFound, "no such key or account"},
+		{fmt.Errorf("store: record usage: record use_bad: %w %q", store.ErrUnknownEndpoint, "images"), "unknown endpoint"},
+	} {
+		t.Run(c.reason, func(t *testing.T) {
+			db := newFakeUsageDB()
+			db.refuse["use_bad"] = c.err
+			journal := filepath.Join(t.TempDir(), "usage.journal")
+			r := NewRecorder(db, RecorderOptions{Journal: journal, Logger: quietLogger()})
+			for _, id := range []string{"use_1", "use_bad", "use_2"} {
+				require.NoError(t, r.Record(rec(id)))
+			}
+			require.NoError(t, r.Close(context.Background()))
+			assert.Equal(t, 2, db.count(), "the others are written")
+			dead, err := os.ReadFile(journal + ".dead")
+			require.NoError(t, err)
+			assert.Equal(t, 1, strings.Count(string(dead), "\n"), "one line: %s", dead)
+			assert.Contains(t, string(dead), `"ID":"use_bad"`)
+			assert.Contains(t, string(dead), c.reason)
+			_, err = os.Stat(journal)
+			assert.ErrorIs(t, err, os.ErrNotExist, "nothing journaled: the refused record is not retried")
+		})
 	}
-	require.NoError(t, r.Close(context.Background()))
-	assert.Equal(t, 2, db.count(), "the others are written")
-	dead, err := os.ReadFile(journal + ".dead")
+}
+
+func TestTheJournalKeepsEveryFieldOfARecordItsEndpointIncluded(t *testing.T) {
+	db := newFakeUsageDB()
+	db.set(true, false)
+	journal := filepath.Join(t.TempDir(), "usage.journal")
+	r := NewRecorder(db, RecorderOptions{Journal: journal, Logger: quietLogger(), Interval: time.Millisecond})
+	full := store.UsageRecord{ID: "use_full", KeyID: "k", AccountID: "a", Model: "text-embedding-3-small", Provider: "openai",
+		PromptTokens: 11, CompletionTokens: 22, Cost: 333, Status: 502, ErrorCode: "upstream_error", ErrorMessage: "broke off",
+		Latency: 1234567 * time.Microsecond, CreatedAt: time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC), Estimated: true,
+		RequestID: "req-1", Deployment: "emb#openai", Attempts: 2, TTFT: 250 * time.Millisecond,
+		CachedTokens: 7, CacheWriteTokens: 3, ReasoningTokens: 1, Endpoint: store.EndpointEmbeddings,
+		ReservationID: "res_1", LeaseID: "lease_1", Held: 500}
+	noEndpoint := rec("use_old") // as a journal written before records had one
+	require.NoError(t, r.Record(full))
+	require.NoError(t, r.Record(noEndpoint))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_ = r.Close(ctx)
+
+	db.set(false, false)
+	n, err := ReplayJournal(context.Background(), db, journal)
 	require.NoError(t, err)
-	assert.Equal(t, 1, strings.Count(string(dead), "\n"), "one line: %s", dead)
-	assert.Contains(t, string(dead), `"ID":"use_bad"`)
-	assert.Contains(t, string(dead), "no such key or account")
-	_, err = os.Stat(journal)
-	assert.ErrorIs(t, err, os.ErrNotExist, "nothing journaled: the refused record is not retried")
+	assert.Equal(t, 2, n)
+	assert.Equal(t, full, db.stored["use_full"], "every field comes back")
+	assert.Empty(t, db.stored["use_old"].Endpoint, "left for the store to write as chat")
 }

@@ -499,6 +499,19 @@ func TestTokensAreMadeByAdminsOnlyAndAuditedWithEveryAction(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, e.call("GET", "/api/v1/audit?after=bogus", acctTok, "").status)
 }
 
+// The document enumerates the store's endpoints, in their order, wherever
+// it names one: a new endpoint is one the API describes.
+func TestTheDocumentsEndpointsAreTheStores(t *testing.T) {
+	doc := gjson.ParseBytes(OpenAPI)
+	want, err := json.Marshal(store.Endpoints)
+	require.NoError(t, err)
+	assert.JSONEq(t, string(want), doc.Get("components.schemas.Endpoint.enum").Raw)
+	for _, path := range []string{"/api/v1/usage", "/api/v1/usage/records"} {
+		params := doc.Get("paths." + gjson.Escape(path) + ".get.parameters.#(name==\"endpoint\").schema.enum")
+		assert.JSONEq(t, string(want), params.Raw, path)
+	}
+}
+
 func TestTheOpenAPIDocumentIsServedAndDescribesEveryRoute(t *testing.T) {
 	e := newAPIEnv(t)
 	a := e.call("GET", "/api/v1/openapi.json", "", "")
@@ -618,8 +631,14 @@ func TestUsageOfAKeyOrAnAccountOverARangeAndAsCSV(t *testing.T) {
 		recs = append(recs, store.UsageRecord{ID: fmt.Sprintf("use_%02d", i), KeyID: k.ID, AccountID: k.AccountID, Model: []string{"gpt-4o-mini", "o3"}[i%2],
 			Provider: "openai", PromptTokens: 10, CompletionTokens: 5, Cost: 1000, Status: 200, CreatedAt: march.Add(time.Duration(i) * 12 * time.Hour)})
 	}
-	// The newest says every kind of token.
+	// The newest says every kind of token; every third record is the
+	// Messages API's, the others chat's.
 	recs[24].CachedTokens, recs[24].CacheWriteTokens, recs[24].ReasoningTokens = 4, 3, 2
+	for i := range recs {
+		if i%3 == 0 {
+			recs[i].Endpoint = store.EndpointMessages
+		}
+	}
 	recs = append(recs, store.UsageRecord{ID: "use_b", KeyID: kb.ID, AccountID: kb.AccountID, Model: "o3", Provider: "openai", Cost: 7, Status: 200, CreatedAt: march})
 	require.NoError(t, e.st.RecordUsage(ctx, recs))
 	usage := e.token(e.a.ID, manage.ScopeUsageRead)
@@ -633,6 +652,29 @@ func TestUsageOfAKeyOrAnAccountOverARangeAndAsCSV(t *testing.T) {
 	assert.EqualValues(t, 2, a.get("buckets.0.requests").Int())
 	assert.Equal(t, `["gpt-4o-mini","o3"]`, a.get("by_model.#.model").Raw)
 	assert.Equal(t, gjson.Null, a.get("key_id").Type)
+	assert.Equal(t, gjson.Null, a.get("endpoint").Type, "every endpoint")
+	assert.Equal(t, `["chat","messages"]`, a.get("by_endpoint.#.endpoint").Raw)
+	assert.Equal(t, `[9,5]`, a.get("by_endpoint.#.requests").Raw, "records 0, 3, 6, 9 and 12 are the Messages API's")
+
+	a = e.call("GET", "/api/v1/usage?from=2026-03-01&to=2026-03-08&endpoint=messages", usage, "")
+	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	assert.EqualValues(t, 5, a.get("totals.requests").Int())
+	assert.Equal(t, "messages", a.get("endpoint").String())
+	assert.Equal(t, `["messages"]`, a.get("by_endpoint.#.endpoint").Raw)
+	a = e.call("GET", "/api/v1/usage/records?from=2026-03-01&to=2026-04-01&endpoint=messages&limit=100", usage, "")
+	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	assert.Len(t, a.get("data").Array(), 9, "records 0, 3, … 24")
+	for _, r := range a.get("data").Array() {
+		assert.Equal(t, "messages", r.Get("endpoint").String(), r.Get("id").String())
+	}
+	for _, path := range []string{"/api/v1/usage?endpoint=images", "/api/v1/usage/records?endpoint=Chat", "/api/v1/usage/records?endpoint="} {
+		bad := e.call("GET", path, usage, "")
+		assert.Equal(t, http.StatusBadRequest, bad.status, path)
+		assert.Equal(t, "invalid_request", bad.get("error.code").String(), path)
+		assert.Equal(t, "endpoint", bad.get("error.param").String(), path)
+		assert.Equal(t, "endpoint must be one of chat, responses, messages, embeddings, completions, moderations, rerank.",
+			bad.get("error.message").String(), path)
+	}
 
 	a = e.call("GET", "/api/v1/usage?key_id="+k1.ID+"&from=2026-03-01T00:00:00Z&to=2026-03-02T00:00:00Z&group=hour", usage, "")
 	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
@@ -673,10 +715,12 @@ func TestUsageOfAKeyOrAnAccountOverARangeAndAsCSV(t *testing.T) {
 	require.Len(t, rows, 26, "a header and every record")
 	assert.Equal(t, []string{"id", "created_at", "key_id", "account_id", "model", "provider", "deployment", "status", "error_code",
 		"prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens", "cost_usd", "estimated", "latency_ms", "attempts", "request_id",
-		"ttft_ms", "error_message"}, rows[0])
+		"ttft_ms", "error_message", "endpoint"}, rows[0])
 	assert.Equal(t, "use_24", rows[1][0])
 	assert.Equal(t, []string{"4", "3", "2"}, rows[1][11:14], "cached, cache-write and reasoning tokens")
 	assert.Equal(t, "0.000001", rows[1][14], "cost in dollars, exact")
+	assert.Equal(t, "messages", rows[1][21], "use_24 is the Messages API's")
+	assert.Equal(t, "chat", rows[2][21])
 
 	// Who may read what.
 	assert.Equal(t, http.StatusForbidden, e.call("GET", "/api/v1/usage", keysOnly, "").status, "usage:read is needed")

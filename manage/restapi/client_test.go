@@ -149,15 +149,25 @@ func TestTheGeneratedClientDrivesEveryEndpoint(t *testing.T) {
 
 	// Usage, balance and audit.
 	require.NoError(t, e.st.RecordUsage(ctx, []store.UsageRecord{{ID: "use_c1", KeyID: key.Id, AccountID: id, Model: "gpt-4o-mini",
-		Provider: "openai", PromptTokens: 12, CompletionTokens: 3, Cost: money.PerDollar / 2, Status: 200, CreatedAt: e.clock.Now().Add(-time.Second)}}))
+		Provider: "openai", PromptTokens: 12, CompletionTokens: 3, Cost: money.PerDollar / 2, Status: 200, CreatedAt: e.clock.Now().Add(-time.Second),
+		Endpoint: store.EndpointEmbeddings}}))
 	usage, err := team.GetUsageWithResponse(ctx, &apiclient.GetUsageParams{KeyId: &key.Id})
 	require.NoError(t, err)
 	require.NotNil(t, usage.JSON200, "%s", usage.Body)
 	assert.Equal(t, 12, usage.JSON200.Totals.PromptTokens)
-	records, err := team.ListUsageRecordsWithResponse(ctx, &apiclient.ListUsageRecordsParams{})
+	require.Len(t, usage.JSON200.ByEndpoint, 1)
+	assert.Equal(t, apiclient.EndpointEmbeddings, usage.JSON200.ByEndpoint[0].Endpoint)
+	assert.Nil(t, usage.JSON200.Endpoint, "every endpoint")
+	usage, err = team.GetUsageWithResponse(ctx, &apiclient.GetUsageParams{KeyId: &key.Id, Endpoint: ptr(apiclient.GetUsageParamsEndpointChat)})
+	require.NoError(t, err)
+	require.NotNil(t, usage.JSON200, "%s", usage.Body)
+	assert.Zero(t, usage.JSON200.Totals.Requests, "no chat")
+	assert.Equal(t, ptr(apiclient.EndpointChat), usage.JSON200.Endpoint)
+	records, err := team.ListUsageRecordsWithResponse(ctx, &apiclient.ListUsageRecordsParams{Endpoint: ptr(apiclient.ListUsageRecordsParamsEndpointEmbeddings)})
 	require.NoError(t, err)
 	require.NotNil(t, records.JSON200, "%s", records.Body)
 	require.Len(t, records.JSON200.Data, 1)
+	assert.Equal(t, apiclient.EndpointEmbeddings, records.JSON200.Data[0].Endpoint)
 	csv, err := team.ListUsageRecordsWithResponse(ctx, &apiclient.ListUsageRecordsParams{Format: ptr(apiclient.Csv)})
 	require.NoError(t, err)
 	assert.Equal(t, 2, strings.Count(string(csv.Body), "\n"), "a header and the record")

@@ -10,10 +10,11 @@ import (
 )
 
 // usageRequestOf reads a usage call's query: key_id or account_id, from
-// and to (RFC 3339, or a date: its start, UTC), group.
+// and to (RFC 3339, or a date: its start, UTC), group, endpoint.
 func usageRequestOf(r *http.Request, a manage.Actor) (manage.UsageRequest, error) {
 	q := r.URL.Query()
-	req := manage.UsageRequest{AccountID: q.Get("account_id"), KeyID: q.Get("key_id"), Group: q.Get("group")}
+	req := manage.UsageRequest{AccountID: q.Get("account_id"), KeyID: q.Get("key_id"), Group: q.Get("group"),
+		Endpoint: q.Get("endpoint")}
 	if req.KeyID == "" {
 		account, err := accountOf(a, req.AccountID)
 		if err != nil {

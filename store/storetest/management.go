@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"crypto/rand"
 	"fmt"
 	mrand "math/rand/v2"
@@ -105,6 +106,7 @@ func testRollupsEqualTheRecords(t *testing.T, s store.Store) {
 			CreatedAt: day.Add(time.Duration(rng.Int64N(int64(72 * time.Hour)))).Truncate(time.Microsecond)}
 		r.CachedTokens, r.CacheWriteTokens = rng.Int64N(r.PromptTokens+1)/2, rng.Int64N(r.PromptTokens+1)/2
 		r.ReasoningTokens = rng.Int64N(r.CompletionTokens + 1)
+		r.Endpoint = []string{"", store.EndpointResponses, store.EndpointEmbeddings}[rng.IntN(3)]
 		all = append(all, r)
 	}
 	for i := 0; i < len(all); {
@@ -116,12 +118,16 @@ func testRollupsEqualTheRecords(t *testing.T, s store.Store) {
 		}
 		i += n
 	}
-	// The sums, made here.
+	// The sums, made here (of one endpoint's records, when only is set).
+	only := ""
 	sum := func(keyID string, from, to time.Time) (store.UsageBucket, map[string]int64) {
 		var b store.UsageBucket
 		byModel := map[string]int64{}
 		for _, r := range all {
 			if r.KeyID != keyID || r.CreatedAt.Before(from) || !r.CreatedAt.Before(to) {
+				continue
+			}
+			if only != "" && cmp.Or(r.Endpoint, store.EndpointChat) != only {
 				continue
 			}
 			b.Requests++
@@ -149,6 +155,13 @@ func testRollupsEqualTheRecords(t *testing.T, s store.Store) {
 		for _, m := range got.ByModel {
 			assert.Equal(t, byModel[m.Model], m.Requests, m.Model)
 		}
+		for _, e := range got.ByEndpoint {
+			only = e.Endpoint
+			want, _ := sum(k.ID, time.Time{}, forever)
+			only = ""
+			assert.Equal(t, want.Requests, e.Requests, e.Endpoint)
+			assert.Equal(t, want.Cost, e.Cost, e.Endpoint)
+		}
 		// Whole hours (the rollups) and a range that is not (the records),
 		// in hourly, daily and 90-minute steps.
 		for _, c := range []struct {
@@ -161,24 +174,35 @@ func testRollupsEqualTheRecords(t *testing.T, s store.Store) {
 			{day.Add(7 * time.Minute), day.Add(50 * time.Hour), time.Hour},
 			{day, day.Add(48 * time.Hour), 90 * time.Minute},
 		} {
-			buckets, err := s.KeyTimeline(ctx, k.ID, c.from, c.to, c.step)
-			require.NoError(t, err)
-			for _, b := range buckets {
-				end := b.Start.Add(c.step)
-				if end.After(c.to) {
-					end = c.to
+			// Every endpoint (KeyTimeline), and one.
+			for _, e := range []string{"", store.EndpointChat, store.EndpointEmbeddings} {
+				only = e
+				q := store.UsageQuery{KeyID: k.ID, From: c.from, To: c.to, Endpoint: e}
+				buckets, err := s.UsageTimelineOf(ctx, q, c.step)
+				if e == "" {
+					buckets, err = s.KeyTimeline(ctx, k.ID, c.from, c.to, c.step)
 				}
-				want, _ := sum(k.ID, b.Start, end)
-				want.Start = b.Start
-				require.Equal(t, want, b, "key %s, %v–%v in steps of %v", k.ID, c.from, c.to, c.step)
+				require.NoError(t, err)
+				for _, b := range buckets {
+					end := b.Start.Add(c.step)
+					if end.After(c.to) {
+						end = c.to
+					}
+					want, _ := sum(k.ID, b.Start, end)
+					want.Start = b.Start
+					require.Equal(t, want, b, "key %s, endpoint %q, %v–%v in steps of %v", k.ID, e, c.from, c.to, c.step)
+				}
+				total, err := s.UsageSummaryOf(ctx, q)
+				require.NoError(t, err)
+				want, _ := sum(k.ID, c.from, c.to)
+				assert.Equal(t, want.Requests, total.TotalRequests, e)
+				assert.Equal(t, want.Cost, total.Cost, e)
+				if e == "" {
+					assert.Equal(t, tokenDetailOf(all, k.ID, c.from, c.to), tokenDetail{total.CachedTokens, total.CacheWriteTokens, total.ReasoningTokens},
+						"cached, cache-write and reasoning tokens, %v–%v", c.from, c.to)
+				}
 			}
-			total, err := s.UsageSummaryOf(ctx, store.UsageQuery{KeyID: k.ID, From: c.from, To: c.to})
-			require.NoError(t, err)
-			want, _ := sum(k.ID, c.from, c.to)
-			assert.Equal(t, want.Requests, total.TotalRequests)
-			assert.Equal(t, want.Cost, total.Cost)
-			assert.Equal(t, tokenDetailOf(all, k.ID, c.from, c.to), tokenDetail{total.CachedTokens, total.CacheWriteTokens, total.ReasoningTokens},
-				"cached, cache-write and reasoning tokens, %v–%v", c.from, c.to)
+			only = ""
 		}
 	}
 	totals, err := s.KeyTotals(ctx, store.UsageQuery{AccountID: a.ID, From: day, To: day.Add(24 * time.Hour)})

@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests = append(tests, budgetTests...)
 	tests = append(tests, budgetGaugeTests...)
 	tests = append(tests, alertTests...)
+	tests = append(tests, endpointTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -129,7 +130,7 @@ func testUsageRecordsNewestFirst(t *testing.T, s store.Store) {
 		PromptTokens: 11, CompletionTokens: 22, Cost: 333, Status: 502, ErrorCode: "upstream_error",
 		Latency: 1234567 * time.Microsecond, CreatedAt: t0.Add(time.Minute), Estimated: true,
 		RequestID: "req-1", Deployment: "gpt-4o#azure/prod", Attempts: 2, TTFT: 250 * time.Millisecond,
-		CachedTokens: 7, CacheWriteTokens: 3, ReasoningTokens: 11,
+		CachedTokens: 7, CacheWriteTokens: 3, ReasoningTokens: 11, Endpoint: store.EndpointRerank,
 	}
 	older := usage("use_a", k, "gpt-4o", 1)
 	older.CreatedAt = t0
@@ -665,20 +666,27 @@ func testKeyUsageTotalsAndByModel(t *testing.T, s store.Store) {
 		return r
 	}
 	estimated := rec("use_4", "claude-3", 200, 5, 7, 50)
-	estimated.Estimated = true
+	estimated.Estimated, estimated.Endpoint = true, store.EndpointMessages
+	zeta := rec("use_5", "Zeta", 500, 3, 0, 1)
+	zeta.Endpoint = store.EndpointEmbeddings
+	viaResponses := rec("use_6", "gpt-4o", 200, 1000, 2000, 7)
+	viaResponses.Endpoint = store.EndpointResponses
 	noise := usage("use_9", other, "gpt-4o", 999)
 	require.NoError(t, s.RecordUsage(t.Context(), []store.UsageRecord{
 		rec("use_1", "gpt-4o", 200, 10, 20, 100),
 		rec("use_2", "gpt-4o", 429, 0, 0, 0),
 		rec("use_3", "gpt-4o-mini", 400, 1, 0, 0),
 		estimated,
-		rec("use_5", "Zeta", 500, 3, 0, 1),
-		rec("use_6", "gpt-4o", 200, 1000, 2000, 7),
+		zeta,
+		viaResponses,
 		noise,
 	}))
 
 	got, err := s.KeyUsage(t.Context(), k.ID)
 	require.NoError(t, err)
+	share := func(requests, failed, prompt, completion int64, cost money.Nanos) store.UsageShare {
+		return store.UsageShare{Requests: requests, ErrorRequests: failed, PromptTokens: prompt, CompletionTokens: completion, Cost: cost}
+	}
 	require.Equal(t, store.UsageSummary{
 		TotalRequests:    6,
 		ErrorRequests:    3,
@@ -686,10 +694,16 @@ func testKeyUsageTotalsAndByModel(t *testing.T, s store.Store) {
 		CompletionTokens: 2027,
 		Cost:             158,
 		ByModel: []store.ModelUsage{ // byte order of the model id
-			{Model: "Zeta", Requests: 1, ErrorRequests: 1, PromptTokens: 3, CompletionTokens: 0, Cost: 1},
-			{Model: "claude-3", Requests: 1, PromptTokens: 5, CompletionTokens: 7, Cost: 50},
-			{Model: "gpt-4o", Requests: 3, ErrorRequests: 1, PromptTokens: 1010, CompletionTokens: 2020, Cost: 107},
-			{Model: "gpt-4o-mini", Requests: 1, ErrorRequests: 1, PromptTokens: 1, CompletionTokens: 0, Cost: 0},
+			{Model: "Zeta", UsageShare: share(1, 1, 3, 0, 1)},
+			{Model: "claude-3", UsageShare: share(1, 0, 5, 7, 50)},
+			{Model: "gpt-4o", UsageShare: share(3, 1, 1010, 2020, 107)},
+			{Model: "gpt-4o-mini", UsageShare: share(1, 1, 1, 0, 0)},
+		},
+		ByEndpoint: []store.EndpointUsage{ // the order of store.Endpoints; a record without one is chat's
+			{Endpoint: store.EndpointChat, UsageShare: share(3, 2, 11, 20, 100)},
+			{Endpoint: store.EndpointResponses, UsageShare: share(1, 0, 1000, 2000, 7)},
+			{Endpoint: store.EndpointMessages, UsageShare: share(1, 0, 5, 7, 50)},
+			{Endpoint: store.EndpointEmbeddings, UsageShare: share(1, 1, 3, 0, 1)},
 		},
 	}, got)
 }
@@ -703,5 +717,6 @@ func testKeyUsageWithoutRecords(t *testing.T, s store.Store) {
 		require.Zero(t, got.TotalRequests)
 		require.Zero(t, got.Cost)
 		require.Empty(t, got.ByModel)
+		require.Empty(t, got.ByEndpoint)
 	}
 }

@@ -206,6 +206,39 @@ func (e DeletedDeleted) Valid() bool {
 	}
 }
 
+// Defines values for Endpoint.
+const (
+	EndpointChat        Endpoint = "chat"
+	EndpointCompletions Endpoint = "completions"
+	EndpointEmbeddings  Endpoint = "embeddings"
+	EndpointMessages    Endpoint = "messages"
+	EndpointModerations Endpoint = "moderations"
+	EndpointRerank      Endpoint = "rerank"
+	EndpointResponses   Endpoint = "responses"
+)
+
+// Valid indicates whether the value is a known member of the Endpoint enum.
+func (e Endpoint) Valid() bool {
+	switch e {
+	case EndpointChat:
+		return true
+	case EndpointCompletions:
+		return true
+	case EndpointEmbeddings:
+		return true
+	case EndpointMessages:
+		return true
+	case EndpointModerations:
+		return true
+	case EndpointRerank:
+		return true
+	case EndpointResponses:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for KeyObject.
 const (
 	KeyObjectKey KeyObject = "key"
@@ -698,6 +731,39 @@ func (e ListKeysParamsStatus) Valid() bool {
 	}
 }
 
+// Defines values for GetUsageParamsEndpoint.
+const (
+	GetUsageParamsEndpointChat        GetUsageParamsEndpoint = "chat"
+	GetUsageParamsEndpointCompletions GetUsageParamsEndpoint = "completions"
+	GetUsageParamsEndpointEmbeddings  GetUsageParamsEndpoint = "embeddings"
+	GetUsageParamsEndpointMessages    GetUsageParamsEndpoint = "messages"
+	GetUsageParamsEndpointModerations GetUsageParamsEndpoint = "moderations"
+	GetUsageParamsEndpointRerank      GetUsageParamsEndpoint = "rerank"
+	GetUsageParamsEndpointResponses   GetUsageParamsEndpoint = "responses"
+)
+
+// Valid indicates whether the value is a known member of the GetUsageParamsEndpoint enum.
+func (e GetUsageParamsEndpoint) Valid() bool {
+	switch e {
+	case GetUsageParamsEndpointChat:
+		return true
+	case GetUsageParamsEndpointCompletions:
+		return true
+	case GetUsageParamsEndpointEmbeddings:
+		return true
+	case GetUsageParamsEndpointMessages:
+		return true
+	case GetUsageParamsEndpointModerations:
+		return true
+	case GetUsageParamsEndpointRerank:
+		return true
+	case GetUsageParamsEndpointResponses:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetUsageParamsGroup.
 const (
 	GetUsageParamsGroupDay  GetUsageParamsGroup = "day"
@@ -710,6 +776,39 @@ func (e GetUsageParamsGroup) Valid() bool {
 	case GetUsageParamsGroupDay:
 		return true
 	case GetUsageParamsGroupHour:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListUsageRecordsParamsEndpoint.
+const (
+	ListUsageRecordsParamsEndpointChat        ListUsageRecordsParamsEndpoint = "chat"
+	ListUsageRecordsParamsEndpointCompletions ListUsageRecordsParamsEndpoint = "completions"
+	ListUsageRecordsParamsEndpointEmbeddings  ListUsageRecordsParamsEndpoint = "embeddings"
+	ListUsageRecordsParamsEndpointMessages    ListUsageRecordsParamsEndpoint = "messages"
+	ListUsageRecordsParamsEndpointModerations ListUsageRecordsParamsEndpoint = "moderations"
+	ListUsageRecordsParamsEndpointRerank      ListUsageRecordsParamsEndpoint = "rerank"
+	ListUsageRecordsParamsEndpointResponses   ListUsageRecordsParamsEndpoint = "responses"
+)
+
+// Valid indicates whether the value is a known member of the ListUsageRecordsParamsEndpoint enum.
+func (e ListUsageRecordsParamsEndpoint) Valid() bool {
+	switch e {
+	case ListUsageRecordsParamsEndpointChat:
+		return true
+	case ListUsageRecordsParamsEndpointCompletions:
+		return true
+	case ListUsageRecordsParamsEndpointEmbeddings:
+		return true
+	case ListUsageRecordsParamsEndpointMessages:
+		return true
+	case ListUsageRecordsParamsEndpointModerations:
+		return true
+	case ListUsageRecordsParamsEndpointRerank:
+		return true
+	case ListUsageRecordsParamsEndpointResponses:
 		return true
 	default:
 		return false
@@ -905,6 +1004,9 @@ type Deleted struct {
 
 // DeletedDeleted defines model for Deleted.Deleted.
 type DeletedDeleted bool
+
+// Endpoint The API a request called: chat (/v1/chat/completions), responses (the Responses API), messages (Anthropic's Messages API), embeddings (/v1/embeddings), completions (the legacy /v1/completions), moderations (/v1/moderations), rerank.
+type Endpoint string
 
 // Error defines model for Error.
 type Error struct {
@@ -1218,6 +1320,31 @@ type Usage struct {
 		Requests        int       `json:"requests"`
 		Start           time.Time `json:"start"`
 	} `json:"buckets"`
+
+	// ByEndpoint The endpoints that have records, in the order of the Endpoint enum. Of the records only: refusals, counted in totals and by_model, have no endpoint.
+	ByEndpoint []struct {
+		// CacheWriteTokens Of the prompt tokens, written to the provider's cache.
+		CacheWriteTokens int `json:"cache_write_tokens"`
+
+		// CachedTokens Of the prompt tokens, read from the provider's cache.
+		CachedTokens     int `json:"cached_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+
+		// CostUsd US dollars, exact to the nano-dollar.
+		CostUsd float64 `json:"cost_usd"`
+
+		// Endpoint The API a request called: chat (/v1/chat/completions), responses (the Responses API), messages (Anthropic's Messages API), embeddings (/v1/embeddings), completions (the legacy /v1/completions), moderations (/v1/moderations), rerank.
+		Endpoint      Endpoint `json:"endpoint"`
+		ErrorRequests int      `json:"error_requests"`
+		PromptTokens  int      `json:"prompt_tokens"`
+
+		// ReasoningTokens Of the completion tokens, spent reasoning.
+		ReasoningTokens int `json:"reasoning_tokens"`
+
+		// RefusedRequests Always 0: refusals have no endpoint.
+		RefusedRequests int `json:"refused_requests"`
+		Requests        int `json:"requests"`
+	} `json:"by_endpoint"`
 	ByModel []struct {
 		// CacheWriteTokens Of the prompt tokens, written to the provider's cache.
 		CacheWriteTokens int `json:"cache_write_tokens"`
@@ -1241,12 +1368,15 @@ type Usage struct {
 		RefusedRequests int `json:"refused_requests"`
 		Requests        int `json:"requests"`
 	} `json:"by_model"`
-	From   time.Time   `json:"from"`
-	Group  UsageGroup  `json:"group"`
-	KeyId  *string     `json:"key_id"`
-	Object UsageObject `json:"object"`
-	To     time.Time   `json:"to"`
-	Totals struct {
+
+	// Endpoint The endpoint asked for; null: every endpoint.
+	Endpoint *Endpoint   `json:"endpoint"`
+	From     time.Time   `json:"from"`
+	Group    UsageGroup  `json:"group"`
+	KeyId    *string     `json:"key_id"`
+	Object   UsageObject `json:"object"`
+	To       time.Time   `json:"to"`
+	Totals   struct {
 		// CacheWriteTokens Of the prompt tokens, written to the provider's cache.
 		CacheWriteTokens int `json:"cache_write_tokens"`
 
@@ -1284,24 +1414,27 @@ type UsageRecord struct {
 	Attempts  int    `json:"attempts"`
 
 	// CacheWriteTokens Prompt tokens written to the provider's prompt cache (Anthropic's cache_creation_input_tokens); part of prompt_tokens, priced at the model's cache_write price.
-	CacheWriteTokens int               `json:"cache_write_tokens"`
-	CachedTokens     int               `json:"cached_tokens"`
-	CompletionTokens int               `json:"completion_tokens"`
-	CostUsd          float64           `json:"cost_usd"`
-	CreatedAt        time.Time         `json:"created_at"`
-	Deployment       string            `json:"deployment"`
-	ErrorCode        string            `json:"error_code"`
-	Estimated        bool              `json:"estimated"`
-	Id               string            `json:"id"`
-	KeyId            string            `json:"key_id"`
-	LatencyMs        int               `json:"latency_ms"`
-	Model            string            `json:"model"`
-	Object           UsageRecordObject `json:"object"`
-	PromptTokens     int               `json:"prompt_tokens"`
-	Provider         string            `json:"provider"`
-	ReasoningTokens  int               `json:"reasoning_tokens"`
-	RequestId        string            `json:"request_id"`
-	Status           int               `json:"status"`
+	CacheWriteTokens int       `json:"cache_write_tokens"`
+	CachedTokens     int       `json:"cached_tokens"`
+	CompletionTokens int       `json:"completion_tokens"`
+	CostUsd          float64   `json:"cost_usd"`
+	CreatedAt        time.Time `json:"created_at"`
+	Deployment       string    `json:"deployment"`
+
+	// Endpoint The API a request called: chat (/v1/chat/completions), responses (the Responses API), messages (Anthropic's Messages API), embeddings (/v1/embeddings), completions (the legacy /v1/completions), moderations (/v1/moderations), rerank.
+	Endpoint        Endpoint          `json:"endpoint"`
+	ErrorCode       string            `json:"error_code"`
+	Estimated       bool              `json:"estimated"`
+	Id              string            `json:"id"`
+	KeyId           string            `json:"key_id"`
+	LatencyMs       int               `json:"latency_ms"`
+	Model           string            `json:"model"`
+	Object          UsageRecordObject `json:"object"`
+	PromptTokens    int               `json:"prompt_tokens"`
+	Provider        string            `json:"provider"`
+	ReasoningTokens int               `json:"reasoning_tokens"`
+	RequestId       string            `json:"request_id"`
+	Status          int               `json:"status"`
 
 	// TtftMs Time from admission to the first byte of the answer, in milliseconds; 0 when none was sent.
 	TtftMs int `json:"ttft_ms"`
@@ -1580,9 +1713,15 @@ type GetUsageParams struct {
 	From *string `form:"from,omitempty" json:"from,omitempty"`
 
 	// To RFC 3339 time or date (its start, UTC), excluded; default now. A range spans at most 366 days.
-	To    *string              `form:"to,omitempty" json:"to,omitempty"`
-	Group *GetUsageParamsGroup `form:"group,omitempty" json:"group,omitempty"`
+	To *string `form:"to,omitempty" json:"to,omitempty"`
+
+	// Endpoint Only the records of this endpoint; else every endpoint's. Refusals have no endpoint: with one, none are counted. Another value is answered 400 (error.param endpoint), naming the valid ones.
+	Endpoint *GetUsageParamsEndpoint `form:"endpoint,omitempty" json:"endpoint,omitempty"`
+	Group    *GetUsageParamsGroup    `form:"group,omitempty" json:"group,omitempty"`
 }
+
+// GetUsageParamsEndpoint defines parameters for GetUsage.
+type GetUsageParamsEndpoint string
 
 // GetUsageParamsGroup defines parameters for GetUsage.
 type GetUsageParamsGroup string
@@ -1599,13 +1738,19 @@ type ListUsageRecordsParams struct {
 	From *string `form:"from,omitempty" json:"from,omitempty"`
 
 	// To RFC 3339 time or date (its start, UTC), excluded; default now. A range spans at most 366 days.
-	To    *string `form:"to,omitempty" json:"to,omitempty"`
-	Limit *int    `form:"limit,omitempty" json:"limit,omitempty"`
+	To *string `form:"to,omitempty" json:"to,omitempty"`
+
+	// Endpoint Only the records of this endpoint; else every endpoint's. Refusals have no endpoint: with one, none are counted. Another value is answered 400 (error.param endpoint), naming the valid ones.
+	Endpoint *ListUsageRecordsParamsEndpoint `form:"endpoint,omitempty" json:"endpoint,omitempty"`
+	Limit    *int                            `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// After The cursor of the previous page (its next).
 	After  *string                       `form:"after,omitempty" json:"after,omitempty"`
 	Format *ListUsageRecordsParamsFormat `form:"format,omitempty" json:"format,omitempty"`
 }
+
+// ListUsageRecordsParamsEndpoint defines parameters for ListUsageRecords.
+type ListUsageRecordsParamsEndpoint string
 
 // ListUsageRecordsParamsFormat defines parameters for ListUsageRecords.
 type ListUsageRecordsParamsFormat string
@@ -2000,7 +2145,7 @@ type ClientInterface interface {
 
 	// GetUsage Usage of a key or an account over a range
 	//
-	// Scope usage:read. Totals, by model, and by hour or day (buckets start at from).
+	// Scope usage:read. Totals, by model, by endpoint, and by hour or day (buckets start at from).
 	//
 	// Corresponds with GET /api/v1/usage (the `GetUsage` operationId).
 	GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2662,7 +2807,7 @@ func (c *Client) RevokeToken(ctx context.Context, id string, reqEditors ...Reque
 
 // GetUsage Usage of a key or an account over a range
 //
-// Scope usage:read. Totals, by model, and by hour or day (buckets start at from).
+// Scope usage:read. Totals, by model, by endpoint, and by hour or day (buckets start at from).
 //
 // Corresponds with GET /api/v1/usage (the `GetUsage` operationId).
 func (c *Client) GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4181,6 +4326,18 @@ func NewGetUsageRequest(server string, params *GetUsageParams) (*http.Request, e
 
 		}
 
+		if params.Endpoint != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "endpoint", *params.Endpoint, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Group != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "group", *params.Group, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -4274,6 +4431,18 @@ func NewListUsageRecordsRequest(server string, params *ListUsageRecordsParams) (
 		if params.To != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Endpoint != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "endpoint", *params.Endpoint, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -4999,7 +5168,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetUsageWithResponse Usage of a key or an account over a range
 	//
-	// Scope usage:read. Totals, by model, and by hour or day (buckets start at from).
+	// Scope usage:read. Totals, by model, by endpoint, and by hour or day (buckets start at from).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8364,7 +8533,7 @@ func (c *ClientWithResponses) RevokeTokenWithResponse(ctx context.Context, id st
 
 // GetUsageWithResponse Usage of a key or an account over a range
 //
-// Scope usage:read. Totals, by model, and by hour or day (buckets start at from).
+// Scope usage:read. Totals, by model, by endpoint, and by hour or day (buckets start at from).
 //
 // Returns a wrapper object for the known response body format(s).
 //
