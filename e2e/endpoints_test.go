@@ -141,8 +141,10 @@ func TestARAGFlowIsServedBilledExactlyAndStoppedByItsBudget(t *testing.T) {
 	}, "every call recorded once")
 	var spent money.Nanos
 	byModel := map[string]int{}
+	endpointOf := map[string]string{"embed": "embeddings", "rerank": "rerank", "gpt-4o-mini": "chat", "instruct": "completions", "mod": "moderations"}
 	for _, r := range recs {
 		assert.Equal(t, http.StatusOK, r.Status, "%+v", r)
+		assert.Equal(t, endpointOf[r.Model], r.Endpoint, "the record names its endpoint")
 		byModel[r.Model]++
 		spent += r.Cost
 		switch r.Model {
@@ -162,6 +164,19 @@ func TestARAGFlowIsServedBilledExactlyAndStoppedByItsBudget(t *testing.T) {
 	eventually(t, func() bool { return tg.balance(t, "rag@example.com") == 10*money.PerDollar-spent }, "the balance is charged exactly what the records say")
 
 	assert.Equal(t, total, spent)
+	var usage struct {
+		ByEndpoint []struct {
+			Endpoint string `json:"endpoint"`
+			Requests int64  `json:"requests"`
+		} `json:"by_endpoint"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(tg.run(t, "key", "usage", keyID, "--json")), &usage))
+	requests := map[string]int64{}
+	for _, e := range usage.ByEndpoint {
+		requests[e.Endpoint] = e.Requests
+	}
+	assert.Equal(t, map[string]int64{"embeddings": 4, "rerank": 1, "chat": 1, "completions": 1, "moderations": 1}, requests,
+		"the usage view by endpoint")
 
 	// The budget is spent: the next call of any priced endpoint is
 	// refused (a free moderation holds nothing, and is not).

@@ -23,6 +23,7 @@ type admission struct {
 	clientRequestID  string // the x-request-id header
 	requestID        string // drawn at admission; names the hold and the usage record
 	model            *config.Model
+	endpointName     string // the endpoint's name (store.Endpoint*), for the record
 	stream           bool
 	started          time.Time
 	leaseID          string              // the lease the hold came from; "" for a reservation of its own
@@ -66,7 +67,7 @@ func (s *Server) record(step string, a *admission, o outcome) (store.UsageRecord
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
 		CachedTokens: u.CachedTokens, CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens,
 		Latency: now.Sub(a.started), CreatedAt: now.UTC(),
-		Attempts: o.attempts, Streamed: a.stream, ErrorMessage: o.message,
+		Attempts: o.attempts, Streamed: a.stream, ErrorMessage: o.message, Endpoint: a.endpointName,
 	}
 	if a.stream {
 		// Time to first token means something for a stream only: an

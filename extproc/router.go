@@ -100,7 +100,7 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 	case ep.reply != nil:
 		return ep.reply(r, ctx)
 	}
-	r.ep = ep
+	r.ep, r.endpointName = ep, ep.name
 	if h.GetEndOfStream() {
 		return r.refuse(oaierror.Invalid("invalid_request", "", "The request has no body; send the request as JSON."), ""), nil
 	}

@@ -140,7 +140,7 @@ func (u *upstreamStep) endpoint(ctx context.Context, state string) *extprocv3.Pr
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: unreadable endpoint state", "endpoint", ep.name, "err", err)
 		return u.failure()
 	}
-	u.ep, u.part = ep, part
+	u.ep, u.part, u.endpointName = ep, part, ep.name
 	return nil
 }
 
@@ -377,6 +377,7 @@ func (u *upstreamStep) record(st int, code string) (store.UsageRecord, bool) {
 func usageMetadata(rec store.UsageRecord) *structpb.Struct {
 	inner, err := structpb.NewStruct(map[string]any{
 		"key_id":            rec.KeyID,
+		"endpoint":          rec.Endpoint,
 		"model":             rec.Model,
 		"provider":          rec.Provider,
 		"prompt_tokens":     float64(rec.PromptTokens),

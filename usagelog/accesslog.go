@@ -22,6 +22,15 @@ type Sink interface {
 	Record(rec store.UsageRecord) error
 }
 
+// endpointOf is the record's endpoint, chat when it names none (as the
+// store writes it).
+func endpointOf(rec store.UsageRecord) string {
+	if rec.Endpoint == "" {
+		return store.EndpointChat
+	}
+	return rec.Endpoint
+}
+
 // Record logs rec and hands it to the next Sink.
 func (a AccessLog) Record(rec store.UsageRecord) error {
 	level := slog.LevelInfo
@@ -32,6 +41,7 @@ func (a AccessLog) Record(rec store.UsageRecord) error {
 		slog.String("request_id", rec.RequestID),
 		slog.String("key_id", rec.KeyID),
 		slog.String("account_id", rec.AccountID),
+		slog.String("endpoint", endpointOf(rec)),
 		slog.String("model", rec.Model),
 		slog.String("provider", rec.Provider),
 		slog.String("deployment", rec.Deployment),
