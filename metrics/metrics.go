@@ -33,6 +33,7 @@ const (
 	labelToken    = "gen_ai_token_type"
 	labelStreamed = "streamed"
 	labelStep     = "step"
+	labelEndpoint = "endpoint"
 )
 
 // Metrics holds the registry and the instruments.
@@ -61,8 +62,8 @@ func New() *Metrics {
 	m := &Metrics{Registry: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_requests_total",
-		Help: "Admitted requests, by model, provider, final status, error code (empty on success) and whether they streamed.",
-	}, []string{labelModel, labelProvider, labelStatus, labelCode, labelStreamed})
+		Help: "Admitted requests, by endpoint, model, provider, final status, error code (empty on success) and whether they streamed.",
+	}, []string{labelEndpoint, labelModel, labelProvider, labelStatus, labelCode, labelStreamed})
 	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gen_ai_server_request_duration_seconds",
 		Help:    "Time from admission to the end of the answer.",
@@ -137,7 +138,11 @@ func (panicCollector) Collect(ch chan<- prometheus.Metric) {
 // Observe counts one usage record.
 func (m *Metrics) Observe(rec store.UsageRecord) {
 	st := strconv.Itoa(rec.Status)
-	m.requests.WithLabelValues(rec.Model, rec.Provider, st, rec.ErrorCode, strconv.FormatBool(rec.Streamed)).Inc()
+	endpoint := rec.Endpoint
+	if endpoint == "" {
+		endpoint = store.EndpointChat
+	}
+	m.requests.WithLabelValues(endpoint, rec.Model, rec.Provider, st, rec.ErrorCode, strconv.FormatBool(rec.Streamed)).Inc()
 	m.duration.WithLabelValues(rec.Model, rec.Provider, st).Observe(rec.Latency.Seconds())
 	if rec.TTFT > 0 {
 		m.ttft.WithLabelValues(rec.Model, rec.Provider).Observe(rec.TTFT.Seconds())
@@ -183,7 +188,7 @@ type Refusals struct {
 
 // Count counts r and passes it on.
 func (r Refusals) Count(x refusal.Refusal) {
-	r.Metrics.requests.WithLabelValues("", "", strconv.Itoa(x.Status), x.Code, "false").Inc()
+	r.Metrics.requests.WithLabelValues("", "", "", strconv.Itoa(x.Status), x.Code, "false").Inc()
 	r.Next.Count(x)
 }
 

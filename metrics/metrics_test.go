@@ -95,3 +95,27 @@ func TestNoMetricIsLabelledByKeyOrAccount(t *testing.T) {
 		assert.True(t, names[fed], "%s has series: the walk saw it", fed)
 	}
 }
+
+// TestRequestsAreCountedByEndpoint: a record counts under its endpoint;
+// one that names none is chat's (older records and journals).
+func TestRequestsAreCountedByEndpoint(t *testing.T) {
+	m := New()
+	m.Observe(store.UsageRecord{Model: "embed", Provider: "openai", Status: 200, Endpoint: store.EndpointEmbeddings})
+	m.Observe(store.UsageRecord{Model: "gpt-4o", Provider: "openai", Status: 200})
+	fams, err := m.Registry.Gather()
+	require.NoError(t, err)
+	counted := map[string]string{}
+	for _, f := range fams {
+		if f.GetName() != "tollgate_requests_total" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			counted[labels["gen_ai_request_model"]] = labels["endpoint"]
+		}
+	}
+	assert.Equal(t, map[string]string{"embed": "embeddings", "gpt-4o": "chat"}, counted)
+}
