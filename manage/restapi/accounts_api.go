@@ -84,6 +84,7 @@ func (api *API) patchAccount(w http.ResponseWriter, r *http.Request, a manage.Ac
 type modelJSON struct {
 	ID        string `json:"id"`
 	Object    string `json:"object"`
+	Kind      string `json:"kind"`
 	MaxTokens int    `json:"max_tokens"`
 	// Available says whether a provider can serve it now (the key check's
 	// and GET /v1/models' answer).
@@ -93,6 +94,7 @@ type modelJSON struct {
 		OutputPerMillion      money.Nanos `json:"output_usd_per_million"`
 		CachedInputPerMillion money.Nanos `json:"cached_input_usd_per_million"`
 		CacheWritePerMillion  money.Nanos `json:"cache_write_usd_per_million"`
+		SearchUnit            money.Nanos `json:"search_unit_usd,omitempty"`
 	} `json:"pricing"`
 }
 
@@ -109,7 +111,8 @@ func (api *API) listModels(w http.ResponseWriter, r *http.Request, a manage.Acto
 	}
 	models := make([]modelJSON, len(planModels))
 	for i, m := range planModels {
-		v := modelJSON{ID: m.ID, Object: "model", MaxTokens: m.MaxTokens, Available: m.Available}
+		v := modelJSON{ID: m.ID, Object: "model", Kind: m.Kind, MaxTokens: m.MaxTokens, Available: m.Available}
+		v.Pricing.SearchUnit = m.SearchUnitPrice
 		v.Pricing.InputPerMillion, v.Pricing.OutputPerMillion = m.InputPricePerMillion, m.OutputPricePerMillion
 		v.Pricing.CachedInputPerMillion, v.Pricing.CacheWritePerMillion = m.CachedInputPricePerMillion, m.CacheWritePricePerMillion
 		models[i] = v

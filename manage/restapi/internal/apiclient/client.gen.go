@@ -362,6 +362,33 @@ func (e KeyRotatedStatus) Valid() bool {
 	}
 }
 
+// Defines values for ModelKind.
+const (
+	ModelKindChat       ModelKind = "chat"
+	ModelKindCompletion ModelKind = "completion"
+	ModelKindEmbedding  ModelKind = "embedding"
+	ModelKindModeration ModelKind = "moderation"
+	ModelKindRerank     ModelKind = "rerank"
+)
+
+// Valid indicates whether the value is a known member of the ModelKind enum.
+func (e ModelKind) Valid() bool {
+	switch e {
+	case ModelKindChat:
+		return true
+	case ModelKindCompletion:
+		return true
+	case ModelKindEmbedding:
+		return true
+	case ModelKindModeration:
+		return true
+	case ModelKindRerank:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ModelObject.
 const (
 	ModelObjectModel ModelObject = "model"
@@ -1208,8 +1235,13 @@ type KeyRotatedStatus string
 // Model defines model for Model.
 type Model struct {
 	// Available Whether a provider can serve it now.
-	Available bool        `json:"available"`
-	Id        string      `json:"id"`
+	Available bool   `json:"available"`
+	Id        string `json:"id"`
+
+	// Kind What the model serves: chat (chat completions, Responses, Messages), completion (/v1/completions), embedding (/v1/embeddings), moderation (/v1/moderations) or rerank (/v1/rerank).
+	Kind ModelKind `json:"kind"`
+
+	// MaxTokens The most output tokens a request may ask for; 0 for a model that writes none (embedding, moderation, rerank).
 	MaxTokens int         `json:"max_tokens"`
 	Object    ModelObject `json:"object"`
 	Pricing   struct {
@@ -1217,8 +1249,14 @@ type Model struct {
 		CachedInputUsdPerMillion float64 `json:"cached_input_usd_per_million"`
 		InputUsdPerMillion       float64 `json:"input_usd_per_million"`
 		OutputUsdPerMillion      float64 `json:"output_usd_per_million"`
+
+		// SearchUnitUsd A rerank model priced by search units (Cohere's billing): USD a search unit; absent otherwise.
+		SearchUnitUsd *float64 `json:"search_unit_usd,omitempty"`
 	} `json:"pricing"`
 }
+
+// ModelKind What the model serves: chat (chat completions, Responses, Messages), completion (/v1/completions), embedding (/v1/embeddings), moderation (/v1/moderations) or rerank (/v1/rerank).
+type ModelKind string
 
 // ModelObject defines model for Model.Object.
 type ModelObject string
