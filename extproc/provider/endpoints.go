@@ -231,6 +231,9 @@ func (a *jsonAnswer) Completed() bool    { return a.done && a.fail == nil && !a.
 func geminiEmbeddings(req *Request, t Target) (Upstream, Response, error) {
 	model := strings.TrimPrefix(t.Deployment.Model, "models/")
 	input := arrayOf(gjson.GetBytes(req.Body, "input"))
+	if n := input.Get("#").Int(); n > GeminiMaxEmbeddings {
+		return Upstream{}, nil, tooManyInputs{n}
+	}
 	var reqs []map[string]any
 	var err error
 	input.ForEach(func(_, item gjson.Result) bool {
@@ -265,6 +268,18 @@ func geminiEmbeddings(req *Request, t Target) (Upstream, Response, error) {
 		estimate: EstimateTokens(InputText(Embeddings, req.Body))},
 		base64: gjson.GetBytes(req.Body, "encoding_format").Str == "base64"}, nil
 }
+
+// GeminiMaxEmbeddings is the most inputs Gemini's batchEmbedContents
+// takes in one request.
+const GeminiMaxEmbeddings = 100
+
+// tooManyInputs refuses a batch past GeminiMaxEmbeddings, naming it.
+type tooManyInputs struct{ n int64 }
+
+func (e tooManyInputs) Error() string {
+	return fmt.Sprintf("This model's provider (gemini) embeds at most %d inputs a request; this one has %d: send them in smaller batches.", GeminiMaxEmbeddings, e.n)
+}
+func (tooManyInputs) Unwrap() error { return ErrUnsupportedRequest }
 
 // errTextOnly refuses token-array inputs to Gemini.
 var errTextOnly = textInputOnly{}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -175,6 +176,11 @@ func TestGeminiEmbeddingsAreTranslatedBothWays(t *testing.T) {
 
 	_, _, err = EndpointUpstream(Embeddings, &Request{Body: []byte(`{"model":"m","input":[[1,2,3]]}`)}, testTarget(config.TypeGemini))
 	assert.ErrorIs(t, err, ErrUnsupportedRequest)
+
+	many := `["x"` + strings.Repeat(`,"x"`, GeminiMaxEmbeddings) + `]`
+	_, _, err = EndpointUpstream(Embeddings, &Request{Body: []byte(`{"model":"m","input":` + many + `}`)}, testTarget(config.TypeGemini))
+	assert.ErrorIs(t, err, ErrUnsupportedRequest)
+	assert.EqualError(t, err, "This model's provider (gemini) embeds at most 100 inputs a request; this one has 101: send them in smaller batches.")
 }
 
 // A whole answer past MaxAnswer is dropped, not held: the client gets a
