@@ -128,7 +128,8 @@ func TestHoldsAreServedFromTheLeaseWithoutTheDatabase(t *testing.T) {
 	require.Equal(t, 2, cs.leases, "the sixth hold found the money there")
 }
 
-// gatedStore holds every Lease after the first at a gate.
+// gatedStore counts Lease calls and holds every one after the first at a
+// gate until released.
 type gatedStore struct {
 	Store
 	calls   atomic.Int32
@@ -621,30 +622,13 @@ func TestAGiveBackTheDatabaseDidNotTakeIsTriedAgain(t *testing.T) {
 	}
 }
 
-// refusalGate counts Lease calls and holds each one after the first at
-// a gate until released.
-type refusalGate struct {
-	Store
-	calls   atomic.Int32
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (g *refusalGate) Lease(ctx context.Context, accountID, leaseID string, need, want money.Nanos, expiresAt time.Time) (money.Nanos, error) {
-	if g.calls.Add(1) > 1 {
-		g.entered <- struct{}{}
-		<-g.release
-	}
-	return g.Store.Lease(ctx, accountID, leaseID, need, want, expiresAt)
-}
-
 // When an account runs short, the holds that waited for their turn while
 // the database refused a call begun after they arrived take that refusal
 // as theirs, for needs no smaller, and ask nothing; a hold that arrives
 // after it, or needs less, asks again.
 func TestHoldsQueuedBehindARefusalShareItWithoutAskingAgain(t *testing.T) {
 	st := openSQLite(t)
-	gate := &refusalGate{Store: st, entered: make(chan struct{}, 8), release: make(chan struct{})}
+	gate := &gatedStore{Store: st, entered: make(chan struct{}, 8), release: make(chan struct{})}
 	var open sync.Once
 	release := func() { open.Do(func() { close(gate.release) }) }
 	t.Cleanup(release)

@@ -61,22 +61,13 @@ func TestAStuckTollgateGetsEveryClientEnvoysTimeoutInItsShape(t *testing.T) {
 			gjson.GetBytes(body, "error.message").String())
 	})
 	wg.Go(func() {
-		req, err := http.NewRequest(http.MethodPost, tg.BaseURL+"/messages",
-			strings.NewReader(`{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`))
-		require.NoError(t, err)
-		req.Header.Set("x-api-key", secret)
-		req.Header.Set("anthropic-version", "2023-06-01")
-		req.Header.Set("content-type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		assert.Equal(t, http.StatusGatewayTimeout, resp.StatusCode, "%s", body)
-		assert.Equal(t, "error", gjson.GetBytes(body, "type").String(), "%s", body)
-		assert.Equal(t, "timeout_error", gjson.GetBytes(body, "error.type").String(), "%s", body)
-		assert.Equal(t, "timeout: Tollgate did not answer in time; please retry. (request id: "+resp.Header.Get("X-Request-Id")+")",
-			gjson.GetBytes(body, "error.message").String())
+		status, body, header := postMessages(t, tg, secret, "/messages",
+			`{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`)
+		assert.Equal(t, http.StatusGatewayTimeout, status, body)
+		assert.Equal(t, "error", gjson.Get(body, "type").Str, body)
+		assert.Equal(t, "timeout_error", gjson.Get(body, "error.type").Str, body)
+		assert.Equal(t, "timeout: Tollgate did not answer in time; please retry. (request id: "+header.Get("X-Request-Id")+")",
+			gjson.Get(body, "error.message").Str)
 	})
 	wg.Wait()
 	assert.Empty(t, p.received(), "nothing reached the provider")
