@@ -62,17 +62,32 @@ func npmInstalledAsPinned(t *testing.T, dir string) bool {
 func TestJavaScriptClientMatrix(t *testing.T) {
 	t.Parallel()
 	node := needNode(t)
-	runClientMatrix(t, jsDir, node, "matrix.mjs", 12)
+	runClientMatrix(t, jsDir, node, "matrix.mjs", matrixShape{
+		perModel: 12, kindScenarios: 2, kindCalls: map[string]int{"embed": 2, "instruct": 1},
+	})
+}
+
+// matrixShape is what a client matrix runs: perModel scenarios for each
+// chat model, and kindScenarios more, once each, of the models of the
+// other kinds (kindModels), whose calls of each model kindCalls counts.
+type matrixShape struct {
+	perModel, kindScenarios int
+	kindCalls               map[string]int
 }
 
 // runClientMatrix runs one language's client matrix (dir/script, by
-// interpreter) against tollgate serve and a mock of every provider type:
-// one subtest per scenario line it prints ({client, model, scenario, ok,
-// detail}), perModel scenarios for each model, then every answer it
-// recorded held to OpenAI's schema.
-func runClientMatrix(t *testing.T, dir, interpreter, script string, perModel int) {
+// interpreter) against tollgate serve with a mock of every provider type
+// and a model of every kind: one subtest per scenario line it prints
+// ({client, model, scenario, ok, detail}), then every answer it recorded
+// held to OpenAI's schema, and the usage records of the calls of the
+// models of other kinds, each at its model and answered.
+func runClientMatrix(t *testing.T, dir, interpreter, script string, shape matrixShape) {
 	t.Helper()
-	tg, _ := startWithEveryProvider(t)
+	mocks := map[string]*mockProvider{}
+	for _, k := range providerKinds {
+		mocks[k.kind] = newMockProvider(t, k.kind)
+	}
+	tg := startTollgate(t, withEveryKind(providersConfig(mocks)), "")
 	secret := tg.newAccount(t, "matrix@example.com", "10")
 	var models []string
 	for _, k := range providerKinds {
@@ -88,13 +103,17 @@ func runClientMatrix(t *testing.T, dir, interpreter, script string, perModel int
 		"TOLLGATE_MODELS="+strings.Join(models, ","),
 		"TOLLGATE_STRUCTURED_MODELS=claude-sonnet",
 		"TOLLGATE_WANT_TEXT="+mockFullText())
+	for env, model := range kindModels {
+		cmd.Env = append(cmd.Env, env+"="+model)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	require.NoError(t, err, "%s %s: %s", interpreter, script, stderr.String())
 	n := runMatrixLines(t, out)
-	require.Equal(t, len(models)*perModel, n, "every scenario reported: %s", stderr.String())
+	require.Equal(t, len(models)*shape.perModel+shape.kindScenarios, n, "every scenario reported: %s", stderr.String())
 	requireRecordedAnswersAreOpenAIs(t, recordPath)
+	requireAnsweredCalls(t, tg, tg.onlyKeyID(t, "matrix@example.com"), shape.kindCalls)
 }
 
 // runMatrixLines makes a subtest of every scenario line a matrix printed

@@ -69,7 +69,9 @@ func pinnedPython(t *testing.T, name string) string {
 func TestPythonClientMatrix(t *testing.T) {
 	t.Parallel()
 	py := needPython(t)
-	runClientMatrix(t, "py", py, "matrix.py", 10)
+	runClientMatrix(t, "py", py, "matrix.py", matrixShape{
+		perModel: 10, kindScenarios: 8, kindCalls: map[string]int{"embed": 7, "instruct": 3, "mod": 2},
+	})
 }
 
 // TestTheREADMEsFirstRunAnswersOffline runs the README's first run as a
