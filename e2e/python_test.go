@@ -29,8 +29,8 @@ func needPython(t *testing.T) string {
 	return needPythonPackage(t, "openai")
 }
 
-// needPythonPackage is needPython for the pinned package name of
-// e2e/py/requirements.txt.
+// needPythonPackage is needPython for the pinned package name (its
+// distribution's name) of e2e/py/requirements.txt.
 func needPythonPackage(t *testing.T, name string) string {
 	t.Helper()
 	py := os.Getenv("TOLLGATE_PYTHON")
@@ -41,7 +41,7 @@ func needPythonPackage(t *testing.T, name string) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, py, "-c", "import "+name+"; print("+name+".__version__)").CombinedOutput()
+	out, err := exec.CommandContext(ctx, py, "-c", "import importlib.metadata, sys; print(importlib.metadata.version(sys.argv[1]))", name).CombinedOutput()
 	if err != nil {
 		testenv.Need(t, fmt.Sprintf("no Python with the %s package at %s (%v: %s); run make tools", name, py, err, out))
 	}
