@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/extproc/provider/schematest"
 	"github.com/tollgate/tollgate/internal/testenv"
@@ -185,14 +189,75 @@ func requireRecordedAnswersAreOpenAIs(t *testing.T, recordPath string) {
 				requireSchema(t, schematest.Response, a.body)
 			case strings.HasSuffix(a.path, "/models"):
 				requireSchema(t, schematest.ModelList, a.body)
-			case !strings.HasSuffix(a.path, "/chat/completions"):
-			case strings.HasPrefix(a.contentType, "text/event-stream"):
+			case strings.HasSuffix(a.path, "/embeddings"):
+				requireSchema(t, schematest.Embeddings, floatEmbeddings(t, a.body))
+			case strings.HasSuffix(a.path, "/moderations"):
+				requireSchema(t, schematest.Moderation, a.body)
+			case strings.HasSuffix(a.path, "/chat/completions") && strings.HasPrefix(a.contentType, "text/event-stream"):
 				readWireStream(t, bytes.NewReader(a.body))
-			default:
+			case strings.HasSuffix(a.path, "/chat/completions"):
 				requireSchema(t, schemaCompletion, a.body)
+			case strings.HasSuffix(a.path, "/completions") && strings.HasPrefix(a.contentType, "text/event-stream"):
+				for _, ev := range readWireStreamOf(t, bytes.NewReader(a.body), "") {
+					if chunk, ok := asCompletionAnswer(t, ev.data); ok {
+						requireSchema(t, schematest.TextCompletion, chunk)
+					}
+				}
+			case strings.HasSuffix(a.path, "/completions"):
+				requireSchema(t, schematest.TextCompletion, a.body)
 			}
 		})
 	}
+}
+
+// asCompletionAnswer is a legacy completion stream's event as the answer
+// whose schema OpenAI's spec gives its chunks, or false for an event that
+// schema cannot describe. The spec describes an answer: its finish_reason
+// is never null and its usage never null, while a stream's chunks but the
+// last have a null finish_reason, and with include_usage a null usage
+// (as OpenAI's own have, and as its chat chunks' schema allows). So the
+// chunks with a finish_reason are held to it, without a null usage.
+func asCompletionAnswer(t *testing.T, data string) ([]byte, bool) {
+	t.Helper()
+	if data == "[DONE]" || strings.HasPrefix(data, `{"error"`) ||
+		strings.Contains(gjson.Get(data, "choices.#.finish_reason").Raw, "null") {
+		return nil, false
+	}
+	var chunk map[string]any
+	require.NoError(t, json.Unmarshal([]byte(data), &chunk), "%s", data)
+	if u, ok := chunk["usage"]; ok && u == nil {
+		delete(chunk, "usage")
+	}
+	out, err := json.Marshal(chunk)
+	require.NoError(t, err)
+	return out, true
+}
+
+// floatEmbeddings is an embeddings answer with every base64 vector
+// decoded to its floats, the only form OpenAI's schema describes.
+func floatEmbeddings(t *testing.T, body []byte) []byte {
+	t.Helper()
+	var answer map[string]any
+	require.NoError(t, json.Unmarshal(body, &answer), "%s", body)
+	data, _ := answer["data"].([]any)
+	for _, d := range data {
+		item, _ := d.(map[string]any)
+		b64, ok := item["embedding"].(string)
+		if !ok {
+			continue
+		}
+		raw, err := base64.StdEncoding.DecodeString(b64)
+		require.NoError(t, err, "a base64 vector: %q", b64)
+		require.Zero(t, len(raw)%4, "float32s: %q", b64)
+		floats := make([]float32, len(raw)/4)
+		for i := range floats {
+			floats[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+		item["embedding"] = floats
+	}
+	out, err := json.Marshal(answer)
+	require.NoError(t, err)
+	return out
 }
 
 // recordedAnswer is one answer a client of a matrix got.
