@@ -61,8 +61,11 @@ func npmInstalledAsPinned(t *testing.T, dir string) bool {
 // TestJavaScriptClientMatrix drives the npm openai SDK and the AI SDK
 // (e2e/js/matrix.mjs) through tollgate serve to every provider type of the
 // mock: chat, stream, tools (whole, and streamed through each SDK's own
-// accumulator) and, where the mock answers it, structured output. Every
-// answer the clients got is then held to OpenAI's schema.
+// accumulator) and, where the mock answers it, structured output; and the
+// openai SDK's embeddings (its default base64, decoded to the float
+// answer) and a streamed legacy completion. Every answer the clients got
+// is then held to OpenAI's schema, and every embedding and completion call
+// is one answered usage record of its model.
 func TestJavaScriptClientMatrix(t *testing.T) {
 	t.Parallel()
 	node := needNode(t)

@@ -64,8 +64,13 @@ func pinnedPython(t *testing.T, name string) string {
 // through tollgate serve to every provider type of the mock: chat, streams
 // with and without usage, tool calls whole and through the SDK's stream
 // accumulator, structured output through parse, the Responses API whole and
-// streamed, models, and errors as the SDK's exceptions. Every answer the
-// client got is then held to OpenAI's schema.
+// streamed, models, and errors as the SDK's exceptions; and once each, on
+// the mock's OpenAI-type models of the other kinds, embeddings (the SDK's
+// default base64, decoded to the float answer; dimensions, lists, token
+// arrays), legacy completions whole and streamed with and without usage,
+// and moderations with and without a model. Every answer the client got
+// is then held to OpenAI's schema, and every call of the other kinds is
+// one answered usage record of its model.
 func TestPythonClientMatrix(t *testing.T) {
 	t.Parallel()
 	py := needPython(t)
