@@ -14,11 +14,11 @@ import json
 import os
 import struct
 import sys
-import traceback
 
 import httpx2
 import openai
 import pydantic
+from scenario import report
 
 BASE_URL = os.environ["TOLLGATE_BASE_URL"]
 API_KEY = os.environ["TOLLGATE_KEY"]
@@ -305,25 +305,13 @@ SCENARIOS = {
 }
 
 
-def report(model, name, run):
-    ok, detail = True, ""
-    try:
-        out = run(model)
-        if isinstance(out, str):
-            detail = out
-    except Exception:  # noqa: BLE001 — every failure is reported, the matrix goes on
-        ok, detail = False, traceback.format_exc()[-2000:]
-    print(json.dumps({"client": "python-openai", "model": model, "scenario": name, "ok": ok, "detail": detail}),
-          flush=True)
-
-
 def main():
     for model in MODELS:
         for name, run in SCENARIOS.items():
-            report(model, name, run)
+            report("python-openai", model, name, run, model)
     for name, (model, run) in KIND_SCENARIOS.items():
         if model:
-            report(model, name, run)
+            report("python-openai", model, name, run, model)
     return 0
 
 

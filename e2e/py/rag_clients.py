@@ -21,7 +21,6 @@ import os
 import socket
 import struct
 import sys
-import traceback
 from urllib.parse import urlsplit
 
 BASE_URL = os.environ["TOLLGATE_BASE_URL"]
@@ -76,6 +75,7 @@ import openai  # noqa: E402
 import tiktoken  # noqa: E402
 import tiktoken.load  # noqa: E402
 from langchain_openai import OpenAIEmbeddings  # noqa: E402
+from scenario import report  # noqa: E402
 
 DOWNLOADS = []
 _read_file = tiktoken.load.read_file
@@ -211,13 +211,7 @@ SCENARIOS = [
 
 def main():
     for client_name, model, name, run in SCENARIOS:
-        ok, detail = True, ""
-        try:
-            run()
-        except Exception:  # noqa: BLE001 — every failure is reported, the rest go on
-            ok, detail = False, traceback.format_exc()[-2000:]
-        print(json.dumps({"client": client_name, "model": model, "scenario": name, "ok": ok, "detail": detail}),
-              flush=True)
+        report(client_name, model, name, run)
     return 0
 
 
