@@ -61,13 +61,12 @@ func TestTheREADMECompatibilityTableNamesThePinnedVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pyOpenAI := regexp.MustCompile(`(?m)^openai==(\S+)$`).FindSubmatch(pyreq)
-	if pyOpenAI == nil {
-		t.Fatal("e2e/py/requirements.txt does not pin openai")
-	}
-	pyAnthropic := regexp.MustCompile(`(?m)^anthropic==(\S+)$`).FindSubmatch(pyreq)
-	if pyAnthropic == nil {
-		t.Fatal("e2e/py/requirements.txt does not pin anthropic")
+	pinnedPy := func(name string) string {
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `==(\S+)$`).FindSubmatch(pyreq)
+		if m == nil {
+			t.Fatalf("e2e/py/requirements.txt does not pin %s", name)
+		}
+		return string(m[1])
 	}
 	claudeLock, err := os.ReadFile("e2e/claudecode/package-lock.json")
 	if err != nil {
@@ -80,9 +79,11 @@ func TestTheREADMECompatibilityTableNamesThePinnedVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := map[string]string{ // a row's first cell → the version it must name
-		"Python `openai`":         string(pyOpenAI[1]),
-		"Python `anthropic`":      string(pyAnthropic[1]),
-		"npm `@anthropic-ai/sdk`": pkgs.Packages["node_modules/@anthropic-ai/sdk"].Version,
+		"Python `openai`":    pinnedPy("openai"),
+		"Python `anthropic`": pinnedPy("anthropic"),
+		"Python `langchain-openai` (`OpenAIEmbeddings`)":             pinnedPy("langchain-openai"),
+		"Python `litellm` (the SDK as a client)":                     pinnedPy("litellm"),
+		"npm `@anthropic-ai/sdk`":                                    pkgs.Packages["node_modules/@anthropic-ai/sdk"].Version,
 		"Claude Code (npm `@anthropic-ai/claude-code`, `claude -p`)": claude.Packages["node_modules/@anthropic-ai/claude-code"].Version,
 		"openai-go (`github.com/openai/openai-go/v3`)":               goVersion("github.com/openai/openai-go/v3"),
 		"go-openai (`github.com/sashabaranov/go-openai`)":            goVersion("github.com/sashabaranov/go-openai"),

@@ -20,8 +20,12 @@ import (
 )
 
 // kindsConfigFor is configFor with a model of every kind on the mock.
-func kindsConfigFor(providerURL string) string {
-	return strings.Replace(configFor(providerURL), "plans:", `  - id: embed
+func kindsConfigFor(providerURL string) string { return withEveryKind(configFor(providerURL)) }
+
+// withEveryKind is cfg with a model of every kind but chat, each on the
+// provider named openai: embed, instruct, mod and rerank.
+func withEveryKind(cfg string) string {
+	return strings.Replace(cfg, "plans:", `  - id: embed
     kind: embedding
     input_price_per_million: 0.02
     deployments: [{provider: openai, model: text-embedding-3-small}]
@@ -39,6 +43,44 @@ func kindsConfigFor(providerURL string) string {
     search_unit_price: 0.002
     deployments: [{provider: openai, model: rerank-v3.5}]
 plans:`, 1)
+}
+
+// kindModels are the models withEveryKind adds that the client matrices
+// call, by the environment variable that tells a matrix's script each.
+var kindModels = map[string]string{
+	"TOLLGATE_EMBEDDING_MODEL":  "embed",
+	"TOLLGATE_COMPLETION_MODEL": "instruct",
+	"TOLLGATE_MODERATION_MODEL": "mod",
+	"TOLLGATE_RERANK_MODEL":     "rerank",
+}
+
+// requireAnsweredCalls waits until the key has, of each model of calls,
+// that many usage records, and holds them to exactly that many, each with
+// status 200.
+func requireAnsweredCalls(t *testing.T, tg *tollgate, keyID string, calls map[string]int) {
+	t.Helper()
+	var recs []usageRecord
+	got := map[string]int{}
+	eventually(t, func() bool {
+		recs, got = tg.usageRecords(t, keyID), map[string]int{}
+		for _, r := range recs {
+			if _, ok := calls[r.Model]; ok {
+				got[r.Model]++
+			}
+		}
+		for m, n := range calls {
+			if got[m] < n {
+				return false
+			}
+		}
+		return true
+	}, "the usage records of %v", calls)
+	require.Equal(t, calls, got, "one usage record a call")
+	for _, r := range recs {
+		if _, ok := calls[r.Model]; ok {
+			assert.Equal(t, http.StatusOK, r.Status, "%+v", r)
+		}
+	}
 }
 
 // TestARAGFlowIsServedBilledExactlyAndStoppedByItsBudget: a retrieval

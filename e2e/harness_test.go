@@ -104,6 +104,7 @@ var coveredByAnotherRun = map[string]map[string]string{
 		// whether the edge calls it in process or over gRPC.
 		"TestPythonClientMatrix":                     sameBytes,
 		"TestJavaScriptClientMatrix":                 sameBytes,
+		"TestRAGClientsEmbedAndRerankOffline":        sameBytes,
 		"TestAnthropicPythonClientMatrix":            sameBytes,
 		"TestAnthropicJavaScriptClientMatrix":        sameBytes,
 		"TestClaudeCodeAnswersThroughTollgate":       sameBytes,

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/extproc/provider/schematest"
 	"github.com/tollgate/tollgate/internal/testenv"
@@ -57,22 +61,40 @@ func npmInstalledAsPinned(t *testing.T, dir string) bool {
 // TestJavaScriptClientMatrix drives the npm openai SDK and the AI SDK
 // (e2e/js/matrix.mjs) through tollgate serve to every provider type of the
 // mock: chat, stream, tools (whole, and streamed through each SDK's own
-// accumulator) and, where the mock answers it, structured output. Every
-// answer the clients got is then held to OpenAI's schema.
+// accumulator) and, where the mock answers it, structured output; and the
+// openai SDK's embeddings (its default base64, decoded to the float
+// answer) and a streamed legacy completion. Every answer the clients got
+// is then held to OpenAI's schema, and every embedding and completion call
+// is one answered usage record of its model.
 func TestJavaScriptClientMatrix(t *testing.T) {
 	t.Parallel()
 	node := needNode(t)
-	runClientMatrix(t, jsDir, node, "matrix.mjs", 12)
+	runClientMatrix(t, jsDir, node, "matrix.mjs", matrixShape{
+		perModel: 12, kindScenarios: 2, kindCalls: map[string]int{"embed": 2, "instruct": 1},
+	})
+}
+
+// matrixShape is what a client matrix runs: perModel scenarios for each
+// chat model, and kindScenarios more, once each, of the models of the
+// other kinds (kindModels), whose calls of each model kindCalls counts.
+type matrixShape struct {
+	perModel, kindScenarios int
+	kindCalls               map[string]int
 }
 
 // runClientMatrix runs one language's client matrix (dir/script, by
-// interpreter) against tollgate serve and a mock of every provider type:
-// one subtest per scenario line it prints ({client, model, scenario, ok,
-// detail}), perModel scenarios for each model, then every answer it
-// recorded held to OpenAI's schema.
-func runClientMatrix(t *testing.T, dir, interpreter, script string, perModel int) {
+// interpreter) against tollgate serve with a mock of every provider type
+// and a model of every kind: one subtest per scenario line it prints
+// ({client, model, scenario, ok, detail}), then every answer it recorded
+// held to OpenAI's schema, and the usage records of the calls of the
+// models of other kinds, each at its model and answered.
+func runClientMatrix(t *testing.T, dir, interpreter, script string, shape matrixShape) {
 	t.Helper()
-	tg, _ := startWithEveryProvider(t)
+	mocks := map[string]*mockProvider{}
+	for _, k := range providerKinds {
+		mocks[k.kind] = newMockProvider(t, k.kind)
+	}
+	tg := startTollgate(t, withEveryKind(providersConfig(mocks)), "")
 	secret := tg.newAccount(t, "matrix@example.com", "10")
 	var models []string
 	for _, k := range providerKinds {
@@ -88,13 +110,17 @@ func runClientMatrix(t *testing.T, dir, interpreter, script string, perModel int
 		"TOLLGATE_MODELS="+strings.Join(models, ","),
 		"TOLLGATE_STRUCTURED_MODELS=claude-sonnet",
 		"TOLLGATE_WANT_TEXT="+mockFullText())
+	for env, model := range kindModels {
+		cmd.Env = append(cmd.Env, env+"="+model)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	require.NoError(t, err, "%s %s: %s", interpreter, script, stderr.String())
 	n := runMatrixLines(t, out)
-	require.Equal(t, len(models)*perModel, n, "every scenario reported: %s", stderr.String())
+	require.Equal(t, len(models)*shape.perModel+shape.kindScenarios, n, "every scenario reported: %s", stderr.String())
 	requireRecordedAnswersAreOpenAIs(t, recordPath)
+	requireAnsweredCalls(t, tg, tg.onlyKeyID(t, "matrix@example.com"), shape.kindCalls)
 }
 
 // runMatrixLines makes a subtest of every scenario line a matrix printed
@@ -166,14 +192,75 @@ func requireRecordedAnswersAreOpenAIs(t *testing.T, recordPath string) {
 				requireSchema(t, schematest.Response, a.body)
 			case strings.HasSuffix(a.path, "/models"):
 				requireSchema(t, schematest.ModelList, a.body)
-			case !strings.HasSuffix(a.path, "/chat/completions"):
-			case strings.HasPrefix(a.contentType, "text/event-stream"):
+			case strings.HasSuffix(a.path, "/embeddings"):
+				requireSchema(t, schematest.Embeddings, floatEmbeddings(t, a.body))
+			case strings.HasSuffix(a.path, "/moderations"):
+				requireSchema(t, schematest.Moderation, a.body)
+			case strings.HasSuffix(a.path, "/chat/completions") && strings.HasPrefix(a.contentType, "text/event-stream"):
 				readWireStream(t, bytes.NewReader(a.body))
-			default:
+			case strings.HasSuffix(a.path, "/chat/completions"):
 				requireSchema(t, schemaCompletion, a.body)
+			case strings.HasSuffix(a.path, "/completions") && strings.HasPrefix(a.contentType, "text/event-stream"):
+				for _, ev := range readWireStreamOf(t, bytes.NewReader(a.body), "") {
+					if chunk, ok := asCompletionAnswer(t, ev.data); ok {
+						requireSchema(t, schematest.TextCompletion, chunk)
+					}
+				}
+			case strings.HasSuffix(a.path, "/completions"):
+				requireSchema(t, schematest.TextCompletion, a.body)
 			}
 		})
 	}
+}
+
+// asCompletionAnswer is a legacy completion stream's event as the answer
+// whose schema OpenAI's spec gives its chunks, or false for an event that
+// schema cannot describe. The spec describes an answer: its finish_reason
+// is never null and its usage never null, while a stream's chunks but the
+// last have a null finish_reason, and with include_usage a null usage
+// (as OpenAI's own have, and as its chat chunks' schema allows). So the
+// chunks with a finish_reason are held to it, without a null usage.
+func asCompletionAnswer(t *testing.T, data string) ([]byte, bool) {
+	t.Helper()
+	if data == "[DONE]" || strings.HasPrefix(data, `{"error"`) ||
+		strings.Contains(gjson.Get(data, "choices.#.finish_reason").Raw, "null") {
+		return nil, false
+	}
+	var chunk map[string]any
+	require.NoError(t, json.Unmarshal([]byte(data), &chunk), "%s", data)
+	if u, ok := chunk["usage"]; ok && u == nil {
+		delete(chunk, "usage")
+	}
+	out, err := json.Marshal(chunk)
+	require.NoError(t, err)
+	return out, true
+}
+
+// floatEmbeddings is an embeddings answer with every base64 vector
+// decoded to its floats, the only form OpenAI's schema describes.
+func floatEmbeddings(t *testing.T, body []byte) []byte {
+	t.Helper()
+	var answer map[string]any
+	require.NoError(t, json.Unmarshal(body, &answer), "%s", body)
+	data, _ := answer["data"].([]any)
+	for _, d := range data {
+		item, _ := d.(map[string]any)
+		b64, ok := item["embedding"].(string)
+		if !ok {
+			continue
+		}
+		raw, err := base64.StdEncoding.DecodeString(b64)
+		require.NoError(t, err, "a base64 vector: %q", b64)
+		require.Zero(t, len(raw)%4, "float32s: %q", b64)
+		floats := make([]float32, len(raw)/4)
+		for i := range floats {
+			floats[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+		item["embedding"] = floats
+	}
+	out, err := json.Marshal(answer)
+	require.NoError(t, err)
+	return out
 }
 
 // recordedAnswer is one answer a client of a matrix got.

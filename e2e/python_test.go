@@ -29,8 +29,8 @@ func needPython(t *testing.T) string {
 	return needPythonPackage(t, "openai")
 }
 
-// needPythonPackage is needPython for the pinned package name of
-// e2e/py/requirements.txt.
+// needPythonPackage is needPython for the pinned package name (its
+// distribution's name) of e2e/py/requirements.txt.
 func needPythonPackage(t *testing.T, name string) string {
 	t.Helper()
 	py := os.Getenv("TOLLGATE_PYTHON")
@@ -41,7 +41,7 @@ func needPythonPackage(t *testing.T, name string) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, py, "-c", "import "+name+"; print("+name+".__version__)").CombinedOutput()
+	out, err := exec.CommandContext(ctx, py, "-c", "import importlib.metadata, sys; print(importlib.metadata.version(sys.argv[1]))", name).CombinedOutput()
 	if err != nil {
 		testenv.Need(t, fmt.Sprintf("no Python with the %s package at %s (%v: %s); run make tools", name, py, err, out))
 	}
@@ -64,12 +64,19 @@ func pinnedPython(t *testing.T, name string) string {
 // through tollgate serve to every provider type of the mock: chat, streams
 // with and without usage, tool calls whole and through the SDK's stream
 // accumulator, structured output through parse, the Responses API whole and
-// streamed, models, and errors as the SDK's exceptions. Every answer the
-// client got is then held to OpenAI's schema.
+// streamed, models, and errors as the SDK's exceptions; and once each, on
+// the mock's OpenAI-type models of the other kinds, embeddings (the SDK's
+// default base64, decoded to the float answer; dimensions, lists, token
+// arrays), legacy completions whole and streamed with and without usage,
+// and moderations with and without a model. Every answer the client got
+// is then held to OpenAI's schema, and every call of the other kinds is
+// one answered usage record of its model.
 func TestPythonClientMatrix(t *testing.T) {
 	t.Parallel()
 	py := needPython(t)
-	runClientMatrix(t, "py", py, "matrix.py", 10)
+	runClientMatrix(t, "py", py, "matrix.py", matrixShape{
+		perModel: 10, kindScenarios: 8, kindCalls: map[string]int{"embed": 7, "instruct": 3, "mod": 2},
+	})
 }
 
 // TestTheREADMEsFirstRunAnswersOffline runs the README's first run as a

@@ -47,6 +47,13 @@ type wireEvent struct{ data string }
 // event against ErrorResponse.
 func readWireStream(t *testing.T, body io.Reader) []wireEvent {
 	t.Helper()
+	return readWireStreamOf(t, body, schemaChunk)
+}
+
+// readWireStreamOf is readWireStream for a stream whose chunks are of the
+// component chunk ("": the caller checks them).
+func readWireStreamOf(t *testing.T, body io.Reader, chunk string) []wireEvent {
+	t.Helper()
 	r := bufio.NewReader(body)
 	var events []wireEvent
 	for {
@@ -68,8 +75,8 @@ func readWireStream(t *testing.T, body io.Reader) []wireEvent {
 		case data == "[DONE]":
 		case strings.HasPrefix(data, `{"error"`):
 			requireSchema(t, schemaError, []byte(data))
-		default:
-			requireSchema(t, schemaChunk, []byte(data))
+		case chunk != "":
+			requireSchema(t, chunk, []byte(data))
 		}
 	}
 	require.NotEmpty(t, events)

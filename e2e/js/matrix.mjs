@@ -1,10 +1,12 @@
 // The JavaScript half of the client matrix: the npm `openai` SDK and the AI
 // SDK (its OpenAI provider's chat models, and its default models, which
 // call the Responses API), as their users call them, against
-// `tollgate serve` and the mock providers. e2e/js_test.go runs it with
-// TOLLGATE_BASE_URL, TOLLGATE_KEY and TOLLGATE_MODELS (comma-separated
-// public models), and reads one JSON line per scenario from stdout:
-// {"client","model","scenario","ok","detail"}.
+// `tollgate serve` and the mock providers; and the npm openai SDK's
+// embeddings and legacy completions, once each. e2e/js_test.go runs it
+// with TOLLGATE_BASE_URL, TOLLGATE_KEY, TOLLGATE_MODELS (comma-separated
+// public chat models), TOLLGATE_EMBEDDING_MODEL and
+// TOLLGATE_COMPLETION_MODEL, and reads one JSON line per scenario from
+// stdout: {"client","model","scenario","ok","detail"}.
 import OpenAI from "openai";
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, streamText, tool, stepCountIs, Output } from "ai";
@@ -16,6 +18,8 @@ const apiKey = process.env.TOLLGATE_KEY;
 const models = (process.env.TOLLGATE_MODELS || "").split(",").filter(Boolean);
 const structured = new Set((process.env.TOLLGATE_STRUCTURED_MODELS || "").split(",").filter(Boolean));
 const wantText = process.env.TOLLGATE_WANT_TEXT;
+const embeddingModel = process.env.TOLLGATE_EMBEDDING_MODEL;
+const completionModel = process.env.TOLLGATE_COMPLETION_MODEL;
 
 // TOLLGATE_RECORD names a file to which every answer the clients get is
 // appended, one JSON line each ({url, status, contentType, body}), for the
@@ -169,18 +173,55 @@ const scenarios = {
   },
 };
 
-for (const model of models) {
-  for (const [name, run] of Object.entries(scenarios)) {
-    const [client, scenario] = name.split("/");
-    let ok = true, detail = "";
-    try {
-      const r = await run(model);
-      if (typeof r === "string") detail = r;
-    } catch (e) {
-      ok = false;
-      detail = String(e && e.stack ? e.stack : e).slice(0, 2000);
+// The scenarios of the models of other kinds, run once each: the model
+// each takes.
+const kindScenarios = {
+  "openai/embeddings": [embeddingModel, async (model) => {
+    // The SDK asks for base64 unless told otherwise, and decodes it.
+    const input = ["The tollgate of bridge 3 opens at dawn.", "second document"];
+    const r = await openai.embeddings.create({ model, input });
+    check(r.model === model, `model ${r.model}`);
+    check(r.data.length === 2 && r.data.every((d, i) => d.index === i && d.embedding.length === 16),
+      `two vectors of the mock's 16 dimensions: ${JSON.stringify(r.data)}`);
+    const floats = await openai.embeddings.create({ model, input, encoding_format: "float" });
+    r.data.forEach((d, i) => {
+      const want = Array.from(Float32Array.from(floats.data[i].embedding));
+      check(JSON.stringify(Array.from(d.embedding)) === JSON.stringify(want),
+        `vector ${i}: ${JSON.stringify(d.embedding)} != ${JSON.stringify(want)}`);
+    });
+  }],
+  "openai/completions-stream": [completionModel, async (model) => {
+    const stream = await openai.completions.create({
+      model, prompt: "Say hello.", max_tokens: 32, stream: true, stream_options: { include_usage: true },
+    });
+    let text = "", usage = null;
+    for await (const chunk of stream) {
+      check(chunk.object === "text_completion" && chunk.model === model, `chunk ${chunk.object} ${chunk.model}`);
+      text += chunk.choices[0]?.text ?? "";
+      if (chunk.usage) usage = chunk.usage;
     }
-    console.log(JSON.stringify({ client, model, scenario, ok, detail }));
+    check(text === wantText, `text ${JSON.stringify(text)}`);
+    check(usage && usage.completion_tokens > 0, "usage on the last chunk");
+  }],
+};
+
+async function report(model, name, run) {
+  const [client, scenario] = name.split("/");
+  let ok = true, detail = "";
+  try {
+    const r = await run(model);
+    if (typeof r === "string") detail = r;
+  } catch (e) {
+    ok = false;
+    detail = String(e && e.stack ? e.stack : e).slice(0, 2000);
   }
+  console.log(JSON.stringify({ client, model, scenario, ok, detail }));
+}
+
+for (const model of models) {
+  for (const [name, run] of Object.entries(scenarios)) await report(model, name, run);
+}
+for (const [name, [model, run]] of Object.entries(kindScenarios)) {
+  if (model) await report(model, name, run);
 }
 await Promise.all(recording);

@@ -18,12 +18,11 @@ line per scenario: {"client","model","scenario","ok","detail"}, every model's
 scenarios in SCENARIOS, then the errors once, for the first model.
 """
 
-import json
 import os
 import sys
-import traceback
 
 import anthropic
+from scenario import report
 
 BASE_URL = os.environ["TOLLGATE_BASE_URL"]
 API_KEY = os.environ["TOLLGATE_KEY"]
@@ -209,22 +208,11 @@ SCENARIOS = {
 }
 
 
-def run(model, name, fn):
-    ok, detail = True, ""
-    try:
-        out = fn(model)
-        if isinstance(out, str):
-            detail = out
-    except Exception:  # noqa: BLE001 — every failure is reported, the matrix goes on
-        ok, detail = False, traceback.format_exc()[-2000:]
-    print(json.dumps({"client": CLIENT, "model": model, "scenario": name, "ok": ok, "detail": detail}), flush=True)
-
-
 def main():
     for model in MODELS:
         for name, fn in SCENARIOS.items():
-            run(model, name, fn)
-    run(MODELS[0], "errors", errors)
+            report(CLIENT, model, name, fn, model)
+    report(CLIENT, MODELS[0], "errors", errors, MODELS[0])
     return 0
 
 

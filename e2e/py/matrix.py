@@ -1,21 +1,24 @@
 """The Python half of the client matrix: the `openai` package, as its users
 call it, against `tollgate serve` and the mock providers.
 
-e2e/python_test.go runs it with TOLLGATE_BASE_URL, TOLLGATE_KEY and
-TOLLGATE_MODELS (comma-separated public models), and reads one JSON line per
-scenario from stdout: {"client","model","scenario","ok","detail"}. Every
+e2e/python_test.go runs it with TOLLGATE_BASE_URL, TOLLGATE_KEY,
+TOLLGATE_MODELS (comma-separated public chat models) and the models of the
+other kinds (TOLLGATE_EMBEDDING_MODEL, TOLLGATE_COMPLETION_MODEL,
+TOLLGATE_MODERATION_MODEL), and reads one JSON line per scenario from
+stdout: {"client","model","scenario","ok","detail"}. Every
 answer the client gets is appended to TOLLGATE_RECORD (one JSON line each:
 url, status, contentType, body), for the Go side to hold to OpenAI's schema.
 """
 
 import json
 import os
+import struct
 import sys
-import traceback
 
 import httpx2
 import openai
 import pydantic
+from scenario import report
 
 BASE_URL = os.environ["TOLLGATE_BASE_URL"]
 API_KEY = os.environ["TOLLGATE_KEY"]
@@ -23,6 +26,9 @@ MODELS = [m for m in os.environ.get("TOLLGATE_MODELS", "").split(",") if m]
 STRUCTURED = {m for m in os.environ.get("TOLLGATE_STRUCTURED_MODELS", "").split(",") if m}
 WANT_TEXT = os.environ["TOLLGATE_WANT_TEXT"]
 RECORD = os.environ.get("TOLLGATE_RECORD")
+EMBEDDING = os.environ.get("TOLLGATE_EMBEDDING_MODEL")
+COMPLETION = os.environ.get("TOLLGATE_COMPLETION_MODEL")
+MODERATION = os.environ.get("TOLLGATE_MODERATION_MODEL")
 
 
 class _TeeStream(httpx2.SyncByteStream):
@@ -203,6 +209,95 @@ def models_list(model):
     check(model in ids, f"{model} in {ids}")
 
 
+def as_float32(v):
+    """v's numbers as the float32 values they name: the SDK decodes base64
+    float32s exactly, while a JSON float answer is their shortest decimal."""
+    return [struct.unpack("<f", struct.pack("<f", x))[0] for x in v]
+
+
+def same_vectors(got, want):
+    check(len(got) == len(want), f"{len(got)} vectors, want {len(want)}")
+    for i, (g, w) in enumerate(zip(got, want)):
+        check(g.index == i and w.index == i, f"index {g.index}, {w.index}, want {i}")
+        check(as_float32(g.embedding) == as_float32(w.embedding), f"vector {i}: {g.embedding} != {w.embedding}")
+
+
+def embeddings(model):
+    # The SDK asks for base64 unless told otherwise, and decodes it.
+    text = "The tollgate of bridge 3 opens at dawn."
+    r = client.embeddings.create(model=model, input=text)
+    check(r.model == model, f"model {r.model}")
+    check(len(r.data) == 1 and len(r.data[0].embedding) == 16, f"one vector of the mock's 16 dimensions: {r.data!r}")
+    check(all(isinstance(x, float) for x in r.data[0].embedding), "decoded to floats")
+    check(r.usage.prompt_tokens > 0, f"usage {r.usage!r}")
+    same_vectors(r.data, client.embeddings.create(model=model, input=text, encoding_format="float").data)
+
+
+def embeddings_dimensions(model):
+    r = client.embeddings.create(model=model, input="Shorter, please.", dimensions=8)
+    check(len(r.data[0].embedding) == 8, f"8 dimensions, got {len(r.data[0].embedding)}")
+
+
+def embeddings_list(model):
+    texts = ["first document", "second document", "third document"]
+    r = client.embeddings.create(model=model, input=texts)
+    same_vectors(r.data, client.embeddings.create(model=model, input=texts, encoding_format="float").data)
+    check(len({tuple(d.embedding) for d in r.data}) == 3, "a vector of its own for each text")
+
+
+def embeddings_tokens(model):
+    one = client.embeddings.create(model=model, input=[9906, 1917])
+    check(len(one.data) == 1 and len(one.data[0].embedding) == 16, f"one token array, one vector: {one.data!r}")
+    many = client.embeddings.create(model=model, input=[[9906, 1917], [40, 1097, 264]])
+    check(len(many.data) == 2, f"two token arrays, two vectors: {many.data!r}")
+    check(as_float32(many.data[0].embedding) == as_float32(one.data[0].embedding), "the same tokens, the same vector")
+
+
+def completions(model):
+    r = client.completions.create(model=model, prompt="Say hello.", max_tokens=32)
+    check(r.object == "text_completion" and r.model == model, f"{r.object} {r.model}")
+    check(r.choices[0].text == WANT_TEXT, f"text {r.choices[0].text!r}")
+    check(r.usage is not None and r.usage.completion_tokens > 0, f"usage {r.usage!r}")
+
+
+def completions_stream(model):
+    text, usage = "", None
+    for chunk in client.completions.create(model=model, prompt="Say hello.", max_tokens=32, stream=True,
+                                           stream_options={"include_usage": True}):
+        check(chunk.model == model, f"chunk model {chunk.model}")
+        if chunk.choices:
+            text += chunk.choices[0].text
+        if chunk.usage:
+            usage = chunk.usage
+    check(text == WANT_TEXT, f"text {text!r}")
+    check(usage is not None and usage.completion_tokens > 0, "usage on the last chunk")
+
+
+def completions_stream_without_usage(model):
+    chunks = list(client.completions.create(model=model, prompt="Say hello.", max_tokens=32, stream=True))
+    check("".join(c.choices[0].text for c in chunks if c.choices) == WANT_TEXT, "the text")
+    check(all(c.usage is None for c in chunks), "no usage chunk unless asked")
+
+
+def moderations(model):
+    # No model: Tollgate sends it to the configured moderation model.
+    r = client.moderations.create(input=["A fine day for a walk.", "A forbidden thing."])
+    check(r.model == model, f"model {r.model}")
+    check([x.flagged for x in r.results] == [False, True], f"flagged {[x.flagged for x in r.results]}")
+    named = client.moderations.create(model=model, input="A forbidden thing.")
+    check(named.results[0].flagged, "flagged when the model is named")
+
+
+# The scenarios of the models of other kinds, run once each: the model
+# each takes.
+KIND_SCENARIOS = {
+    "embeddings": (EMBEDDING, embeddings), "embeddings-dimensions": (EMBEDDING, embeddings_dimensions),
+    "embeddings-list": (EMBEDDING, embeddings_list), "embeddings-tokens": (EMBEDDING, embeddings_tokens),
+    "completions": (COMPLETION, completions), "completions-stream": (COMPLETION, completions_stream),
+    "completions-stream-without-usage": (COMPLETION, completions_stream_without_usage),
+    "moderations": (MODERATION, moderations),
+}
+
 SCENARIOS = {
     "chat": chat, "stream": stream, "stream-without-usage": stream_without_usage, "tools": tools,
     "tools-stream": tools_stream, "structured": structured, "responses": responses,
@@ -213,15 +308,10 @@ SCENARIOS = {
 def main():
     for model in MODELS:
         for name, run in SCENARIOS.items():
-            ok, detail = True, ""
-            try:
-                out = run(model)
-                if isinstance(out, str):
-                    detail = out
-            except Exception:  # noqa: BLE001 — every failure is reported, the matrix goes on
-                ok, detail = False, traceback.format_exc()[-2000:]
-            print(json.dumps({"client": "python-openai", "model": model, "scenario": name, "ok": ok, "detail": detail}),
-                  flush=True)
+            report("python-openai", model, name, run, model)
+    for name, (model, run) in KIND_SCENARIOS.items():
+        if model:
+            report("python-openai", model, name, run, model)
     return 0
 
 

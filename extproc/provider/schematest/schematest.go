@@ -25,6 +25,12 @@ const (
 	// The Responses API: a response object, and any event of its stream.
 	Response      = "Response"
 	ResponseEvent = "ResponseStreamEvent"
+	// The other endpoint families: embeddings (the spec knows float
+	// vectors only), legacy completions (an answer, and each chunk of a
+	// stream) and moderations.
+	Embeddings     = "CreateEmbeddingResponse"
+	TextCompletion = "CreateCompletionResponse"
+	Moderation     = "CreateModerationResponse"
 )
 
 // specEnv overrides where the spec is read from.
@@ -64,7 +70,7 @@ var Schemas = sync.OnceValues(func() (map[string]*openapi3.Schema, error) {
 		return nil, err
 	}
 	out := map[string]*openapi3.Schema{}
-	for _, name := range []string{Completion, Chunk, Error, ModelList, Response, ResponseEvent} {
+	for _, name := range []string{Completion, Chunk, Error, ModelList, Response, ResponseEvent, Embeddings, TextCompletion, Moderation} {
 		ref, ok := doc.Components.Schemas[name]
 		if !ok || ref.Value == nil {
 			return nil, errors.New("schematest: OpenAI's spec has no component " + name)
