@@ -144,6 +144,12 @@ type Provider struct {
 	// instead of being translated to chat completions. Default false, as
 	// most OpenAI-compatible servers speak chat only.
 	ResponsesAPI bool `yaml:"responses_api"`
+	// RerankAPI is the rerank wire format of this OpenAI-type server:
+	// RerankCohere (the default: Cohere's v2 shape, which Cohere, Jina,
+	// vLLM, Infinity and TEI take at {base_url}/rerank) or RerankVoyage
+	// (Voyage AI's: top_k, string documents, an answer under "data"),
+	// to which /v1/rerank requests are translated.
+	RerankAPI string `yaml:"rerank_api"`
 	// AllowParameters names price-changing parameters (UnpricedParameters)
 	// that every model served only by this provider lets through; see
 	// Model.AllowParameters.
@@ -276,6 +282,12 @@ type Model struct {
 
 	allowed map[string]bool
 }
+
+// Rerank wire formats (Provider.RerankAPI).
+const (
+	RerankCohere = "cohere"
+	RerankVoyage = "voyage"
+)
 
 // Model kinds: what a model serves, each on its own paths.
 const (

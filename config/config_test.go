@@ -133,6 +133,11 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		{"alias is an id", "max_tokens: 16384", "max_tokens: 16384\n    aliases: [gpt-4o-mini]", nil, "already a model's id"},
 		{"alias twice", "max_tokens: 16384", "max_tokens: 16384\n    aliases: [mini, mini]", nil, "already an alias"},
 		{"star inside an alias", "max_tokens: 16384", "max_tokens: 16384\n    aliases: [\"a*b\"]", nil, "may only end"},
+		{"unknown kind", "max_tokens: 16384", "max_tokens: 16384\n    kind: image", nil, "models[0] (gpt-4o-mini).kind"},
+		{"embedding with max_tokens", "max_tokens: 16384", "max_tokens: 16384\n    kind: embedding", nil, "writes no tokens"},
+		{"search units off rerank", "max_tokens: 16384", "max_tokens: 16384\n    search_unit_price: 0.002", nil, "search_unit_price"},
+		{"unknown rerank api", "type: azure", "type: openai\n    rerank_api: jina", nil, "rerank_api"},
+		{"rerank api off openai", "type: azure", "type: azure\n    rerank_api: voyage", nil, "rerank_api"},
 		{"bare star alias", "max_tokens: 16384", "max_tokens: 16384\n    aliases: [\"*\"]", nil, "aliases[0]"},
 	}
 	for _, tt := range tests {
@@ -460,4 +465,23 @@ func TestAModelIsFoundByItsAliases(t *testing.T) {
 		_, ok := c.Model(unknown)
 		assert.False(t, ok, unknown)
 	}
+}
+
+// A model's deployments must be on provider types that serve its kind.
+func TestAKindIsServedOnlyByItsProviderTypes(t *testing.T) {
+	_, err := Parse([]byte(`
+providers: [{name: a, type: anthropic, base_url: "http://x", api_key: k}]
+models: [{id: e, kind: embedding, deployments: [{provider: a, model: m}]}]
+plans: [{name: free, models: ["*"]}]
+`), env(nil))
+	assert.ErrorContains(t, err, `models[0] (e).deployments[0].provider: "a" (type anthropic) serves no embedding models (types openai, azure, gemini, demo do)`)
+	c, err := Parse([]byte(`
+providers: [{name: g, type: gemini, base_url: "http://x", api_key: k}]
+models: [{id: e, kind: embedding, input_price_per_million: 0.02, deployments: [{provider: g, model: text-embedding-004}]}]
+plans: [{name: free, models: ["*"]}]
+`), env(nil))
+	require.NoError(t, err)
+	m, _ := c.Model("e")
+	assert.Equal(t, KindEmbedding, m.Kind)
+	assert.False(t, m.Generates())
 }

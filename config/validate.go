@@ -110,6 +110,14 @@ func validateProvider(f string, p *Provider) error {
 	if p.ResponsesAPI && p.Type != TypeOpenAI {
 		return fieldErr(f+".responses_api", "is for openai-type providers only; %s providers are served by translation", p.Type)
 	}
+	switch {
+	case p.RerankAPI == "":
+		p.RerankAPI = RerankCohere
+	case p.RerankAPI != RerankCohere && p.RerankAPI != RerankVoyage:
+		return fieldErr(f+".rerank_api", "must be %s or %s, got %q", RerankCohere, RerankVoyage, p.RerankAPI)
+	case p.Type != TypeOpenAI:
+		return fieldErr(f+".rerank_api", "is for openai-type providers only")
+	}
 	u, err := url.Parse(p.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 		return fieldErr(f+".base_url", "must be an http(s) URL without query, got %q", p.BaseURL)
@@ -280,7 +288,7 @@ func (c *Config) validateDeployments(f string, m *Model) error {
 			return fieldErr(df+".model", "is required (the provider's name for the model)")
 		}
 		if typ := c.providers[d.Provider].Type; !slices.Contains(KindProviders[m.Kind], typ) {
-			return fieldErr(df+".provider", "%q is a %s provider, which serves no %s models (%s do)", d.Provider, typ, m.Kind,
+			return fieldErr(df+".provider", "%q (type %s) serves no %s models (types %s do)", d.Provider, typ, m.Kind,
 				strings.Join(KindProviders[m.Kind], ", "))
 		}
 		if d.Priority < 0 {

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -40,6 +41,9 @@ const (
 func EndpointUpstream(ep Endpoint, req *Request, t Target) (Upstream, Response, error) {
 	if t.Provider.Type == config.TypeGemini && ep == Embeddings {
 		return geminiEmbeddings(req, t)
+	}
+	if ep == Rerank && t.Provider.RerankAPI == config.RerankVoyage {
+		return voyageRerank(req, t)
 	}
 	body, err := sjson.SetBytes(req.Body, "model", t.Deployment.Model)
 	if err != nil {
@@ -199,8 +203,12 @@ func (a *jsonAnswer) Body(piece []byte, end bool) ([]byte, error) {
 func answerUsage(ep Endpoint, body []byte, estimate int64) Usage {
 	switch ep {
 	case Embeddings:
-		if p := gjson.GetBytes(body, "usage.prompt_tokens"); p.Type == gjson.Number {
-			return Usage{PromptTokens: p.Int(), Reported: true}
+		// OpenAI's prompt_tokens; Voyage and some servers give only the
+		// total, which for embeddings is the same count.
+		for _, path := range []string{"usage.prompt_tokens", "usage.total_tokens"} {
+			if p := gjson.GetBytes(body, path); p.Type == gjson.Number {
+				return Usage{PromptTokens: p.Int(), Reported: true}
+			}
 		}
 	case Rerank:
 		u := Usage{}
@@ -337,4 +345,73 @@ func EncodeBase64Floats(vals []float64) string {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
 	}
 	return base64.StdEncoding.EncodeToString(b)
+}
+
+// voyageRerank sends a rerank request in Voyage AI's shape ({base_url}
+// /rerank: string documents, top_k for top_n) and hands its answer back in
+// Cohere's v2 shape, metered from usage.total_tokens.
+func voyageRerank(req *Request, t Target) (Upstream, Response, error) {
+	var docs []string
+	gjson.GetBytes(req.Body, "documents").ForEach(func(_, d gjson.Result) bool {
+		if d.IsObject() {
+			d = d.Get("text")
+		}
+		docs = append(docs, d.Str)
+		return true
+	})
+	v := map[string]any{"model": t.Deployment.Model, "query": gjson.GetBytes(req.Body, "query").Str, "documents": docs}
+	if n := gjson.GetBytes(req.Body, "top_n"); n.Exists() && n.Type != gjson.Null {
+		v["top_k"] = n.Int()
+	}
+	if r := gjson.GetBytes(req.Body, "return_documents"); r.Type == gjson.True {
+		v["return_documents"] = true
+	}
+	body, err := json.Marshal(v)
+	if err != nil {
+		return Upstream{}, nil, err
+	}
+	authority, path, err := upstreamURL(t.Provider)
+	if err != nil {
+		return Upstream{}, nil, err
+	}
+	up := Upstream{Path: path + "/rerank", Authority: authority, Body: body, Headers: []Header{{"content-type", "application/json"}}}
+	if k := t.Provider.APIKey.Reveal(); k != "" {
+		up.Headers = append(up.Headers, Header{"authorization", "Bearer " + k})
+	}
+	return up, &voyageAnswer{jsonAnswer: jsonAnswer{ep: Rerank, model: t.Model.ID,
+		estimate: EstimateTokens(InputText(Rerank, req.Body))}}, nil
+}
+
+// voyageAnswer translates Voyage's rerank answer ({"data":[{"index",
+// "relevance_score","document"}],"usage":{"total_tokens"}}) to Cohere's.
+type voyageAnswer struct{ jsonAnswer }
+
+func (a *voyageAnswer) Body(piece []byte, end bool) ([]byte, error) {
+	out, err := a.jsonAnswer.Body(piece, end)
+	if err != nil || !end || a.fail != nil {
+		return out, err
+	}
+	data := gjson.GetBytes(out, "data")
+	if !data.IsArray() {
+		a.bad, a.done = true, false
+		return nil, ErrUntranslatable
+	}
+	type result struct {
+		Index    int64              `json:"index"`
+		Score    float64            `json:"relevance_score"`
+		Document *map[string]string `json:"document,omitempty"`
+	}
+	results := []result{}
+	data.ForEach(func(_, d gjson.Result) bool {
+		r := result{Index: d.Get("index").Int(), Score: d.Get("relevance_score").Float()}
+		if doc := d.Get("document"); doc.Type == gjson.String {
+			r.Document = &map[string]string{"text": doc.Str}
+		}
+		results = append(results, r)
+		return true
+	})
+	total := a.usage.PromptTokens
+	return json.Marshal(map[string]any{"id": "rerank-" + rand.Text(), "model": a.model,
+		"results": results, "meta": map[string]any{"api_version": map[string]string{"version": "2"}},
+		"usage": map[string]int64{"total_tokens": total}})
 }

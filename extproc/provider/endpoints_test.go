@@ -201,3 +201,28 @@ func TestAnAnswerPastTheLimitIsRefusedNotHeld(t *testing.T) {
 	assert.False(t, r.Completed())
 	assert.Nil(t, r.(*jsonAnswer).buf, "what was held is let go")
 }
+
+// A rerank to a provider with rerank_api voyage goes in Voyage's shape
+// (string documents, top_k) and comes back in Cohere's, metered from its
+// total tokens; a Voyage embedding answer, which gives only total_tokens,
+// is metered from it.
+func TestVoyageRerankIsTranslatedBothWays(t *testing.T) {
+	target := testTarget(config.TypeOpenAI)
+	target.Provider.BaseURL, target.Provider.RerankAPI, target.Deployment.Model = "https://api.voyageai.com/v1", config.RerankVoyage, "rerank-2"
+	up, r, err := EndpointUpstream(Rerank, &Request{Body: []byte(`{"model":"public-model","query":"sea","documents":["The Mediterranean diet emphasizes fish.",{"text":"Whales are large marine mammals."}],"top_n":2,"return_documents":true}`)}, target)
+	require.NoError(t, err)
+	assert.Equal(t, "/v1/rerank", up.Path)
+	assert.JSONEq(t, `{"model":"rerank-2","query":"sea","documents":["The Mediterranean diet emphasizes fish.","Whales are large marine mammals."],"top_k":2,"return_documents":true}`, string(up.Body))
+	st, out := answer(t, r, 200, endpointFixture(t, "voyage_rerank_response.json"))
+	assert.Equal(t, 200, st)
+	assert.Equal(t, "public-model", gjson.GetBytes(out, "model").Str)
+	assert.JSONEq(t, `[{"index":1,"relevance_score":0.4375,"document":{"text":"Whales are large marine mammals."}},
+		{"index":0,"relevance_score":0.421875,"document":{"text":"The Mediterranean diet emphasizes fish."}}]`, gjson.GetBytes(out, "results").Raw)
+	assert.Equal(t, Usage{PromptTokens: 26, Reported: true}, r.Usage())
+	assert.True(t, r.Completed())
+
+	_, r, err = EndpointUpstream(Embeddings, &Request{Body: []byte(`{"model":"m","input":"x"}`)}, target)
+	require.NoError(t, err)
+	answer(t, r, 200, []byte(`{"object":"list","data":[{"object":"embedding","embedding":[0.1],"index":0}],"model":"voyage-3","usage":{"total_tokens":10}}`))
+	assert.Equal(t, Usage{PromptTokens: 10, Reported: true}, r.Usage())
+}
