@@ -205,7 +205,7 @@ func TestEveryErrorOnTheWireConformsToOpenAISchema(t *testing.T) {
 		{"too many stop sequences", "POST", "/chat/completions", secret, `{"model":"ok","stop":["a","b","c","d","e"],` + msgs + `}`, 400, "invalid_stop"},
 		{"max_tokens above the model's", "POST", "/chat/completions", secret, `{"model":"ok","max_tokens":100000,` + msgs + `}`, 400, "invalid_max_tokens"},
 		{"model outside the key's list", "POST", "/chat/completions", onlyOK, `{"model":"dead",` + msgs + `}`, 403, "model_not_allowed"},
-		{"unknown path", "POST", "/embeddings", secret, `{"model":"ok","input":"hi"}`, 404, ""},
+		{"unknown path", "POST", "/images/generations", secret, `{"model":"ok","prompt":"hi"}`, 404, ""},
 		{"wrong method", "GET", "/chat/completions", secret, ``, 405, ""},
 		{"provider rejects the request", "POST", "/chat/completions", secret, `{"model":"bad-request",` + msgs + `}`, 400, ""},
 		{"provider refuses Tollgate's credential", "POST", "/chat/completions", secret, `{"model":"unauthorized",` + msgs + `}`, 500, "internal_error"},
