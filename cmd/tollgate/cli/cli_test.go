@@ -384,7 +384,7 @@ func TestKeyUsage(t *testing.T) {
 	}
 
 	out := h.ok("key", "usage", id)
-	for _, s := range []string{"requests:", "4", "1 (25.0%)", "0.000900002", "gpt-4o-mini", "0.00015"} {
+	for _, s := range []string{"requests:", "4", "1 (25.0%)", "0.000900002", "gpt-4o-mini", "0.00015", "ENDPOINT", "chat"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("plain usage lacks %q:\n%s", s, out)
 		}
@@ -628,6 +628,7 @@ func TestConfigCheckSummarisesAGoodFileAndNamesTheFieldOfABadOne(t *testing.T) {
 	assert.Contains(t, out.String(), "valid")
 	assert.Contains(t, out.String(), "gpt-4o")
 	assert.Contains(t, out.String(), "PLAN")
+	assert.Regexp(t, `(?m)^gpt-4o\s+chat\s`, out.String(), "each model's kind")
 
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	data, err := os.ReadFile(filepath.Join("testdata", "config.yaml"))

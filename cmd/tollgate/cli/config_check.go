@@ -23,7 +23,7 @@ func runConfigCheck(args []string, stdout io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "%s: valid; key prefix %q, max body %d bytes\n\n", args[0], cfg.KeyPrefix, cfg.MaxBodyBytes)
-	fmt.Fprintln(tw, "MODEL\tMAX_TOKENS\tINPUT $/M\tOUTPUT $/M\tREQUEST_TIMEOUT\tDEPLOYMENTS")
+	fmt.Fprintln(tw, "MODEL\tKIND\tMAX_TOKENS\tINPUT $/M\tOUTPUT $/M\tREQUEST_TIMEOUT\tDEPLOYMENTS")
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
 		var deps []string
@@ -35,7 +35,7 @@ func runConfigCheck(args []string, stdout io.Writer) error {
 			}
 			deps = append(deps, fmt.Sprintf("%s/%s (%s, priority %d, weight %d%s)", d.Provider, d.Model, p.Type, d.Priority, d.Weight, state))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", m.ID, m.MaxTokens, m.InputPricePerMillion, m.OutputPricePerMillion,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", m.ID, m.Kind, m.MaxTokens, m.InputPricePerMillion, m.OutputPricePerMillion,
 			m.RequestTimeout.D(), strings.Join(deps, "; "))
 	}
 	fmt.Fprintln(tw)

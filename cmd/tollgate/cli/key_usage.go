@@ -78,5 +78,12 @@ func writeUsage(w io.Writer, keyID string, u manage.UsageJSON) error {
 	for _, m := range u.ByModel {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t\n", m.Model, m.Requests, m.PromptTokens, m.CompletionTokens, m.CostUSD)
 	}
+	if len(u.ByEndpoint) > 0 {
+		fmt.Fprintln(tw, "\t\t\t\t\t")
+		fmt.Fprintln(tw, "ENDPOINT\tREQUESTS\tPROMPT\tCOMPLETION\tCOST_USD\t")
+		for _, e := range u.ByEndpoint {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t\n", e.Endpoint, e.Requests, e.PromptTokens, e.CompletionTokens, e.CostUSD)
+		}
+	}
 	return tw.Flush()
 }

@@ -47,13 +47,13 @@ func runUsageList(ctx context.Context, e *env, f *flags, args []string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CREATED_AT\tMODEL\tPROVIDER\tSTATUS\tPROMPT\tCOMPLETION\tCOST_USD\tEST\tATTEMPTS\tREQUEST_ID")
+	fmt.Fprintln(tw, "CREATED_AT\tENDPOINT\tMODEL\tPROVIDER\tSTATUS\tPROMPT\tCOMPLETION\tCOST_USD\tEST\tATTEMPTS\tREQUEST_ID")
 	for _, r := range out {
 		code := strconv.Itoa(r.Status)
 		if r.ErrorCode != "" {
 			code += " " + r.ErrorCode
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%t\t%d\t%s\n", r.CreatedAt.Format(time.RFC3339), r.Model, r.Provider,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%t\t%d\t%s\n", r.CreatedAt.Format(time.RFC3339), r.Endpoint, r.Model, r.Provider,
 			code, r.PromptTokens, r.CompletionTokens, r.CostUSD, r.Estimated, r.Attempts, r.RequestID)
 	}
 	return tw.Flush()
