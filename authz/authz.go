@@ -140,6 +140,8 @@ func New(opt Options) *Server {
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	httpReq := req.GetAttributes().GetRequest().GetHttp()
 	shape := oaierror.ShapeOf(httpReq.GetPath())
+	path, _, _ := strings.Cut(httpReq.GetPath(), "?")
+	endpoint := contract.EndpointOf(path) // a refusal counts under it
 	if s.opt.Admission != nil && !s.opt.Admission.Admit() {
 		return deny(oaierror.Overloaded, shape, contract.SetHeaders("retry-after", strconv.Itoa(admission.RetryAfterSeconds))), nil
 	}
@@ -167,12 +169,12 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		return deny(oaierror.Internal, shape, nil), nil
 	}
 	if e, refused := s.keyRefusal(req, key, now); refused {
-		return s.refuse(key, now, e, shape, nil), nil
+		return s.refuse(key, now, e, shape, endpoint, nil), nil
 	}
 	acct, err := s.opt.Keys.Account(ctx, key.AccountID)
 	if err != nil {
 		s.opt.Logger.ErrorContext(ctx, "authz: account lookup failed", "key_id", key.ID, "err", err)
-		return s.refuse(key, now, oaierror.Internal, shape, nil), nil
+		return s.refuse(key, now, oaierror.Internal, shape, endpoint, nil), nil
 	}
 
 	var rlHeaders []*corev3.HeaderValueOption
@@ -180,7 +182,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		res, err := s.opt.Limiter.Allow(ctx, key.ID, limit, now)
 		if err != nil {
 			s.opt.Logger.ErrorContext(ctx, "authz: rate limiter failed", "key_id", key.ID, "err", err)
-			return s.refuse(key, now, oaierror.Internal, shape, nil), nil
+			return s.refuse(key, now, oaierror.Internal, shape, endpoint, nil), nil
 		}
 		rlHeaders = rateLimitHeaders(res)
 		if !res.Allowed {
@@ -191,7 +193,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 			millis := int64(max((res.Reset+time.Millisecond-1)/time.Millisecond, 1))
 			rlHeaders = append(rlHeaders, contract.SetHeaders("retry-after", strconv.Itoa(retry),
 				"retry-after-ms", strconv.FormatInt(millis, 10))...)
-			return s.refuse(key, now, oaierror.RateLimited, shape, rlHeaders), nil
+			return s.refuse(key, now, oaierror.RateLimited, shape, endpoint, rlHeaders), nil
 		}
 	}
 	// A coarse check on what the replica knows; the router step holds the
@@ -204,7 +206,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 			available += s.opt.Spare(acct.ID)
 		}
 		if available <= 0 {
-			return s.refuse(key, now, oaierror.InsufficientBalance, shape, rlHeaders), nil
+			return s.refuse(key, now, oaierror.InsufficientBalance, shape, endpoint, rlHeaders), nil
 		}
 	}
 	if s.opt.Toucher != nil {
@@ -230,11 +232,12 @@ func (s *Server) keyRefusal(req *authv3.CheckRequest, key store.Key, now time.Ti
 	return oaierror.Error{}, false
 }
 
-// refuse denies a known key's request and counts the refusal for the key.
-func (s *Server) refuse(key store.Key, now time.Time, e oaierror.Error, shape oaierror.Shape, extra []*corev3.HeaderValueOption) *authv3.CheckResponse {
+// refuse denies a known key's request and counts the refusal for the key,
+// under the endpoint its path calls.
+func (s *Server) refuse(key store.Key, now time.Time, e oaierror.Error, shape oaierror.Shape, endpoint string, extra []*corev3.HeaderValueOption) *authv3.CheckResponse {
 	if s.opt.Refusals != nil {
 		s.opt.Refusals.Count(refusal.Refusal{KeyID: key.ID, AccountID: key.AccountID, Status: e.Status, Code: e.Code,
-			Message: e.Message, At: now})
+			Endpoint: endpoint, Message: e.Message, At: now})
 	}
 	return deny(e, shape, extra)
 }

@@ -66,12 +66,15 @@ func TestRefusalsOfAKnownKeyAreCounted(t *testing.T) {
 			require.NoError(t, err)
 		}
 		counted.got = nil
-		resp, err := s.Check(ctx, check(map[string]string{"authorization": "Bearer " + secret}, "127.0.0.1"))
+		req := check(map[string]string{"authorization": "Bearer " + secret}, "127.0.0.1")
+		req.Attributes.Request.Http.Path = "/v1/embeddings?beta=1"
+		resp, err := s.Check(ctx, req)
 		require.NoError(t, err)
 		assert.EqualValues(t, c.status, resp.GetDeniedResponse().GetStatus().GetCode(), c.name)
 		require.Len(t, counted.got, 1, c.name)
 		got := counted.got[0]
-		assert.Equal(t, refusal.Refusal{KeyID: k.ID, AccountID: k.AccountID, Status: c.status, Code: c.code, Message: got.Message, At: now}, got, c.name)
+		assert.Equal(t, refusal.Refusal{KeyID: k.ID, AccountID: k.AccountID, Status: c.status, Code: c.code, Endpoint: "embeddings",
+			Message: got.Message, At: now}, got, c.name)
 		assert.NotEmpty(t, got.Message, c.name)
 	}
 

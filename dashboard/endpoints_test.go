@@ -15,7 +15,7 @@ import (
 )
 
 // endpointKey is a key with a chat, an embeddings and a Messages API
-// record in the last hours, and a refusal.
+// record in the last hours, and three refused embeddings requests.
 func endpointKey(t *testing.T) (*testEnv, *browser, store.Key) {
 	e := newEnv(t)
 	a := e.account("me@example.com", "pro", 100*money.PerDollar)
@@ -30,7 +30,7 @@ func endpointKey(t *testing.T) (*testEnv, *browser, store.Key) {
 		rec("use_emb2", store.EndpointEmbeddings, 500, 3*time.Hour, 0),
 		rec("use_msg", store.EndpointMessages, 200, 4*time.Hour, 2*money.PerDollar),
 	}))
-	e.refuse(k, store.RefusalCount{Hour: start.Truncate(time.Hour), Status: 429, Code: "rate_limit_exceeded", Count: 3})
+	e.refuse(k, store.RefusalCount{Hour: start.Truncate(time.Hour), Status: 429, Code: "rate_limit_exceeded", Count: 3, Endpoint: store.EndpointEmbeddings})
 	return e, e.signedIn(a), k
 }
 
@@ -51,7 +51,7 @@ func TestTheUsagePagesBreakUsageDownByEndpointAndFilterByIt(t *testing.T) {
 	emb := b.get("/keys/" + k.ID + "?window=7d&endpoint=embeddings")
 	require.Equal(t, http.StatusOK, emb.Code)
 	body = emb.Body.String()
-	assert.Contains(t, body, `id="total-requests">2<`, "the embeddings records only: refusals have no endpoint")
+	assert.Contains(t, body, `id="total-requests">5<`, "the embeddings records and refusals")
 	assert.Contains(t, body, `id="total-cost">$0.10<`)
 	assert.Contains(t, body, `id="endpoint-note"`)
 	assert.Contains(t, body, `<option value="embeddings" selected>embeddings</option>`)
@@ -86,7 +86,9 @@ func TestTheRequestLogShowsAndFiltersTheEndpoint(t *testing.T) {
 	require.Len(t, ids, 1, "the failed embeddings record")
 	assert.Equal(t, "use_emb2", ids[0][1])
 	assert.Contains(t, emb, `<option value="embeddings" selected>embeddings</option>`)
-	assert.NotContains(t, emb, `id="refusals"`, "refusals have no endpoint")
+	assert.NotContains(t, emb, `id="refusals"`, "the refusals are 4xx")
+	assert.Contains(t, b.get("/keys/"+k.ID+"/requests?endpoint=embeddings").Body.String(), `id="refusals"`, "the embeddings requests' refusals")
+	assert.NotContains(t, b.get("/keys/"+k.ID+"/requests?endpoint=messages").Body.String(), `id="refusals"`, "no Messages API request was refused")
 	assert.Contains(t, emb, `href="/keys/`+k.ID+`/requests.csv?endpoint=embeddings&amp;status=5xx"`, "the CSV link keeps every filter")
 
 	csv := b.get("/keys/" + k.ID + "/requests.csv?endpoint=messages")
@@ -103,7 +105,7 @@ func TestTheRequestLogShowsAndFiltersTheEndpoint(t *testing.T) {
 func TestTheAccountUsagePageFiltersByEndpointAndItsCSVFollows(t *testing.T) {
 	e, b, k := endpointKey(t)
 	body := b.get("/usage?endpoint=embeddings").Body.String()
-	assert.Contains(t, body, `id="total-requests">2<`, e.logs.String())
+	assert.Contains(t, body, `id="total-requests">5<`, "the embeddings records and refusals: %s", e.logs.String())
 	assert.Contains(t, body, `href="/usage.csv?endpoint=embeddings&amp;window=30d" id="csv"`)
 	assert.Contains(t, body, `<tr data-key-id="`+k.ID+`"><th scope="row"><a href="/keys/`+k.ID+`">ci</a></th><td>2</td><td>$0.10</td>`, "top keys by the endpoint's usage")
 	csv := b.get("/usage.csv?endpoint=embeddings&window=30d")

@@ -346,7 +346,7 @@ func (r *routerStep) refuse(e oaierror.Error, model string) *extprocv3.Processin
 	r.giveBack()
 	if r.s.opt.Refusals != nil {
 		r.s.opt.Refusals.Count(refusal.Refusal{KeyID: r.keyID, AccountID: r.accountID, Status: e.Status, Code: e.Code,
-			Model: model, Message: e.Message, At: r.s.opt.Now(), RequestID: r.clientRequestID})
+			Model: model, Endpoint: r.endpointName, Message: e.Message, At: r.s.opt.Now(), RequestID: r.clientRequestID})
 	}
 	return immediateIn(r.shape, e.ForRequest(r.clientRequestID), r.refusalHeaders())
 }

@@ -45,7 +45,8 @@ type UsageRequest struct {
 	Group string
 	// Model, Endpoint (one of store.Endpoints) and Outcome
 	// (store.OutcomeOK or store.OutcomeError) narrow the records; "" takes
-	// every one. Refusals have no endpoint: with one, none are counted.
+	// every one. A refusal counts under the endpoint its request called
+	// (none for one counted before refusals had endpoints).
 	Model, Endpoint, Outcome string
 	// StatusClass (2, 4 or 5: 2xx, 4xx, 5xx), Code (an error code),
 	// RecordID and RequestID narrow them further; zero takes every one.

@@ -32,6 +32,9 @@ type Refusal struct {
 	// before its body was read. It is counted under the configured model
 	// it names (Options.Model), never as written.
 	Model string
+	// Endpoint is the endpoint the request called (store.Endpoints), ""
+	// for a path Tollgate does not serve.
+	Endpoint string
 	// Message is what the client was told.
 	Message string
 	At      time.Time
@@ -82,11 +85,12 @@ const MaxModel = store.MaxRefusalModel
 
 // counterKey names one counter.
 type counterKey struct {
-	keyID  string
-	hour   time.Time
-	status int
-	code   string
-	model  string
+	keyID    string
+	hour     time.Time
+	status   int
+	code     string
+	model    string
+	endpoint string
 }
 
 // keyHour names the counters of one key's hour, whose distinct models
@@ -141,7 +145,12 @@ func (c *Counter) Count(r Refusal) {
 	if r.KeyID == "" {
 		return // unknown keys are not counted per key
 	}
-	k := counterKey{keyID: r.KeyID, hour: r.At.UTC().Truncate(time.Hour), status: r.Status, code: r.Code, model: c.modelOf(r.Model)}
+	endpoint := r.Endpoint
+	if !store.KnownEndpoint(endpoint) {
+		endpoint = "" // a path's row that is not an endpoint of records (models, count_tokens)
+	}
+	k := counterKey{keyID: r.KeyID, hour: r.At.UTC().Truncate(time.Hour), status: r.Status, code: r.Code, model: c.modelOf(r.Model),
+		endpoint: endpoint}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.addLocked(k, &counter{accountID: r.AccountID, n: 1, message: r.Message})
@@ -210,7 +219,7 @@ func (c *Counter) Flush(ctx context.Context) {
 	counts := make([]store.RefusalCount, 0, len(batch))
 	for k, v := range batch {
 		counts = append(counts, store.RefusalCount{KeyID: k.keyID, AccountID: v.accountID, Hour: k.hour, Status: k.status,
-			Code: k.code, Model: k.model, Count: v.n, Message: v.message})
+			Code: k.code, Model: k.model, Endpoint: k.endpoint, Count: v.n, Message: v.message})
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opt.WriteTimeout)
 	defer cancel()

@@ -54,13 +54,17 @@ func TestRefusalsAreCountedInMemoryAndWrittenInOneBatch(t *testing.T) {
 	}
 	c.Count(Refusal{KeyID: "key_1", AccountID: "acct_1", Status: 403, Code: "model_not_allowed", Model: "o3", At: at})
 	c.Count(Refusal{Status: 401, Code: "invalid_api_key", At: at}) // no key: not counted
+	c.Count(Refusal{KeyID: "key_1", AccountID: "acct_1", Status: 429, Code: "budget_held", Endpoint: "embeddings", At: at})
+	c.Count(Refusal{KeyID: "key_1", AccountID: "acct_1", Status: 429, Code: "budget_held", Endpoint: "count_tokens", At: at}) // no endpoint of records
 	assert.Empty(t, w.all(), "nothing is written per refusal")
 	c.Flush(t.Context())
 	hour := at.Truncate(time.Hour)
-	assert.Equal(t, []store.RefusalCount{
+	assert.ElementsMatch(t, []store.RefusalCount{
 		{KeyID: "key_1", AccountID: "acct_1", Hour: hour, Status: 429, Code: "rate_limit_exceeded", Count: 1000, Message: "Rate limit reached."},
 		{KeyID: "key_1", AccountID: "acct_1", Hour: hour, Status: 403, Code: "model_not_allowed", Model: "o3", Count: 1},
-	}, w.all(), "one counter per key, hour, status, code and model")
+		{KeyID: "key_1", AccountID: "acct_1", Hour: hour, Status: 429, Code: "budget_held", Endpoint: "embeddings", Count: 1},
+		{KeyID: "key_1", AccountID: "acct_1", Hour: hour, Status: 429, Code: "budget_held", Count: 1},
+	}, w.all(), "one counter per key, hour, status, code, model and endpoint (a known one, or none)")
 	require.Len(t, w.batches, 1)
 	c.Flush(t.Context())
 	assert.Len(t, w.batches, 1, "an empty flush writes nothing")

@@ -26,7 +26,11 @@ type RefusalCount struct {
 	// UnknownModel for a model not configured; OtherModels past
 	// MaxRefusalModels in the key's hour.
 	Model string
-	Count int64
+	// Endpoint is the endpoint the request called (one of Endpoints), ""
+	// for a path Tollgate does not serve and for refusals counted before
+	// endpoints were.
+	Endpoint string
+	Count    int64
 	// Message is the last message the client was given for the row.
 	Message string
 }
@@ -93,7 +97,7 @@ func (s *sqlStore) AddRefusals(ctx context.Context, counts []RefusalCount) error
 	}
 	slices.SortFunc(sorted, func(a, b RefusalCount) int {
 		return cmp.Or(cmp.Compare(a.KeyID, b.KeyID), a.Hour.Compare(b.Hour), cmp.Compare(a.Status, b.Status),
-			cmp.Compare(a.Code, b.Code), cmp.Compare(a.Model, b.Model))
+			cmp.Compare(a.Code, b.Code), cmp.Compare(a.Model, b.Model), cmp.Compare(a.Endpoint, b.Endpoint))
 	})
 	err := s.db.inTx(ctx, func(q querier) error {
 		var models refusalModels
@@ -101,18 +105,21 @@ func (s *sqlStore) AddRefusals(ctx context.Context, counts []RefusalCount) error
 			if c.KeyID == "" || c.Count <= 0 {
 				return fmt.Errorf("a refusal count needs a key and a positive count: %+v", c)
 			}
+			if c.Endpoint != "" && !KnownEndpoint(c.Endpoint) {
+				return fmt.Errorf("refusals of %s: %w %q", c.KeyID, ErrUnknownEndpoint, c.Endpoint)
+			}
 			model, err := models.of(ctx, q, s.db.forUpdate(), c)
 			if err != nil {
 				return fmt.Errorf("refusals of %s: %w", c.KeyID, err)
 			}
 			if _, err := q.exec(ctx,
-				`INSERT INTO refusal_rollups (key_id, hour, status, error_code, model, account_id, refused, message)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-				ON CONFLICT (key_id, hour, status, error_code, model) DO UPDATE SET
+				`INSERT INTO refusal_rollups (key_id, hour, status, error_code, model, account_id, refused, message, endpoint)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+				ON CONFLICT (key_id, hour, status, error_code, model, endpoint) DO UPDATE SET
 					refused = refusal_rollups.refused + excluded.refused,
 					message = excluded.message`,
 				c.KeyID, dbTime(c.Hour), int64(c.Status), c.Code, model, c.AccountID, c.Count,
-				Truncate(c.Message, MaxErrorMessage)); err != nil {
+				Truncate(c.Message, MaxErrorMessage), c.Endpoint); err != nil {
 				return fmt.Errorf("refusals of %s: %w", c.KeyID, err)
 			}
 		}
@@ -179,13 +186,13 @@ func (m *refusalModels) of(ctx context.Context, q querier, lock string, c Refusa
 }
 
 // refusalWhere is q's WHERE clause on refusal_rollups; ok is false when q
-// selects no refusal (one record, one request id, one endpoint: refusals
-// are counted without theirs).
+// selects no refusal (one record, one request id: refusals are counted
+// without theirs).
 func (q UsageQuery) refusalWhere() (clause string, args []any, ok bool, err error) {
 	if q.Endpoint != "" && !KnownEndpoint(q.Endpoint) {
 		return "", nil, false, fmt.Errorf("%w %q", ErrUnknownEndpoint, q.Endpoint)
 	}
-	if q.RecordID != "" || q.RequestID != "" || q.Endpoint != "" || q.Outcome == OutcomeOK {
+	if q.RecordID != "" || q.RequestID != "" || q.Outcome == OutcomeOK {
 		return "", nil, false, nil
 	}
 	clause, args, err = q.whereOn("hour")
@@ -205,12 +212,12 @@ func (s *sqlStore) RefusalsOf(ctx context.Context, q UsageQuery, limit int) ([]R
 		return out, nil
 	}
 	err = s.db.read().queryEach(ctx,
-		`SELECT key_id, account_id, hour, status, error_code, model, refused, message FROM refusal_rollups
-		WHERE `+where+` ORDER BY hour DESC, refused DESC, key_id, status, error_code, model LIMIT `+strconv.Itoa(limit),
+		`SELECT key_id, account_id, hour, status, error_code, model, endpoint, refused, message FROM refusal_rollups
+		WHERE `+where+` ORDER BY hour DESC, refused DESC, key_id, status, error_code, model, endpoint LIMIT `+strconv.Itoa(limit),
 		args, func(row scanner) error {
 			var c RefusalCount
 			var st int64
-			if err := row.Scan(&c.KeyID, &c.AccountID, &c.Hour, &st, &c.Code, &c.Model, &c.Count, &c.Message); err != nil {
+			if err := row.Scan(&c.KeyID, &c.AccountID, &c.Hour, &st, &c.Code, &c.Model, &c.Endpoint, &c.Count, &c.Message); err != nil {
 				return err
 			}
 			c.Status, c.Hour = int(st), c.Hour.UTC()

@@ -162,6 +162,30 @@ const (
 	PathRerank      = "/v1/rerank"
 )
 
+// EndpointOf names the endpoint family of a request path (without its
+// query), as usage records and refusals name it: chat, responses,
+// messages (count_tokens included), embeddings, completions, moderations
+// or rerank; "" for any other path.
+func EndpointOf(path string) string {
+	switch {
+	case path == PathChatCompletions:
+		return "chat"
+	case path == PathResponses || strings.HasPrefix(path, PathResponses+"/"):
+		return "responses"
+	case path == PathMessages || path == PathCountTokens:
+		return "messages"
+	case path == PathEmbeddings:
+		return "embeddings"
+	case path == PathCompletions:
+		return "completions"
+	case path == PathModerations:
+		return "moderations"
+	case path == PathRerank:
+		return "rerank"
+	}
+	return ""
+}
+
 // The proxy's side of the gRPC servers. Envoy reaches Tollgate's ext_authz,
 // ext_proc and xDS services through one cluster of this name; the bootstrap
 // (envoy/envoy.yaml), the xDS clusters and the mesh examples name it.

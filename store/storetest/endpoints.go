@@ -70,6 +70,9 @@ func testUnknownEndpointRefused(t *testing.T, s store.Store) {
 	assert.ErrorIs(t, err, store.ErrUnknownEndpoint, "a query by an unknown endpoint is refused")
 	_, err = s.RefusalTotalsOf(ctx, store.UsageQuery{KeyID: k.ID, Endpoint: "images"})
 	assert.ErrorIs(t, err, store.ErrUnknownEndpoint)
+	err = s.AddRefusals(ctx, []store.RefusalCount{{KeyID: k.ID, AccountID: a.ID, Hour: time.Now().UTC().Truncate(time.Hour),
+		Status: 429, Code: "x", Count: 1, Endpoint: "images"}})
+	assert.ErrorIs(t, err, store.ErrUnknownEndpoint, "a refusal names a known endpoint or none")
 }
 
 // testUsageFilteredByEndpoint reads one account's usage by endpoint
@@ -93,7 +96,8 @@ func testUsageFilteredByEndpoint(t *testing.T, s store.Store) {
 		recs = append(recs, r)
 	}
 	require.NoError(t, s.RecordUsage(ctx, recs))
-	require.NoError(t, s.AddRefusals(ctx, []store.RefusalCount{{KeyID: k.ID, AccountID: a.ID, Hour: hour, Status: 401, Code: "invalid_api_key", Count: 3}}))
+	require.NoError(t, s.AddRefusals(ctx, []store.RefusalCount{{KeyID: k.ID, AccountID: a.ID, Hour: hour, Status: 401, Code: "invalid_api_key", Count: 3},
+		{KeyID: k.ID, AccountID: a.ID, Hour: hour, Status: 401, Code: "invalid_api_key", Count: 2, Endpoint: store.EndpointEmbeddings}}))
 
 	for _, c := range []struct {
 		name     string
@@ -146,20 +150,32 @@ func testUsageFilteredByEndpoint(t *testing.T, s store.Store) {
 			got, err = s.UsageRecordsOf(ctx, chat, nil, 10)
 			require.NoError(t, err)
 			assert.Len(t, got, 2, "a record written without an endpoint is chat's")
-
-			// Refusals are counted without an endpoint: a query by one
-			// selects none, one without selects them.
-			refused, err := s.RefusalTotalsOf(ctx, embeddings)
-			require.NoError(t, err)
-			assert.Empty(t, refused)
-			rows, err := s.RefusalsOf(ctx, embeddings, 10)
-			require.NoError(t, err)
-			assert.Empty(t, rows)
-			require.NoError(t, s.RefusalTimelineOf(ctx, embeddings, buckets))
-			assert.Zero(t, buckets[0].Refused)
-			refused, err = s.RefusalTotalsOf(ctx, store.UsageQuery{KeyID: k.ID, From: hour, To: hour.Add(time.Hour)})
-			require.NoError(t, err)
-			assert.Len(t, refused, 1)
 		})
 	}
+	// Refusals count under their endpoint: a query by one
+	// selects its own (not those counted without one), one
+	// without selects them all.
+	embeddings := store.UsageQuery{KeyID: k.ID, From: hour, To: hour.Add(time.Hour), Endpoint: store.EndpointEmbeddings}
+	refused, err := s.RefusalTotalsOf(ctx, embeddings)
+	require.NoError(t, err)
+	require.Len(t, refused, 1)
+	assert.EqualValues(t, 2, refused[0].Count)
+	rows, err := s.RefusalsOf(ctx, embeddings, 10)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	assert.Equal(t, store.EndpointEmbeddings, rows[0].Endpoint)
+	buckets, err := s.UsageTimelineOf(ctx, embeddings, time.Hour)
+	require.NoError(t, err)
+	require.NoError(t, s.RefusalTimelineOf(ctx, embeddings, buckets))
+	require.Len(t, buckets, 1)
+	assert.EqualValues(t, 2, buckets[0].Refused)
+	refused, err = s.RefusalTotalsOf(ctx, store.UsageQuery{KeyID: k.ID, From: hour, To: hour.Add(time.Hour)})
+	require.NoError(t, err)
+	require.Len(t, refused, 1, "totals by status, code and model")
+	assert.EqualValues(t, 5, refused[0].Count)
+	messages := embeddings
+	messages.Endpoint = store.EndpointMessages
+	refused, err = s.RefusalTotalsOf(ctx, messages)
+	require.NoError(t, err)
+	assert.Empty(t, refused)
 }

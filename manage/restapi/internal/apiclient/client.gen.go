@@ -1359,7 +1359,7 @@ type Usage struct {
 		Start           time.Time `json:"start"`
 	} `json:"buckets"`
 
-	// ByEndpoint The endpoints that have records, in the order of the Endpoint enum. Of the records only: refusals, counted in totals and by_model, have no endpoint.
+	// ByEndpoint The endpoints that have records, in the order of the Endpoint enum. Of the records only: refusals are counted in totals and by_model (and in an endpoint's totals when filtered by it).
 	ByEndpoint []struct {
 		// CacheWriteTokens Of the prompt tokens, written to the provider's cache.
 		CacheWriteTokens int `json:"cache_write_tokens"`
@@ -1379,7 +1379,7 @@ type Usage struct {
 		// ReasoningTokens Of the completion tokens, spent reasoning.
 		ReasoningTokens int `json:"reasoning_tokens"`
 
-		// RefusedRequests Always 0: refusals have no endpoint.
+		// RefusedRequests Always 0: by_endpoint is of the records only.
 		RefusedRequests int `json:"refused_requests"`
 		Requests        int `json:"requests"`
 	} `json:"by_endpoint"`
@@ -1753,7 +1753,7 @@ type GetUsageParams struct {
 	// To RFC 3339 time or date (its start, UTC), excluded; default now. A range spans at most 366 days.
 	To *string `form:"to,omitempty" json:"to,omitempty"`
 
-	// Endpoint Only the records of this endpoint; else every endpoint's. Refusals have no endpoint: with one, none are counted. Another value is answered 400 (error.param endpoint), naming the valid ones.
+	// Endpoint Only the records and refusals of this endpoint; else every endpoint's (refusals counted before refusals had endpoints are in none). Another value is answered 400 (error.param endpoint), naming the valid ones.
 	Endpoint *GetUsageParamsEndpoint `form:"endpoint,omitempty" json:"endpoint,omitempty"`
 	Group    *GetUsageParamsGroup    `form:"group,omitempty" json:"group,omitempty"`
 }
@@ -1778,7 +1778,7 @@ type ListUsageRecordsParams struct {
 	// To RFC 3339 time or date (its start, UTC), excluded; default now. A range spans at most 366 days.
 	To *string `form:"to,omitempty" json:"to,omitempty"`
 
-	// Endpoint Only the records of this endpoint; else every endpoint's. Refusals have no endpoint: with one, none are counted. Another value is answered 400 (error.param endpoint), naming the valid ones.
+	// Endpoint Only the records and refusals of this endpoint; else every endpoint's (refusals counted before refusals had endpoints are in none). Another value is answered 400 (error.param endpoint), naming the valid ones.
 	Endpoint *ListUsageRecordsParamsEndpoint `form:"endpoint,omitempty" json:"endpoint,omitempty"`
 	Limit    *int                            `form:"limit,omitempty" json:"limit,omitempty"`
 
