@@ -188,7 +188,11 @@ type Refusals struct {
 
 // Count counts r and passes it on.
 func (r Refusals) Count(x refusal.Refusal) {
-	r.Metrics.requests.WithLabelValues("", "", "", strconv.Itoa(x.Status), x.Code, "false").Inc()
+	endpoint := x.Endpoint
+	if !store.KnownEndpoint(endpoint) {
+		endpoint = ""
+	}
+	r.Metrics.requests.WithLabelValues(endpoint, "", "", strconv.Itoa(x.Status), x.Code, "false").Inc()
 	r.Next.Count(x)
 }
 

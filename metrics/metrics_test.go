@@ -102,6 +102,7 @@ func TestRequestsAreCountedByEndpoint(t *testing.T) {
 	m := New()
 	m.Observe(store.UsageRecord{Model: "embed", Provider: "openai", Status: 200, Endpoint: store.EndpointEmbeddings})
 	m.Observe(store.UsageRecord{Model: "gpt-4o", Provider: "openai", Status: 200})
+	Refusals{Next: nopSink{}, Metrics: m}.Count(refusal.Refusal{KeyID: "key_1", Status: 429, Code: "rate_limit_exceeded", Endpoint: "rerank"})
 	fams, err := m.Registry.Gather()
 	require.NoError(t, err)
 	counted := map[string]string{}
@@ -117,5 +118,5 @@ func TestRequestsAreCountedByEndpoint(t *testing.T) {
 			counted[labels["gen_ai_request_model"]] = labels["endpoint"]
 		}
 	}
-	assert.Equal(t, map[string]string{"embed": "embeddings", "gpt-4o": "chat"}, counted)
+	assert.Equal(t, map[string]string{"embed": "embeddings", "gpt-4o": "chat", "": "rerank"}, counted, "a refusal names no model")
 }
