@@ -48,7 +48,7 @@ const (
 var Profiles = []Profile{
 	{Name: "mistral", BaseURL: "https://api.mistral.ai/v1", LimitField: "max_tokens", Usage: usageLastChunk,
 		StripStreamOptions: true, Refuses: []string{"seed", "logit_bias", "logprobs", "top_logprobs", "user"},
-		Quirks: "refuses unknown fields (422 extra_forbidden); its 422 {\"detail\":[…]} becomes 400 invalid_request_error"},
+		Quirks: "refuses unknown fields (422 `extra_forbidden`); its 422 `{\"detail\":[…]}` becomes 400 `invalid_request_error` with its message"},
 	{Name: "groq", BaseURL: "https://api.groq.com/openai/v1", LimitField: "max_completion_tokens",
 		Usage:   "its last chunk's x_groq.usage, else estimated",
 		Refuses: []string{"logprobs", "logit_bias", "top_logprobs", "n"}},

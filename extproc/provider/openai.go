@@ -30,9 +30,6 @@ func init() {
 type openAI struct{}
 
 func (openAI) Translate(req *Request, t Target) (Upstream, Response, error) {
-	if err := checkProfile(t.Provider.ProfileOf(), req.Body); err != nil {
-		return Upstream{}, nil, err
-	}
 	body, asked, err := openAIBody(req, t)
 	if err != nil {
 		return Upstream{}, nil, err
@@ -77,12 +74,15 @@ func ResponsesUpstream(t Target, body []byte) (Upstream, error) {
 func UnsignToolCallIDs(body []byte) ([]byte, error) { return unsignToolCallIDs(body) }
 
 // openAIBody rewrites only what must change, without re-encoding the rest:
-// the model name, the output limit (the held one, in the field the server
+// what the provider's profile refuses (profileBody), the model name, the output limit (the held one, in the field the server
 // honours: limitField), include_usage on streams where the provider takes
 // it (streamUsage; asked reports that Tollgate set it), and tool call ids
 // that carry a Gemini signature (see unsignToolCallIDs).
 func openAIBody(req *Request, t Target) (body []byte, asked bool, err error) {
-	body, err = sjson.SetBytes(req.Body, "model", t.Deployment.Model)
+	if body, err = profileBody(t.Provider.ProfileOf(), req.Body); err != nil {
+		return nil, false, err
+	}
+	body, err = sjson.SetBytes(body, "model", t.Deployment.Model)
 	if err != nil {
 		return nil, false, fmt.Errorf("rewrite model: %w", err)
 	}
@@ -289,7 +289,7 @@ func spliceOut(out, data []byte, at, from, to int, model string) ([]byte, int) {
 type chunkFields struct {
 	err, usage, object, choices, model gjson.Result
 	xGroq                              gjson.Result // Groq's x_groq, whose usage ends its streams
-	usageKey                           int // where the "usage" key begins
+	usageKey                           int          // where the "usage" key begins
 }
 
 func readChunk(data []byte) (f chunkFields) {

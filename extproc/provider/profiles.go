@@ -23,23 +23,29 @@ func limitField(t Target) string {
 	return OpenAILimitField(t.Model)
 }
 
-// checkProfile refuses a body that sets a parameter the profile's server
-// refuses (to anything but the parameter's neutral value).
-func checkProfile(prof *config.Profile, body []byte) error {
+// profileBody refuses a body that sets a parameter the profile's server
+// refuses, and removes such a parameter when it has its neutral value (as
+// n: 1): the server refuses the field itself, and the neutral value means
+// what its absence means.
+func profileBody(prof *config.Profile, body []byte) ([]byte, error) {
 	if prof == nil || len(prof.Refuses) == 0 {
-		return nil
+		return body, nil
 	}
 	vs := gjson.GetManyBytes(body, prof.Refuses...)
 	for i, v := range vs {
-		if !v.Exists() || v.Type == gjson.Null {
+		if !v.Exists() {
 			continue
 		}
-		if p, ok := parameterIndex[prof.Refuses[i]]; ok && p.Neutral != nil && p.Neutral(v) {
-			continue
+		if p, ok := parameterIndex[prof.Refuses[i]]; v.Type != gjson.Null && (!ok || p.Neutral == nil || !p.Neutral(v)) {
+			return nil, &UnsupportedParameterError{Param: prof.Refuses[i], ProviderType: prof.Name}
 		}
-		return &UnsupportedParameterError{Param: prof.Refuses[i], ProviderType: prof.Name}
+		out, err := sjson.DeleteBytes(body, prof.Refuses[i])
+		if err != nil {
+			return nil, fmt.Errorf("remove %s: %w", prof.Refuses[i], err)
+		}
+		body = out
 	}
-	return nil
+	return body, nil
 }
 
 // streamUsage sets what a streamed body asks of usage: include_usage when
