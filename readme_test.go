@@ -98,3 +98,21 @@ func TestTheREADMECompatibilityTableNamesThePinnedVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestTheProfileTableIsTheCodes: docs/providers.md's table of
+// OpenAI-compatible profiles is the code's (provider.ProfileTable).
+func TestTheProfileTableIsTheCodes(t *testing.T) {
+	readme, err := os.ReadFile("docs/providers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- profiles: generated from provider.ProfileTable -->\n", "<!-- /profiles -->"
+	s := string(readme)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("docs/providers.md has no %q … %q section", begin, end)
+	}
+	if got, want := s[i+len(begin):j], provider.ProfileTable(); got != want {
+		t.Fatalf("docs/providers.md's profile table is not the code's; put this between the markers:\n%s", want)
+	}
+}
