@@ -35,6 +35,9 @@ type Profile struct {
 	// Tollgate refuses them first, with 400 unsupported_parameter (a
 	// parameter's neutral value, as n: 1, passes).
 	Refuses []string
+	// Renames are chat parameters the server takes under another name
+	// (OpenAI's name → the server's): the value passes as it is.
+	Renames map[string]string
 	// Quirks is the rest worth knowing, for docs/providers.md.
 	Quirks string
 }
@@ -47,8 +50,9 @@ const (
 // Profiles are the named OpenAI-compatible servers, in docs order.
 var Profiles = []Profile{
 	{Name: "mistral", BaseURL: "https://api.mistral.ai/v1", LimitField: "max_tokens", Usage: usageLastChunk,
-		StripStreamOptions: true, Refuses: []string{"seed", "logit_bias", "logprobs", "top_logprobs", "user"},
-		Quirks: "refuses unknown fields (422 `extra_forbidden`); its 422 `{\"detail\":[…]}` becomes 400 `invalid_request_error` with its message"},
+		StripStreamOptions: true, Renames: map[string]string{"seed": "random_seed"},
+		Refuses: []string{"logit_bias", "logprobs", "top_logprobs", "user"},
+		Quirks:  "refuses unknown fields (422 `extra_forbidden`); its 422 `{\"detail\":[…]}` becomes 400 `invalid_request_error` with its message"},
 	{Name: "groq", BaseURL: "https://api.groq.com/openai/v1", LimitField: "max_completion_tokens",
 		Usage:   "its last chunk's x_groq.usage, else estimated",
 		Refuses: []string{"logprobs", "logit_bias", "top_logprobs", "n"}},

@@ -2,6 +2,8 @@ package provider
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -23,13 +25,28 @@ func limitField(t Target) string {
 	return OpenAILimitField(t.Model)
 }
 
-// profileBody refuses a body that sets a parameter the profile's server
-// refuses, and removes such a parameter when it has its neutral value (as
+// profileBody renames the parameters the profile's server knows under
+// another name, refuses a body that sets a parameter the server refuses,
+// and removes such a parameter when it has its neutral value (as
 // n: 1): the server refuses the field itself, and the neutral value means
 // what its absence means.
 func profileBody(prof *config.Profile, body []byte) ([]byte, error) {
-	if prof == nil || len(prof.Refuses) == 0 {
+	if prof == nil {
 		return body, nil
+	}
+	for from, to := range prof.Renames {
+		v := gjson.GetBytes(body, from)
+		if !v.Exists() {
+			continue
+		}
+		out, err := sjson.DeleteBytes(body, from)
+		if err == nil && v.Type != gjson.Null {
+			out, err = sjson.SetRawBytes(out, to, []byte(v.Raw))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rename %s: %w", from, err)
+		}
+		body = out
 	}
 	vs := gjson.GetManyBytes(body, prof.Refuses...)
 	for i, v := range vs {
@@ -98,7 +115,11 @@ func ProfileTable() string {
 		for i, r := range p.Refuses {
 			refused[i] = "`" + r + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s | %s |\n", p.Name, p.BaseURL, limit, usage, strings.Join(refused, ", "), p.Quirks)
+		quirks := p.Quirks
+		for _, from := range slices.Sorted(maps.Keys(p.Renames)) {
+			quirks = "`" + from + "` as `" + p.Renames[from] + "`; " + quirks
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s | %s |\n", p.Name, p.BaseURL, limit, usage, strings.Join(refused, ", "), strings.TrimSuffix(quirks, "; "))
 	}
 	return b.String()
 }

@@ -143,7 +143,7 @@ func TestProfilesRefuseTheParametersTheirServerRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		profile, extra, refused string
 	}{
-		{"mistral", `"seed":7`, "seed"},
+		{"mistral", `"top_logprobs":2`, "top_logprobs"},
 		{"mistral", `"logit_bias":{"1":2}`, "logit_bias"},
 		{"mistral", `"logprobs":false`, ""},
 		{"groq", `"n":2`, "n"},
@@ -195,6 +195,15 @@ func TestMistralsValidationErrorsBecomeInvalidRequestErrors(t *testing.T) {
 		assert.Equal(t, want[1], gjson.GetBytes(out, "error.param").String(), "%s", out)
 		assert.Equal(t, "invalid_request", gjson.GetBytes(out, "error.code").String(), "%s", out)
 	}
+}
+
+// TestMistralTakesSeedAsRandomSeed: Mistral's name for it.
+func TestMistralTakesSeedAsRandomSeed(t *testing.T) {
+	body := `{"model":"public-model","messages":[{"role":"user","content":"hi"}],"seed":42}`
+	up, _, err := openAI{}.Translate(&Request{Body: []byte(body)}, profileTarget(t, "mistral"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 42, gjson.GetBytes(up.Body, "random_seed").Int(), "%s", up.Body)
+	assert.False(t, gjson.GetBytes(up.Body, "seed").Exists(), "%s", up.Body)
 }
 
 // TestDeepSeekKeepsReasoningContentOnToolCallTurns: DeepSeek's reasoning
