@@ -14,18 +14,25 @@ import (
 // parameters × provider types is the one the code enforces
 // (provider.ParameterTable), so the two cannot drift.
 func TestTheParameterTableIsTheCodes(t *testing.T) {
+	requireGeneratedSection(t, "parameters", "provider.ParameterTable", provider.ParameterTable())
+}
+
+// requireGeneratedSection fails unless docs/providers.md's section between
+// "<!-- name: generated from source -->" and "<!-- /name -->" is want.
+func requireGeneratedSection(t *testing.T, name, source, want string) {
+	t.Helper()
 	readme, err := os.ReadFile("docs/providers.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "<!-- parameters: generated from provider.ParameterTable -->\n", "<!-- /parameters -->"
+	begin, end := "<!-- "+name+": generated from "+source+" -->\n", "<!-- /"+name+" -->"
 	s := string(readme)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
 		t.Fatalf("docs/providers.md has no %q … %q section", begin, end)
 	}
-	if got, want := s[i+len(begin):j], provider.ParameterTable(); got != want {
-		t.Fatalf("docs/providers.md's parameter table is not the code's; put this between the markers:\n%s", want)
+	if got := s[i+len(begin) : j]; got != want {
+		t.Fatalf("docs/providers.md's %s table is not the code's; put this between the markers:\n%s", name, want)
 	}
 }
 
@@ -97,4 +104,10 @@ func TestTheREADMECompatibilityTableNamesThePinnedVersions(t *testing.T) {
 			t.Errorf("README.md's compatibility table has no row starting %q", row)
 		}
 	}
+}
+
+// TestTheProfileTableIsTheCodes: docs/providers.md's table of
+// OpenAI-compatible profiles is the code's (provider.ProfileTable).
+func TestTheProfileTableIsTheCodes(t *testing.T) {
+	requireGeneratedSection(t, "profiles", "provider.ProfileTable", provider.ProfileTable())
 }

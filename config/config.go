@@ -109,7 +109,8 @@ type Limits struct {
 type Provider struct {
 	Name string `yaml:"name"`
 	// Type is openai (also any OpenAI-compatible server), azure, anthropic,
-	// gemini, or demo (TypeDemo).
+	// gemini, or demo (TypeDemo); a profile's name (Profiles) is read as
+	// openai with that Profile.
 	Type    string `yaml:"type"`
 	BaseURL string `yaml:"base_url"`
 	// APIKey is the credential; ${VAR} expands from the environment. Never logged.
@@ -154,6 +155,16 @@ type Provider struct {
 	// that every model served only by this provider lets through; see
 	// Model.AllowParameters.
 	AllowParameters []string `yaml:"allow_parameters"`
+	// Profile names the OpenAI-compatible server an openai-type provider
+	// is (Profiles: mistral, groq…). Writing the profile's name as the
+	// type sets it.
+	Profile string `yaml:"profile"`
+	// StreamUsage says whether Tollgate asks this openai-type provider for
+	// a stream's usage with stream_options.include_usage. Default true, or
+	// the profile's default (false for servers that refuse the field);
+	// without it, a stream is metered from the usage the server sends
+	// anyway, else estimated.
+	StreamUsage *bool `yaml:"stream_usage"`
 }
 
 // IsEnabled reports the administrator's switch (true unless set to false).

@@ -93,6 +93,9 @@ func (c *Config) validateProviders() error {
 
 // validateProvider checks and completes the provider at field f.
 func validateProvider(f string, p *Provider) error {
+	if err := completeProfile(f, p); err != nil {
+		return err
+	}
 	switch p.Type {
 	case TypeOpenAI, TypeAzure, TypeAnthropic, TypeGemini:
 	case TypeDemo:
@@ -102,10 +105,13 @@ func validateProvider(f string, p *Provider) error {
 	case "":
 		return fieldErr(f+".type", "is required (openai, azure, anthropic, gemini or demo)")
 	default:
-		return fieldErr(f+".type", "must be openai, azure, anthropic, gemini or demo, got %q", p.Type)
+		return fieldErr(f+".type", "must be openai, azure, anthropic, gemini, demo or a profile (%s), got %q", profileNames(), p.Type)
 	}
 	if p.BaseURL == "" {
 		return fieldErr(f+".base_url", "is required")
+	}
+	if p.StreamUsage != nil && p.Type != TypeOpenAI && p.Type != TypeDemo {
+		return fieldErr(f+".stream_usage", "is for openai-type providers only")
 	}
 	if p.ResponsesAPI && p.Type != TypeOpenAI {
 		return fieldErr(f+".responses_api", "is for openai-type providers only; %s providers are served by translation", p.Type)

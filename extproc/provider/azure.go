@@ -22,7 +22,7 @@ type azure struct{}
 
 // Translate builds the upstream request and the answer's translator.
 func (azure) Translate(req *Request, t Target) (Upstream, Response, error) {
-	body, err := openAIBody(req, t)
+	body, asked, err := openAIBody(req, t)
 	if err != nil {
 		return Upstream{}, nil, err
 	}
@@ -45,6 +45,7 @@ func (azure) Translate(req *Request, t Target) (Upstream, Response, error) {
 		up.Headers = append(up.Headers, Header{"api-key", k})
 	}
 	r := newOpenAIResponse(req, t.Model.ID)
+	r.clientUsage = !asked
 	r.azure = true
 	return up, r, nil
 }

@@ -49,11 +49,10 @@ func EndpointUpstream(ep Endpoint, req *Request, t Target) (Upstream, Response, 
 	if err != nil {
 		return Upstream{}, nil, fmt.Errorf("rewrite model: %w", err)
 	}
+	asked := false
 	if ep == Completions {
-		if req.Stream && !req.ClientUsage {
-			if body, err = sjson.SetBytes(body, "stream_options.include_usage", true); err != nil {
-				return Upstream{}, nil, fmt.Errorf("set include_usage: %w", err)
-			}
+		if body, asked, err = streamUsage(body, req, t.Provider); err != nil {
+			return Upstream{}, nil, err
 		}
 	}
 	authority, path, err := upstreamURL(t.Provider)
@@ -81,6 +80,7 @@ func EndpointUpstream(ep Endpoint, req *Request, t Target) (Upstream, Response, 
 	}
 	if ep == Completions {
 		r := newOpenAIResponse(req, t.Model.ID)
+		r.clientUsage = !asked
 		r.azure = t.Provider.Type == config.TypeAzure
 		return up, r, nil
 	}

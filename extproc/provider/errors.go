@@ -51,6 +51,8 @@ func UpstreamError(status int, body []byte) (int, []byte) {
 		param := ""
 		if p := gjson.GetBytes(body, "error.param"); p.Type == gjson.String {
 			param = p.String()
+		} else if _, p := validationDetail(body); p != "" {
+			param = p
 		}
 		return http.StatusBadRequest, oaierror.Invalid(code, param, msg).Body()
 	}
@@ -58,8 +60,12 @@ func UpstreamError(status int, body []byte) (int, []byte) {
 
 // providerMessage finds the human message in the error shapes providers use:
 // {"error":{"message":…}} (OpenAI, Azure, Anthropic, Gemini), {"message":…},
-// {"error":"…"} (some OpenAI-compatible servers), or plain text.
+// {"error":"…"} (some OpenAI-compatible servers), a validation error's
+// detail (validationDetail), or plain text.
 func providerMessage(body []byte) string {
+	if msg, _ := validationDetail(body); msg != "" {
+		return truncate(msg)
+	}
 	if gjson.ValidBytes(body) {
 		for _, path := range []string{"error.message", "message", "error", "detail", "0.error.message"} {
 			if r := gjson.GetBytes(body, path); r.Type == gjson.String && r.String() != "" {
@@ -97,4 +103,46 @@ func StreamErrorEvent(message string) []byte {
 	out = append(out, b...)
 	out = append(out, "\n\n"...)
 	return out
+}
+
+// validationDetail reads the validation error of servers built on FastAPI
+// (Mistral's 422): {"detail":[{"loc":["body","stream_options"],"msg":…}]},
+// also found wrapped as {"message":{"detail":[…]}}. The message is each
+// item's location and msg; param is the first item's location (without
+// "body"). Both are "" for any other body.
+func validationDetail(body []byte) (msg, param string) {
+	d := gjson.GetBytes(body, "detail")
+	if !d.IsArray() {
+		d = gjson.GetBytes(body, "message.detail")
+	}
+	if !d.IsArray() {
+		return "", ""
+	}
+	var b strings.Builder
+	d.ForEach(func(_, item gjson.Result) bool {
+		m := item.Get("msg").String()
+		if m == "" {
+			return true
+		}
+		var loc []string
+		item.Get("loc").ForEach(func(i, l gjson.Result) bool {
+			if i.Int() > 0 || l.String() != "body" {
+				loc = append(loc, l.String())
+			}
+			return true
+		})
+		where := strings.Join(loc, ".")
+		if param == "" {
+			param = where
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		if where != "" {
+			b.WriteString(where + ": ")
+		}
+		b.WriteString(m)
+		return b.Len() < 500
+	})
+	return b.String(), param
 }

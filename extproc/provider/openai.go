@@ -24,12 +24,13 @@ func init() {
 }
 
 // openAI serves OpenAI and every OpenAI-compatible server (vLLM, Ollama,
-// Groq, Mistral…): the body passes through with the provider's model name,
-// and the usage chunk Tollgate asks for is stripped unless the client asked.
+// Groq, Mistral…; a provider's profile says which, see profiles.go): the
+// body passes through with the provider's model name, and the usage chunk
+// Tollgate asks for is stripped unless the client asked.
 type openAI struct{}
 
 func (openAI) Translate(req *Request, t Target) (Upstream, Response, error) {
-	body, err := openAIBody(req, t)
+	body, asked, err := openAIBody(req, t)
 	if err != nil {
 		return Upstream{}, nil, err
 	}
@@ -46,7 +47,9 @@ func (openAI) Translate(req *Request, t Target) (Upstream, Response, error) {
 	if k := t.Provider.APIKey.Reveal(); k != "" {
 		up.Headers = append(up.Headers, Header{"authorization", "Bearer " + k})
 	}
-	return up, newOpenAIResponse(req, t.Model.ID), nil
+	r := newOpenAIResponse(req, t.Model.ID)
+	r.clientUsage = !asked
+	return up, r, nil
 }
 
 // ResponsesUpstream is the request to an OpenAI-type server's Responses API
@@ -71,30 +74,27 @@ func ResponsesUpstream(t Target, body []byte) (Upstream, error) {
 func UnsignToolCallIDs(body []byte) ([]byte, error) { return unsignToolCallIDs(body) }
 
 // openAIBody rewrites only what must change, without re-encoding the rest:
-// the model name, the output limit (the held one, in the field the model
-// honours: OpenAILimitField), include_usage on streams so that every
-// stream is metered from the provider's own counts, and tool call ids that
-// carry a Gemini signature (see unsignToolCallIDs).
-func openAIBody(req *Request, t Target) ([]byte, error) {
-	body, err := sjson.SetBytes(req.Body, "model", t.Deployment.Model)
+// what the provider's profile refuses (profileBody), the model name, the output limit (the held one, in the field the server
+// honours: limitField), include_usage on streams where the provider takes
+// it (streamUsage; asked reports that Tollgate set it), and tool call ids
+// that carry a Gemini signature (see unsignToolCallIDs).
+func openAIBody(req *Request, t Target) (body []byte, asked bool, err error) {
+	if body, err = profileBody(t.Provider.ProfileOf(), req.Body); err != nil {
+		return nil, false, err
+	}
+	body, err = sjson.SetBytes(body, "model", t.Deployment.Model)
 	if err != nil {
-		return nil, fmt.Errorf("rewrite model: %w", err)
+		return nil, false, fmt.Errorf("rewrite model: %w", err)
 	}
 	if t.Model != nil {
-		if body, err = LimitBody(body, OpenAILimitField(t.Model), OutputLimit(body, int64(t.Model.MaxTokens))); err != nil {
-			return nil, err
+		if body, err = LimitBody(body, limitField(t), OutputLimit(body, int64(t.Model.MaxTokens))); err != nil {
+			return nil, false, err
 		}
 	}
 	if body, err = unsignToolCallIDs(body); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if req.Stream && !req.ClientUsage {
-		body, err = sjson.SetBytes(body, "stream_options.include_usage", true)
-		if err != nil {
-			return nil, fmt.Errorf("set include_usage: %w", err)
-		}
-	}
-	return body, nil
+	return streamUsage(body, req, t.Provider)
 }
 
 // openAIResponse meters (and, for streams, filters) an OpenAI-shaped answer.
@@ -288,7 +288,8 @@ func spliceOut(out, data []byte, at, from, to int, model string) ([]byte, int) {
 // adapter reads, found in one pass over the chunk.
 type chunkFields struct {
 	err, usage, object, choices, model gjson.Result
-	usageKey                           int // where the "usage" key begins
+	xGroq                              gjson.Result // Groq's x_groq, whose usage ends its streams
+	usageKey                           int          // where the "usage" key begins
 }
 
 func readChunk(data []byte) (f chunkFields) {
@@ -304,6 +305,8 @@ func readChunk(data []byte) (f chunkFields) {
 			f.choices = v
 		case "model":
 			f.model = v
+		case "x_groq":
+			f.xGroq = v
 		}
 		return true
 	})
@@ -358,6 +361,9 @@ func (r *openAIResponse) event(data []byte) bool {
 		return true
 	}
 	noChoice := !f.choices.IsArray() || isEmptyArray(f.choices)
+	if u := f.xGroq.Get("usage"); u.IsObject() && !f.usage.IsObject() {
+		r.readUsage(u) // Groq's own counts, on its last chunk
+	}
 	if f.usage.IsObject() {
 		r.readUsage(f.usage)
 		if !r.clientUsage && noChoice {

@@ -42,6 +42,9 @@ type asked struct {
 	limit int
 	// thinking: an Anthropic request enables extended thinking.
 	thinking bool
+	// usageInLast puts a stream's usage on its last chunk, unasked, as
+	// Mistral does (Options.Strict).
+	usageInLast bool
 }
 
 type tool struct {
@@ -83,6 +86,7 @@ func (r reply) text() string { return strings.Join(r.pieces, "") }
 func (m *Mock) answer(w http.ResponseWriter, r *http.Request, req *Request, p Play) {
 	a := read(req)
 	a.limit = outputLimit(req)
+	a.usageInLast = m.opt.Strict
 	rep := m.reply(a)
 	if !a.stream && p == Malformed {
 		w.Header().Set("Content-Type", "application/json")

@@ -135,7 +135,17 @@ type Options struct {
 	// OpenAI's 3 for priming the reply), the worst a byte-level tokenizer
 	// can do, instead of about four bytes a token. Usage, when set, wins.
 	BillBytes bool
+	// Strict answers OpenAI-format requests as Mistral's API does: a body
+	// with a field Mistral refuses (StrictRefused) gets its 422
+	// extra_forbidden, and a stream ends with its usage on the last chunk
+	// (the one with the finish reason), unasked, instead of a usage-only
+	// chunk.
+	Strict bool
 }
+
+// StrictRefused are the OpenAI fields a Strict mock refuses, as Mistral's
+// API does.
+var StrictRefused = []string{"stream_options", "max_completion_tokens"}
 
 // Request is a request as the mock received it.
 type Request struct {
@@ -244,6 +254,10 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.record(req)
 	for k, vs := range m.opt.Header {
 		w.Header()[k] = vs
+	}
+	if field := m.strictRefusal(&req); field != "" {
+		writeExtraForbidden(w, field, req.Body[field])
+		return
 	}
 	if status, msg := m.refusal(r, &req, len(raw)); status != 0 {
 		writeError(w, req.Format, status, msg)
@@ -470,4 +484,28 @@ func mustJSON(v any) []byte {
 		return []byte(`null`)
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+// strictRefusal is the first field of a Strict mock's OpenAI-format
+// request that Mistral refuses, kept as a problem, or "".
+func (m *Mock) strictRefusal(req *Request) string {
+	if !m.opt.Strict || req.Format != OpenAI {
+		return ""
+	}
+	for _, f := range StrictRefused {
+		if _, ok := req.Body[f]; ok {
+			m.problem("strict: refused %s", f)
+			return f
+		}
+	}
+	return ""
+}
+
+// writeExtraForbidden answers as Mistral's API answers a field it does not
+// know: 422 with a validation error's detail.
+func writeExtraForbidden(w http.ResponseWriter, field string, input any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnprocessableEntity)
+	_, _ = w.Write(mustJSON(map[string]any{"detail": []any{map[string]any{
+		"type": "extra_forbidden", "loc": []any{"body", field}, "msg": "Extra inputs are not permitted", "input": input}}}))
 }

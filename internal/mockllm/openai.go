@@ -133,7 +133,11 @@ func chatStream(a asked, rep reply, f Format, usage map[string]any, finish strin
 			}
 		}
 	}
-	b.add("", chunk(map[string]any{}, finish))
+	last := chunk(map[string]any{}, finish)
+	if a.usageInLast {
+		last["usage"] = usage
+	}
+	b.add("", last)
 	if a.includeUsage {
 		b.add("", map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": a.model,
 			"system_fingerprint": "fp_mock", "choices": []any{}, "usage": usage})
