@@ -31,6 +31,7 @@ package mockllm
 
 import (
 	"bytes"
+	"crypto/rsa"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -135,6 +136,11 @@ type Options struct {
 	// OpenAI's 3 for priming the reply), the worst a byte-level tokenizer
 	// can do, instead of about four bytes a token. Usage, when set, wins.
 	BillBytes bool
+	// VertexAccounts are the service accounts (client_email → public key)
+	// whose signed JWTs the mock's token endpoint exchanges for access
+	// tokens, which its Vertex paths then require (see vertex.go). Empty:
+	// no token endpoint, and Vertex paths check no credential.
+	VertexAccounts map[string]*rsa.PublicKey
 }
 
 // Request is a request as the mock received it.
@@ -144,6 +150,8 @@ type Request struct {
 	Path   string // escaped, without query
 	Query  url.Values
 	Header http.Header
+	// Vertex is true on Vertex AI's paths.
+	Vertex bool
 	// Body is the JSON body, decoded (nil when it was not JSON).
 	Body map[string]any
 
@@ -158,7 +166,9 @@ type Mock struct {
 
 	mu       sync.Mutex
 	requests []Request
-	problems []string
+	// vertexTokens are the access tokens the token endpoint issued.
+	vertexTokens map[string]bool
+	problems     []string
 }
 
 // New returns a Mock.
@@ -223,9 +233,22 @@ func (m *Mock) record(r Request) {
 // Malformed to every whole answer).
 func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := Request{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.Query(), Header: r.Header.Clone(), billBytes: m.opt.BillBytes}
+	if req.Path == VertexTokenPath && len(m.opt.VertexAccounts) > 0 {
+		m.issueToken(w, r)
+		return
+	}
 	var fam family
 	req.Format, fam = route(req.Path)
-	if !m.authorized(r, req.Format) {
+	if req.Format == "" {
+		req.Format, fam = vertexRoute(req.Path)
+		req.Vertex = req.Format != ""
+	}
+	if req.Vertex && !m.vertexAuthorized(r) {
+		m.record(req)
+		writeError(w, req.Format, http.StatusUnauthorized, "Request had invalid authentication credentials.")
+		return
+	}
+	if !req.Vertex && !m.authorized(r, req.Format) {
 		m.record(req)
 		writeError(w, req.Format, http.StatusUnauthorized, "invalid credential")
 		return
@@ -302,6 +325,8 @@ func (m *Mock) refusal(r *http.Request, req *Request, size int) (int, string) {
 	case req.Format == Azure && req.Query.Get("api-version") == "":
 		m.problem("azure: no api-version in %s", r.URL)
 		return http.StatusNotFound, "no api-version"
+	case req.Vertex:
+		return m.vertexRefusal(req)
 	case req.Format == Anthropic && r.Header.Get("Anthropic-Version") == "":
 		m.problem("anthropic: no anthropic-version header")
 		return http.StatusBadRequest, "anthropic-version header is required"
