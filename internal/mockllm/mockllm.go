@@ -68,11 +68,15 @@ const (
 	// :streamGenerateContent?alt=sse, :embedContent and
 	// :batchEmbedContents, with x-goog-api-key.
 	Gemini Format = "gemini"
+	// Vertex is Vertex AI's paths (vertex.go), with a Bearer token of the
+	// mock's token endpoint; its requests have the Format of their family
+	// (Gemini, Anthropic) and Request.Vertex set.
+	Vertex Format = "vertex"
 )
 
 // CredentialHeader is the header each format's credential travels in.
 var CredentialHeader = map[Format]string{
-	OpenAI: "Authorization", Azure: "Api-Key", Anthropic: "X-Api-Key", Gemini: "X-Goog-Api-Key",
+	OpenAI: "Authorization", Azure: "Api-Key", Anthropic: "X-Api-Key", Gemini: "X-Goog-Api-Key", Vertex: "Authorization",
 }
 
 // MaxBodyBytes bounds a request body; a larger one is refused with 413.
@@ -319,7 +323,7 @@ func (m *Mock) refusal(r *http.Request, req *Request, size int) (int, string) {
 	switch {
 	case size > MaxBodyBytes:
 		return http.StatusRequestEntityTooLarge, "the request body is too large"
-	case r.Method != http.MethodPost || req.Format == "" || !m.serves(req.Format):
+	case r.Method != http.MethodPost || req.Format == "" || (!req.Vertex && !m.serves(req.Format)) || (req.Vertex && !m.serves(Vertex)):
 		m.problem("unexpected request %s %s", r.Method, r.URL)
 		return http.StatusNotFound, "no such route"
 	case req.Format == Azure && req.Query.Get("api-version") == "":
