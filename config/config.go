@@ -113,7 +113,7 @@ type Limits struct {
 type Provider struct {
 	Name string `yaml:"name"`
 	// Type is openai (also any OpenAI-compatible server), azure, anthropic,
-	// gemini, or demo (TypeDemo).
+	// gemini, demo (TypeDemo), or vertex (TypeVertex).
 	Type    string `yaml:"type"`
 	BaseURL string `yaml:"base_url"`
 	// APIKey is the credential; ${VAR} expands from the environment. Never logged.
