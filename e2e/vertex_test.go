@@ -59,7 +59,9 @@ func serviceAccountFile(t *testing.T, key *rsa.PrivateKey, mock *mockProvider) s
 // with the access token its service account's JWT buys at the token
 // endpoint, billed exactly; a provider whose key the token endpoint does
 // not know fails loudly — 503 no_available_workers, no request reaches
-// Vertex, nothing is billed.
+// Vertex, nothing is billed — and counts against its deployment, whose
+// circuit opens after three, so that the built-in edge sends the model's
+// requests to its other deployment.
 func TestVertexServesGeminiAndClaudeWithGooglesCredentials(t *testing.T) {
 	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -78,6 +80,9 @@ models:
      deployments: [{provider: vertex, model: "claude-sonnet-4-5@20250929"}]}
   - {id: claude-wrong, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
      deployments: [{provider: vertex-wrong, model: "claude-sonnet-4-5@20250929"}]}
+  - {id: claude-failover, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
+     deployments: [{provider: vertex-wrong, model: "claude-sonnet-4-5@20250929", priority: 0},
+                   {provider: vertex, model: "claude-sonnet-4-5@20250929", priority: 1}]}
 plans:
   - {name: pro, default_rpm: 0, models: ["*"]}
 `, vertex.URL, serviceAccountFile(t, key, vertex), wrong.URL, serviceAccountFile(t, stranger, wrong), geminiModel)
@@ -150,4 +155,36 @@ plans:
 	for _, r := range tg.usageRecords(t, keyID) {
 		assert.Zero(t, r.Cost, "a failed attempt costs nothing: %+v", r)
 	}
+
+	// The proxy does not retry an answer Tollgate gave itself, so the
+	// request whose attempt had no token is not failed over; each such
+	// attempt counts against its deployment. The built-in edge skips a
+	// deployment whose circuit is open — after three — so the model's next
+	// requests go to its other deployment; Envoy picks deployments by its
+	// own outlier detection, which sees no provider answer here, and keeps
+	// the first.
+	email := "failover@example.com"
+	secret = tg.newAccount(t, email, "10")
+	keyID = tg.onlyKeyID(t, email)
+	client := tg.client(secret)
+	for i := range 3 {
+		_, err := client.Chat.Completions.New(context.Background(), paramsFor("claude-failover"))
+		var apiErr *openai.Error
+		require.True(t, errors.As(err, &apiErr), "request %d: %v", i, err)
+		assert.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode)
+	}
+	resp, err := client.Chat.Completions.New(context.Background(), paramsFor("claude-failover"))
+	if binding() == bindingEnvoy {
+		var apiErr *openai.Error
+		require.True(t, errors.As(err, &apiErr), "Envoy keeps the deployment without a token: %v", err)
+		assert.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode)
+		tg.waitRecords(t, keyID, 4)
+		assert.Equal(t, 10*money.PerDollar, tg.balance(t, email), "nothing billed")
+		return
+	}
+	require.NoError(t, err, "after three attempts without a token, the deployment with one serves the model")
+	assert.Equal(t, mockFullText(), resp.Choices[0].Message.Content)
+	tg.waitRecords(t, keyID, 4)
+	assert.Equal(t, 10*money.PerDollar-cost, tg.balance(t, email), "billed once, exactly")
+	assert.Empty(t, wrong.received())
 }
