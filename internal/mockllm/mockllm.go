@@ -1,7 +1,8 @@
 // Package mockllm is a deterministic LLM server: one http.Handler that
 // speaks OpenAI's chat completions and Responses API, Azure OpenAI,
-// Anthropic's Messages API and Gemini's generateContent and
-// streamGenerateContent, whole and streamed, with tool calls and usage
+// Anthropic's Messages API, Gemini's generateContent and
+// streamGenerateContent, and Vertex AI's Gemini and Claude paths (behind
+// a fake OAuth2 token endpoint), whole and streamed, with tool calls and usage
 // counted from the request's text and the answer. Beside conversations it
 // answers embeddings (OpenAI's, Azure's, Gemini's embedContent and
 // batchEmbedContents), OpenAI's legacy completions, moderations, and
