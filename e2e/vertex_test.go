@@ -4,9 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
-	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -41,13 +38,7 @@ func newMockVertex(t *testing.T, key *rsa.PublicKey) *mockProvider {
 // token_uri is the mock's token endpoint, and returns its path.
 func serviceAccountFile(t *testing.T, key *rsa.PrivateKey, mock *mockProvider) string {
 	t.Helper()
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	b, err := json.Marshal(map[string]string{
-		"type": "service_account", "project_id": "my-project", "private_key_id": "k1",
-		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
-		"client_email": vertexAccount, "client_id": "1", "token_uri": mock.URL + mockllm.VertexTokenPath,
-	})
+	b, err := mockllm.ServiceAccountFile(vertexAccount, mock.URL+mockllm.VertexTokenPath, key)
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "service-account.json")
 	require.NoError(t, os.WriteFile(path, b, 0o600))

@@ -3,9 +3,7 @@ package provider
 import (
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"net/http/httptest"
 	"os"
@@ -158,13 +156,7 @@ func newKey(t *testing.T) *rsa.PrivateKey {
 // key, whose token_uri is tokenURI, and returns its path.
 func writeServiceAccount(t *testing.T, email, tokenURI string, key *rsa.PrivateKey) string {
 	t.Helper()
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	file, err := json.Marshal(map[string]string{
-		"type": "service_account", "project_id": "my-project", "private_key_id": "k1",
-		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
-		"client_email": email, "client_id": "1", "token_uri": tokenURI,
-	})
+	file, err := mockllm.ServiceAccountFile(email, tokenURI, key)
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "sa.json")
 	require.NoError(t, os.WriteFile(path, file, 0o600))

@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -177,4 +180,20 @@ func writeGrantError(w http.ResponseWriter, code, desc string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
 	_, _ = w.Write(mustJSON(map[string]any{"error": code, "error_description": desc}))
+}
+
+// ServiceAccountFile is a Google service-account key file (JSON) for
+// email, holding key, whose token_uri is tokenURI (the mock's
+// VertexTokenPath): what Google's client libraries read to sign the JWT
+// the token endpoint exchanges.
+func ServiceAccountFile(email, tokenURI string, key *rsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("service account key: %w", err)
+	}
+	return json.Marshal(map[string]string{
+		"type": "service_account", "project_id": "mock-project", "private_key_id": "mock-key",
+		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"client_email": email, "client_id": "1", "token_uri": tokenURI,
+	})
 }
