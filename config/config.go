@@ -21,6 +21,10 @@ const (
 	// OpenAI-type server (internal/mockllm) that tollgate serve answers in
 	// process, offline. It takes no base_url and no api_key.
 	TypeDemo = "demo"
+	// TypeVertex is Google Vertex AI: Gemini models, and Claude models
+	// (those whose name begins with claude-), with Google's Application
+	// Default Credentials.
+	TypeVertex = "vertex"
 )
 
 // DemoBaseURL is every demo provider's base URL: a name that resolves
@@ -109,7 +113,7 @@ type Limits struct {
 type Provider struct {
 	Name string `yaml:"name"`
 	// Type is openai (also any OpenAI-compatible server), azure, anthropic,
-	// gemini, or demo (TypeDemo); a profile's name (Profiles) is read as
+	// gemini, demo (TypeDemo), or vertex (TypeVertex); a profile's name (Profiles) is read as
 	// openai with that Profile.
 	Type    string `yaml:"type"`
 	BaseURL string `yaml:"base_url"`
@@ -165,6 +169,18 @@ type Provider struct {
 	// without it, a stream is metered from the usage the server sends
 	// anyway, else estimated.
 	StreamUsage *bool `yaml:"stream_usage"`
+
+	// Project is a vertex provider's Google Cloud project id.
+	Project string `yaml:"project"`
+	// Region is a vertex provider's location (us-central1, europe-west4,
+	// …, or global); location is the same field under Google's name.
+	Region   string `yaml:"region"`
+	Location string `yaml:"location"`
+	// CredentialsFile names a vertex provider's Google credential file (a
+	// service account's JSON key); empty means Application Default
+	// Credentials (GOOGLE_APPLICATION_CREDENTIALS, workload identity, the
+	// metadata server).
+	CredentialsFile string `yaml:"credentials_file"`
 }
 
 // IsEnabled reports the administrator's switch (true unless set to false).
@@ -317,7 +333,7 @@ const (
 
 // KindProviders are the provider types that serve each kind of model.
 var KindProviders = map[string][]string{
-	KindChat:       {TypeOpenAI, TypeAzure, TypeAnthropic, TypeGemini, TypeDemo},
+	KindChat:       {TypeOpenAI, TypeAzure, TypeAnthropic, TypeGemini, TypeDemo, TypeVertex},
 	KindCompletion: {TypeOpenAI, TypeAzure, TypeDemo},
 	KindEmbedding:  {TypeOpenAI, TypeAzure, TypeGemini, TypeDemo},
 	KindModeration: {TypeOpenAI, TypeAzure, TypeDemo},

@@ -102,10 +102,17 @@ func validateProvider(f string, p *Provider) error {
 		if err := completeDemo(f, p); err != nil {
 			return err
 		}
+	case TypeVertex:
+		if err := completeVertex(f, p); err != nil {
+			return err
+		}
 	case "":
-		return fieldErr(f+".type", "is required (openai, azure, anthropic, gemini or demo)")
+		return fieldErr(f+".type", "is required (openai, azure, anthropic, gemini, demo or vertex)")
 	default:
-		return fieldErr(f+".type", "must be openai, azure, anthropic, gemini, demo or a profile (%s), got %q", profileNames(), p.Type)
+		return fieldErr(f+".type", "must be openai, azure, anthropic, gemini, demo, vertex or a profile (%s), got %q", profileNames(), p.Type)
+	}
+	if p.Type != TypeVertex && (p.Project != "" || p.Region != "" || p.Location != "" || p.CredentialsFile != "") {
+		return fieldErr(f+".project", "project, region, location and credentials_file are for vertex providers only")
 	}
 	if p.BaseURL == "" {
 		return fieldErr(f+".base_url", "is required")
@@ -165,6 +172,58 @@ func validateProvider(f string, p *Provider) error {
 		p.APIVersion = "2023-06-01"
 	}
 	return nil
+}
+
+// completeVertex checks a vertex provider: its project and region
+// (location is the same field), a credential that is Google's, never an
+// api_key, and base_url, derived from the region unless given.
+func completeVertex(f string, p *Provider) error {
+	if p.Project == "" {
+		return fieldErr(f+".project", "is required for a vertex provider (the Google Cloud project id)")
+	}
+	switch {
+	case p.Region == "":
+		p.Region = p.Location
+	case p.Location != "" && p.Location != p.Region:
+		return fieldErr(f+".location", "is region under another name; %q differs from region %q", p.Location, p.Region)
+	}
+	if p.Region == "" {
+		return fieldErr(f+".region", "is required for a vertex provider (us-central1, europe-west4, …, or global)")
+	}
+	if !validRegion(p.Region) {
+		return fieldErr(f+".region", "must be a Google Cloud location such as us-central1 or global, got %q", p.Region)
+	}
+	p.Location = p.Region
+	if p.APIKey.Reveal() != "" {
+		return fieldErr(f+".api_key", "is not taken by a vertex provider: it authenticates with Google's credentials (credentials_file, or Application Default Credentials)")
+	}
+	if p.BaseURL == "" {
+		p.BaseURL = VertexBaseURL(p.Region)
+	}
+	return nil
+}
+
+// VertexBaseURL is Vertex AI's endpoint for a region: the global one for
+// "global", the region's own otherwise.
+func VertexBaseURL(region string) string {
+	if region == "global" {
+		return "https://aiplatform.googleapis.com"
+	}
+	return "https://" + region + "-aiplatform.googleapis.com"
+}
+
+// validRegion reports a location name: lowercase letters, digits and
+// dashes, as Google names them.
+func validRegion(r string) bool {
+	if len(r) > 64 {
+		return false
+	}
+	for _, c := range r {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
 }
 
 // completeDemo checks a demo provider, which Tollgate answers itself, and

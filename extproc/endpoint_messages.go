@@ -134,7 +134,7 @@ func (a *messagesAttempt) translate(u *upstreamStep, adapter provider.Adapter) (
 		return provider.Upstream{}, nil, fmt.Errorf("the Messages body the router step forwarded: %s", e.Message)
 	}
 	u.preq.Body = chat
-	if u.target.Provider.Type == config.TypeGemini {
+	if provider.Family(u.target.Provider, u.target.Deployment) == config.TypeGemini {
 		// metadata.user_id, which Claude Code always sends, is an
 		// opaque id for the provider's abuse checks: Gemini has no
 		// place for it (and refuses chat's user), so it is left out.

@@ -176,6 +176,16 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 		// message is written for the client.
 		return immediateIn(u.shape, u.unsupported(err), contract.SetRawHeaders(contract.HeaderTranslated, "1")), nil
 	}
+	if errors.Is(err, provider.ErrCredential) {
+		// The provider's credential could not be had (its token endpoint
+		// failed): the deployment failed, as if the provider had.
+		u.s.opt.Logger.ErrorContext(ctx, "upstream step: the provider's credential could not be had",
+			"provider", u.target.Provider.Name, "deployment", u.target.Deployment.ID, "err", err)
+		if h := u.s.opt.Health; h != nil {
+			h.Failure(u.target.Deployment.ID)
+		}
+		return immediateIn(u.shape, oaierror.NoAvailableWorkers.ForRequest(u.clientRequestID), contract.SetRawHeaders(contract.HeaderTranslated, "1")), nil
+	}
 	if err != nil {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: translating the request failed",
 			"provider", u.target.Provider.Name, "err", err)

@@ -1,7 +1,8 @@
 // Package mockllm is a deterministic LLM server: one http.Handler that
 // speaks OpenAI's chat completions and Responses API, Azure OpenAI,
-// Anthropic's Messages API and Gemini's generateContent and
-// streamGenerateContent, whole and streamed, with tool calls and usage
+// Anthropic's Messages API, Gemini's generateContent and
+// streamGenerateContent, and Vertex AI's Gemini and Claude paths (behind
+// a fake OAuth2 token endpoint), whole and streamed, with tool calls and usage
 // counted from the request's text and the answer. Beside conversations it
 // answers embeddings (OpenAI's, Azure's, Gemini's embedContent and
 // batchEmbedContents), OpenAI's legacy completions, moderations, and
@@ -31,6 +32,7 @@ package mockllm
 
 import (
 	"bytes"
+	"crypto/rsa"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -67,11 +69,15 @@ const (
 	// :streamGenerateContent?alt=sse, :embedContent and
 	// :batchEmbedContents, with x-goog-api-key.
 	Gemini Format = "gemini"
+	// Vertex is Vertex AI's paths (vertex.go), with a Bearer token of the
+	// mock's token endpoint; its requests have the Format of their family
+	// (Gemini, Anthropic) and Request.Vertex set.
+	Vertex Format = "vertex"
 )
 
 // CredentialHeader is the header each format's credential travels in.
 var CredentialHeader = map[Format]string{
-	OpenAI: "Authorization", Azure: "Api-Key", Anthropic: "X-Api-Key", Gemini: "X-Goog-Api-Key",
+	OpenAI: "Authorization", Azure: "Api-Key", Anthropic: "X-Api-Key", Gemini: "X-Goog-Api-Key", Vertex: "Authorization",
 }
 
 // MaxBodyBytes bounds a request body; a larger one is refused with 413.
@@ -141,6 +147,11 @@ type Options struct {
 	// (the one with the finish reason), unasked, instead of a usage-only
 	// chunk.
 	Strict bool
+	// VertexAccounts are the service accounts (client_email → public key)
+	// whose signed JWTs the mock's token endpoint exchanges for access
+	// tokens, which its Vertex paths then require (see vertex.go). Empty:
+	// no token endpoint, and Vertex paths check no credential.
+	VertexAccounts map[string]*rsa.PublicKey
 }
 
 // StrictRefused are the OpenAI fields a Strict mock refuses, as Mistral's
@@ -154,6 +165,8 @@ type Request struct {
 	Path   string // escaped, without query
 	Query  url.Values
 	Header http.Header
+	// Vertex is true on Vertex AI's paths.
+	Vertex bool
 	// Body is the JSON body, decoded (nil when it was not JSON).
 	Body map[string]any
 
@@ -168,7 +181,9 @@ type Mock struct {
 
 	mu       sync.Mutex
 	requests []Request
-	problems []string
+	// vertexTokens are the access tokens the token endpoint issued.
+	vertexTokens map[string]bool
+	problems     []string
 }
 
 // New returns a Mock.
@@ -233,9 +248,22 @@ func (m *Mock) record(r Request) {
 // Malformed to every whole answer).
 func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := Request{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.Query(), Header: r.Header.Clone(), billBytes: m.opt.BillBytes}
+	if req.Path == VertexTokenPath && len(m.opt.VertexAccounts) > 0 {
+		m.issueToken(w, r)
+		return
+	}
 	var fam family
 	req.Format, fam = route(req.Path)
-	if !m.authorized(r, req.Format) {
+	if req.Format == "" {
+		req.Format, fam = vertexRoute(req.Path)
+		req.Vertex = req.Format != ""
+	}
+	if req.Vertex && !m.vertexAuthorized(r) {
+		m.record(req)
+		writeError(w, req.Format, http.StatusUnauthorized, "Request had invalid authentication credentials.")
+		return
+	}
+	if !req.Vertex && !m.authorized(r, req.Format) {
 		m.record(req)
 		writeError(w, req.Format, http.StatusUnauthorized, "invalid credential")
 		return
@@ -310,12 +338,14 @@ func (m *Mock) refusal(r *http.Request, req *Request, size int) (int, string) {
 	switch {
 	case size > MaxBodyBytes:
 		return http.StatusRequestEntityTooLarge, "the request body is too large"
-	case r.Method != http.MethodPost || req.Format == "" || !m.serves(req.Format):
+	case r.Method != http.MethodPost || req.Format == "" || (!req.Vertex && !m.serves(req.Format)) || (req.Vertex && !m.serves(Vertex)):
 		m.problem("unexpected request %s %s", r.Method, r.URL)
 		return http.StatusNotFound, "no such route"
 	case req.Format == Azure && req.Query.Get("api-version") == "":
 		m.problem("azure: no api-version in %s", r.URL)
 		return http.StatusNotFound, "no api-version"
+	case req.Vertex:
+		return m.vertexRefusal(req)
 	case req.Format == Anthropic && r.Header.Get("Anthropic-Version") == "":
 		m.problem("anthropic: no anthropic-version header")
 		return http.StatusBadRequest, "anthropic-version header is required"

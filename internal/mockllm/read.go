@@ -17,6 +17,9 @@ func read(req *Request) asked {
 	}
 	a.model, _ = b["model"].(string)
 	a.stream, _ = b["stream"].(bool)
+	if req.Vertex {
+		a.model = pathModel(req.Path)
+	}
 	switch {
 	case req.Format == OpenAI && req.Path == "/v1/responses":
 		readResponses(b, &a)
@@ -149,8 +152,7 @@ func readAnthropic(b map[string]any, a *asked) {
 
 func readGemini(req *Request, a *asked) {
 	b := req.Body
-	name := strings.TrimPrefix(req.Path, "/v1beta/models/")
-	a.model, _, _ = strings.Cut(name, ":")
+	a.model = pathModel(req.Path)
 	a.stream = strings.HasSuffix(req.Path, ":streamGenerateContent")
 	contents := list(b["contents"])
 	for i, c := range contents {
@@ -253,8 +255,10 @@ func modelOf(req *Request) string {
 		deployment, _, _ := strings.Cut(strings.TrimPrefix(req.Path, "/openai/deployments/"), "/")
 		return deployment
 	case Gemini:
-		model, _, _ := strings.Cut(strings.TrimPrefix(req.Path, "/v1beta/models/"), ":")
-		return model
+		return pathModel(req.Path)
+	}
+	if req.Vertex {
+		return pathModel(req.Path)
 	}
 	return ""
 }

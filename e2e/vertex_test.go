@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/internal/mockllm"
+	"github.com/tollgate/tollgate/money"
+)
+
+// vertexAccount is the service account the Vertex mocks know.
+const vertexAccount = "tollgate@my-project.iam.gserviceaccount.com"
+
+// newMockVertex is Vertex AI: its Gemini and Claude paths, behind the
+// mock's OAuth2 token endpoint, which issues tokens for JWTs key signs;
+// every answer is mockText with 25 prompt and 12 completion tokens as
+// Tollgate counts them.
+func newMockVertex(t *testing.T, key *rsa.PublicKey) *mockProvider {
+	t.Helper()
+	return startMock(t, "vertex", mockllm.Options{
+		VertexAccounts: map[string]*rsa.PublicKey{vertexAccount: key},
+		Answer:         mockText, Usage: &mockllm.Usage{Prompt: 25, Completion: 12},
+	}, nil)
+}
+
+// serviceAccountFile writes the service account's key file, whose
+// token_uri is the mock's token endpoint, and returns its path.
+func serviceAccountFile(t *testing.T, key *rsa.PrivateKey, mock *mockProvider) string {
+	t.Helper()
+	b, err := mockllm.ServiceAccountFile(vertexAccount, mock.URL+mockllm.VertexTokenPath, key)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "service-account.json")
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	return path
+}
+
+// TestVertexServesGeminiAndClaudeWithGooglesCredentials: a vertex
+// provider answers a Gemini model and a Claude model, whole and streamed,
+// with the access token its service account's JWT buys at the token
+// endpoint, billed exactly; a provider whose key the token endpoint does
+// not know fails loudly — 503 no_available_workers, no request reaches
+// Vertex, nothing is billed — and counts against its deployment, whose
+// circuit opens after three, so that the built-in edge sends the model's
+// requests to its other deployment.
+func TestVertexServesGeminiAndClaudeWithGooglesCredentials(t *testing.T) {
+	t.Parallel()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	stranger, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	vertex, wrong := newMockVertex(t, &key.PublicKey), newMockVertex(t, &key.PublicKey)
+	cfg := fmt.Sprintf(`key_prefix: tg
+providers:
+  - {name: vertex, type: vertex, project: my-project, region: us-east5, base_url: "%s", credentials_file: "%s"}
+  - {name: vertex-wrong, type: vertex, project: my-project, location: global, base_url: "%s", credentials_file: "%s"}
+models:
+  - {id: gemini-vertex, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
+     deployments: [{provider: vertex, model: %s}]}
+  - {id: claude-vertex, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
+     deployments: [{provider: vertex, model: "claude-sonnet-4-5@20250929"}]}
+  - {id: claude-wrong, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
+     deployments: [{provider: vertex-wrong, model: "claude-sonnet-4-5@20250929"}]}
+  - {id: claude-failover, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
+     deployments: [{provider: vertex-wrong, model: "claude-sonnet-4-5@20250929", priority: 0},
+                   {provider: vertex, model: "claude-sonnet-4-5@20250929", priority: 1}]}
+plans:
+  - {name: pro, default_rpm: 0, models: ["*"]}
+`, vertex.URL, serviceAccountFile(t, key, vertex), wrong.URL, serviceAccountFile(t, stranger, wrong), geminiModel)
+	tg := startTollgate(t, cfg, "")
+
+	cost := costOf(25, 12)
+	for _, tt := range []struct{ model, path, streamPath string }{
+		{"gemini-vertex",
+			"/v1/projects/my-project/locations/us-east5/publishers/google/models/" + geminiModel + ":generateContent",
+			"/v1/projects/my-project/locations/us-east5/publishers/google/models/" + geminiModel + ":streamGenerateContent"},
+		{"claude-vertex",
+			"/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict",
+			"/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict"},
+	} {
+		t.Run(tt.model, func(t *testing.T) {
+			email := tt.model + "@example.com"
+			secret := tg.newAccount(t, email, "10")
+			keyID := tg.onlyKeyID(t, email)
+			client := tg.client(secret)
+			want := usageRecord{Model: tt.model, Provider: "vertex", PromptTokens: 25, Completion: 12, Cost: cost, Status: 200}
+
+			resp, err := client.Chat.Completions.New(context.Background(), paramsFor(tt.model))
+			require.NoError(t, err)
+			require.Len(t, resp.Choices, 1)
+			assert.Equal(t, mockFullText(), resp.Choices[0].Message.Content)
+			assert.Equal(t, "stop", string(resp.Choices[0].FinishReason))
+			assert.Equal(t, int64(25), resp.Usage.PromptTokens)
+			assert.Equal(t, int64(12), resp.Usage.CompletionTokens)
+			assert.Equal(t, []usageRecord{want}, tg.waitRecords(t, keyID, 1))
+			assert.Equal(t, 10*money.PerDollar-cost, tg.balance(t, email), "the balance fell by exactly the cost")
+
+			got := readStream(t, client.Chat.Completions.NewStreaming(context.Background(), paramsFor(tt.model)))
+			assert.Equal(t, mockFullText(), got.text)
+			assert.Equal(t, "stop", got.finish)
+			assert.Equal(t, []usageRecord{want, want}, tg.waitRecords(t, keyID, 2))
+			assert.Equal(t, 10*money.PerDollar-2*cost, tg.balance(t, email))
+
+			var paths []string
+			for _, r := range vertex.received() {
+				if r.Body != nil && (r.Path == tt.path || r.Path == tt.streamPath) {
+					paths = append(paths, r.Path)
+				}
+			}
+			assert.Equal(t, []string{tt.path, tt.streamPath}, paths, "each family on its publisher's path")
+		})
+	}
+	assert.Empty(t, vertex.issues(), "a token the mock issued on every request, each body as Vertex wants it")
+
+	secret := tg.newAccount(t, "wrong@example.com", "10")
+	keyID := tg.onlyKeyID(t, "wrong@example.com")
+	for _, stream := range []bool{false, true} {
+		var err error
+		if stream {
+			s := tg.client(secret).Chat.Completions.NewStreaming(context.Background(), paramsFor("claude-wrong"))
+			for s.Next() {
+				t.Errorf("a chunk reached the client: %s", s.Current().RawJSON())
+			}
+			err = s.Err()
+		} else {
+			_, err = tg.client(secret).Chat.Completions.New(context.Background(), paramsFor("claude-wrong"))
+		}
+		var apiErr *openai.Error
+		require.True(t, errors.As(err, &apiErr), "stream %t: the client gets an error: %v", stream, err)
+		assert.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode)
+		assert.Equal(t, "no_available_workers", apiErr.Code)
+	}
+	assert.Empty(t, wrong.received(), "no request reached Vertex without a token")
+	assert.NotEmpty(t, wrong.Problems(), "the token endpoint refused the stranger's JWT")
+	assert.Equal(t, 10*money.PerDollar, tg.balance(t, "wrong@example.com"), "nothing billed")
+	for _, r := range tg.usageRecords(t, keyID) {
+		assert.Zero(t, r.Cost, "a failed attempt costs nothing: %+v", r)
+	}
+
+	// The proxy does not retry an answer Tollgate gave itself, so the
+	// request whose attempt had no token is not failed over; each such
+	// attempt counts against its deployment. The built-in edge skips a
+	// deployment whose circuit is open — after three — so the model's next
+	// requests go to its other deployment; Envoy picks deployments by its
+	// own outlier detection, which sees no provider answer here, and keeps
+	// the first.
+	email := "failover@example.com"
+	secret = tg.newAccount(t, email, "10")
+	keyID = tg.onlyKeyID(t, email)
+	client := tg.client(secret)
+	for i := range 3 {
+		_, err := client.Chat.Completions.New(context.Background(), paramsFor("claude-failover"))
+		var apiErr *openai.Error
+		require.True(t, errors.As(err, &apiErr), "request %d: %v", i, err)
+		assert.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode)
+	}
+	resp, err := client.Chat.Completions.New(context.Background(), paramsFor("claude-failover"))
+	if binding() == bindingEnvoy {
+		var apiErr *openai.Error
+		require.True(t, errors.As(err, &apiErr), "Envoy keeps the deployment without a token: %v", err)
+		assert.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode)
+		tg.waitRecords(t, keyID, 4)
+		assert.Equal(t, 10*money.PerDollar, tg.balance(t, email), "nothing billed")
+		return
+	}
+	require.NoError(t, err, "after three attempts without a token, the deployment with one serves the model")
+	assert.Equal(t, mockFullText(), resp.Choices[0].Message.Content)
+	tg.waitRecords(t, keyID, 4)
+	assert.Equal(t, 10*money.PerDollar-cost, tg.balance(t, email), "billed once, exactly")
+	assert.Empty(t, wrong.received())
+}

@@ -1,0 +1,189 @@
+package provider
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+	"golang.org/x/oauth2"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/mockllm"
+)
+
+// vertexToken is the access token the tests' vertex adapter sends.
+const vertexToken = "ya29.test-token"
+
+func testVertex() vertex {
+	return vertex{gemini: gemini{testEnv}, anthropic: anthropic{testEnv},
+		token: func(*config.Provider) (string, error) { return vertexToken, nil }}
+}
+
+// vertexTarget is a deployment of model on a vertex provider in region.
+func vertexTarget(model, region string) Target {
+	p := &config.Provider{Name: "vertex-main", Type: config.TypeVertex, Project: "my-project", Region: region,
+		BaseURL: config.VertexBaseURL(region)}
+	return Target{Model: &config.Model{ID: "public-model", MaxTokens: 8192},
+		Deployment: &config.Deployment{Provider: p.Name, Model: model}, Provider: p}
+}
+
+func TestVertexSendsEachFamilyToItsPublishersPathWithABearerToken(t *testing.T) {
+	tests := []struct {
+		name, model, region string
+		stream              bool
+		path, authority     string
+	}{
+		{"gemini", "gemini-2.5-flash", "us-central1", false,
+			"/v1/projects/my-project/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent", "us-central1-aiplatform.googleapis.com"},
+		{"gemini_streamed", "gemini-2.5-flash", "us-central1", true,
+			"/v1/projects/my-project/locations/us-central1/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse", "us-central1-aiplatform.googleapis.com"},
+		{"gemini_global", "gemini-2.5-pro", "global", false,
+			"/v1/projects/my-project/locations/global/publishers/google/models/gemini-2.5-pro:generateContent", "aiplatform.googleapis.com"},
+		{"claude", "claude-sonnet-4-5@20250929", "us-east5", false,
+			"/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict", "us-east5-aiplatform.googleapis.com"},
+		{"claude_streamed", "claude-sonnet-4-5@20250929", "global", true,
+			"/v1/projects/my-project/locations/global/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict", "aiplatform.googleapis.com"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := readFixture(t, "vertex/request_chat.json")
+			up, _, err := testVertex().Translate(&Request{Body: body, Stream: tt.stream}, vertexTarget(tt.model, tt.region))
+			require.NoError(t, err)
+			assert.Equal(t, tt.path, up.Path)
+			assert.Equal(t, tt.authority, up.Authority)
+			assert.Equal(t, []Header{{"content-type", "application/json"}, {"authorization", "Bearer " + vertexToken}}, up.Headers,
+				"Google's token, and no API key or anthropic-version header")
+			if strings.HasPrefix(tt.model, "claude-") {
+				assert.False(t, gjson.GetBytes(up.Body, "model").Exists(), "the model is in the path, not the body")
+				assert.Equal(t, VertexAnthropicVersion, gjson.GetBytes(up.Body, "anthropic_version").String())
+				assert.Equal(t, "You are terse.", gjson.GetBytes(up.Body, "system").String(), "the anthropic adapter's translation")
+				assert.EqualValues(t, 200, gjson.GetBytes(up.Body, "max_tokens").Int())
+				assert.Equal(t, tt.stream, gjson.GetBytes(up.Body, "stream").Bool())
+			} else {
+				want, _, err := gemini{testEnv}.Translate(&Request{Body: body, Stream: tt.stream}, vertexTarget(tt.model, tt.region))
+				require.NoError(t, err)
+				assert.JSONEq(t, string(want.Body), string(up.Body), "the gemini adapter's body, as it is")
+			}
+			if !tt.stream {
+				golden(t, filepath.Join("vertex", "request_chat."+tt.name+".golden.json"), indentJSON(t, json.RawMessage(up.Body)))
+			}
+		})
+	}
+}
+
+func TestVertexAnswersTranslateAsTheirFamilys(t *testing.T) {
+	tests := []struct {
+		fixture, model string
+		usage          Usage
+	}{
+		{"response_gemini.json", "gemini-2.5-flash", Usage{PromptTokens: 12, CompletionTokens: 14, Reported: true}},
+		{"stream_gemini.sse", "gemini-2.5-flash", Usage{PromptTokens: 12, CompletionTokens: 5, Reported: true}},
+		{"response_claude.json", "claude-sonnet-4-5@20250929", Usage{PromptTokens: 15, CompletionTokens: 11, Reported: true}},
+		{"stream_claude.sse", "claude-sonnet-4-5@20250929", Usage{PromptTokens: 15, CompletionTokens: 11, Reported: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fixture, func(t *testing.T) {
+			stream := strings.HasSuffix(tt.fixture, ".sse")
+			req := &Request{Body: []byte(`{"model":"public-model","messages":[{"role":"user","content":"hi"}]}`), Stream: stream}
+			_, resp, err := testVertex().Translate(req, vertexTarget(tt.model, "us-central1"))
+			require.NoError(t, err)
+			body := readFixture(t, filepath.Join("vertex", tt.fixture))
+			st, out, err := feed(resp, 200, body[:len(body)/2], body[len(body)/2:])
+			require.NoError(t, err)
+			assert.Equal(t, 200, st)
+			if stream {
+				requireStreamSchema(t, out)
+				golden(t, filepath.Join("vertex", goldenName(tt.fixture, ".sse")), out)
+			} else {
+				requireSchema(t, schemaCompletion, out)
+				golden(t, filepath.Join("vertex", goldenName(tt.fixture, ".json")), out)
+			}
+			assert.Equal(t, tt.usage, resp.Usage(), "metered from the family's own usage fields")
+			assert.True(t, resp.Completed())
+		})
+	}
+}
+
+func TestVertexRefusesWhatItsFamilyRefuses(t *testing.T) {
+	body := []byte(`{"model":"public-model","messages":[{"role":"user","content":"x"}],"seed":3}`)
+	_, _, err := testVertex().Translate(&Request{Body: body}, vertexTarget("claude-haiku-4-5@20251001", "us-east5"))
+	var pe *UnsupportedParameterError
+	require.ErrorAs(t, err, &pe, "Claude takes no seed")
+	assert.Equal(t, "seed", pe.Param)
+	_, _, err = testVertex().Translate(&Request{Body: body}, vertexTarget("gemini-2.5-flash", "us-central1"))
+	assert.NoError(t, err, "Gemini takes a seed")
+}
+
+func TestVertexFailsTheAttemptAsACredentialErrorWhenNoTokenCanBeHad(t *testing.T) {
+	v := testVertex()
+	v.token = func(*config.Provider) (string, error) {
+		return "", errors.Join(ErrCredential, errors.New("token endpoint: 503"))
+	}
+	_, _, err := v.Translate(&Request{Body: readFixture(t, "vertex/request_chat.json")}, vertexTarget("gemini-2.5-flash", "us-central1"))
+	assert.ErrorIs(t, err, ErrCredential)
+}
+
+func TestFamilyIsTheProvidersTypeOrVertexsByModelName(t *testing.T) {
+	for _, tt := range []struct{ typ, model, want string }{
+		{config.TypeVertex, "claude-opus-4-1@20250805", config.TypeAnthropic},
+		{config.TypeVertex, "gemini-2.5-pro", config.TypeGemini},
+		{config.TypeAnthropic, "claude-opus-4-1", config.TypeAnthropic},
+		{config.TypeOpenAI, "claude-via-proxy", config.TypeOpenAI},
+	} {
+		assert.Equal(t, tt.want, Family(&config.Provider{Type: tt.typ}, &config.Deployment{Model: tt.model}), "%s %s", tt.typ, tt.model)
+	}
+}
+
+// newKey is a service account's RSA key.
+func newKey(t *testing.T) *rsa.PrivateKey {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	return key
+}
+
+// writeServiceAccount writes a service-account key file for email, with
+// key, whose token_uri is tokenURI, and returns its path.
+func writeServiceAccount(t *testing.T, email, tokenURI string, key *rsa.PrivateKey) string {
+	t.Helper()
+	file, err := mockllm.ServiceAccountFile(email, tokenURI, key)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "sa.json")
+	require.NoError(t, os.WriteFile(path, file, 0o600))
+	return path
+}
+
+func TestVertexTokensComeFromTheServiceAccountFileAndAreReused(t *testing.T) {
+	const email = "tollgate@my-project.iam.gserviceaccount.com"
+	key := newKey(t)
+	mock := mockllm.New(mockllm.Options{Record: true, VertexAccounts: map[string]*rsa.PublicKey{email: &key.PublicKey}})
+	srv := httptest.NewServer(mock)
+	t.Cleanup(srv.Close)
+	file := writeServiceAccount(t, email, srv.URL+mockllm.VertexTokenPath, key)
+	wrong := writeServiceAccount(t, email, srv.URL+mockllm.VertexTokenPath, newKey(t))
+
+	s := &tokenSources{timeout: 5 * time.Second, sources: map[tokenKey]oauth2.TokenSource{}}
+	p := &config.Provider{Name: "vertex-main", Type: config.TypeVertex, CredentialsFile: file}
+	first, err := s.token(p)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(first, "ya29.mock-"), "the token the mock issued for the signed JWT")
+	again, err := s.token(p)
+	require.NoError(t, err)
+	assert.Equal(t, first, again, "an unexpired token is reused, not fetched again")
+
+	_, err = s.token(&config.Provider{Name: "vertex-wrong", Type: config.TypeVertex, CredentialsFile: wrong})
+	require.ErrorIs(t, err, ErrCredential, "a key the token endpoint does not know")
+	assert.NotContains(t, err.Error(), "PRIVATE KEY")
+	_, err = s.token(&config.Provider{Name: "vertex-missing", Type: config.TypeVertex, CredentialsFile: filepath.Join(t.TempDir(), "none.json")})
+	require.ErrorIs(t, err, ErrCredential, "an unreadable file")
+}
