@@ -21,6 +21,9 @@ const (
 	// OpenAI-type server (internal/mockllm) that tollgate serve answers in
 	// process, offline. It takes no base_url and no api_key.
 	TypeDemo = "demo"
+	// TypeBedrock is Amazon Bedrock's Converse API, signed with SigV4 (or
+	// a Bedrock API key).
+	TypeBedrock = "bedrock"
 )
 
 // DemoBaseURL is every demo provider's base URL: a name that resolves
@@ -109,7 +112,7 @@ type Limits struct {
 type Provider struct {
 	Name string `yaml:"name"`
 	// Type is openai (also any OpenAI-compatible server), azure, anthropic,
-	// gemini, or demo (TypeDemo).
+	// gemini, demo (TypeDemo) or bedrock.
 	Type    string `yaml:"type"`
 	BaseURL string `yaml:"base_url"`
 	// APIKey is the credential; ${VAR} expands from the environment. Never logged.
@@ -154,6 +157,17 @@ type Provider struct {
 	// that every model served only by this provider lets through; see
 	// Model.AllowParameters.
 	AllowParameters []string `yaml:"allow_parameters"`
+	// Region is a bedrock provider's AWS region (required): its default
+	// base_url (https://bedrock-runtime.{region}.amazonaws.com) and the
+	// region its requests are signed for.
+	Region string `yaml:"region"`
+	// AccessKeyID and SecretAccessKey are a bedrock provider's static AWS
+	// credentials (both or neither; ${VAR} expands). Without them (and
+	// without api_key) the AWS SDK's default chain is used: environment,
+	// shared profile, web identity (IRSA), container and instance roles.
+	// Never logged.
+	AccessKeyID     Secret `yaml:"access_key_id"`
+	SecretAccessKey Secret `yaml:"secret_access_key"`
 }
 
 // IsEnabled reports the administrator's switch (true unless set to false).
@@ -306,7 +320,7 @@ const (
 
 // KindProviders are the provider types that serve each kind of model.
 var KindProviders = map[string][]string{
-	KindChat:       {TypeOpenAI, TypeAzure, TypeAnthropic, TypeGemini, TypeDemo},
+	KindChat:       {TypeOpenAI, TypeAzure, TypeAnthropic, TypeGemini, TypeDemo, TypeBedrock},
 	KindCompletion: {TypeOpenAI, TypeAzure, TypeDemo},
 	KindEmbedding:  {TypeOpenAI, TypeAzure, TypeGemini, TypeDemo},
 	KindModeration: {TypeOpenAI, TypeAzure, TypeDemo},

@@ -99,13 +99,20 @@ func validateProvider(f string, p *Provider) error {
 		if err := completeDemo(f, p); err != nil {
 			return err
 		}
+	case TypeBedrock:
+		if err := completeBedrock(f, p); err != nil {
+			return err
+		}
 	case "":
-		return fieldErr(f+".type", "is required (openai, azure, anthropic, gemini or demo)")
+		return fieldErr(f+".type", "is required (openai, azure, anthropic, gemini, demo or bedrock)")
 	default:
-		return fieldErr(f+".type", "must be openai, azure, anthropic, gemini or demo, got %q", p.Type)
+		return fieldErr(f+".type", "must be openai, azure, anthropic, gemini, demo or bedrock, got %q", p.Type)
 	}
 	if p.BaseURL == "" {
 		return fieldErr(f+".base_url", "is required")
+	}
+	if p.Type != TypeBedrock && (p.Region != "" || p.AccessKeyID != "" || p.SecretAccessKey != "") {
+		return fieldErr(f+".region", "region, access_key_id and secret_access_key are for bedrock providers only")
 	}
 	if p.ResponsesAPI && p.Type != TypeOpenAI {
 		return fieldErr(f+".responses_api", "is for openai-type providers only; %s providers are served by translation", p.Type)
@@ -172,6 +179,38 @@ func completeDemo(f string, p *Provider) error {
 	}
 	p.BaseURL = DemoBaseURL
 	return nil
+}
+
+// completeBedrock checks a bedrock provider's region and credentials,
+// and gives it the region's base URL when it names none.
+func completeBedrock(f string, p *Provider) error {
+	if !validRegion(p.Region) {
+		return fieldErr(f+".region", "is required for bedrock: an AWS region such as us-east-1, got %q", p.Region)
+	}
+	if (p.AccessKeyID == "") != (p.SecretAccessKey == "") {
+		return fieldErr(f+".secret_access_key", "access_key_id and secret_access_key go together")
+	}
+	if p.APIKey != "" && p.AccessKeyID != "" {
+		return fieldErr(f+".api_key", "a Bedrock API key replaces access_key_id and secret_access_key: set one or the other")
+	}
+	if p.BaseURL == "" {
+		p.BaseURL = "https://bedrock-runtime." + p.Region + ".amazonaws.com"
+	}
+	return nil
+}
+
+// validRegion reports an AWS region name: lowercase letters, digits and
+// dashes.
+func validRegion(r string) bool {
+	if r == "" || len(r) > 32 {
+		return false
+	}
+	for _, c := range r {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // validateModels checks and completes every model, and indexes them by
