@@ -24,6 +24,8 @@ func read(req *Request) asked {
 		readAnthropic(b, &a)
 	case req.Format == Gemini:
 		readGemini(req, &a)
+	case req.Format == Bedrock:
+		readBedrock(req, &a)
 	default:
 		readChat(b, &a)
 	}
