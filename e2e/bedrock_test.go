@@ -14,6 +14,9 @@ import (
 	"github.com/tollgate/tollgate/money"
 )
 
+// bedrockAPIKey is the Bedrock API key the mock takes as a bearer token.
+const bedrockAPIKey = "ABSKQmVkcm9ja0FQSUtleS1leGFtcGxl"
+
 // bedrockKeys are the AWS keys the Bedrock mock verifies signatures with.
 var bedrockKeys = &mockllm.AWSCredentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", Region: "us-east-1"}
 
@@ -22,24 +25,29 @@ var bedrockKeys = &mockllm.AWSCredentials{AccessKeyID: "AKIDEXAMPLE", SecretAcce
 // bytes and headers that arrive (the mock recomputes the signature with
 // AWS's signer), whole and streamed (AWS's event stream), and is billed
 // the provider's counts exactly — cache reads and writes at their prices.
-// A deployment signing with a wrong secret key fails loudly: the client
+// A Bedrock API key goes as a bearer token instead. A deployment signing
+// with a wrong secret key fails loudly: the client
 // gets an error, nothing is billed.
 func TestABedrockModelAnswersSignedAndIsBilledExactly(t *testing.T) {
 	t.Parallel()
-	mock := startMock(t, "bedrock", mockllm.Options{AWS: bedrockKeys, Answer: mockText, Usage: &mockllm.Usage{Prompt: 30, Completion: 7}}, nil)
+	mock := startMock(t, "bedrock", mockllm.Options{AWS: bedrockKeys, Credentials: map[mockllm.Format]string{mockllm.Bedrock: "Bearer " + bedrockAPIKey},
+		Answer: mockText, Usage: &mockllm.Usage{Prompt: 30, Completion: 7}}, nil)
 	tg := startTollgate(t, fmt.Sprintf(`key_prefix: tg
 providers:
   - {name: bedrock, type: bedrock, base_url: "%[1]s", region: us-east-1, access_key_id: %[2]s, secret_access_key: "%[3]s"}
   - {name: bedrock-wrong, type: bedrock, base_url: "%[1]s", region: us-east-1, access_key_id: %[2]s, secret_access_key: "not-the-secret-key"}
+  - {name: bedrock-key, type: bedrock, base_url: "%[1]s", region: us-east-1, api_key: "%[4]s"}
 models:
   - {id: claude-bedrock, max_tokens: 8192, input_price_per_million: 0.15, cached_input_price_per_million: 0.015,
      cache_write_price_per_million: 0.30, output_price_per_million: 0.60,
      deployments: [{provider: bedrock, model: "anthropic.claude-3-5-sonnet-20240620-v1:0"}]}
   - {id: claude-wrong-key, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
      deployments: [{provider: bedrock-wrong, model: "anthropic.claude-3-5-sonnet-20240620-v1:0"}]}
+  - {id: nova-by-key, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
+     deployments: [{provider: bedrock-key, model: "amazon.nova-lite-v1:0"}]}
 plans:
   - {name: pro, default_rpm: 0, models: ["*"]}
-`, mock.URL, bedrockKeys.AccessKeyID, bedrockKeys.SecretAccessKey), "")
+`, mock.URL, bedrockKeys.AccessKeyID, bedrockKeys.SecretAccessKey, bedrockAPIKey), "")
 
 	const email = "bedrock@example.com"
 	secret := tg.newAccount(t, email, "10")
@@ -70,6 +78,18 @@ plans:
 	assert.Equal(t, "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse", reqs[0].Path)
 	assert.Equal(t, "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream", reqs[1].Path)
 
+	// A Bedrock API key instead of a signature: a bearer token.
+	byKey := readStream(t, client.Chat.Completions.NewStreaming(context.Background(), paramsFor("nova-by-key")))
+	assert.Equal(t, mockFullText(), byKey.text)
+	keyed := mock.received()[2]
+	assert.Equal(t, "Bearer "+bedrockAPIKey, keyed.Header.Get("Authorization"))
+	assert.Empty(t, keyed.Header.Get("X-Amz-Date"), "nothing signed")
+	assert.Empty(t, mock.issues())
+	assert.Equal(t, usageRecord{Model: "nova-by-key", Provider: "bedrock-key", PromptTokens: 30, Completion: 7,
+		Cost: money.Nanos(30*150 + 7*600), Status: 200}, tg.waitRecords(t, keyID, 3)[2], "no cache prices: every prompt token at the input price")
+	billed := 10*money.PerDollar - 2*cost - money.Nanos(30*150+7*600)
+	assert.Equal(t, billed, tg.balance(t, email))
+
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("wrong secret key, stream=%t", stream), func(t *testing.T) {
 			var err error
@@ -89,9 +109,9 @@ plans:
 		})
 	}
 	assert.NotEmpty(t, mock.Problems(), "the mock refused the wrong signatures")
-	for _, r := range tg.usageRecords(t, keyID)[2:] {
+	for _, r := range tg.usageRecords(t, keyID)[3:] {
 		assert.NotEqual(t, 200, r.Status)
 		assert.Zero(t, r.Cost, "a refused request is not billed")
 	}
-	assert.Equal(t, 10*money.PerDollar-2*cost, tg.balance(t, email), "nothing more was billed")
+	assert.Equal(t, billed, tg.balance(t, email), "nothing more was billed")
 }
