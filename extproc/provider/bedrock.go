@@ -163,7 +163,7 @@ func bedrockModelPath(model string) string {
 }
 
 func bedrockBody(cr *openAIChatRequest, t Target) ([]byte, error) {
-	system, msgs, toolHistory, err := bedrockMessages(cr.Messages)
+	system, msgs, err := bedrockMessages(cr.Messages)
 	if err != nil {
 		return nil, err
 	}
@@ -206,62 +206,47 @@ func bedrockBody(cr *openAIChatRequest, t Target) ([]byte, error) {
 			tc.ToolChoice = map[string]any{"auto": struct{}{}}
 		}
 		out.ToolConfig = tc
-	} else if toolHistory && choice.mode == "none" {
+	} else if choice.mode == "none" && toolHistory(cr.Messages) {
 		return nil, unsupported(`tool_choice "none" cannot be sent to Bedrock with tool calls in the conversation; remove tool_choice`)
 	}
 	return marshalJSON(out)
 }
 
 // bedrockMessages splits off the system blocks and turns the rest into
-// alternating user and assistant messages; toolHistory reports tool
-// calls or results among them.
-func bedrockMessages(msgs []ChatMessage) (system []bedrockText, out []bedrockMessage, toolHistory bool, err error) {
+// alternating user and assistant messages.
+func bedrockMessages(msgs []ChatMessage) ([]bedrockText, []bedrockMessage, error) {
+	system, turns, err := alternate(msgs, turnBlocks[bedrockBlock]{
+		user: bedrockUserBlocks,
+		text: func(text string) bedrockBlock { return bedrockBlock{Text: &text} },
+		toolCall: func(id, name string, args json.RawMessage) bedrockBlock {
+			return bedrockBlock{ToolUse: &bedrockToolUse{ToolUseID: id, Name: name, Input: args}}
+		},
+		toolResult: func(id, text string) bedrockBlock {
+			return bedrockBlock{ToolResult: &bedrockToolResult{ToolUseID: id, Content: []bedrockText{{Text: text}}}}
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]bedrockMessage, len(turns))
+	for i, t := range turns {
+		out[i] = bedrockMessage{Role: t.role, Content: t.blocks}
+	}
+	texts := make([]bedrockText, len(system))
+	for i, text := range system {
+		texts[i] = bedrockText{Text: text}
+	}
+	return texts, out, nil
+}
+
+// toolHistory reports tool calls or results among the messages.
+func toolHistory(msgs []ChatMessage) bool {
 	for i := range msgs {
-		m := &msgs[i]
-		var role string
-		var blocks []bedrockBlock
-		switch m.Role {
-		case "system", "developer":
-			var text string
-			if text, err = m.text(); err == nil && text != "" {
-				system = append(system, bedrockText{Text: text})
-			}
-		case "user":
-			role = "user"
-			blocks, err = bedrockUserBlocks(m)
-		case "assistant":
-			role = "assistant"
-			blocks, err = bedrockAssistantBlocks(m)
-		case "tool":
-			role = "user"
-			var text string
-			if text, err = m.text(); err == nil {
-				if m.ToolCallID == "" {
-					err = unsupported("a tool message needs a tool_call_id")
-				}
-				blocks = []bedrockBlock{{ToolResult: &bedrockToolResult{
-					ToolUseID: unsignedToolCallID(m.ToolCallID), Content: []bedrockText{{Text: text}},
-				}}}
-			}
-		default:
-			err = unsupported("role %q is not supported", m.Role)
-		}
-		if err != nil {
-			return nil, nil, false, fmt.Errorf("messages[%d]: %w", i, err)
-		}
-		if m.Role == "tool" || len(m.ToolCalls) > 0 {
-			toolHistory = true
-		}
-		if len(blocks) == 0 {
-			continue
-		}
-		if n := len(out); n > 0 && out[n-1].Role == role {
-			out[n-1].Content = append(out[n-1].Content, blocks...)
-		} else {
-			out = append(out, bedrockMessage{Role: role, Content: blocks})
+		if msgs[i].Role == "tool" || len(msgs[i].ToolCalls) > 0 {
+			return true
 		}
 	}
-	return system, out, toolHistory, nil
+	return false
 }
 
 // bedrockImageFormats are the image formats Converse takes, by media type.
@@ -296,30 +281,6 @@ func bedrockUserBlocks(m *ChatMessage) ([]bedrockBlock, error) {
 		default:
 			return nil, unsupported("content parts of type %q are not supported", p.Type)
 		}
-	}
-	return blocks, nil
-}
-
-func bedrockAssistantBlocks(m *ChatMessage) ([]bedrockBlock, error) {
-	text, err := m.text()
-	if err != nil {
-		return nil, err
-	}
-	var blocks []bedrockBlock
-	if text != "" {
-		blocks = append(blocks, bedrockBlock{Text: &text})
-	}
-	for j, call := range m.ToolCalls {
-		args, err := toolArguments(call.Function.Arguments)
-		if err != nil {
-			return nil, fmt.Errorf("tool_calls[%d]: %w", j, err)
-		}
-		if call.ID == "" || call.Function.Name == "" {
-			return nil, unsupported("tool_calls[%d] needs an id and a function name", j)
-		}
-		blocks = append(blocks, bedrockBlock{ToolUse: &bedrockToolUse{
-			ToolUseID: unsignedToolCallID(call.ID), Name: call.Function.Name, Input: args,
-		}})
 	}
 	return blocks, nil
 }

@@ -106,20 +106,7 @@ func readBedrock(req *Request, a *asked) {
 	b := req.Body
 	a.model = bedrockModel(req.Path)
 	a.stream = strings.HasSuffix(req.Path, "/converse-stream")
-	msgs := list(b["messages"])
-	for i, m := range msgs {
-		if m["role"] != "user" {
-			continue
-		}
-		if t := partsText(m["content"]); t != "" {
-			a.lastUser = t
-		}
-		for _, block := range list(m["content"]) {
-			if block["toolResult"] != nil && i == len(msgs)-1 {
-				a.afterTool = true
-			}
-		}
-	}
+	readTurns(list(b["messages"]), a, func(block map[string]any) bool { return block["toolResult"] != nil })
 	tc := object(b["toolConfig"])
 	for _, t := range list(tc["tools"]) {
 		spec := object(t["toolSpec"])
