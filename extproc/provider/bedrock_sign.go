@@ -60,11 +60,15 @@ type bedrockCredentials struct {
 
 var defaultBedrockCredentials = &bedrockCredentials{load: loadDefaultChain}
 
+// refreshEarly makes a credentials cache refresh bedrockExpiryWindow
+// (less up to half of it, at random, so that replicas spread out) before
+// the credentials expire.
+func refreshEarly(o *aws.CredentialsCacheOptions) {
+	o.ExpiryWindow, o.ExpiryWindowJitterFrac = bedrockExpiryWindow, 0.5
+}
+
 func loadDefaultChain(ctx context.Context, region string) (aws.CredentialsProvider, error) {
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(region),
-		awsconfig.WithCredentialsCacheOptions(func(o *aws.CredentialsCacheOptions) {
-			o.ExpiryWindow, o.ExpiryWindowJitterFrac = bedrockExpiryWindow, 0.5
-		}))
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(region), awsconfig.WithCredentialsCacheOptions(refreshEarly))
 	if err != nil {
 		return nil, err
 	}
@@ -85,12 +89,15 @@ func (c *bedrockCredentials) source(ctx context.Context, p *config.Provider) (aw
 	}
 	var src aws.CredentialsProvider
 	if p.AccessKeyID != "" {
-		src = aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(p.AccessKeyID.Reveal(), p.SecretAccessKey.Reveal(), ""))
+		src = credentials.NewStaticCredentialsProvider(p.AccessKeyID.Reveal(), p.SecretAccessKey.Reveal(), "")
 	} else {
 		var err error
 		if src, err = c.load(ctx, p.Region); err != nil {
 			return nil, fmt.Errorf("provider %s: loading AWS credentials: %w", p.Name, err)
 		}
+	}
+	if _, cached := src.(*aws.CredentialsCache); !cached {
+		src = aws.NewCredentialsCache(src, refreshEarly)
 	}
 	if c.sources == nil || len(c.sources) >= maxBedrockProviders {
 		c.sources = make(map[string]aws.CredentialsProvider)

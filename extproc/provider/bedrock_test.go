@@ -140,6 +140,41 @@ func TestBedrockSignatureCoversWhatReachesAWS(t *testing.T) {
 	assert.NotEqual(t, auth, resign(append(bytes.Clone(up.Body), ' ')), "the signature covers the body")
 }
 
+// TestBedrockCredentialsAreCachedAndRefreshedBeforeExpiry: the default
+// chain is loaded once per provider; its credentials are fetched once
+// while far from expiry, and again for every request once they are within
+// the refresh window (bedrockExpiryWindow) of it.
+func TestBedrockCredentialsAreCachedAndRefreshedBeforeExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		expiresIn time.Duration
+		fetches   int
+	}{
+		{"an hour from expiry", time.Hour, 1},
+		{"a minute from expiry", time.Minute, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			loads, fetches := 0, 0
+			a := bedrock{env: testEnv, creds: &bedrockCredentials{load: func(context.Context, string) (aws.CredentialsProvider, error) {
+				loads++
+				return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+					fetches++
+					return aws.Credentials{AccessKeyID: "ASIATEMP", SecretAccessKey: "s3cr3t", SessionToken: "tok", CanExpire: true,
+						Expires: time.Now().Add(tc.expiresIn)}, nil
+				}), nil
+			}}}
+			target := testTarget(config.TypeBedrock)
+			target.Provider.AccessKeyID, target.Provider.SecretAccessKey = "", ""
+			for range 3 {
+				_, _, err := a.Translate(&Request{Body: []byte(`{"messages":[{"role":"user","content":"hi"}]}`)}, target)
+				require.NoError(t, err)
+			}
+			assert.Equal(t, 1, loads, "the chain is loaded once")
+			assert.Equal(t, tc.fetches, fetches)
+		})
+	}
+}
+
 func TestBedrockTemporaryCredentialsSignTheirToken(t *testing.T) {
 	a := bedrock{env: testEnv, creds: &bedrockCredentials{load: func(context.Context, string) (aws.CredentialsProvider, error) {
 		return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
