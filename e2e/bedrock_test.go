@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/internal/mockllm"
 	"github.com/tollgate/tollgate/money"
@@ -90,6 +92,21 @@ plans:
 	billed := 10*money.PerDollar - 2*cost - money.Nanos(30*150+7*600)
 	assert.Equal(t, billed, tg.balance(t, email))
 
+	// The Messages API (Claude Code), whose metadata.user_id Bedrock has
+	// no place for.
+	messages := `{"model":"claude-bedrock","max_tokens":200,"metadata":{"user_id":"user_abc"},"messages":[{"role":"user","content":"Weather in Paris?"}]}`
+	st, answer, _ := postMessages(t, tg, secret, "/messages", messages)
+	require.Equal(t, http.StatusOK, st, answer)
+	assert.Equal(t, mockFullText(), gjson.Get(answer, "content.0.text").String(), answer)
+	st, stream, _ := postMessages(t, tg, secret, "/messages", strings.Replace(messages, "{", `{"stream":true,`, 1))
+	require.Equal(t, http.StatusOK, st, stream)
+	assert.Equal(t, "message_stop", sseNames(stream)[len(sseNames(stream))-1], stream)
+	for _, r := range tg.waitRecords(t, keyID, 5)[3:] {
+		assert.Equal(t, want, r, "billed as the chat was")
+	}
+	billed -= 2 * cost
+	assert.Equal(t, billed, tg.balance(t, email))
+
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("wrong secret key, stream=%t", stream), func(t *testing.T) {
 			var err error
@@ -109,7 +126,7 @@ plans:
 		})
 	}
 	assert.NotEmpty(t, mock.Problems(), "the mock refused the wrong signatures")
-	for _, r := range tg.usageRecords(t, keyID)[3:] {
+	for _, r := range tg.usageRecords(t, keyID)[5:] {
 		assert.NotEqual(t, 200, r.Status)
 		assert.Zero(t, r.Cost, "a refused request is not billed")
 	}
