@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
@@ -106,6 +107,30 @@ plans:
 	}
 	billed -= 2 * cost
 	assert.Equal(t, billed, tg.balance(t, email))
+
+	t.Run("tool calls and the Responses API", func(t *testing.T) {
+		const email = "bedrock-tools@example.com"
+		secret := tg.newAccount(t, email, "10")
+		keyID := tg.onlyKeyID(t, email)
+		client := tg.client(secret)
+		got := readStream(t, client.Chat.Completions.NewStreaming(context.Background(), toolParamsFor("claude-bedrock")))
+		assert.Equal(t, "tool_calls", got.finish)
+		require.Len(t, got.toolCalls, len(mockToolCalls))
+		for i, call := range mockToolCalls {
+			assert.Equal(t, mockllm.ToolCallID(mockllm.Bedrock, i), got.toolCalls[i].id)
+			assert.Equal(t, call.name, got.toolCalls[i].name)
+			assert.JSONEq(t, call.arguments(), got.toolCalls[i].arguments)
+		}
+		r, err := client.Responses.New(context.Background(), responses.ResponseNewParams{
+			Model: "claude-bedrock", Instructions: openai.String("Be brief."),
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hello.")},
+		})
+		require.NoError(t, err)
+		assert.Equal(t, mockFullText(), r.OutputText())
+		assert.EqualValues(t, 30, r.Usage.InputTokens)
+		assert.Equal(t, []usageRecord{want, want}, tg.waitRecords(t, keyID, 2))
+		assert.Empty(t, mock.issues())
+	})
 
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("wrong secret key, stream=%t", stream), func(t *testing.T) {
