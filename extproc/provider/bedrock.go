@@ -431,8 +431,9 @@ type bedrockAnswer struct {
 // and 128 KiB of headers, with the frame's own 16 bytes.
 const maxBedrockFrame = 16<<20 + 128<<10 + 16
 
-// bedrockPrelude is the frame's total length field and the prelude around
-// it; a frame is never shorter than its prelude and two CRCs.
+// bedrockLengthBytes is a frame's leading total-length field (big-endian),
+// which says where the frame ends; a frame is never shorter than
+// bedrockMinFrame, its prelude and two CRCs.
 const (
 	bedrockLengthBytes = 4
 	bedrockMinFrame    = 16
