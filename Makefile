@@ -133,7 +133,8 @@ FUZZ_TARGETS = \
 	./keyopts/:FuzzParseIPRestrictions \
 	./extproc/provider/:FuzzGeminiToolCallID \
 	./apikey/:FuzzCheck \
-	./e2e/:FuzzPathsAndHostsRevealNothingWithoutACredential
+	./e2e/:FuzzPathsAndHostsRevealNothingWithoutACredential \
+	./extproc/provider/:FuzzBedrockStream
 
 fuzz: ## fuzz every target for FUZZTIME (1m; make test runs each for FUZZTIME_TEST); seed corpora are in each package's testdata/fuzz
 	@for t in $(FUZZ_TARGETS); do \

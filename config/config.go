@@ -25,6 +25,9 @@ const (
 	// (those whose name begins with claude-), with Google's Application
 	// Default Credentials.
 	TypeVertex = "vertex"
+	// TypeBedrock is Amazon Bedrock's Converse API, signed with SigV4 (or
+	// a Bedrock API key).
+	TypeBedrock = "bedrock"
 )
 
 // DemoBaseURL is every demo provider's base URL: a name that resolves
@@ -113,7 +116,7 @@ type Limits struct {
 type Provider struct {
 	Name string `yaml:"name"`
 	// Type is openai (also any OpenAI-compatible server), azure, anthropic,
-	// gemini, demo (TypeDemo), or vertex (TypeVertex); a profile's name (Profiles) is read as
+	// gemini, demo (TypeDemo), vertex (TypeVertex) or bedrock (TypeBedrock); a profile's name (Profiles) is read as
 	// openai with that Profile.
 	Type    string `yaml:"type"`
 	BaseURL string `yaml:"base_url"`
@@ -173,7 +176,10 @@ type Provider struct {
 	// Project is a vertex provider's Google Cloud project id.
 	Project string `yaml:"project"`
 	// Region is a vertex provider's location (us-central1, europe-west4,
-	// …, or global); location is the same field under Google's name.
+	// …, or global; location is the same field under Google's name), or a
+	// bedrock provider's AWS region (required): its default base_url
+	// (https://bedrock-runtime.{region}.amazonaws.com) and the region its
+	// requests are signed for.
 	Region   string `yaml:"region"`
 	Location string `yaml:"location"`
 	// CredentialsFile names a vertex provider's Google credential file (a
@@ -181,6 +187,13 @@ type Provider struct {
 	// Credentials (GOOGLE_APPLICATION_CREDENTIALS, workload identity, the
 	// metadata server).
 	CredentialsFile string `yaml:"credentials_file"`
+	// AccessKeyID and SecretAccessKey are a bedrock provider's static AWS
+	// credentials (both or neither; ${VAR} expands). Without them (and
+	// without api_key) the AWS SDK's default chain is used: environment,
+	// shared profile, web identity (IRSA), container and instance roles.
+	// Never logged.
+	AccessKeyID     Secret `yaml:"access_key_id"`
+	SecretAccessKey Secret `yaml:"secret_access_key"`
 }
 
 // IsEnabled reports the administrator's switch (true unless set to false).
@@ -333,7 +346,7 @@ const (
 
 // KindProviders are the provider types that serve each kind of model.
 var KindProviders = map[string][]string{
-	KindChat:       {TypeOpenAI, TypeAzure, TypeAnthropic, TypeGemini, TypeDemo, TypeVertex},
+	KindChat:       {TypeOpenAI, TypeAzure, TypeAnthropic, TypeGemini, TypeDemo, TypeVertex, TypeBedrock},
 	KindCompletion: {TypeOpenAI, TypeAzure, TypeDemo},
 	KindEmbedding:  {TypeOpenAI, TypeAzure, TypeGemini, TypeDemo},
 	KindModeration: {TypeOpenAI, TypeAzure, TypeDemo},

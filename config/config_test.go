@@ -113,7 +113,7 @@ func TestBadConfigNamesTheField(t *testing.T) {
 	}{
 		{"unset variable", "", "", map[string]string{}, "OPENAI_API_KEY is not set"},
 		{"unknown field", "max_tokens: 16384", "max_tokenz: 16384", nil, "max_tokenz"},
-		{"bad type", "type: azure", "type: bedrock", nil, "providers[1] (az).type"},
+		{"bad type", "type: azure", "type: sagemaker", nil, "providers[1] (az).type"},
 		{"bad base url", "https://res.openai.azure.com", "ftp://x", nil, "providers[1] (az).base_url"},
 		{"unknown provider", "provider: az", "provider: nope", nil, "models[0] (gpt-4o-mini).deployments[1].provider"},
 		{"inexact price", "0.15", "0.0000000001", nil, "input_price_per_million"},

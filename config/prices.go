@@ -35,7 +35,9 @@ func (m *Model) Allows(param string) bool { return m.allowed[param] }
 //   - gemini: 4,128 — 258 per 768-px tile, images being scaled to at most
 //     3072 × 3072 (16 tiles); Gemini 3's high media resolution is 1,120.
 //   - vertex: gemini's, the larger of its two families'.
-var DefaultImageTokens = map[string]int{TypeOpenAI: 3779, TypeAzure: 3779, TypeAnthropic: 1600, TypeGemini: 4128, TypeDemo: 3779, TypeVertex: 4128}
+//   - bedrock: 1,600 — Claude's rule, as for anthropic (Amazon Nova
+//     counts fewer).
+var DefaultImageTokens = map[string]int{TypeOpenAI: 3779, TypeAzure: 3779, TypeAnthropic: 1600, TypeGemini: 4128, TypeDemo: 3779, TypeVertex: 4128, TypeBedrock: 1600}
 
 // DefaultContextWindow is the largest context window of each provider
 // type's current models, so that a default never holds less than a
@@ -48,7 +50,9 @@ var DefaultImageTokens = map[string]int{TypeOpenAI: 3779, TypeAzure: 3779, TypeA
 //   - gemini: 1,114,112 — Gemini 2.5's and 3's input limit of 1,048,576
 //     plus their output limit of 65,536.
 //   - vertex: gemini's, the larger of its two families'.
-var DefaultContextWindow = map[string]int{TypeOpenAI: 1 << 20, TypeAzure: 1 << 20, TypeAnthropic: 1_000_000, TypeGemini: 1_048_576 + 65_536, TypeDemo: 1 << 20, TypeVertex: 1_048_576 + 65_536}
+//   - bedrock: 1,000,000 — Claude's and Amazon Nova Premier's long
+//     context windows.
+var DefaultContextWindow = map[string]int{TypeOpenAI: 1 << 20, TypeAzure: 1 << 20, TypeAnthropic: 1_000_000, TypeGemini: 1_048_576 + 65_536, TypeDemo: 1 << 20, TypeVertex: 1_048_576 + 65_536, TypeBedrock: 1_000_000}
 
 // Tokens are what a request is billed for: its prompt (of which some were
 // read from the provider's prompt cache, and some written to it) and its

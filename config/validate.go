@@ -106,19 +106,29 @@ func validateProvider(f string, p *Provider) error {
 		if err := completeVertex(f, p); err != nil {
 			return err
 		}
+	case TypeBedrock:
+		if err := completeBedrock(f, p); err != nil {
+			return err
+		}
 	case "":
-		return fieldErr(f+".type", "is required (openai, azure, anthropic, gemini, demo or vertex)")
+		return fieldErr(f+".type", "is required (openai, azure, anthropic, gemini, demo, vertex or bedrock)")
 	default:
-		return fieldErr(f+".type", "must be openai, azure, anthropic, gemini, demo, vertex or a profile (%s), got %q", profileNames(), p.Type)
+		return fieldErr(f+".type", "must be openai, azure, anthropic, gemini, demo, vertex, bedrock or a profile (%s), got %q", profileNames(), p.Type)
 	}
-	if p.Type != TypeVertex && (p.Project != "" || p.Region != "" || p.Location != "" || p.CredentialsFile != "") {
-		return fieldErr(f+".project", "project, region, location and credentials_file are for vertex providers only")
+	if p.Type != TypeVertex && (p.Project != "" || p.Location != "" || p.CredentialsFile != "") {
+		return fieldErr(f+".project", "project, location and credentials_file are for vertex providers only")
+	}
+	if p.Type != TypeVertex && p.Type != TypeBedrock && p.Region != "" {
+		return fieldErr(f+".region", "is for vertex and bedrock providers only")
 	}
 	if p.BaseURL == "" {
 		return fieldErr(f+".base_url", "is required")
 	}
 	if p.StreamUsage != nil && p.Type != TypeOpenAI && p.Type != TypeDemo {
 		return fieldErr(f+".stream_usage", "is for openai-type providers only")
+	}
+	if p.Type != TypeBedrock && (p.AccessKeyID != "" || p.SecretAccessKey != "") {
+		return fieldErr(f+".access_key_id", "access_key_id and secret_access_key are for bedrock providers only")
 	}
 	if p.ResponsesAPI && p.Type != TypeOpenAI {
 		return fieldErr(f+".responses_api", "is for openai-type providers only; %s providers are served by translation", p.Type)
@@ -212,8 +222,8 @@ func VertexBaseURL(region string) string {
 	return "https://" + region + "-aiplatform.googleapis.com"
 }
 
-// validRegion reports a location name: lowercase letters, digits and
-// dashes, as Google names them.
+// validRegion reports a location name (Google's) or region name
+// (AWS's): lowercase letters, digits and dashes.
 func validRegion(r string) bool {
 	if len(r) > 64 {
 		return false
@@ -236,6 +246,24 @@ func completeDemo(f string, p *Provider) error {
 		return fieldErr(f+".api_key", "is not taken by a demo provider")
 	}
 	p.BaseURL = DemoBaseURL
+	return nil
+}
+
+// completeBedrock checks a bedrock provider's region and credentials,
+// and gives it the region's base URL when it names none.
+func completeBedrock(f string, p *Provider) error {
+	if p.Region == "" || !validRegion(p.Region) {
+		return fieldErr(f+".region", "is required for bedrock: an AWS region such as us-east-1, got %q", p.Region)
+	}
+	if (p.AccessKeyID == "") != (p.SecretAccessKey == "") {
+		return fieldErr(f+".secret_access_key", "access_key_id and secret_access_key go together")
+	}
+	if p.APIKey != "" && p.AccessKeyID != "" {
+		return fieldErr(f+".api_key", "a Bedrock API key replaces access_key_id and secret_access_key: set one or the other")
+	}
+	if p.BaseURL == "" {
+		p.BaseURL = "https://bedrock-runtime." + p.Region + ".amazonaws.com"
+	}
 	return nil
 }
 

@@ -134,10 +134,11 @@ func (a *messagesAttempt) translate(u *upstreamStep, adapter provider.Adapter) (
 		return provider.Upstream{}, nil, fmt.Errorf("the Messages body the router step forwarded: %s", e.Message)
 	}
 	u.preq.Body = chat
-	if provider.Family(u.target.Provider, u.target.Deployment) == config.TypeGemini {
+	if fam := provider.Family(u.target.Provider, u.target.Deployment); fam == config.TypeGemini || fam == config.TypeBedrock {
 		// metadata.user_id, which Claude Code always sends, is an
-		// opaque id for the provider's abuse checks: Gemini has no
-		// place for it (and refuses chat's user), so it is left out.
+		// opaque id for the provider's abuse checks: Gemini and Bedrock
+		// have no place for it (and refuse chat's user), so it is left
+		// out.
 		if without, err := sjson.DeleteBytes(chat, "user"); err == nil {
 			u.preq.Body = without
 		}

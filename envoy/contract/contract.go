@@ -292,5 +292,6 @@ var AnswerHeaders = []string{"content-type", "date"}
 // ProviderHeaders are other headers a provider adapter sets or that must
 // not reach a provider: versions and betas meant for one provider, and the
 // client's Accept-Encoding (a compressed answer could not be translated or
-// metered). Removed on every attempt, like the credentials.
-var ProviderHeaders = []string{"anthropic-version", "anthropic-beta", "accept-encoding"}
+// metered), and the parts of a SigV4 signature (Bedrock) besides its
+// authorization. Removed on every attempt, like the credentials.
+var ProviderHeaders = []string{"anthropic-version", "anthropic-beta", "accept-encoding", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"}

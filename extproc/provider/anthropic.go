@@ -259,48 +259,22 @@ func anthropicChoice(c toolChoice, parallel *bool) *anthropicToolChoice {
 // anthropicMessages splits off the system prompt and turns the rest into
 // alternating user and assistant messages.
 func anthropicMessages(msgs []ChatMessage) (string, []anthropicMessage, error) {
-	var system []string
-	var out []anthropicMessage
-	for i := range msgs {
-		m := &msgs[i]
-		var role string
-		var blocks []anthropicBlock
-		var err error
-		switch m.Role {
-		case "system", "developer":
-			var text string
-			if text, err = m.text(); err == nil && text != "" {
-				system = append(system, text)
-			}
-		case "user":
-			role = "user"
-			blocks, err = anthropicUserBlocks(m)
-		case "assistant":
-			role = "assistant"
-			blocks, err = anthropicAssistantBlocks(m)
-		case "tool":
-			role = "user"
-			var text string
-			if text, err = m.text(); err == nil {
-				if m.ToolCallID == "" {
-					err = unsupported("a tool message needs a tool_call_id")
-				}
-				blocks = []anthropicBlock{{Type: "tool_result", ToolUseID: unsignedToolCallID(m.ToolCallID), Content: text}}
-			}
-		default:
-			err = unsupported("role %q is not supported", m.Role)
-		}
-		if err != nil {
-			return "", nil, fmt.Errorf("messages[%d]: %w", i, err)
-		}
-		if len(blocks) == 0 {
-			continue
-		}
-		if n := len(out); n > 0 && out[n-1].Role == role {
-			out[n-1].Content = append(out[n-1].Content, blocks...)
-		} else {
-			out = append(out, anthropicMessage{Role: role, Content: blocks})
-		}
+	system, turns, err := alternate(msgs, turnBlocks[anthropicBlock]{
+		user: anthropicUserBlocks,
+		text: func(text string) anthropicBlock { return anthropicBlock{Type: "text", Text: text} },
+		toolCall: func(id, name string, args json.RawMessage) anthropicBlock {
+			return anthropicBlock{Type: "tool_use", ID: id, Name: name, Input: args}
+		},
+		toolResult: func(id, text string) anthropicBlock {
+			return anthropicBlock{Type: "tool_result", ToolUseID: id, Content: text}
+		},
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	out := make([]anthropicMessage, len(turns))
+	for i, t := range turns {
+		out[i] = anthropicMessage{Role: t.role, Content: t.blocks}
 	}
 	return strings.Join(system, "\n\n"), out, nil
 }
@@ -331,28 +305,6 @@ func anthropicUserBlocks(m *ChatMessage) ([]anthropicBlock, error) {
 		default:
 			return nil, unsupported("content parts of type %q are not supported", p.Type)
 		}
-	}
-	return blocks, nil
-}
-
-func anthropicAssistantBlocks(m *ChatMessage) ([]anthropicBlock, error) {
-	text, err := m.text()
-	if err != nil {
-		return nil, err
-	}
-	var blocks []anthropicBlock
-	if text != "" {
-		blocks = append(blocks, anthropicBlock{Type: "text", Text: text})
-	}
-	for j, call := range m.ToolCalls {
-		args, err := toolArguments(call.Function.Arguments)
-		if err != nil {
-			return nil, fmt.Errorf("tool_calls[%d]: %w", j, err)
-		}
-		if call.ID == "" || call.Function.Name == "" {
-			return nil, unsupported("tool_calls[%d] needs an id and a function name", j)
-		}
-		blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: unsignedToolCallID(call.ID), Name: call.Function.Name, Input: args})
 	}
 	return blocks, nil
 }

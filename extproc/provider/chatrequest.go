@@ -285,3 +285,97 @@ func marshalJSON(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
+
+// turnBlocks make one provider's content blocks, for alternate.
+type turnBlocks[B any] struct {
+	// user is a user message's blocks.
+	user func(m *ChatMessage) ([]B, error)
+	// text, toolCall and toolResult are an assistant's text, one of its
+	// tool calls (checked: an id, a name, arguments that are an object)
+	// and a tool message's result; ids are without Gemini's signature.
+	text       func(text string) B
+	toolCall   func(id, name string, args json.RawMessage) B
+	toolResult func(id, text string) B
+}
+
+// turn is one message of a provider whose user and assistant messages
+// alternate.
+type turn[B any] struct {
+	role   string
+	blocks []B
+}
+
+// alternate splits off the text of the system and developer messages,
+// wherever they are, and turns the rest into alternating user and
+// assistant turns (Anthropic's and Bedrock's shape): tool messages become
+// user turns of tool results, and consecutive messages of one role are
+// merged.
+func alternate[B any](msgs []ChatMessage, tb turnBlocks[B]) ([]string, []turn[B], error) {
+	var system []string
+	var out []turn[B]
+	for i := range msgs {
+		m := &msgs[i]
+		var role string
+		var blocks []B
+		var err error
+		switch m.Role {
+		case "system", "developer":
+			var text string
+			if text, err = m.text(); err == nil && text != "" {
+				system = append(system, text)
+			}
+		case "user":
+			role = "user"
+			blocks, err = tb.user(m)
+		case "assistant":
+			role = "assistant"
+			blocks, err = assistantBlocks(m, tb)
+		case "tool":
+			role = "user"
+			var text string
+			if text, err = m.text(); err == nil {
+				if m.ToolCallID == "" {
+					err = unsupported("a tool message needs a tool_call_id")
+				}
+				blocks = []B{tb.toolResult(unsignedToolCallID(m.ToolCallID), text)}
+			}
+		default:
+			err = unsupported("role %q is not supported", m.Role)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		if len(blocks) == 0 {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].role == role {
+			out[n-1].blocks = append(out[n-1].blocks, blocks...)
+		} else {
+			out = append(out, turn[B]{role: role, blocks: blocks})
+		}
+	}
+	return system, out, nil
+}
+
+// assistantBlocks are an assistant message's text and tool calls.
+func assistantBlocks[B any](m *ChatMessage, tb turnBlocks[B]) ([]B, error) {
+	text, err := m.text()
+	if err != nil {
+		return nil, err
+	}
+	var blocks []B
+	if text != "" {
+		blocks = append(blocks, tb.text(text))
+	}
+	for j, call := range m.ToolCalls {
+		args, err := toolArguments(call.Function.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("tool_calls[%d]: %w", j, err)
+		}
+		if call.ID == "" || call.Function.Name == "" {
+			return nil, unsupported("tool_calls[%d] needs an id and a function name", j)
+		}
+		blocks = append(blocks, tb.toolCall(unsignedToolCallID(call.ID), call.Function.Name, args))
+	}
+	return blocks, nil
+}

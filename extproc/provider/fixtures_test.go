@@ -47,6 +47,8 @@ func testAdapter(typ string) Adapter {
 		return gemini{testEnv}
 	case config.TypeAzure:
 		return azure{}
+	case config.TypeBedrock:
+		return bedrock{env: testEnv, creds: &bedrockCredentials{load: noDefaultChain}}
 	}
 	return openAI{}
 }
@@ -65,6 +67,9 @@ func testTarget(typ string) Target {
 		p.BaseURL, p.APIKey, p.APIVersion, d.Model = "https://api.anthropic.com", "sk-ant-test", "2023-06-01", "claude-sonnet-4-5"
 	case config.TypeGemini:
 		p.BaseURL, p.APIKey, d.Model = "https://generativelanguage.googleapis.com", "gem-test-key", "models/gemini-2.5-flash"
+	case config.TypeBedrock:
+		p.BaseURL, p.Region, d.Model = "https://bedrock-runtime.us-east-1.amazonaws.com", "us-east-1", "anthropic.claude-3-5-sonnet-20240620-v1:0"
+		p.AccessKeyID, p.SecretAccessKey = testAccessKeyID, testSecretAccessKey
 	}
 	return Target{Model: model, Deployment: d, Provider: p}
 }

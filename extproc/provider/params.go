@@ -182,7 +182,7 @@ func checkParameters(providerType string, body []byte) error {
 		}
 		p, known := parameterIndex[k.String()]
 		switch {
-		case !known && (providerType == config.TypeAnthropic || providerType == config.TypeGemini):
+		case !known && (providerType == config.TypeAnthropic || providerType == config.TypeGemini || providerType == config.TypeBedrock):
 		case !known:
 			return true
 		case !p.By[providerType].Refused:
@@ -225,4 +225,44 @@ func ParameterTable() string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// bedrockParameters is the bedrock column of the table, added to
+// Parameters (and ProviderTypes) by init.
+var bedrockParameters = map[string]Support{
+	"model":                 as("the deployment's model, in the path"),
+	"messages":              as("system and developer → system; the rest as messages"),
+	"stream":                as("/converse-stream"),
+	"stream_options":        as("include_usage honoured; Tollgate meters every stream"),
+	"temperature":           as("inferenceConfig.temperature, capped at 1"),
+	"top_p":                 as("inferenceConfig.topP"),
+	"max_tokens":            as("the held limit, as inferenceConfig.maxTokens"),
+	"max_completion_tokens": as("the held limit, as inferenceConfig.maxTokens"),
+	"stop":                  as("inferenceConfig.stopSequences"),
+	"n":                     refusedUnless("1"),
+	"presence_penalty":      refused,
+	"frequency_penalty":     refused,
+	"seed":                  refused,
+	"logit_bias":            refused,
+	"logprobs":              refusedUnless("false"),
+	"top_logprobs":          refusedUnless("0"),
+	"user":                  refused,
+	"tools":                 as("toolConfig.tools (toolSpec)"),
+	"tool_choice":           as("toolConfig.toolChoice"),
+	"parallel_tool_calls":   refusedUnless("true"),
+	"response_format":       refused,
+	"service_tier":          refusedUnless("auto, default"),
+	"modalities":            refusedUnless(`["text"]`),
+	"audio":                 refused,
+	"store":                 refusedUnless("false"),
+	"prediction":            refused,
+	"web_search_options":    refused,
+	"moderation":            refused,
+}
+
+func init() {
+	ProviderTypes = append(ProviderTypes, config.TypeBedrock)
+	for i := range Parameters {
+		Parameters[i].By[config.TypeBedrock] = bedrockParameters[Parameters[i].Name]
+	}
 }

@@ -102,6 +102,8 @@ func (m *Mock) answer(w http.ResponseWriter, r *http.Request, req *Request, p Pl
 		whole, s = anthropic(a, rep)
 	case req.Format == Gemini:
 		whole, s = gemini(a, rep, geminiOptionsOf(req.Body))
+	case req.Format == Bedrock:
+		whole, s = bedrock(a, rep)
 	default:
 		whole, s = chat(a, rep, req.Format == Azure)
 	}
@@ -256,6 +258,8 @@ func outputLimit(req *Request) int {
 		fields = []any{b["max_tokens"]}
 	case req.Format == Gemini:
 		fields = []any{object(b["generationConfig"])["maxOutputTokens"]}
+	case req.Format == Bedrock:
+		fields = []any{object(b["inferenceConfig"])["maxTokens"]}
 	default:
 		fields = []any{b["max_completion_tokens"], b["max_tokens"]}
 	}

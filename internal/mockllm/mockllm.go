@@ -1,8 +1,9 @@
 // Package mockllm is a deterministic LLM server: one http.Handler that
 // speaks OpenAI's chat completions and Responses API, Azure OpenAI,
 // Anthropic's Messages API, Gemini's generateContent and
-// streamGenerateContent, and Vertex AI's Gemini and Claude paths (behind
-// a fake OAuth2 token endpoint), whole and streamed, with tool calls and usage
+// streamGenerateContent, Vertex AI's Gemini and Claude paths (behind
+// a fake OAuth2 token endpoint) and Amazon Bedrock's Converse and
+// ConverseStream (verifying its SigV4 signatures), whole and streamed, with tool calls and usage
 // counted from the request's text and the answer. Beside conversations it
 // answers embeddings (OpenAI's, Azure's, Gemini's embedContent and
 // batchEmbedContents), OpenAI's legacy completions, moderations, and
@@ -73,11 +74,16 @@ const (
 	// mock's token endpoint; its requests have the Format of their family
 	// (Gemini, Anthropic) and Request.Vertex set.
 	Vertex Format = "vertex"
+	// Bedrock is POST /model/{modelId}/converse and /converse-stream
+	// (answered in AWS's event-stream framing), signed with SigV4
+	// (Options.AWS) or with a Bedrock API key (Authorization: Bearer).
+	Bedrock Format = "bedrock"
 )
 
 // CredentialHeader is the header each format's credential travels in.
 var CredentialHeader = map[Format]string{
 	OpenAI: "Authorization", Azure: "Api-Key", Anthropic: "X-Api-Key", Gemini: "X-Goog-Api-Key", Vertex: "Authorization",
+	Bedrock: "Authorization",
 }
 
 // MaxBodyBytes bounds a request body; a larger one is refused with 413.
@@ -103,6 +109,10 @@ type Options struct {
 	// without it gets 401, before its body is read. A request on a path of
 	// no format with a credential must carry one of them.
 	Credentials map[Format]string
+	// AWS, when set, are the keys a Bedrock request may be signed with
+	// instead: its SigV4 signature is verified with AWS's signer, and a
+	// wrong one gets Bedrock's 403.
+	AWS *AWSCredentials
 	// Log, when set, gets a line for each request refused for its
 	// credential (never the credential itself).
 	Log *slog.Logger
@@ -280,6 +290,14 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.problem("%s %s: body is not JSON: %v", r.Method, req.Path, err)
 	}
 	m.record(req)
+	if req.Format == Bedrock && m.opt.AWS != nil && signed(r) {
+		if err := m.opt.AWS.verifySigV4(r, raw, time.Now()); err != nil {
+			m.problem("bedrock: signature refused: %v", err)
+			w.Header().Set("X-Amzn-ErrorType", "InvalidSignatureException")
+			writeError(w, Bedrock, http.StatusForbidden, bedrockSignatureMismatch)
+			return
+		}
+	}
 	for k, vs := range m.opt.Header {
 		w.Header()[k] = vs
 	}
@@ -360,8 +378,8 @@ func (m *Mock) refusal(r *http.Request, req *Request, size int) (int, string) {
 // (Options.Credentials), or, on a path of no format with one, any of them.
 // A refusal is a problem, and logged.
 func (m *Mock) authorized(r *http.Request, f Format) bool {
-	if len(m.opt.Credentials) == 0 {
-		return true
+	if len(m.opt.Credentials) == 0 || (f == Bedrock && m.opt.AWS != nil && signed(r)) {
+		return true // a signature is verified with the body
 	}
 	formats := []Format{f}
 	if _, ok := m.opt.Credentials[f]; !ok {
@@ -434,6 +452,10 @@ func route(path string) (Format, family) {
 		if fam, ok := azureFamilies[op]; ok && deployment != "" {
 			return Azure, fam
 		}
+	case strings.HasPrefix(path, "/model/") && (strings.HasSuffix(path, "/converse") || strings.HasSuffix(path, "/converse-stream")):
+		if bedrockModel(path) != "" {
+			return Bedrock, chatFamily
+		}
 	case path == "/v1/messages" || path == countTokensPath:
 		return Anthropic, chatFamily
 	case strings.HasPrefix(path, "/v1beta/models/"):
@@ -469,6 +491,8 @@ func writeError(w http.ResponseWriter, f Format, status int, msg string) {
 		body = map[string]any{"type": "error", "error": map[string]any{"type": "api_error", "message": msg}}
 	case Gemini:
 		body = map[string]any{"error": map[string]any{"code": status, "message": msg, "status": "UNAVAILABLE"}}
+	case Bedrock:
+		body = map[string]any{"message": msg}
 	default:
 		body = map[string]any{"error": map[string]any{"message": msg, "type": "server_error", "param": nil, "code": nil}}
 	}

@@ -74,7 +74,11 @@ func sse(f Format, name string, data any) string {
 
 // play writes a stream as the play says.
 func (m *Mock) play(w http.ResponseWriter, r *http.Request, s stream, p Play) {
-	w.Header().Set("Content-Type", "text/event-stream")
+	contentType := "text/event-stream"
+	if s.format == Bedrock {
+		contentType = bedrockStreamType
+	}
+	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(http.StatusOK)
 	out := &eventWriter{w: w, ctx: r.Context(), gap: m.opt.Gap, split: m.opt.Split}
 	if m.opt.Odd {
@@ -128,6 +132,9 @@ func errorEvent(f Format) string {
 	if f == Gemini {
 		return sse(f, "", `{"error": {"code": 503, "message": "Overloaded.", "status": "UNAVAILABLE"}}`)
 	}
+	if f == Bedrock {
+		return bedrockFrame("exception", "throttlingException", map[string]any{"message": "Too many tokens, please wait before trying again."})
+	}
 	return sse(f, "", `{"error":{"message":"Overloaded.","type":"server_error","param":null,"code":null}}`) + sse(f, "", "[DONE]")
 }
 
@@ -135,6 +142,9 @@ func errorEvent(f Format) string {
 // {"usage":null}, a comment, {} and a usage-only event (once, a comment
 // after {"usage":null} brought Tollgate down).
 func oddStart(f Format) string {
+	if f == Bedrock {
+		return "" // an event stream has no comments or odd events
+	}
 	usageOnly := map[Format]string{
 		OpenAI:    `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":0,"total_tokens":1}}`,
 		Azure:     `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":0,"total_tokens":1}}`,

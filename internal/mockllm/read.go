@@ -27,6 +27,8 @@ func read(req *Request) asked {
 		readAnthropic(b, &a)
 	case req.Format == Gemini:
 		readGemini(req, &a)
+	case req.Format == Bedrock:
+		readBedrock(req, &a)
 	default:
 		readChat(b, &a)
 	}
@@ -117,20 +119,7 @@ func readResponses(b map[string]any, a *asked) {
 }
 
 func readAnthropic(b map[string]any, a *asked) {
-	msgs := list(b["messages"])
-	for i, m := range msgs {
-		if m["role"] != "user" {
-			continue
-		}
-		if t := partsText(m["content"]); t != "" {
-			a.lastUser = t
-		}
-		for _, block := range list(m["content"]) {
-			if block["type"] == "tool_result" && i == len(msgs)-1 {
-				a.afterTool = true
-			}
-		}
-	}
+	readTurns(list(b["messages"]), a, func(block map[string]any) bool { return block["type"] == "tool_result" })
 	for _, t := range list(b["tools"]) {
 		name, _ := t["name"].(string)
 		a.tools = append(a.tools, tool{name: name, schema: object(t["input_schema"])})
@@ -261,4 +250,23 @@ func modelOf(req *Request) string {
 		return pathModel(req.Path)
 	}
 	return ""
+}
+
+// readTurns reads the last user message's text of alternating user and
+// assistant messages of content blocks (Anthropic's, Bedrock's), and
+// whether the last message holds a tool's result (isResult).
+func readTurns(msgs []map[string]any, a *asked, isResult func(block map[string]any) bool) {
+	for i, m := range msgs {
+		if m["role"] != "user" {
+			continue
+		}
+		if t := partsText(m["content"]); t != "" {
+			a.lastUser = t
+		}
+		for _, block := range list(m["content"]) {
+			if isResult(block) && i == len(msgs)-1 {
+				a.afterTool = true
+			}
+		}
+	}
 }
