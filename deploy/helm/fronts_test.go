@@ -321,3 +321,39 @@ func TestTheChartRunsTheEnvoyTheTestsRun(t *testing.T) {
 	assert.Equal(t, "envoyproxy/envoy", vals.Envoy.Image.Repository)
 	assert.Equal(t, "v"+pin, vals.Envoy.Image.Tag)
 }
+
+// Cloud identities: the ServiceAccount carries the annotations an EKS
+// (IRSA) or GKE (Workload Identity) install gives it, a Secret of
+// credential files is mounted read-only where a provider's
+// credentials_file names it, and extra environment variables reach
+// Tollgate's container beside its own.
+func TestCloudCredentialsReachTollgatesPods(t *testing.T) {
+	vals := with("serviceAccount.annotations", map[string]any{"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/tollgate"},
+		"credentialFiles.existingSecret", "gcp-sa",
+		"extraEnv", []any{map[string]any{"name": "AWS_REGION", "value": "eu-west-3"}})
+	objs := decodeAll(t, mustRender(t, vals))
+	sa := find(t, objs, "ServiceAccount", "tollgate").(*corev1.ServiceAccount)
+	assert.Equal(t, "arn:aws:iam::123456789012:role/tollgate", sa.Annotations["eks.amazonaws.com/role-arn"])
+	d := find(t, objs, "Deployment", "tollgate").(*appsv1.Deployment)
+	c := d.Spec.Template.Spec.Containers[0]
+	assert.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: "credentials", MountPath: "/etc/tollgate-credentials", ReadOnly: true})
+	var secret string
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "credentials" && v.Secret != nil {
+			secret = v.Secret.SecretName
+		}
+	}
+	assert.Equal(t, "gcp-sa", secret)
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	assert.Equal(t, "eu-west-3", env["AWS_REGION"])
+	assert.Equal(t, "/etc/tollgate/config.yaml", env["TOLLGATE_CONFIG"], "beside Tollgate's own")
+
+	objs = decodeAll(t, mustRender(t, required()))
+	assert.Empty(t, find(t, objs, "ServiceAccount", "tollgate").(*corev1.ServiceAccount).Annotations)
+	for _, v := range find(t, objs, "Deployment", "tollgate").(*appsv1.Deployment).Spec.Template.Spec.Volumes {
+		assert.NotEqual(t, "credentials", v.Name, "no credentials volume by default")
+	}
+}

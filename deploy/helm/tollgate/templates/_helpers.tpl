@@ -127,6 +127,9 @@ app.kubernetes.io/component: envoy
 {{- end }}
 - name: TOLLGATE_CONFIG
   value: /etc/tollgate/config.yaml
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{- define "tollgate.envFrom" -}}
