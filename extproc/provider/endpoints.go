@@ -42,6 +42,9 @@ func EndpointUpstream(ep Endpoint, req *Request, t Target) (Upstream, Response, 
 	if t.Provider.Type == config.TypeGemini && ep == Embeddings {
 		return geminiEmbeddings(req, t)
 	}
+	if t.Provider.Type == config.TypeBedrock && ep == Embeddings {
+		return bedrockEmbeddings(req, t)
+	}
 	if ep == Rerank && t.Provider.RerankAPI == config.RerankVoyage {
 		return voyageRerank(req, t)
 	}

@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/binary"
 	"math"
 	"os"
@@ -225,4 +227,48 @@ func TestVoyageRerankIsTranslatedBothWays(t *testing.T) {
 	require.NoError(t, err)
 	answer(t, r, 200, []byte(`{"object":"list","data":[{"object":"embedding","embedding":[0.1],"index":0}],"model":"voyage-3","usage":{"total_tokens":10}}`))
 	assert.Equal(t, Usage{PromptTokens: 10, Reported: true}, r.Usage())
+}
+
+// Embeddings on Bedrock go through InvokeModel, signed as Converse is, in
+// each family's body: Titan one text a request (its tokens reported),
+// Cohere up to 96 (estimated: it reports none); both answers come back as
+// OpenAI's list. What a family cannot take is refused naming it.
+func TestBedrockEmbeddingsAreSignedAndTranslatedBothWays(t *testing.T) {
+	target := testTarget(config.TypeBedrock)
+	target.Deployment.Model = "amazon.titan-embed-text-v2:0"
+	up, r, err := EndpointUpstream(Embeddings, &Request{Body: []byte(`{"model":"public-model","input":"The food was delicious","dimensions":256}`)}, target)
+	require.NoError(t, err)
+	assert.Equal(t, "/model/amazon.titan-embed-text-v2%3A0/invoke", up.Path)
+	assert.JSONEq(t, `{"inputText":"The food was delicious","dimensions":256,"normalize":true}`, string(up.Body))
+	auth := header(up, "authorization")
+	assert.True(t, strings.HasPrefix(auth, "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/"), auth)
+	sum := sha256.Sum256(up.Body)
+	assert.Equal(t, hex.EncodeToString(sum[:]), header(up, "x-amz-content-sha256"), "the signature covers this body")
+	st, out := answer(t, r, 200, endpointFixture(t, "../bedrock/embed_titan_response.json"))
+	assert.Equal(t, 200, st)
+	assert.Equal(t, "public-model", gjson.GetBytes(out, "model").Str)
+	assert.JSONEq(t, `[0.0171,-0.0489,0.0362]`, gjson.GetBytes(out, "data.0.embedding").Raw)
+	assert.Equal(t, Usage{PromptTokens: 7, Reported: true}, r.Usage())
+
+	target.Deployment.Model = "cohere.embed-english-v3"
+	up, r, err = EndpointUpstream(Embeddings, &Request{Body: []byte(`{"model":"public-model","input":["hello","world"],"encoding_format":"base64"}`)}, target)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"texts":["hello","world"],"input_type":"search_document"}`, string(up.Body))
+	_, out = answer(t, r, 200, endpointFixture(t, "../bedrock/embed_cohere_response.json"))
+	require.EqualValues(t, 2, gjson.GetBytes(out, "data.#").Int())
+	raw, err := base64.StdEncoding.DecodeString(gjson.GetBytes(out, "data.1.embedding").Str)
+	require.NoError(t, err)
+	assert.InDelta(t, 0.0628, math.Float32frombits(binary.LittleEndian.Uint32(raw[8:])), 1e-7)
+	assert.Equal(t, Usage{PromptTokens: EstimateTokens("hello\nworld\n")}, r.Usage(), "Cohere reports no tokens")
+
+	for model, body := range map[string]string{
+		"amazon.titan-embed-text-v2:0": `{"model":"m","input":["a","b"]}`,
+		"cohere.embed-english-v3":      `{"model":"m","input":"a","dimensions":8}`,
+		"cohere.embed-multilingual-v3": `{"model":"m","input":[[1,2]]}`,
+		"meta.llama3-8b-instruct-v1:0": `{"model":"m","input":"a"}`,
+	} {
+		target.Deployment.Model = model
+		_, _, err := EndpointUpstream(Embeddings, &Request{Body: []byte(body)}, target)
+		assert.ErrorIs(t, err, ErrUnsupportedRequest, "%s %s", model, body)
+	}
 }

@@ -145,8 +145,12 @@ func embeddingItems(v any) ([]embedItem, string) {
 // counts them and the token arrays' lengths (Options.Usage's prompt, when
 // set).
 func (m *Mock) embeddings(w http.ResponseWriter, req *Request, p Play) {
-	if req.Format == Gemini {
+	switch req.Format {
+	case Gemini:
 		m.geminiEmbeddings(w, req, p)
+		return
+	case Bedrock:
+		m.bedrockEmbeddings(w, req, p)
 		return
 	}
 	b := req.Body

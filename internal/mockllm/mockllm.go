@@ -456,6 +456,10 @@ func route(path string) (Format, family) {
 		if bedrockModel(path) != "" {
 			return Bedrock, chatFamily
 		}
+	case strings.HasPrefix(path, "/model/") && strings.HasSuffix(path, "/invoke"):
+		if bedrockModel(path) != "" {
+			return Bedrock, embeddingsFamily // InvokeModel: the embedding models' (bedrock_embeddings.go)
+		}
 	case path == "/v1/messages" || path == countTokensPath:
 		return Anthropic, chatFamily
 	case strings.HasPrefix(path, "/v1beta/models/"):
