@@ -117,22 +117,6 @@ func (a *bedrockEmbeddingAnswer) Body(piece []byte, end bool) ([]byte, error) {
 		a.bad, a.done = true, false
 		return nil, ErrUntranslatable
 	}
-	type item struct {
-		Object    string `json:"object"`
-		Index     int    `json:"index"`
-		Embedding any    `json:"embedding"`
-	}
-	data := make([]item, 0, len(vectors))
-	for i, v := range vectors {
-		var vals []float64
-		v.ForEach(func(_, x gjson.Result) bool { vals = append(vals, x.Float()); return true })
-		it := item{Object: "embedding", Index: i, Embedding: vals}
-		if a.base64 {
-			it.Embedding = EncodeBase64Floats(vals)
-		}
-		data = append(data, it)
-	}
 	a.usage = usage
-	return json.Marshal(map[string]any{"object": "list", "data": data, "model": a.model,
-		"usage": map[string]int64{"prompt_tokens": usage.PromptTokens, "total_tokens": usage.PromptTokens}})
+	return embeddingList(vectors, a.base64, a.model, usage.PromptTokens)
 }

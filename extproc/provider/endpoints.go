@@ -319,25 +319,33 @@ func (a *geminiEmbeddingAnswer) Body(piece []byte, end bool) ([]byte, error) {
 		a.bad, a.done = true, false
 		return nil, ErrUntranslatable
 	}
+	var vectors []gjson.Result
+	embs.ForEach(func(_, e gjson.Result) bool { vectors = append(vectors, e.Get("values")); return true })
+	a.usage = Usage{PromptTokens: a.estimate}
+	return embeddingList(vectors, a.base64, a.model, a.estimate)
+}
+
+// embeddingList is OpenAI's answer to an embedding request made of a
+// provider's vectors (JSON arrays of numbers), in base64 when asked, with
+// the tokens billed as its usage.
+func embeddingList(vectors []gjson.Result, base64 bool, model string, tokens int64) ([]byte, error) {
 	type item struct {
 		Object    string `json:"object"`
 		Index     int    `json:"index"`
 		Embedding any    `json:"embedding"`
 	}
-	data := []item{}
-	embs.ForEach(func(_, e gjson.Result) bool {
+	data := make([]item, 0, len(vectors))
+	for i, v := range vectors {
 		var vals []float64
-		e.Get("values").ForEach(func(_, v gjson.Result) bool { vals = append(vals, v.Float()); return true })
-		it := item{Object: "embedding", Index: len(data), Embedding: vals}
-		if a.base64 {
+		v.ForEach(func(_, x gjson.Result) bool { vals = append(vals, x.Float()); return true })
+		it := item{Object: "embedding", Index: i, Embedding: vals}
+		if base64 {
 			it.Embedding = EncodeBase64Floats(vals)
 		}
 		data = append(data, it)
-		return true
-	})
-	a.usage = Usage{PromptTokens: a.estimate}
-	return json.Marshal(map[string]any{"object": "list", "data": data, "model": a.model,
-		"usage": map[string]int64{"prompt_tokens": a.estimate, "total_tokens": a.estimate}})
+	}
+	return json.Marshal(map[string]any{"object": "list", "data": data, "model": model,
+		"usage": map[string]int64{"prompt_tokens": tokens, "total_tokens": tokens}})
 }
 
 // EncodeBase64Floats is an embedding as OpenAI's encoding_format base64
