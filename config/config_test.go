@@ -474,7 +474,7 @@ providers: [{name: a, type: anthropic, base_url: "http://x", api_key: k}]
 models: [{id: e, kind: embedding, deployments: [{provider: a, model: m}]}]
 plans: [{name: free, models: ["*"]}]
 `), env(nil))
-	assert.ErrorContains(t, err, `models[0] (e).deployments[0].provider: "a" (type anthropic) serves no embedding models (types openai, azure, gemini, demo do)`)
+	assert.ErrorContains(t, err, `models[0] (e).deployments[0].provider: "a" (type anthropic) serves no embedding models (types openai, azure, gemini, demo, bedrock do)`)
 	c, err := Parse([]byte(`
 providers: [{name: g, type: gemini, base_url: "http://x", api_key: k}]
 models: [{id: e, kind: embedding, input_price_per_million: 0.02, deployments: [{provider: g, model: text-embedding-004}]}]
