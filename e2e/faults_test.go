@@ -435,8 +435,11 @@ func runChaos(t *testing.T, reset bool) {
 		"the balance moved by exactly the recorded costs")
 }
 
-// faultTimeouts are short per-attempt timeouts for the fault tests.
-const faultTimeouts = "connect_timeout: 1s, first_byte_timeout: 400ms, stream_idle_timeout: 400ms"
+// faultTimeouts are short per-attempt timeouts for the fault tests. The
+// first byte's is a second: under Envoy it counts the upstream step too,
+// which a race-built Tollgate on a loaded machine can take most of 400 ms
+// for, failing the good deployment as well.
+const faultTimeouts = "connect_timeout: 1s, first_byte_timeout: 1s, stream_idle_timeout: 400ms"
 
 // faultConfig serves model "m" from the given providers in priority order
 // (OpenAI-type, named p0, p1, …) with faultTimeouts and the model's
