@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/alerts"
 	"github.com/tollgate/tollgate/internal/testclock"
 	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/store/storetest"
 )
 
 // receiver is a webhook endpoint that answers each delivery with the
@@ -86,7 +86,7 @@ type workerEnv struct {
 // backoff (one minute) the test holds.
 func newWorkerEnv(t *testing.T, statuses ...int) *workerEnv {
 	clock := testclock.New(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC))
-	st, err := store.OpenWith(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "t.db"), store.Options{Now: clock.Now})
+	st, err := store.OpenWith(t.Context(), storetest.SQLite(t), store.Options{Now: clock.Now})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	e := &workerEnv{st: st, clock: clock, key: alerts.SecretKey([]byte("server key"))}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/store/storetest"
 )
 
 const cfgText = `
@@ -53,7 +53,7 @@ func startAuthzSigning(t *testing.T, now func() time.Time, decisionKey []byte) (
 	t.Helper()
 	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	st, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "a.db"))
+	st, err := store.Open(context.Background(), storetest.SQLite(t))
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	tt := touches{}
@@ -279,7 +279,7 @@ func TestFreeRoutesNeedNoBalance(t *testing.T) {
 func TestABalanceBelowZeroIsRefusedEvenWithASpareLease(t *testing.T) {
 	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	st, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "a.db"))
+	st, err := store.Open(context.Background(), storetest.SQLite(t))
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	secret, key := newKey(t, st, 100)

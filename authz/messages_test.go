@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/store/storetest"
 )
 
 // checkAt is check for a request of the given method and path.
@@ -110,7 +110,7 @@ type anthropicError struct {
 func TestEveryRefusalOnTheMessagesPathsIsInAnthropicsShape(t *testing.T) {
 	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	st, err := store.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "a.db"))
+	st, err := store.Open(t.Context(), storetest.SQLite(t))
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	ctx := context.Background()

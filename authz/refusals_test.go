@@ -2,7 +2,6 @@ package authz
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/store/storetest"
 )
 
 type refusals struct {
@@ -34,7 +34,7 @@ func (r *refusals) Count(x refusal.Refusal) {
 func TestRefusalsOfAKnownKeyAreCounted(t *testing.T) {
 	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	st, err := store.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "a.db"))
+	st, err := store.Open(t.Context(), storetest.SQLite(t))
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	now := time.Date(2026, 5, 1, 14, 0, 0, 0, time.UTC)

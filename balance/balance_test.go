@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -46,7 +45,7 @@ func (c *countingStore) ReturnLease(ctx context.Context, leaseID string, amount 
 
 func openSQLite(t *testing.T) store.Store {
 	t.Helper()
-	st, err := store.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "t.db"))
+	st, err := store.Open(t.Context(), storetest.SQLite(t))
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	return st
@@ -531,7 +530,7 @@ func TestATightLeaseGivesItsFreePartBackAtTheNextSweep(t *testing.T) {
 // account grow by their need only.
 func TestAReplicaRefusedMoneyAnotherLeaseHoldsGetsItAtTheOthersNextSweep(t *testing.T) {
 	for name, url := range map[string]func(t *testing.T) string{
-		"sqlite":   func(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "t.db") },
+		"sqlite":   func(t *testing.T) string { return storetest.SQLite(t) },
 		"postgres": func(t *testing.T) string { return storetest.PostgresURL(t) },
 	} {
 		t.Run(name, func(t *testing.T) {

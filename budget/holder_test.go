@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,7 +21,7 @@ import (
 
 func openSQLite(t *testing.T) store.Store {
 	t.Helper()
-	st, err := store.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "t.db"))
+	st, err := store.Open(t.Context(), storetest.SQLite(t))
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	return st
@@ -236,7 +235,7 @@ func TestReplicasNeverSpendPastABudget(t *testing.T) {
 // last zone's days.
 func TestSwitchingTimeZonesNeverStartsADayAfresh(t *testing.T) {
 	c := testclock.New(time.Date(2026, 11, 25, 13, 0, 0, 0, time.UTC))
-	st, err := store.OpenWith(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "t.db"), store.Options{Now: c.Now})
+	st, err := store.OpenWith(t.Context(), storetest.SQLite(t), store.Options{Now: c.Now})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	h := newHolder(t, st, c)

@@ -179,7 +179,7 @@ func TestABudgetHeldByAnotherReplicasRequestIsAMomentaryRefusal(t *testing.T) {
 // free part back, and B's retry is admitted, though A is not idle.
 func TestAReplicaRefusedMoneyAnotherLeasesGetsItAtTheOthersNextSweep(t *testing.T) {
 	for name, url := range map[string]func(t *testing.T) string{
-		"sqlite":   func(t *testing.T) string { return "sqlite://" + t.TempDir() + "/t.db" },
+		"sqlite":   func(t *testing.T) string { return storetest.SQLite(t) },
 		"postgres": func(t *testing.T) string { return storetest.PostgresURL(t) },
 	} {
 		t.Run(name, func(t *testing.T) {

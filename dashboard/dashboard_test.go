@@ -28,6 +28,7 @@ import (
 	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/store/storetest"
 )
 
 // testConfig has three models; the plan "basic" covers only one of them.
@@ -89,7 +90,7 @@ func newEnv(t *testing.T) *testEnv {
 func newEnvWith(t *testing.T, wrap func(store.Store) store.Store) *testEnv {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, "sqlite://"+t.TempDir()+"/t.db")
+	st, err := store.Open(ctx, storetest.SQLite(t))
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	cfg, err := config.Parse([]byte(testConfig), func(string) (string, bool) { return "", false })
@@ -293,7 +294,7 @@ func requireRedirect(t *testing.T, w *httptest.ResponseRecorder, want string) {
 
 func TestNewNeedsTheServiceAStoreAndAConfig(t *testing.T) {
 	cfg := func() *config.Config { return nil }
-	st, err := store.Open(context.Background(), "sqlite://"+t.TempDir()+"/t.db")
+	st, err := store.Open(context.Background(), storetest.SQLite(t))
 	require.NoError(t, err)
 	defer st.Close()
 	svc, err := manage.New(manage.Options{Store: st, Config: cfg})

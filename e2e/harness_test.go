@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate/tollgate/cmd/tollgate/cli"
 	"github.com/tollgate/tollgate/internal/testenv"
 	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/store/storetest"
 )
 
 // tollgate is one running `tollgate serve`.
@@ -153,7 +154,7 @@ func serve(t testing.TB, cfg string, db string, extra ...string) *tollgate {
 	cfgPath := filepath.Join(dir, "config.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o600))
 	if db == "" {
-		db = "sqlite://" + filepath.Join(dir, "tollgate.db")
+		db = storetest.SQLite(t)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()

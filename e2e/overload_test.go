@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/mockllm"
 	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/store/storetest"
 )
 
 // Past capacity, behind a real Envoy (make run-envoy's topology): these
@@ -64,7 +64,7 @@ func TestBehindEnvoyASideStreamAboveItsHighWatermarkDoesNotCrashEnvoy(t *testing
 	requireEnvoy(t)
 	t.Parallel()
 	tp := startTopologyEdited(t, smallGRPCBuffer, configFor(pacedMock(t, 200*time.Microsecond)),
-		"sqlite://"+filepath.Join(t.TempDir(), "t.db"), "", 1)
+		storetest.SQLite(t), "", 1)
 	secret := tp.tg.newAccount(t, "load@example.com", "100")
 
 	const requests, workers = 150, 32
@@ -108,7 +108,7 @@ func TestBehindEnvoyOverloadIsShedAndEveryAdmittedRequestIsRecordedOnce(t *testi
 	requireEnvoy(t)
 	t.Parallel()
 	tp := startTopology(t, configFor(pacedMock(t, 2*time.Millisecond)),
-		"sqlite://"+filepath.Join(t.TempDir(), "t.db"), "", 1, "--max-in-flight", "16")
+		storetest.SQLite(t), "", 1, "--max-in-flight", "16")
 	secret := tp.tg.newAccount(t, "load@example.com", "100")
 	keyID := tp.tg.onlyKeyID(t, "load@example.com")
 

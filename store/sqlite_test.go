@@ -22,3 +22,22 @@ func openSQLite(t *testing.T) store.Store {
 func TestSQLiteStoreConforms(t *testing.T) {
 	storetest.Run(t, openSQLite)
 }
+
+func TestTheMigratedTemplateGivesEachTestAFreshReadyDatabase(t *testing.T) {
+	ctx := t.Context()
+	open := func(dsn string) store.Store {
+		s, err := store.Open(ctx, dsn)
+		require.NoError(t, err)
+		t.Cleanup(s.Close)
+		return s
+	}
+	a, b := storetest.SQLite(t), storetest.SQLite(t)
+	require.NotEqual(t, a, b)
+	sa, sb := open(a), open(b)
+	_, err := sa.CreateAccount(ctx, store.Account{Email: "ada@example.com", Plan: "free"})
+	require.NoError(t, err)
+	_, err = sa.AccountByEmail(ctx, "ada@example.com")
+	require.NoError(t, err, "the copy is a working, migrated database")
+	_, err = sb.AccountByEmail(ctx, "ada@example.com")
+	require.ErrorIs(t, err, store.ErrNotFound, "each copy is a database of its own")
+}

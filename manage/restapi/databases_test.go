@@ -3,7 +3,6 @@ package restapi
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
@@ -24,7 +23,7 @@ type database struct {
 // again on PostgreSQL (each on a fresh schema) from onPostgreSQL's table.
 var (
 	sqlite = database{"SQLite", func(t testing.TB) string {
-		return "sqlite://" + filepath.Join(t.TempDir(), "t.db")
+		return storetest.SQLite(t)
 	}}
 	postgres = database{"PostgreSQL", storetest.PostgresURL}
 )

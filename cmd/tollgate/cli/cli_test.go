@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/store/storetest"
 )
 
 // harness runs the CLI against one temporary SQLite database.
@@ -31,7 +32,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Setenv(EnvDB, "")
 	t.Setenv(EnvConfig, "")
-	return &harness{t: t, db: "sqlite://" + filepath.Join(t.TempDir(), "tollgate.db")}
+	return &harness{t: t, db: storetest.SQLite(t)}
 }
 
 // run runs the CLI with --db added and returns stdout, stderr and the error.
