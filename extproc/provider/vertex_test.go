@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 	"golang.org/x/oauth2"
 
 	"github.com/tollgate/tollgate/config"
@@ -186,4 +187,60 @@ func TestVertexTokensComeFromTheServiceAccountFileAndAreReused(t *testing.T) {
 	assert.NotContains(t, err.Error(), "PRIVATE KEY")
 	_, err = s.token(&config.Provider{Name: "vertex-missing", Type: config.TypeVertex, CredentialsFile: filepath.Join(t.TempDir(), "none.json")})
 	require.ErrorIs(t, err, ErrCredential, "an unreadable file")
+}
+
+func TestVertexPassesAMessagesBodyToClaudeAsVertexTakesIt(t *testing.T) {
+	const client = `{"model":"claude-sonnet-4-5@20250929","max_tokens":64,"thinking":{"type":"enabled","budget_tokens":32},"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}]}`
+	for _, tt := range []struct {
+		name   string
+		stream bool
+		beta   string
+		path   string
+	}{
+		{"whole", false, "", "/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict"},
+		{"streamed, with a beta", true, "interleaved-thinking-2025-05-14",
+			"/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			body := []byte(client)
+			if tt.stream {
+				body = []byte(strings.Replace(client, `"max_tokens":64,`, `"max_tokens":64,"stream":true,`, 1))
+			}
+			up, _, err := testVertex().relay(&Request{Stream: tt.stream}, vertexTarget("claude-sonnet-4-5@20250929", "us-east5"), body, tt.beta)
+			require.NoError(t, err)
+			assert.Equal(t, tt.path, up.Path)
+			assert.Equal(t, "us-east5-aiplatform.googleapis.com", up.Authority)
+			want := []Header{{"content-type", "application/json"}, {"authorization", "Bearer " + vertexToken}}
+			if tt.beta != "" {
+				want = append(want, Header{"anthropic-beta", tt.beta})
+			}
+			assert.Equal(t, want, up.Headers, "Google's token and the client's beta; no anthropic-version header, no API key")
+			wantBody, err := sjson.DeleteBytes(body, "model")
+			require.NoError(t, err)
+			wantBody, err = sjson.SetBytes(wantBody, "anthropic_version", VertexAnthropicVersion)
+			require.NoError(t, err)
+			assert.Equal(t, string(wantBody), string(up.Body), "the client's body as it is, but the model and with Vertex's version")
+		})
+	}
+}
+
+func TestVertexMetersAPassedThroughClaudeAnswerAsAnthropicsOwn(t *testing.T) {
+	answer := []byte(`{"id":"msg_vrtx_01","type":"message","role":"assistant","model":"claude-sonnet-4-5@20250929","content":[{"type":"text","text":"Hello."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"cache_read_input_tokens":20,"cache_creation_input_tokens":5,"output_tokens":7}}`)
+	_, meter, err := testVertex().relay(&Request{}, vertexTarget("claude-sonnet-4-5@20250929", "us-east5"), []byte(`{}`), "")
+	require.NoError(t, err)
+	st, _, err := feed(meter, 200, answer[:40], answer[40:])
+	require.NoError(t, err)
+	assert.Equal(t, 200, st)
+	assert.Equal(t, Usage{PromptTokens: 35, CompletionTokens: 7, CachedTokens: 20, CacheWriteTokens: 5, Reported: true}, meter.Usage(),
+		"input, cache reads and writes, output")
+	assert.True(t, meter.Completed())
+}
+
+func TestVertexFailsAPassedThroughAttemptAsACredentialErrorWhenNoTokenCanBeHad(t *testing.T) {
+	v := testVertex()
+	v.token = func(*config.Provider) (string, error) {
+		return "", errors.Join(ErrCredential, errors.New("token endpoint: 503"))
+	}
+	_, _, err := v.relay(&Request{}, vertexTarget("claude-sonnet-4-5@20250929", "us-east5"), []byte(`{"max_tokens":5}`), "")
+	assert.ErrorIs(t, err, ErrCredential)
 }
