@@ -74,6 +74,7 @@ models:
      deployments: [{provider: vertex, model: "claude-sonnet-4-5@20250929"}]}
   - {id: claude-wrong, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
      deployments: [{provider: vertex-wrong, model: "claude-sonnet-4-5@20250929"}]}
+  - {id: embed-vertex, kind: embedding, input_price_per_million: 0.15, deployments: [{provider: vertex, model: text-embedding-005}]}
   - {id: claude-failover, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
      deployments: [{provider: vertex-wrong, model: "claude-sonnet-4-5@20250929", priority: 0},
                    {provider: vertex, model: "claude-sonnet-4-5@20250929", priority: 1}]}
@@ -154,6 +155,22 @@ plans:
 			}
 		}
 		assert.Equal(t, []string{base + ":rawPredict", base + ":streamRawPredict"}, passed, "the client's body passed through, on rawPredict")
+	})
+	t.Run("embed-vertex", func(t *testing.T) {
+		email := "embed-vertex@example.com"
+		secret := tg.newAccount(t, email, "10")
+		keyID := tg.onlyKeyID(t, email)
+		resp, body := tg.do(t, http.MethodPost, "/embeddings", secret, `{"model":"embed-vertex","input":["The food was delicious","Paris"],"dimensions":8}`)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+		assert.Equal(t, "embed-vertex", gjson.GetBytes(body, "model").Str)
+		require.EqualValues(t, 2, gjson.GetBytes(body, "data.#").Int(), "%s", body)
+		got := gjson.GetBytes(body, "data.1.embedding").Array()
+		require.Len(t, got, 8)
+		assert.InDelta(t, mockllm.Embedding("Paris", 8)[0], got[0].Float(), 1e-6)
+		assert.EqualValues(t, 25, gjson.GetBytes(body, "usage.prompt_tokens").Int(), "the predictions' token counts")
+		want := usageRecord{Model: "embed-vertex", Provider: "vertex", PromptTokens: 25, Cost: costOf(25, 0), Status: 200}
+		assert.Equal(t, []usageRecord{want}, tg.waitRecords(t, keyID, 1), "billed exactly")
+		assert.Equal(t, 10*money.PerDollar-costOf(25, 0), tg.balance(t, email))
 	})
 	assert.Empty(t, vertex.issues(), "a token the mock issued on every request, each body as Vertex wants it")
 
