@@ -14,8 +14,9 @@ import (
 
 // An openai-type provider may have a profile (config.Profiles): the
 // OpenAI-compatible server it is. The profile decides the output-limit
-// field sent, whether stream_options is sent, and which parameters are
-// refused before the request leaves; everything else is the openai type's.
+// field sent, whether stream_options is sent, which parameters are
+// refused before the request leaves, and whether a message's name is
+// dropped; everything else is the openai type's.
 
 // limitField is the output-limit field the target's server honours.
 func limitField(t Target) string {
@@ -29,10 +30,29 @@ func limitField(t Target) string {
 // another name, refuses a body that sets a parameter the server refuses,
 // and removes such a parameter when it has its neutral value (as
 // n: 1): the server refuses the field itself, and the neutral value means
-// what its absence means.
+// what its absence means. A message's name is dropped for a server that
+// refuses it.
 func profileBody(prof *config.Profile, body []byte) ([]byte, error) {
 	if prof == nil {
 		return body, nil
+	}
+	if prof.DropsMessageName {
+		var named []int
+		i := 0
+		gjson.GetBytes(body, "messages").ForEach(func(_, m gjson.Result) bool {
+			if m.Get("name").Exists() {
+				named = append(named, i)
+			}
+			i++
+			return true
+		})
+		for _, i := range named {
+			out, err := sjson.DeleteBytes(body, fmt.Sprintf("messages.%d.name", i))
+			if err != nil {
+				return nil, fmt.Errorf("remove messages[%d].name: %w", i, err)
+			}
+			body = out
+		}
 	}
 	for from, to := range prof.Renames {
 		v := gjson.GetBytes(body, from)
@@ -116,6 +136,9 @@ func ProfileTable() string {
 			refused[i] = "`" + r + "`"
 		}
 		quirks := p.Quirks
+		if p.DropsMessageName {
+			quirks = "a message's `name` dropped (the server refuses it); " + quirks
+		}
 		for _, from := range slices.Sorted(maps.Keys(p.Renames)) {
 			quirks = "`" + from + "` as `" + p.Renames[from] + "`; " + quirks
 		}
