@@ -42,6 +42,11 @@ type Profile struct {
 	// speaker's name, which OpenAI takes as a hint); it is dropped, as for
 	// the providers whose messages have no such field.
 	DropsMessageName bool
+	// ReasoningContent: the server takes an assistant message's
+	// reasoning_content back (DeepSeek's reasoning models need it on
+	// tool-call turns), so the Responses and Messages translations send
+	// it the reasoning of earlier turns.
+	ReasoningContent bool
 	// Quirks is the rest worth knowing, for docs/providers.md.
 	Quirks string
 }
@@ -60,8 +65,8 @@ var Profiles = []Profile{
 	{Name: "groq", BaseURL: "https://api.groq.com/openai/v1", LimitField: "max_completion_tokens",
 		Usage:   "its last chunk's x_groq.usage, else estimated",
 		Refuses: []string{"logprobs", "logit_bias", "top_logprobs", "n"}, DropsMessageName: true},
-	{Name: "deepseek", BaseURL: "https://api.deepseek.com", LimitField: "max_tokens", StreamOptions: true,
-		Quirks: "`reasoning_content` on assistant messages passes, as its reasoning models need on tool-call turns"},
+	{Name: "deepseek", BaseURL: "https://api.deepseek.com", LimitField: "max_tokens", StreamOptions: true, ReasoningContent: true,
+		Quirks: "`reasoning_content` on assistant messages passes, as its reasoning models need on tool-call turns; through the Responses API it is a `reasoning` item, through the Messages API a `thinking` block, each sent back as `reasoning_content`"},
 	{Name: "xai", BaseURL: "https://api.x.ai/v1", StreamOptions: true},
 	{Name: "together", BaseURL: "https://api.together.xyz/v1", LimitField: "max_tokens", Usage: usageLastChunk},
 	{Name: "fireworks", BaseURL: "https://api.fireworks.ai/inference/v1", LimitField: "max_tokens", Usage: usageLastChunk},

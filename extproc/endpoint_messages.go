@@ -163,6 +163,11 @@ func (a *messagesAttempt) translate(u *upstreamStep, adapter provider.Adapter) (
 		return provider.Upstream{}, nil, fmt.Errorf("%w: these parts of the request have no counterpart on the provider %s: %s",
 			provider.ErrUnsupportedRequest, u.target.Provider.Name, strings.Join(req.PassOnly, ", "))
 	}
+	body, err := provider.ReasoningBack(u.target, u.preq.Body)
+	if err != nil {
+		return provider.Upstream{}, nil, err
+	}
+	u.preq.Body = body
 	up, resp, err := adapter.Translate(&u.preq, u.target)
 	if err != nil {
 		return up, nil, err

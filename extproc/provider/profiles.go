@@ -37,21 +37,9 @@ func profileBody(prof *config.Profile, body []byte) ([]byte, error) {
 		return body, nil
 	}
 	if prof.DropsMessageName {
-		var named []int
-		i := 0
-		gjson.GetBytes(body, "messages").ForEach(func(_, m gjson.Result) bool {
-			if m.Get("name").Exists() {
-				named = append(named, i)
-			}
-			i++
-			return true
-		})
-		for _, i := range named {
-			out, err := sjson.DeleteBytes(body, fmt.Sprintf("messages.%d.name", i))
-			if err != nil {
-				return nil, fmt.Errorf("remove messages[%d].name: %w", i, err)
-			}
-			body = out
+		var err error
+		if body, err = withoutMessageField(body, "name"); err != nil {
+			return nil, err
 		}
 	}
 	for from, to := range prof.Renames {
@@ -145,4 +133,36 @@ func ProfileTable() string {
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s | %s |\n", p.Name, p.BaseURL, limit, usage, strings.Join(refused, ", "), strings.TrimSuffix(quirks, "; "))
 	}
 	return b.String()
+}
+
+// ReasoningBack is a translated chat body (the Responses or Messages API's)
+// for the target: the reasoning_content the translation carried on
+// assistant messages stays only for a server whose profile takes it back
+// (config.Profile.ReasoningContent); any other gets none.
+func ReasoningBack(t Target, body []byte) ([]byte, error) {
+	if prof := t.Provider.ProfileOf(); prof != nil && prof.ReasoningContent && t.Provider.Type == config.TypeOpenAI {
+		return body, nil
+	}
+	return withoutMessageField(body, "reasoning_content")
+}
+
+// withoutMessageField removes field from every message of a chat body.
+func withoutMessageField(body []byte, field string) ([]byte, error) {
+	var with []int
+	i := 0
+	gjson.GetBytes(body, "messages").ForEach(func(_, m gjson.Result) bool {
+		if m.Get(field).Exists() {
+			with = append(with, i)
+		}
+		i++
+		return true
+	})
+	for _, i := range with {
+		out, err := sjson.DeleteBytes(body, fmt.Sprintf("messages.%d.%s", i, field))
+		if err != nil {
+			return nil, fmt.Errorf("remove messages[%d].%s: %w", i, field, err)
+		}
+		body = out
+	}
+	return body, nil
 }
