@@ -18,18 +18,12 @@ var deepseekDeployment = config.DeploymentID("ds", "deepseek", "deepseek-reasone
 // deepseekRig is a rig whose configuration adds a deepseek provider and
 // its model ds (deepseek-reasoner).
 func deepseekRig(t *testing.T) *rig {
-	cfg := strings.Replace(stepConfig, "models:\n", `  - {name: deepseek, type: deepseek, api_key: sk-ds}
+	return rigAdding(t, `  - {name: deepseek, type: deepseek, api_key: sk-ds}
 models:
   - id: ds
     max_tokens: 100
     deployments: [{provider: deepseek, model: deepseek-reasoner}]
-`, 1)
-	return newRig(t, func(g *rig) {
-		c, err := config.Parse([]byte(cfg), func(string) (string, bool) { return "", false })
-		require.NoError(t, err)
-		g.cfg = c
-		g.opt.Config = func() *config.Config { return c }
-	})
+`)
 }
 
 // TestAToolCallTurnsReasoningGoesBackToDeepSeekOnly: through the Responses

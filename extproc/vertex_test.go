@@ -23,8 +23,7 @@ import (
 // models gemini-vertex (gemini-2.5-flash) and claude-vertex
 // (claude-sonnet-4-5@20250929).
 func vertexRig(t *testing.T, credentialsFile string) *rig {
-	cfgText := strings.Replace(stepConfig, "models:\n",
-		`  - {name: vertex, type: vertex, project: p1, region: us-east5, credentials_file: "`+credentialsFile+`"}
+	return rigAdding(t, `  - {name: vertex, type: vertex, project: p1, region: us-east5, credentials_file: "`+credentialsFile+`"}
 models:
   - id: gemini-vertex
     max_tokens: 100
@@ -34,13 +33,7 @@ models:
     input_price_per_million: 3
     output_price_per_million: 15
     deployments: [{provider: vertex, model: "claude-sonnet-4-5@20250929"}]
-`, 1)
-	return newRig(t, func(g *rig) {
-		cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
-		require.NoError(t, err)
-		g.cfg = cfg
-		g.opt.Config = func() *config.Config { return cfg }
-	})
+`)
 }
 
 // vertexGemini and vertexClaude are gemini-vertex's and claude-vertex's

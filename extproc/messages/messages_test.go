@@ -163,6 +163,21 @@ func events(t *testing.T, stream []byte) [][2]string {
 	return out
 }
 
+// namedEvents is the stream's events, which must be named as want says
+// (space-separated, in order).
+func namedEvents(t *testing.T, stream []byte, want string) [][2]string {
+	t.Helper()
+	evs := events(t, stream)
+	var names []string
+	for _, ev := range evs {
+		names = append(names, ev[0])
+	}
+	if got := strings.Join(names, " "); got != want {
+		t.Fatalf("events:\n%s\nwant\n%s", got, want)
+	}
+	return evs
+}
+
 func TestWrapStreamsAnthropicsEventSequence(t *testing.T) {
 	inner := &passResponse{usage: provider.Usage{PromptTokens: 30, CompletionTokens: 12, CachedTokens: 10, Reported: true}}
 	a := Wrap(inner, Options{ID: "msg_tollgate", Model: "claude-asked", Stream: true})
@@ -179,15 +194,7 @@ func TestWrapStreamsAnthropicsEventSequence(t *testing.T) {
 		}
 		out = append(out, b...)
 	}
-	evs := events(t, out)
-	var names []string
-	for _, ev := range evs {
-		names = append(names, ev[0])
-	}
-	want := "message_start content_block_start ping content_block_delta content_block_delta content_block_stop content_block_start content_block_delta content_block_delta content_block_stop message_delta message_stop"
-	if got := strings.Join(names, " "); got != want {
-		t.Fatalf("events:\n%s\nwant\n%s", got, want)
-	}
+	evs := namedEvents(t, out, "message_start content_block_start ping content_block_delta content_block_delta content_block_stop content_block_start content_block_delta content_block_delta content_block_stop message_delta message_stop")
 	checks := []struct {
 		i          int
 		path, want string
@@ -383,15 +390,7 @@ func TestWrapGivesReasoningContentAsAThinkingBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := events(t, out)
-	var names []string
-	for _, ev := range evs {
-		names = append(names, ev[0])
-	}
-	want := "message_start content_block_start ping content_block_delta content_block_delta content_block_stop content_block_start content_block_delta content_block_stop message_delta message_stop"
-	if got := strings.Join(names, " "); got != want {
-		t.Fatalf("events:\n%s\nwant\n%s", got, want)
-	}
+	evs := namedEvents(t, out, "message_start content_block_start ping content_block_delta content_block_delta content_block_stop content_block_start content_block_delta content_block_stop message_delta message_stop")
 	if got := gjson.Get(evs[1][1], "content_block").Raw; got != `{"type":"thinking","thinking":"","signature":""}` {
 		t.Errorf("block = %s", got)
 	}
