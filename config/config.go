@@ -348,7 +348,7 @@ const (
 var KindProviders = map[string][]string{
 	KindChat:       {TypeOpenAI, TypeAzure, TypeAnthropic, TypeGemini, TypeDemo, TypeVertex, TypeBedrock},
 	KindCompletion: {TypeOpenAI, TypeAzure, TypeDemo},
-	KindEmbedding:  {TypeOpenAI, TypeAzure, TypeGemini, TypeDemo, TypeBedrock},
+	KindEmbedding:  {TypeOpenAI, TypeAzure, TypeGemini, TypeDemo, TypeBedrock, TypeVertex},
 	KindModeration: {TypeOpenAI, TypeAzure, TypeDemo},
 	KindRerank:     {TypeOpenAI, TypeDemo},
 }

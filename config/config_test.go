@@ -474,7 +474,7 @@ providers: [{name: a, type: anthropic, base_url: "http://x", api_key: k}]
 models: [{id: e, kind: embedding, deployments: [{provider: a, model: m}]}]
 plans: [{name: free, models: ["*"]}]
 `), env(nil))
-	assert.ErrorContains(t, err, `models[0] (e).deployments[0].provider: "a" (type anthropic) serves no embedding models (types openai, azure, gemini, demo, bedrock do)`)
+	assert.ErrorContains(t, err, `models[0] (e).deployments[0].provider: "a" (type anthropic) serves no embedding models (types openai, azure, gemini, demo, bedrock, vertex do)`)
 	c, err := Parse([]byte(`
 providers: [{name: g, type: gemini, base_url: "http://x", api_key: k}]
 models: [{id: e, kind: embedding, input_price_per_million: 0.02, deployments: [{provider: g, model: text-embedding-004}]}]
@@ -484,4 +484,20 @@ plans: [{name: free, models: ["*"]}]
 	m, _ := c.Model("e")
 	assert.Equal(t, KindEmbedding, m.Kind)
 	assert.False(t, m.Generates())
+}
+
+// Vertex serves embedding models (Google's); Claude on Vertex serves chat
+// only.
+func TestVertexServesEmbeddingsButNotWithClaude(t *testing.T) {
+	const cfg = `
+providers: [{name: v, type: vertex, project: p, region: us-central1}]
+models: [{id: e, kind: embedding, input_price_per_million: 0.02, deployments: [{provider: v, model: %s}]}]
+plans: [{name: free, models: ["*"]}]
+`
+	c, err := Parse([]byte(fmt.Sprintf(cfg, "text-embedding-005")), env(nil))
+	require.NoError(t, err)
+	m, _ := c.Model("e")
+	assert.Equal(t, KindEmbedding, m.Kind)
+	_, err = Parse([]byte(fmt.Sprintf(cfg, "claude-sonnet-4-5@20250929")), env(nil))
+	assert.ErrorContains(t, err, `models[0] (e).deployments[0].model: "claude-sonnet-4-5@20250929" is Claude, which serves chat models only on Vertex`)
 }

@@ -6,8 +6,8 @@ import "strings"
 // profile's name as its type ("type: mistral") is an openai-type provider
 // (Type is TypeOpenAI, so that every openai-type feature serves it) with
 // Profile set: the profile gives its default base_url, the output-limit
-// field its server honours, whether it takes stream_options, and the
-// parameters it refuses. docs/providers.md's table of profiles is this
+// field its server honours, whether it takes stream_options, the
+// parameters it refuses, and whether it refuses a message's name. docs/providers.md's table of profiles is this
 // table.
 
 // Profile is one OpenAI-compatible server's documented behaviour.
@@ -38,6 +38,15 @@ type Profile struct {
 	// Renames are chat parameters the server takes under another name
 	// (OpenAI's name → the server's): the value passes as it is.
 	Renames map[string]string
+	// DropsMessageName: the server refuses a message's name field (the
+	// speaker's name, which OpenAI takes as a hint); it is dropped, as for
+	// the providers whose messages have no such field.
+	DropsMessageName bool
+	// ReasoningContent: the server takes an assistant message's
+	// reasoning_content back (DeepSeek's reasoning models need it on
+	// tool-call turns), so the Responses and Messages translations send
+	// it the reasoning of earlier turns.
+	ReasoningContent bool
 	// Quirks is the rest worth knowing, for docs/providers.md.
 	Quirks string
 }
@@ -55,9 +64,9 @@ var Profiles = []Profile{
 		Quirks:  "refuses unknown fields (422 `extra_forbidden`); its 422 `{\"detail\":[…]}` becomes 400 `invalid_request_error` with its message"},
 	{Name: "groq", BaseURL: "https://api.groq.com/openai/v1", LimitField: "max_completion_tokens",
 		Usage:   "its last chunk's x_groq.usage, else estimated",
-		Refuses: []string{"logprobs", "logit_bias", "top_logprobs", "n"}},
-	{Name: "deepseek", BaseURL: "https://api.deepseek.com", LimitField: "max_tokens", StreamOptions: true,
-		Quirks: "`reasoning_content` on assistant messages passes, as its reasoning models need on tool-call turns"},
+		Refuses: []string{"logprobs", "logit_bias", "top_logprobs", "n"}, DropsMessageName: true},
+	{Name: "deepseek", BaseURL: "https://api.deepseek.com", LimitField: "max_tokens", StreamOptions: true, ReasoningContent: true,
+		Quirks: "`reasoning_content` on assistant messages passes, as its reasoning models need on tool-call turns; through the Responses API it is a `reasoning` item, through the Messages API a `thinking` block, each sent back as `reasoning_content`"},
 	{Name: "xai", BaseURL: "https://api.x.ai/v1", StreamOptions: true},
 	{Name: "together", BaseURL: "https://api.together.xyz/v1", LimitField: "max_tokens", Usage: usageLastChunk},
 	{Name: "fireworks", BaseURL: "https://api.fireworks.ai/inference/v1", LimitField: "max_tokens", Usage: usageLastChunk},

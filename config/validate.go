@@ -384,6 +384,9 @@ func (c *Config) validateDeployments(f string, m *Model) error {
 			return fieldErr(df+".provider", "%q (type %s) serves no %s models (types %s do)", d.Provider, typ, m.Kind,
 				strings.Join(KindProviders[m.Kind], ", "))
 		}
+		if typ := c.providers[d.Provider].Type; typ == TypeVertex && m.Kind != KindChat && strings.HasPrefix(d.Model, "claude-") {
+			return fieldErr(df+".model", "%q is Claude, which serves chat models only on Vertex", d.Model)
+		}
 		if d.Priority < 0 {
 			return fieldErr(df+".priority", "must not be negative")
 		}

@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/internal/mockllm"
 	"github.com/tollgate/tollgate/money"
@@ -48,7 +50,8 @@ func serviceAccountFile(t *testing.T, key *rsa.PrivateKey, mock *mockProvider) s
 // TestVertexServesGeminiAndClaudeWithGooglesCredentials: a vertex
 // provider answers a Gemini model and a Claude model, whole and streamed,
 // with the access token its service account's JWT buys at the token
-// endpoint, billed exactly; a provider whose key the token endpoint does
+// endpoint, billed exactly; a Messages request to the Claude model passes
+// through to rawPredict, its answer Anthropic's own; a provider whose key the token endpoint does
 // not know fails loudly — 503 no_available_workers, no request reaches
 // Vertex, nothing is billed — and counts against its deployment, whose
 // circuit opens after three, so that the built-in edge sends the model's
@@ -71,6 +74,7 @@ models:
      deployments: [{provider: vertex, model: "claude-sonnet-4-5@20250929"}]}
   - {id: claude-wrong, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
      deployments: [{provider: vertex-wrong, model: "claude-sonnet-4-5@20250929"}]}
+  - {id: embed-vertex, kind: embedding, input_price_per_million: 0.15, deployments: [{provider: vertex, model: text-embedding-005}]}
   - {id: claude-failover, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
      deployments: [{provider: vertex-wrong, model: "claude-sonnet-4-5@20250929", priority: 0},
                    {provider: vertex, model: "claude-sonnet-4-5@20250929", priority: 1}]}
@@ -120,6 +124,54 @@ plans:
 			assert.Equal(t, []string{tt.path, tt.streamPath}, paths, "each family on its publisher's path")
 		})
 	}
+
+	t.Run("claude-vertex through the Messages API", func(t *testing.T) {
+		email := "claude-vertex-messages@example.com"
+		secret := tg.newAccount(t, email, "10")
+		keyID := tg.onlyKeyID(t, email)
+		body := `{"model":"claude-vertex","max_tokens":200,"top_k":5,"thinking":{"type":"enabled","budget_tokens":100},` +
+			`"messages":[{"role":"user","content":[{"type":"text","text":"Weather in Paris?","cache_control":{"type":"ephemeral"}}]}]}`
+		st, answer, _ := postMessages(t, tg, secret, "/messages", body)
+		require.Equal(t, http.StatusOK, st, answer)
+		assert.Equal(t, "claude-vertex", gjson.Get(answer, "model").String(), "the model asked")
+		assert.Equal(t, "thinking", gjson.Get(answer, "content.0.type").String(), "Claude's thinking reaches the client: %s", answer)
+		assert.Equal(t, mockFullText(), gjson.Get(answer, `content.#(type=="text").text`).String(), answer)
+		assert.EqualValues(t, 5, gjson.Get(answer, "usage.cache_read_input_tokens").Int(), "Anthropic's own usage: %s", answer)
+		st, stream, _ := postMessages(t, tg, secret, "/messages", strings.Replace(body, "{", `{"stream":true,`, 1))
+		require.Equal(t, http.StatusOK, st, stream)
+		names := sseNames(stream)
+		require.NotEmpty(t, names, stream)
+		assert.Equal(t, []string{"message_delta", "message_stop"}, names[len(names)-2:], stream)
+		want := usageRecord{Model: "claude-vertex", Provider: "vertex", PromptTokens: 25, Completion: 12, Cost: cost, Status: 200}
+		assert.Equal(t, []usageRecord{want, want}, tg.waitRecords(t, keyID, 2), "input, cache reads and output, billed exactly")
+		assert.Equal(t, 10*money.PerDollar-2*cost, tg.balance(t, email))
+
+		base := "/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929"
+		var passed []string
+		for _, r := range vertex.received() {
+			if r.Body["thinking"] != nil {
+				assert.EqualValues(t, 5, r.Body["top_k"], "the client's body as it is")
+				passed = append(passed, r.Path)
+			}
+		}
+		assert.Equal(t, []string{base + ":rawPredict", base + ":streamRawPredict"}, passed, "the client's body passed through, on rawPredict")
+	})
+	t.Run("embed-vertex", func(t *testing.T) {
+		email := "embed-vertex@example.com"
+		secret := tg.newAccount(t, email, "10")
+		keyID := tg.onlyKeyID(t, email)
+		resp, body := tg.do(t, http.MethodPost, "/embeddings", secret, `{"model":"embed-vertex","input":["The food was delicious","Paris"],"dimensions":8}`)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+		assert.Equal(t, "embed-vertex", gjson.GetBytes(body, "model").Str)
+		require.EqualValues(t, 2, gjson.GetBytes(body, "data.#").Int(), "%s", body)
+		got := gjson.GetBytes(body, "data.1.embedding").Array()
+		require.Len(t, got, 8)
+		assert.InDelta(t, mockllm.Embedding("Paris", 8)[0], got[0].Float(), 1e-6)
+		assert.EqualValues(t, 25, gjson.GetBytes(body, "usage.prompt_tokens").Int(), "the predictions' token counts")
+		want := usageRecord{Model: "embed-vertex", Provider: "vertex", PromptTokens: 25, Cost: costOf(25, 0), Status: 200}
+		assert.Equal(t, []usageRecord{want}, tg.waitRecords(t, keyID, 1), "billed exactly")
+		assert.Equal(t, 10*money.PerDollar-costOf(25, 0), tg.balance(t, email))
+	})
 	assert.Empty(t, vertex.issues(), "a token the mock issued on every request, each body as Vertex wants it")
 
 	secret := tg.newAccount(t, "wrong@example.com", "10")

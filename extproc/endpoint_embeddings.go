@@ -10,8 +10,9 @@ import (
 )
 
 // embeddingsEndpoint is POST /v1/embeddings, in OpenAI's wire format: to
-// OpenAI-type servers and Azure as it is, to Gemini translated
-// (batchEmbedContents). It is held and billed for its input only.
+// OpenAI-type servers and Azure as it is, to Gemini, Bedrock and Vertex
+// translated (batchEmbedContents, InvokeModel, predict). It is held and
+// billed for its input only.
 var embeddingsEndpoint = passEndpoint(provider.Embeddings, contract.PathEmbeddings, checkEmbeddings)
 
 // MaxEmbeddingInputs is the most inputs one embedding request may have

@@ -31,8 +31,10 @@ import (
 // the signed request metadata, and an Anthropic deployment must get the
 // request as the client wrote it (thinking, cache_control, server tools,
 // documents by URL — what chat cannot carry). The upstream step then
-// passes it through to an Anthropic deployment, with the client's
-// anthropic-version and anthropic-beta headers, and relays the answer; for
+// passes it through to an Anthropic deployment (an anthropic provider's,
+// with the client's anthropic-version and anthropic-beta headers, or
+// Claude on Vertex, in Vertex's body with the client's anthropic-beta)
+// and relays the answer; for
 // every other provider type it turns the body into the chat request again
 // (the same function, the same bytes as the router step read) and wraps
 // the adapter's answer. Errors a Messages client gets are in Anthropic's
@@ -88,12 +90,12 @@ func (r *routerStep) messagesChat(_ context.Context, body []byte) ([]byte, strin
 	return chat, string(meta), nil
 }
 
-// onlyAnthropic reports that every deployment of m is of an Anthropic
-// provider.
+// onlyAnthropic reports that every deployment of m passes a Messages
+// request through: an Anthropic provider's, or Claude on Vertex.
 func onlyAnthropic(cfg *config.Config, m *config.Model) bool {
-	for _, d := range m.Deployments {
-		p, ok := cfg.Provider(d.Provider)
-		if !ok || p.Type != config.TypeAnthropic {
+	for i := range m.Deployments {
+		p, ok := cfg.Provider(m.Deployments[i].Provider)
+		if !ok || provider.Family(p, &m.Deployments[i]) != config.TypeAnthropic {
 			return false
 		}
 	}
@@ -144,7 +146,7 @@ func (a *messagesAttempt) translate(u *upstreamStep, adapter provider.Adapter) (
 		}
 	}
 	opt := messages.Options{ID: a.meta.ID, Model: a.meta.Model, Stream: u.preq.Stream}
-	if u.target.Provider.Type == config.TypeAnthropic {
+	if provider.Family(u.target.Provider, u.target.Deployment) == config.TypeAnthropic {
 		body, err := messages.PassThrough(client, u.target.Deployment.Model, messages.MaxTokens(client))
 		if err != nil {
 			return provider.Upstream{}, nil, err
@@ -161,6 +163,11 @@ func (a *messagesAttempt) translate(u *upstreamStep, adapter provider.Adapter) (
 		return provider.Upstream{}, nil, fmt.Errorf("%w: these parts of the request have no counterpart on the provider %s: %s",
 			provider.ErrUnsupportedRequest, u.target.Provider.Name, strings.Join(req.PassOnly, ", "))
 	}
+	body, err := provider.ReasoningBack(u.target, u.preq.Body)
+	if err != nil {
+		return provider.Upstream{}, nil, err
+	}
+	u.preq.Body = body
 	up, resp, err := adapter.Translate(&u.preq, u.target)
 	if err != nil {
 		return up, nil, err

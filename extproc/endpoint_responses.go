@@ -222,6 +222,11 @@ func (a *responsesAttempt) translate(u *upstreamStep, adapter provider.Adapter) 
 		a.answer = relay
 		return up, relay, nil
 	}
+	body, err := provider.ReasoningBack(u.target, u.preq.Body)
+	if err != nil {
+		return provider.Upstream{}, nil, err
+	}
+	u.preq.Body = body
 	up, resp, err := adapter.Translate(&u.preq, u.target)
 	if err != nil {
 		return up, nil, err

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,6 +56,19 @@ plans:
   - {name: pro, models: ["*"]}
   - {name: small, models: ["free"]}
 `
+
+// rigAdding is a rig whose configuration is stepConfig with extra in
+// place of its "models:" line: providers of its own, then "models:" and
+// models of its own, before stepConfig's.
+func rigAdding(t *testing.T, extra string) *rig {
+	text := strings.Replace(stepConfig, "models:\n", extra, 1)
+	return newRig(t, func(g *rig) {
+		cfg, err := config.Parse([]byte(text), func(string) (string, bool) { return "", false })
+		require.NoError(t, err)
+		g.cfg = cfg
+		g.opt.Config = func() *config.Config { return cfg }
+	})
+}
 
 const (
 	testKey     = "key_1"

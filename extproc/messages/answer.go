@@ -37,14 +37,15 @@ type Answer struct {
 	parser sse.Parser
 	out    []byte
 
-	begun  bool          // message_start written
-	open   int           // the open content block's index, -1 for none
-	inText bool          // the open block is a text block
-	blocks int           // content blocks started
-	calls  map[int64]int // chat tool call index → content block index
-	stop   string        // the stop_reason
-	ended  bool          // message_stop or an error event written
-	failed bool          // an error event written
+	begun   bool          // message_start written
+	open    int           // the open content block's index, -1 for none
+	inText  bool          // the open block is a text block
+	inThink bool          // the open block is a thinking block
+	blocks  int           // content blocks started
+	calls   map[int64]int // chat tool call index → content block index
+	stop    string        // the stop_reason
+	ended   bool          // message_stop or an error event written
+	failed  bool          // an error event written
 }
 
 // Wrap wraps an adapter's answer for a Messages request.
@@ -133,6 +134,16 @@ func (a *Answer) event(ev sse.Event) {
 		return // the usage chunk: read from the adapter at the end
 	}
 	d := ch.Get("delta")
+	if t := d.Get("reasoning_content"); t.Type == gjson.String && t.Str != "" {
+		// DeepSeek's reasoning, as a thinking block (with no signature:
+		// the provider gives none).
+		if !a.inThink {
+			a.closeBlock()
+			a.openBlock(`{"type":"thinking","thinking":"","signature":""}`)
+			a.inThink = true
+		}
+		a.delta(a.open, `{"type":"thinking_delta","thinking":`+quote(t.Str)+`}`)
+	}
 	if t := d.Get("content"); t.Type == gjson.String && t.Str != "" {
 		if !a.inText {
 			a.closeBlock()
@@ -203,7 +214,7 @@ func (a *Answer) closeBlock() {
 		return
 	}
 	a.emit("content_block_stop", `{"type":"content_block_stop","index":`+strconv.Itoa(a.open)+`}`)
-	a.open, a.inText = -1, false
+	a.open, a.inText, a.inThink = -1, false, false
 }
 
 // finish ends a complete answer: message_delta with the stop reason and
@@ -248,6 +259,9 @@ func (a *Answer) message(chat []byte) ([]byte, error) {
 	c := gjson.ParseBytes(chat)
 	ch := c.Get("choices.0")
 	content := []any{}
+	if t := ch.Get("message.reasoning_content"); t.Type == gjson.String && t.Str != "" {
+		content = append(content, map[string]any{"type": "thinking", "thinking": t.Str, "signature": ""})
+	}
 	if t := ch.Get("message.content"); t.Type == gjson.String && t.Str != "" {
 		content = append(content, map[string]any{"type": "text", "text": t.Str})
 	}

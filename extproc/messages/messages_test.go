@@ -75,6 +75,10 @@ func TestToChat(t *testing.T) {
 			passOnly: "messages.0.content.0 (document source)"},
 		{name: "an image in a tool result can only pass through", body: `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"x"}}]}]}]}`,
 			passOnly: "tool_result with images"},
+		{name: "an assistant turn's thinking is its reasoning_content", body: `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"},` +
+			`{"role":"assistant","content":[{"type":"thinking","thinking":"I should call f.","signature":""},{"type":"redacted_thinking","data":"x"},{"type":"tool_use","id":"c1","name":"f","input":{}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"42"}]}]}`,
+			chat: map[string]string{"messages.1": `{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}],"reasoning_content":"I should call f."}`}},
 		{name: "max_tokens is required", body: `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, param: "max_tokens"},
 		{name: "model is required", body: `{"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, param: "model"},
 		{name: "roles are user and assistant", body: `{"model":"m","max_tokens":5,"messages":[{"role":"system","content":"hi"}]}`, param: "messages.0.role"},
@@ -159,6 +163,21 @@ func events(t *testing.T, stream []byte) [][2]string {
 	return out
 }
 
+// namedEvents is the stream's events, which must be named as want says
+// (space-separated, in order).
+func namedEvents(t *testing.T, stream []byte, want string) [][2]string {
+	t.Helper()
+	evs := events(t, stream)
+	var names []string
+	for _, ev := range evs {
+		names = append(names, ev[0])
+	}
+	if got := strings.Join(names, " "); got != want {
+		t.Fatalf("events:\n%s\nwant\n%s", got, want)
+	}
+	return evs
+}
+
 func TestWrapStreamsAnthropicsEventSequence(t *testing.T) {
 	inner := &passResponse{usage: provider.Usage{PromptTokens: 30, CompletionTokens: 12, CachedTokens: 10, Reported: true}}
 	a := Wrap(inner, Options{ID: "msg_tollgate", Model: "claude-asked", Stream: true})
@@ -175,15 +194,7 @@ func TestWrapStreamsAnthropicsEventSequence(t *testing.T) {
 		}
 		out = append(out, b...)
 	}
-	evs := events(t, out)
-	var names []string
-	for _, ev := range evs {
-		names = append(names, ev[0])
-	}
-	want := "message_start content_block_start ping content_block_delta content_block_delta content_block_stop content_block_start content_block_delta content_block_delta content_block_stop message_delta message_stop"
-	if got := strings.Join(names, " "); got != want {
-		t.Fatalf("events:\n%s\nwant\n%s", got, want)
-	}
+	evs := namedEvents(t, out, "message_start content_block_start ping content_block_delta content_block_delta content_block_stop content_block_start content_block_delta content_block_delta content_block_stop message_delta message_stop")
 	checks := []struct {
 		i          int
 		path, want string
@@ -352,4 +363,41 @@ func hasHeader(hs []provider.Header, name, value string) bool {
 		}
 	}
 	return false
+}
+
+// A chat answer's reasoning_content (DeepSeek's) is a thinking block
+// before the text and the calls, whole and streamed, with no signature
+// (the provider gives none).
+func TestWrapGivesReasoningContentAsAThinkingBlock(t *testing.T) {
+	a := Wrap(&passResponse{}, Options{ID: "msg_tollgate", Model: "m"})
+	a.Status(200)
+	out, err := a.Body([]byte(`{"id":"c","choices":[{"index":0,"message":{"role":"assistant","content":null,"reasoning_content":"I should call f.",`+
+		`"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gjson.GetBytes(out, "content").Raw; got != `[{"signature":"","thinking":"I should call f.","type":"thinking"},{"type":"tool_use","id":"c1","name":"f","input":{}}]` {
+		t.Errorf("content = %s", got)
+	}
+
+	s := Wrap(&passResponse{}, Options{ID: "msg_tollgate", Model: "m", Stream: true})
+	s.Status(200)
+	stream := "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"reasoning_content\":\"I should \"}}]}\n\n" +
+		"data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"call f.\"}}]}\n\n" +
+		"data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n" +
+		"data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"
+	out, err = s.Body([]byte(stream), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := namedEvents(t, out, "message_start content_block_start ping content_block_delta content_block_delta content_block_stop content_block_start content_block_delta content_block_stop message_delta message_stop")
+	if got := gjson.Get(evs[1][1], "content_block").Raw; got != `{"type":"thinking","thinking":"","signature":""}` {
+		t.Errorf("block = %s", got)
+	}
+	if got := gjson.Get(evs[4][1], "delta").Raw; got != `{"type":"thinking_delta","thinking":"call f."}` {
+		t.Errorf("delta = %s", got)
+	}
+	if got := gjson.Get(evs[6][1], "content_block.type").Str; got != "tool_use" {
+		t.Errorf("second block = %s", evs[6][1])
+	}
 }

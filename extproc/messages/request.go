@@ -77,6 +77,7 @@ type block struct {
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
 	Title     string          `json:"title"`
+	Thinking  string          `json:"thinking"`
 }
 
 type source struct {
@@ -106,6 +107,9 @@ type chatMessage struct {
 	Content    any            `json:"content"`
 	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string         `json:"tool_call_id,omitempty"`
+	// ReasoningContent is an assistant turn's thinking, for the servers
+	// that take it back (provider.ReasoningBack).
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 type chatToolCall struct {
@@ -177,8 +181,10 @@ func invalid(param, format string, args ...any) *oaierror.Error {
 // stands for. A stream's chat request asks for its usage, so that the
 // answer can report it. Parameters chat has no place for are dropped:
 // top_k, thinking (its budget is within max_tokens, which the hold
-// bounds), cache_control, service_tier; thinking blocks of earlier turns
-// too. What chat cannot express at all is named in Request.PassOnly.
+// bounds), cache_control, service_tier, redacted thinking. An assistant
+// turn's thinking blocks become its reasoning_content, which only a
+// server that takes it gets (provider.ReasoningBack). What chat cannot
+// express at all is named in Request.PassOnly.
 func ToChat(body []byte) ([]byte, Request, *oaierror.Error) {
 	var req request
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -388,7 +394,12 @@ func chatMessages(i int, m message) ([]chatMessage, []string, *oaierror.Error) {
 				call.ID, call.Type, call.Function.Name = b.ID, "function", b.Name
 				call.Function.Arguments = compact(b.Input)
 				msg.ToolCalls = append(msg.ToolCalls, call)
-			case "thinking", "redacted_thinking":
+			case "thinking":
+				// The turn's reasoning (a thinking block, as Tollgate
+				// gives DeepSeek's reasoning_content), for the servers
+				// that want it back.
+				msg.ReasoningContent += b.Thinking
+			case "redacted_thinking":
 			case "server_tool_use", "web_search_tool_result", "web_fetch_tool_result", "code_execution_tool_result", "mcp_tool_use", "mcp_tool_result", "container_upload":
 				passOnly = append(passOnly, where+" ("+b.Type+")")
 			default:

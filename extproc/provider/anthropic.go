@@ -522,15 +522,24 @@ func (c *anthropicCodec) end(s *streamState, out []byte) []byte {
 	return s.fail(out, errEndedEarly)
 }
 
-// AnthropicRelay is the request of a Messages client passed through to an
-// Anthropic deployment: body is the client's Messages body, already with
-// the deployment's model and the held output limit; version and beta are
-// the client's anthropic-version and anthropic-beta headers (the
-// provider's api_version, or the default, when the client sent none). The
-// Response meters Anthropic's answer as the adapter does (req is the chat
-// request the body stands for, for the estimate of a cut answer); the
-// bytes it translates are not the client's, who gets Anthropic's own.
+// AnthropicRelay is the request of a Messages client passed through to a
+// deployment whose Family is anthropic (an anthropic provider, or Claude
+// on vertex): body is the client's Messages body, already with the
+// deployment's model and the held output limit; version and beta are the
+// client's anthropic-version and anthropic-beta headers (the provider's
+// api_version, or the default, when the client sent none; Vertex takes
+// its own version in the body instead). The Response meters Anthropic's
+// answer as the adapter does (req is the chat request the body stands
+// for, for the estimate of a cut answer); the bytes it translates are not
+// the client's, who gets Anthropic's own.
 func AnthropicRelay(req *Request, t Target, body []byte, version, beta string) (Upstream, Response, error) {
+	if t.Provider.Type == config.TypeVertex {
+		v, ok := adapters[config.TypeVertex].(vertex)
+		if !ok {
+			return Upstream{}, nil, fmt.Errorf("provider %s: no vertex adapter", t.Provider.Name)
+		}
+		return v.relay(req, t, body, beta)
+	}
 	up, err := anthropicPass(t, "/v1/messages", body, version, beta)
 	if err != nil {
 		return Upstream{}, nil, err

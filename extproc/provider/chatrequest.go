@@ -52,6 +52,11 @@ type ChatMessage struct {
 	Name       string          `json:"name,omitempty"`
 	ToolCalls  []ToolCall      `json:"tool_calls,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
+	// ReasoningContent is an assistant turn's reasoning, as DeepSeek
+	// writes it and wants it back on a tool-call turn; the translations
+	// (Responses, Messages) carry it, and only a profile that takes it
+	// gets it (ReasoningBack).
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 // ToolCall is a tool call of an assistant message, in a request or in an

@@ -19,8 +19,9 @@ import (
 // The endpoints other than chat (embeddings, legacy completions,
 // moderations, rerank) go to OpenAI-type servers in OpenAI's own wire
 // format, the body passing through with the deployment's model name; an
-// embedding request to Gemini is translated to batchEmbedContents and its
-// answer back. Their answers are metered from the provider's usage, or,
+// embedding request to Gemini is translated to batchEmbedContents, to
+// Bedrock to its model family's InvokeModel body, to Vertex to predict
+// (vertex_embeddings.go), and its answer back. Their answers are metered from the provider's usage, or,
 // where a provider reports none (OpenAI's moderations, Gemini's
 // embeddings), estimated from the request's input.
 
@@ -44,6 +45,13 @@ func EndpointUpstream(ep Endpoint, req *Request, t Target) (Upstream, Response, 
 	}
 	if t.Provider.Type == config.TypeBedrock && ep == Embeddings {
 		return bedrockEmbeddings(req, t)
+	}
+	if t.Provider.Type == config.TypeVertex && ep == Embeddings {
+		v, ok := adapters[config.TypeVertex].(vertex)
+		if !ok {
+			return Upstream{}, nil, fmt.Errorf("provider %s: no vertex adapter", t.Provider.Name)
+		}
+		return v.embeddings(req, t)
 	}
 	if ep == Rerank && t.Provider.RerankAPI == config.RerankVoyage {
 		return voyageRerank(req, t)

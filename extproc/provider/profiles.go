@@ -14,8 +14,9 @@ import (
 
 // An openai-type provider may have a profile (config.Profiles): the
 // OpenAI-compatible server it is. The profile decides the output-limit
-// field sent, whether stream_options is sent, and which parameters are
-// refused before the request leaves; everything else is the openai type's.
+// field sent, whether stream_options is sent, which parameters are
+// refused before the request leaves, and whether a message's name is
+// dropped; everything else is the openai type's.
 
 // limitField is the output-limit field the target's server honours.
 func limitField(t Target) string {
@@ -29,10 +30,17 @@ func limitField(t Target) string {
 // another name, refuses a body that sets a parameter the server refuses,
 // and removes such a parameter when it has its neutral value (as
 // n: 1): the server refuses the field itself, and the neutral value means
-// what its absence means.
+// what its absence means. A message's name is dropped for a server that
+// refuses it.
 func profileBody(prof *config.Profile, body []byte) ([]byte, error) {
 	if prof == nil {
 		return body, nil
+	}
+	if prof.DropsMessageName {
+		var err error
+		if body, err = withoutMessageField(body, "name"); err != nil {
+			return nil, err
+		}
 	}
 	for from, to := range prof.Renames {
 		v := gjson.GetBytes(body, from)
@@ -116,10 +124,45 @@ func ProfileTable() string {
 			refused[i] = "`" + r + "`"
 		}
 		quirks := p.Quirks
+		if p.DropsMessageName {
+			quirks = "a message's `name` dropped (the server refuses it); " + quirks
+		}
 		for _, from := range slices.Sorted(maps.Keys(p.Renames)) {
 			quirks = "`" + from + "` as `" + p.Renames[from] + "`; " + quirks
 		}
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s | %s |\n", p.Name, p.BaseURL, limit, usage, strings.Join(refused, ", "), strings.TrimSuffix(quirks, "; "))
 	}
 	return b.String()
+}
+
+// ReasoningBack is a translated chat body (the Responses or Messages API's)
+// for the target: the reasoning_content the translation carried on
+// assistant messages stays only for a server whose profile takes it back
+// (config.Profile.ReasoningContent); any other gets none.
+func ReasoningBack(t Target, body []byte) ([]byte, error) {
+	if prof := t.Provider.ProfileOf(); prof != nil && prof.ReasoningContent && t.Provider.Type == config.TypeOpenAI {
+		return body, nil
+	}
+	return withoutMessageField(body, "reasoning_content")
+}
+
+// withoutMessageField removes field from every message of a chat body.
+func withoutMessageField(body []byte, field string) ([]byte, error) {
+	var with []int
+	i := 0
+	gjson.GetBytes(body, "messages").ForEach(func(_, m gjson.Result) bool {
+		if m.Get(field).Exists() {
+			with = append(with, i)
+		}
+		i++
+		return true
+	})
+	for _, i := range with {
+		out, err := sjson.DeleteBytes(body, fmt.Sprintf("messages.%d.%s", i, field))
+		if err != nil {
+			return nil, fmt.Errorf("remove messages[%d].%s: %w", i, field, err)
+		}
+		body = out
+	}
+	return body, nil
 }

@@ -220,3 +220,19 @@ func TestDeepSeekKeepsReasoningContentOnToolCallTurns(t *testing.T) {
 }
 
 func countEvents(b []byte) int { return strings.Count("\n"+string(b), "\ndata:") }
+
+// TestGroqGetsNoMessageName: Groq answers a message's name with 400; the
+// name is dropped (as for Anthropic, Gemini and Bedrock, whose messages
+// have none) and the rest of each message passes as it is. Other profiles
+// keep it.
+func TestGroqGetsNoMessageName(t *testing.T) {
+	const body = `{"model":"public-model","messages":[{"role":"system","content":"be brief","name":"rules"},` +
+		`{"role":"user","content":"hi","name":"alice"},{"role":"assistant","content":"hello"},{"role":"user","content":"and?","name":"bob"}]}`
+	up, _, err := openAI{}.Translate(&Request{Body: []byte(body)}, profileTarget(t, "groq"))
+	require.NoError(t, err)
+	assert.JSONEq(t, `[{"role":"system","content":"be brief"},{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"and?"}]`,
+		gjson.GetBytes(up.Body, "messages").Raw)
+	up, _, err = openAI{}.Translate(&Request{Body: []byte(body)}, profileTarget(t, "deepseek"))
+	require.NoError(t, err)
+	assert.Equal(t, "alice", gjson.GetBytes(up.Body, "messages.1.name").String(), "a server that takes it gets it")
+}

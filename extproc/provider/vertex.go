@@ -49,7 +49,8 @@ var ErrCredential = errors.New("provider: no access token for the provider")
 // vertex-2023-10-16 in the body; any other is a Gemini model, sent to
 // …/publishers/google/models/{model}:generateContent
 // (:streamGenerateContent?alt=sse) as the gemini adapter's body. Answers
-// are the family's own wire format, translated by the family's adapter.
+// are the family's own wire format, translated by the family's adapter. A
+// Messages client's request to Claude passes through instead (relay).
 // The credential is an OAuth2 access token from Google's credentials
 // (Authorization: Bearer), fetched per attempt from a cached, refreshing
 // token source.
@@ -85,18 +86,12 @@ func (v vertex) Translate(req *Request, t Target) (Upstream, Response, error) {
 		model     = t.Deployment.Model
 	)
 	if Family(t.Provider, t.Deployment) == config.TypeAnthropic {
-		publisher, method = "anthropic", ":rawPredict"
-		if req.Stream {
-			method = ":streamRawPredict"
-		}
+		publisher, method = "anthropic", claudeMethod(req.Stream)
 		if up, resp, err = v.anthropic.Translate(req, t); err != nil {
 			return Upstream{}, nil, err
 		}
-		if up.Body, err = sjson.DeleteBytes(up.Body, "model"); err != nil {
-			return Upstream{}, nil, fmt.Errorf("vertex: remove model: %w", err)
-		}
-		if up.Body, err = sjson.SetBytes(up.Body, "anthropic_version", VertexAnthropicVersion); err != nil {
-			return Upstream{}, nil, fmt.Errorf("vertex: set anthropic_version: %w", err)
+		if up.Body, err = vertexClaudeBody(up.Body); err != nil {
+			return Upstream{}, nil, err
 		}
 	} else {
 		publisher, method = "google", ":generateContent"
@@ -108,20 +103,73 @@ func (v vertex) Translate(req *Request, t Target) (Upstream, Response, error) {
 			return Upstream{}, nil, err
 		}
 	}
-	authority, path, err := upstreamURL(t.Provider)
-	if err != nil {
+	if err := v.route(&up, t.Provider, publisher, model, method); err != nil {
 		return Upstream{}, nil, err
 	}
-	token, err := v.token(t.Provider)
+	return up, resp, nil
+}
+
+// claudeMethod is the method of a Claude request on Vertex.
+func claudeMethod(stream bool) string {
+	if stream {
+		return ":streamRawPredict"
+	}
+	return ":rawPredict"
+}
+
+// vertexClaudeBody is a Messages body as Claude on Vertex takes it: without
+// its model (which is in the path), with anthropic_version
+// vertex-2023-10-16.
+func vertexClaudeBody(body []byte) ([]byte, error) {
+	body, err := sjson.DeleteBytes(body, "model")
 	if err != nil {
-		return Upstream{}, nil, err
+		return nil, fmt.Errorf("vertex: remove model: %w", err)
+	}
+	if body, err = sjson.SetBytes(body, "anthropic_version", VertexAnthropicVersion); err != nil {
+		return nil, fmt.Errorf("vertex: set anthropic_version: %w", err)
+	}
+	return body, nil
+}
+
+// route sets up's authority, its path to the publisher's model and method
+// in the provider's project and region, and its headers: the content type
+// and Google's access token. Token errors wrap ErrCredential.
+func (v vertex) route(up *Upstream, p *config.Provider, publisher, model, method string) error {
+	authority, path, err := upstreamURL(p)
+	if err != nil {
+		return err
+	}
+	token, err := v.token(p)
+	if err != nil {
+		return err
 	}
 	up.Authority = authority
-	up.Path = path + "/v1/projects/" + url.PathEscape(t.Provider.Project) +
-		"/locations/" + url.PathEscape(t.Provider.Region) +
+	up.Path = path + "/v1/projects/" + url.PathEscape(p.Project) +
+		"/locations/" + url.PathEscape(p.Region) +
 		"/publishers/" + publisher + "/models/" + url.PathEscape(model) + method
 	up.Headers = []Header{{"content-type", "application/json"}, {"authorization", "Bearer " + token}}
-	return up, resp, nil
+	return nil
+}
+
+// relay is AnthropicRelay for Claude on Vertex: body (the client's Messages
+// body) goes to rawPredict (streamRawPredict streamed) as Vertex takes it,
+// with the client's anthropic-beta; the anthropic-version header is not
+// sent, the body carrying Vertex's. The answer is Anthropic's, metered by
+// the Anthropic adapter's translator.
+func (v vertex) relay(req *Request, t Target, body []byte, beta string) (Upstream, Response, error) {
+	body, err := vertexClaudeBody(body)
+	if err != nil {
+		return Upstream{}, nil, err
+	}
+	up := Upstream{Body: body}
+	if err := v.route(&up, t.Provider, "anthropic", t.Deployment.Model, claudeMethod(req.Stream)); err != nil {
+		return Upstream{}, nil, err
+	}
+	if beta != "" {
+		up.Headers = append(up.Headers, Header{"anthropic-beta", beta})
+	}
+	c := &anthropicCodec{tools: map[int]int{}, jsonBlock: -1}
+	return up, newTranslated(req, c, v.anthropic.env.newID(), t.Model.ID, v.anthropic.env), nil
 }
 
 // defaultTokens are the process's token sources, one per provider.

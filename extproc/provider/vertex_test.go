@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 	"golang.org/x/oauth2"
 
 	"github.com/tollgate/tollgate/config"
@@ -186,4 +188,152 @@ func TestVertexTokensComeFromTheServiceAccountFileAndAreReused(t *testing.T) {
 	assert.NotContains(t, err.Error(), "PRIVATE KEY")
 	_, err = s.token(&config.Provider{Name: "vertex-missing", Type: config.TypeVertex, CredentialsFile: filepath.Join(t.TempDir(), "none.json")})
 	require.ErrorIs(t, err, ErrCredential, "an unreadable file")
+}
+
+func TestVertexPassesAMessagesBodyToClaudeAsVertexTakesIt(t *testing.T) {
+	const client = `{"model":"claude-sonnet-4-5@20250929","max_tokens":64,"thinking":{"type":"enabled","budget_tokens":32},"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}]}`
+	for _, tt := range []struct {
+		name   string
+		stream bool
+		beta   string
+		path   string
+	}{
+		{"whole", false, "", "/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict"},
+		{"streamed, with a beta", true, "interleaved-thinking-2025-05-14",
+			"/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			body := []byte(client)
+			if tt.stream {
+				body = []byte(strings.Replace(client, `"max_tokens":64,`, `"max_tokens":64,"stream":true,`, 1))
+			}
+			up, _, err := testVertex().relay(&Request{Stream: tt.stream}, vertexTarget("claude-sonnet-4-5@20250929", "us-east5"), body, tt.beta)
+			require.NoError(t, err)
+			assert.Equal(t, tt.path, up.Path)
+			assert.Equal(t, "us-east5-aiplatform.googleapis.com", up.Authority)
+			want := []Header{{"content-type", "application/json"}, {"authorization", "Bearer " + vertexToken}}
+			if tt.beta != "" {
+				want = append(want, Header{"anthropic-beta", tt.beta})
+			}
+			assert.Equal(t, want, up.Headers, "Google's token and the client's beta; no anthropic-version header, no API key")
+			wantBody, err := sjson.DeleteBytes(body, "model")
+			require.NoError(t, err)
+			wantBody, err = sjson.SetBytes(wantBody, "anthropic_version", VertexAnthropicVersion)
+			require.NoError(t, err)
+			assert.Equal(t, string(wantBody), string(up.Body), "the client's body as it is, but the model and with Vertex's version")
+		})
+	}
+}
+
+func TestVertexMetersAPassedThroughClaudeAnswerAsAnthropicsOwn(t *testing.T) {
+	answer := []byte(`{"id":"msg_vrtx_01","type":"message","role":"assistant","model":"claude-sonnet-4-5@20250929","content":[{"type":"text","text":"Hello."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"cache_read_input_tokens":20,"cache_creation_input_tokens":5,"output_tokens":7}}`)
+	_, meter, err := testVertex().relay(&Request{}, vertexTarget("claude-sonnet-4-5@20250929", "us-east5"), []byte(`{}`), "")
+	require.NoError(t, err)
+	st, _, err := feed(meter, 200, answer[:40], answer[40:])
+	require.NoError(t, err)
+	assert.Equal(t, 200, st)
+	assert.Equal(t, Usage{PromptTokens: 35, CompletionTokens: 7, CachedTokens: 20, CacheWriteTokens: 5, Reported: true}, meter.Usage(),
+		"input, cache reads and writes, output")
+	assert.True(t, meter.Completed())
+}
+
+func TestVertexFailsAPassedThroughAttemptAsACredentialErrorWhenNoTokenCanBeHad(t *testing.T) {
+	v := testVertex()
+	v.token = func(*config.Provider) (string, error) {
+		return "", errors.Join(ErrCredential, errors.New("token endpoint: 503"))
+	}
+	_, _, err := v.relay(&Request{}, vertexTarget("claude-sonnet-4-5@20250929", "us-east5"), []byte(`{"max_tokens":5}`), "")
+	assert.ErrorIs(t, err, ErrCredential)
+}
+
+// An embedding request to Vertex goes to the model's predict, one
+// instance an input, dimensions as outputDimensionality, autoTruncate
+// false (an input too long is refused, as OpenAI refuses it), with
+// Google's token; its answer comes back as OpenAI's list, in base64 when
+// asked, billed the predictions' token counts.
+func TestVertexEmbeddingsGoToPredictAndComeBackAsOpenAIs(t *testing.T) {
+	for _, base64 := range []bool{false, true} {
+		body := `{"model":"public-model","input":["What is the meaning of life?","How much wood?"],"dimensions":3}`
+		if base64 {
+			body = strings.Replace(body, "}", `,"encoding_format":"base64"}`, 1)
+		}
+		up, r, err := testVertex().embeddings(&Request{Body: []byte(body)}, vertexTarget("text-embedding-005", "us-central1"))
+		require.NoError(t, err)
+		assert.Equal(t, "/v1/projects/my-project/locations/us-central1/publishers/google/models/text-embedding-005:predict", up.Path)
+		assert.Equal(t, "us-central1-aiplatform.googleapis.com", up.Authority)
+		assert.Equal(t, []Header{{"content-type", "application/json"}, {"authorization", "Bearer " + vertexToken}}, up.Headers)
+		assert.JSONEq(t, `{"instances":[{"content":"What is the meaning of life?"},{"content":"How much wood?"}],
+			"parameters":{"outputDimensionality":3,"autoTruncate":false}}`, string(up.Body))
+
+		fixture := readFixture(t, "vertex/predict_embeddings_response.json")
+		st, out, err := feed(r, 200, fixture[:100], fixture[100:])
+		require.NoError(t, err)
+		assert.Equal(t, 200, st)
+		assert.Equal(t, "list", gjson.GetBytes(out, "object").Str)
+		assert.Equal(t, "public-model", gjson.GetBytes(out, "model").Str)
+		require.EqualValues(t, 2, gjson.GetBytes(out, "data.#").Int(), "%s", out)
+		for i := range 2 {
+			want := gjson.GetBytes(fixture, fmt.Sprintf("predictions.%d.embeddings.values", i)).Array()
+			got := gjson.GetBytes(out, fmt.Sprintf("data.%d.embedding", i))
+			assert.EqualValues(t, i, gjson.GetBytes(out, fmt.Sprintf("data.%d.index", i)).Int())
+			if base64 {
+				vals := make([]float64, len(want))
+				for j, w := range want {
+					vals[j] = w.Float()
+				}
+				assert.Equal(t, EncodeBase64Floats(vals), got.Str)
+				continue
+			}
+			require.Len(t, got.Array(), len(want))
+			for j, w := range want {
+				assert.InDelta(t, w.Float(), got.Array()[j].Float(), 1e-9)
+			}
+		}
+		assert.Equal(t, Usage{PromptTokens: 11, Reported: true}, r.Usage(), "the sum of the predictions' token_count")
+		assert.EqualValues(t, 11, gjson.GetBytes(out, "usage.prompt_tokens").Int())
+		assert.True(t, r.Completed())
+	}
+}
+
+func TestVertexEmbeddingsRefuseWhatVertexCannotTake(t *testing.T) {
+	many := func(n int) string { return `{"model":"m","input":["x"` + strings.Repeat(`,"x"`, n-1) + `]}` }
+	for _, tt := range []struct{ name, model, body, msg string }{
+		{"token arrays", "text-embedding-005", `{"model":"m","input":[[1,2,3]]}`,
+			"This model's provider (vertex) embeds text only: send the input as strings, not token arrays."},
+		{"past 250 inputs", "text-embedding-005", many(VertexMaxEmbeddingInputs + 1),
+			"This model's provider (vertex) embeds at most 250 inputs a request with text-embedding-005; this one has 251: send them in smaller batches."},
+		{"two inputs to a gemini-embedding model", "gemini-embedding-001", many(2),
+			"This model's provider (vertex) embeds at most 1 input a request with gemini-embedding-001; this one has 2: send them in smaller batches."},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := testVertex().embeddings(&Request{Body: []byte(tt.body)}, vertexTarget(tt.model, "us-central1"))
+			assert.ErrorIs(t, err, ErrUnsupportedRequest)
+			assert.EqualError(t, err, tt.msg)
+		})
+	}
+	_, _, err := testVertex().embeddings(&Request{Body: []byte(many(VertexMaxEmbeddingInputs))}, vertexTarget("text-embedding-005", "us-central1"))
+	assert.NoError(t, err, "250 inputs pass")
+}
+
+// An answer whose predictions carry no token count is billed the input's
+// estimate; one without predictions is untranslatable; a token that cannot
+// be had fails the attempt as the credential's.
+func TestVertexEmbeddingAnswersWithoutCountsAreEstimated(t *testing.T) {
+	body := []byte(`{"model":"m","input":"Paris"}`)
+	_, r, err := testVertex().embeddings(&Request{Body: body}, vertexTarget("text-embedding-005", "us-central1"))
+	require.NoError(t, err)
+	_, _, err = feed(r, 200, []byte(`{"predictions":[{"embeddings":{"values":[0.5,0.5]}}]}`))
+	require.NoError(t, err)
+	assert.Equal(t, Usage{PromptTokens: EstimateTokens("Paris\n")}, r.Usage())
+
+	_, r, err = testVertex().embeddings(&Request{Body: body}, vertexTarget("text-embedding-005", "us-central1"))
+	require.NoError(t, err)
+	_, _, err = feed(r, 200, []byte(`{"error":"none"}`))
+	assert.ErrorIs(t, err, ErrUntranslatable)
+	assert.False(t, r.Completed())
+
+	v := testVertex()
+	v.token = func(*config.Provider) (string, error) { return "", errors.Join(ErrCredential, errors.New("no token")) }
+	_, _, err = v.embeddings(&Request{Body: body}, vertexTarget("text-embedding-005", "us-central1"))
+	assert.ErrorIs(t, err, ErrCredential)
 }

@@ -46,6 +46,7 @@ type Answer struct {
 
 	items  []*item // in output order
 	text   *item   // the open message, nil when none
+	think  *item   // the open reasoning item, nil when none
 	calls  map[int64]*item
 	finish string
 	usage  gjson.Result
@@ -56,7 +57,7 @@ type Answer struct {
 
 // item is one output item being built.
 type item struct {
-	kind      string // message or function_call
+	kind      string // message, function_call or reasoning
 	id        string
 	index     int
 	text      strings.Builder // message text, or call arguments
@@ -136,6 +137,8 @@ func (a *Answer) Final() (response, reply json.RawMessage) {
 	var calls []map[string]any
 	for _, it := range a.items {
 		switch it.kind {
+		case "reasoning":
+			msg["reasoning_content"] = it.text.String()
 		case "message":
 			msg["content"] = it.text.String()
 		case "function_call":
@@ -172,6 +175,9 @@ func (a *Answer) event(data []byte) {
 		return
 	}
 	delta := choice.Get("delta")
+	if t := delta.Get("reasoning_content"); t.Type == gjson.String && t.String() != "" {
+		a.reasoningDelta(t.String())
+	}
 	for _, field := range []string{"content", "refusal"} {
 		if t := delta.Get(field); t.Type == gjson.String && t.String() != "" {
 			a.textDelta(t.String())
@@ -191,7 +197,30 @@ func (a *Answer) itemID(prefix string) string {
 	return prefix + strings.TrimPrefix(a.opt.ID, IDPrefix) + "_" + strconv.Itoa(len(a.items))
 }
 
+// reasoningDelta streams a chat chunk's reasoning_content (DeepSeek's) as
+// a reasoning item's reasoning_text.
+func (a *Answer) reasoningDelta(t string) {
+	if a.think == nil {
+		a.think = &item{kind: "reasoning", id: a.itemID("rs_"), index: len(a.items)}
+		a.items = append(a.items, a.think)
+		a.emit("response.output_item.added", map[string]any{"output_index": a.think.index, "item": a.itemJSON(a.think, "in_progress")})
+	}
+	a.think.text.WriteString(t)
+	a.emit("response.reasoning_text.delta", map[string]any{"item_id": a.think.id, "output_index": a.think.index, "content_index": 0, "delta": t})
+}
+
+func (a *Answer) closeReasoning() {
+	it := a.think
+	if it == nil {
+		return
+	}
+	a.think, it.done = nil, true
+	a.emit("response.reasoning_text.done", map[string]any{"item_id": it.id, "output_index": it.index, "content_index": 0, "text": it.text.String()})
+	a.emit("response.output_item.done", map[string]any{"output_index": it.index, "item": a.itemJSON(it, "completed")})
+}
+
 func (a *Answer) textDelta(t string) {
+	a.closeReasoning()
 	if a.text == nil {
 		a.text = &item{kind: "message", id: a.itemID("msg_"), index: len(a.items)}
 		a.items = append(a.items, a.text)
@@ -208,6 +237,7 @@ func (a *Answer) callDelta(tc gjson.Result) {
 	idx := tc.Get("index").Int()
 	it := a.calls[idx]
 	if it == nil {
+		a.closeReasoning()
 		a.closeText()
 		it = &item{kind: "function_call", id: a.itemID("fc_"), index: len(a.items), callID: tc.Get("id").String(),
 			name: tc.Get("function.name").String(), callIndex: idx}
@@ -236,6 +266,7 @@ func (a *Answer) closeText() {
 }
 
 func (a *Answer) closeAll() {
+	a.closeReasoning()
 	a.closeText()
 	for _, it := range a.items {
 		if it.kind != "function_call" || it.done {
@@ -249,6 +280,13 @@ func (a *Answer) closeAll() {
 }
 
 func (a *Answer) itemJSON(it *item, status string) map[string]any {
+	if it.kind == "reasoning" {
+		content := []any{}
+		if status == "completed" {
+			content = append(content, map[string]any{"type": "reasoning_text", "text": it.text.String()})
+		}
+		return map[string]any{"type": "reasoning", "id": it.id, "summary": []any{}, "content": content}
+	}
 	if it.kind == "function_call" {
 		args := ""
 		if status == "completed" {
@@ -368,6 +406,11 @@ func (a *Answer) completion(body []byte) ([]byte, error) {
 	c := gjson.ParseBytes(body)
 	choice := c.Get("choices.0")
 	msg := choice.Get("message")
+	if t := msg.Get("reasoning_content"); t.Type == gjson.String && t.String() != "" {
+		it := &item{kind: "reasoning", id: a.itemID("rs_"), index: len(a.items)}
+		it.text.WriteString(t.String())
+		a.items = append(a.items, it)
+	}
 	var text string
 	for _, field := range []string{"content", "refusal"} {
 		if t := msg.Get(field); t.Type == gjson.String {

@@ -235,3 +235,48 @@ func TestAStreamThatStopsShortIsAFailureNotACompletion(t *testing.T) {
 `, 100)
 	assert.Equal(t, "response.completed", events[len(events)-1].Get("type").String())
 }
+
+// A chat answer's reasoning_content (DeepSeek's) is a reasoning item
+// before the message and the calls, whole and streamed (its
+// reasoning_text streamed as response.reasoning_text.delta); the turn
+// kept for previous_response_id carries it back as reasoning_content.
+func TestReasoningContentBecomesAReasoningItemAndGoesBack(t *testing.T) {
+	a, _ := newAnswer(false, `{}`)
+	out, err := a.Body([]byte(`{"id":"c","object":"chat.completion","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant",
+		"content":null,"reasoning_content":"I should call f.","tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}}],
+		"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19}}`), true)
+	require.NoError(t, err)
+	schematest.Require(t, schematest.Response, out)
+	r := gjson.ParseBytes(out)
+	assert.Equal(t, "reasoning", r.Get("output.0.type").String())
+	assert.JSONEq(t, `[{"type":"reasoning_text","text":"I should call f."}]`, r.Get("output.0.content").Raw)
+	assert.Equal(t, "function_call", r.Get("output.1.type").String())
+	_, reply := a.Final()
+	assert.JSONEq(t, `{"role":"assistant","content":null,"reasoning_content":"I should call f.",
+		"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}`, string(reply))
+
+	const stream = `data: {"choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"I should "}}]}
+
+data: {"choices":[{"index":0,"delta":{"reasoning_content":"call f."}}]}
+
+data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}}]}
+
+data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}
+
+data: {"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7}}
+
+data: [DONE]
+
+`
+	s, _ := newAnswer(true, `{}`)
+	events := feed(t, s, stream, 7)
+	assert.Equal(t, []string{"response.created", "response.in_progress",
+		"response.output_item.added", "response.reasoning_text.delta", "response.reasoning_text.delta",
+		"response.reasoning_text.done", "response.output_item.done",
+		"response.output_item.added", "response.function_call_arguments.delta",
+		"response.function_call_arguments.done", "response.output_item.done", "response.completed"}, types(events))
+	done := events[len(events)-1].Get("response")
+	assert.Equal(t, "I should call f.", done.Get("output.0.content.0.text").String())
+	_, reply = s.Final()
+	assert.Equal(t, "I should call f.", gjson.GetBytes(reply, "reasoning_content").String())
+}

@@ -264,8 +264,9 @@ func inputMessages(input gjson.Result, resolve Resolver) ([]provider.ChatMessage
 	}
 	var msgs []provider.ChatMessage
 	var bad *oaierror.Error
+	reasoning := ""
 	input.ForEach(func(i, item gjson.Result) bool {
-		msgs, bad = addItem(msgs, item, fmt.Sprintf("input[%d]", i.Int()), resolve)
+		msgs, bad = addItem(msgs, item, fmt.Sprintf("input[%d]", i.Int()), resolve, &reasoning)
 		return bad == nil
 	})
 	if bad != nil {
@@ -278,8 +279,11 @@ func inputMessages(input gjson.Result, resolve Resolver) ([]provider.ChatMessage
 }
 
 // addItem appends the chat message an input item (at param) stands for,
-// or refuses the item.
-func addItem(msgs []provider.ChatMessage, item gjson.Result, param string, resolve Resolver) ([]provider.ChatMessage, *oaierror.Error) {
+// or refuses the item. A reasoning item's text waits in reasoning for the
+// assistant turn that follows it (a function call or an assistant
+// message), whose reasoning_content it becomes; an item of another turn
+// lets it go.
+func addItem(msgs []provider.ChatMessage, item gjson.Result, param string, resolve Resolver, reasoning *string) ([]provider.ChatMessage, *oaierror.Error) {
 	if !item.IsObject() {
 		return msgs, invalid(param, "Each input item must be an object.")
 	}
@@ -289,15 +293,24 @@ func addItem(msgs []provider.ChatMessage, item gjson.Result, param string, resol
 			return msgs, bad
 		}
 	}
+	pending := *reasoning
+	*reasoning = ""
 	switch typ := item.Get("type").String(); typ {
 	case "", "message":
 		m, bad := message(item, param)
 		if bad != nil {
 			return msgs, bad
 		}
+		if m.Role == "assistant" {
+			m.ReasoningContent = pending
+		}
 		return append(msgs, m), nil
 	case "function_call":
-		return addFunctionCall(msgs, item, param)
+		msgs, bad := addFunctionCall(msgs, item, param)
+		if bad == nil && pending != "" && msgs[len(msgs)-1].ReasoningContent == "" {
+			msgs[len(msgs)-1].ReasoningContent = pending
+		}
+		return msgs, bad
 	case "function_call_output":
 		callID := item.Get("call_id").String()
 		if callID == "" {
@@ -305,12 +318,31 @@ func addItem(msgs []provider.ChatMessage, item gjson.Result, param string, resol
 		}
 		return append(msgs, provider.ChatMessage{Role: "tool", ToolCallID: callID, Content: content(outputText(item.Get("output")))}), nil
 	case "reasoning":
-		// A reasoning item of an earlier answer: chat providers take
-		// no reasoning back, so it is left out.
+		// A reasoning item of an earlier answer: its text (the reasoning
+		// itself, else its summary) goes back with the assistant turn
+		// that follows, for the servers that take it (DeepSeek's
+		// reasoning_content); the others get none.
+		*reasoning = reasoningText(item)
 		return msgs, nil
 	default:
 		return msgs, unsupported(param+".type", fmt.Sprintf("input items of type %q are not served; use messages, function_call and function_call_output.", oaierror.Clip(typ, 60)))
 	}
+}
+
+// reasoningText is a reasoning item's text: its content's reasoning_text
+// parts, else its summary's text, joined.
+func reasoningText(item gjson.Result) string {
+	for _, field := range []string{"content", "summary"} {
+		var b strings.Builder
+		item.Get(field).ForEach(func(_, p gjson.Result) bool {
+			b.WriteString(p.Get("text").String())
+			return true
+		})
+		if b.Len() > 0 {
+			return b.String()
+		}
+	}
+	return ""
 }
 
 // dereference is the output item of a stored response an item_reference

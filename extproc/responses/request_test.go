@@ -174,3 +174,28 @@ func TestToChatRefusesInTheOrderItReads(t *testing.T) {
 	require.NotNil(t, e)
 	assert.Equal(t, "input", e.Param)
 }
+
+// A reasoning item (DeepSeek's reasoning_content, as Tollgate's answers
+// give it) goes back as reasoning_content of the assistant turn that
+// follows it — a function call's or an assistant message's —, its content
+// else its summary; one that no assistant turn follows is left out.
+func TestAReasoningItemGoesBackWithTheAssistantTurnAfterIt(t *testing.T) {
+	_, chat, _ := toChat(t, `{"model":"m","input":[
+		{"role":"user","content":"Weather in Paris?"},
+		{"type":"reasoning","id":"rs_1","summary":[],"content":[{"type":"reasoning_text","text":"I should call "},{"type":"reasoning_text","text":"get_weather."}]},
+		{"type":"function_call","call_id":"c1","name":"get_weather","arguments":"{\"city\":\"Paris\"}"},
+		{"type":"function_call_output","call_id":"c1","output":"sunny"},
+		{"type":"reasoning","id":"rs_2","summary":[{"type":"summary_text","text":"It is sunny."}]},
+		{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Sunny."}]},
+		{"type":"reasoning","id":"rs_3","summary":[],"content":[{"type":"reasoning_text","text":"orphan"}]},
+		{"role":"user","content":"Thanks"}
+	]}`)
+	assert.JSONEq(t, `[
+		{"role":"user","content":"Weather in Paris?"},
+		{"role":"assistant","content":null,"reasoning_content":"I should call get_weather.","tool_calls":[
+			{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},
+		{"role":"tool","tool_call_id":"c1","content":"sunny"},
+		{"role":"assistant","content":"Sunny.","reasoning_content":"It is sunny."},
+		{"role":"user","content":"Thanks"}
+	]`, chat.Get("messages").Raw)
+}

@@ -140,16 +140,19 @@ func embeddingItems(v any) ([]embedItem, string) {
 }
 
 // embeddings answers an embeddings request: OpenAI's and Azure's
-// {"object":"list","data":[…],"model","usage"}, or Gemini's (see
-// geminiEmbeddings). Prompt tokens are the texts' tokens as the mock
+// {"object":"list","data":[…],"model","usage"}, or Gemini's, Bedrock's or
+// Vertex's (see geminiEmbeddings, bedrockEmbeddings, vertexEmbeddings). Prompt tokens are the texts' tokens as the mock
 // counts them and the token arrays' lengths (Options.Usage's prompt, when
 // set).
 func (m *Mock) embeddings(w http.ResponseWriter, req *Request, p Play) {
-	switch req.Format {
-	case Gemini:
+	switch {
+	case req.Vertex:
+		m.vertexEmbeddings(w, req, p)
+		return
+	case req.Format == Gemini:
 		m.geminiEmbeddings(w, req, p)
 		return
-	case Bedrock:
+	case req.Format == Bedrock:
 		m.bedrockEmbeddings(w, req, p)
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Vertex AI's paths: POST
@@ -20,8 +21,10 @@ import (
 // (:streamGenerateContent?alt=sse), Gemini's wire format, and
 // …/publishers/anthropic/models/{model}:rawPredict (:streamRawPredict),
 // Anthropic's Messages body without its model and with anthropic_version
-// vertex-2023-10-16 in the body. A Request on them has the family's Format
-// (Gemini, Anthropic) and Vertex set.
+// vertex-2023-10-16 in the body; and …/publishers/google/models/{model}
+// :predict, the text embedding models' (vertexEmbeddings). A Request on
+// them has the family's Format (Gemini, Anthropic; Gemini for predict,
+// whose errors are Google's) and Vertex set.
 //
 // With Options.VertexAccounts, the mock is also Google's OAuth2 token
 // endpoint (VertexTokenPath): it exchanges a JWT signed by one of the
@@ -60,6 +63,8 @@ func vertexRoute(path string) (Format, family) {
 		return Gemini, chatFamily
 	case parts[4] == "anthropic" && (method == "rawPredict" || method == "streamRawPredict"):
 		return Anthropic, chatFamily
+	case parts[4] == "google" && method == "predict":
+		return Gemini, embeddingsFamily
 	}
 	return "", ""
 }
@@ -196,4 +201,92 @@ func ServiceAccountFile(email, tokenURI string, key *rsa.PrivateKey) ([]byte, er
 		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
 		"client_email": email, "client_id": "1", "token_uri": tokenURI,
 	})
+}
+
+// Vertex's text embedding limits: 250 instances a request (one for the
+// gemini-embedding models).
+const (
+	maxVertexInstances       = 250
+	maxVertexGeminiInstances = 1
+)
+
+// vertexTaskTypes are the task types Vertex's embedding models know.
+var vertexTaskTypes = map[string]bool{
+	"RETRIEVAL_QUERY": true, "RETRIEVAL_DOCUMENT": true, "SEMANTIC_SIMILARITY": true, "CLASSIFICATION": true,
+	"CLUSTERING": true, "QUESTION_ANSWERING": true, "FACT_VERIFICATION": true, "CODE_RETRIEVAL_QUERY": true,
+}
+
+// vertexEmbeddings answers Vertex's predict for a text embedding model:
+// {"instances": [{"content", "task_type"?, "title"?}], "parameters":
+// {"outputDimensionality"?, "autoTruncate"?}} gets {"predictions":
+// [{"embeddings": {"values", "statistics": {"token_count",
+// "truncated"}}}], "metadata": {"billableCharacterCount"}}. It refuses,
+// as Vertex does, no or too many instances (250; one for gemini-embedding
+// models), an instance without text content or with a field Vertex does
+// not know, an unknown task type, and parameters out of range. The token
+// counts are the texts' as the mock counts them (Options.Usage's prompt,
+// when set, spread over the instances).
+func (m *Mock) vertexEmbeddings(w http.ResponseWriter, req *Request, p Play) {
+	model := modelOf(req)
+	limit := maxVertexInstances
+	if strings.HasPrefix(model, "gemini-embedding") {
+		limit = maxVertexGeminiInstances
+	}
+	instances := list(req.Body["instances"])
+	switch {
+	case len(instances) == 0:
+		m.refuse(w, Gemini, "instances", "instances must not be empty")
+		return
+	case len(instances) > limit:
+		m.refuse(w, Gemini, "instances", fmt.Sprintf("Unable to submit request because the model %s supports at most %d instances a request, and %d were sent.", model, limit, len(instances)))
+		return
+	}
+	params := object(req.Body["parameters"])
+	dims, ok := intField(params, "outputDimensionality", DefaultDimensions, 1, maxDimensions)
+	if !ok {
+		m.refuse(w, Gemini, "parameters", fmt.Sprintf("outputDimensionality must be an integer from 1 to %d", maxDimensions))
+		return
+	}
+	if v, ok := params["autoTruncate"]; ok {
+		if _, isBool := v.(bool); !isBool {
+			m.refuse(w, Gemini, "parameters", "autoTruncate must be a boolean")
+			return
+		}
+	}
+	counts := make([]int, len(instances))
+	chars := 0
+	for i, in := range instances {
+		for k := range in {
+			if k != "content" && k != "task_type" && k != "title" {
+				m.refuse(w, Gemini, "instances", fmt.Sprintf("instances[%d]: unknown field %q", i, k))
+				return
+			}
+		}
+		text, _ := in["content"].(string)
+		if text == "" {
+			m.refuse(w, Gemini, "instances", fmt.Sprintf("instances[%d].content must be a non-empty string", i))
+			return
+		}
+		if tt, ok := in["task_type"]; ok && !vertexTaskTypes[fmt.Sprint(tt)] {
+			m.refuse(w, Gemini, "instances", fmt.Sprintf("instances[%d].task_type %v is not a task type", i, tt))
+			return
+		}
+		counts[i] = req.tokensOf(text)
+		chars += utf8.RuneCountInString(text)
+	}
+	if m.opt.Usage != nil {
+		n := len(counts)
+		for i := range counts {
+			counts[i] = m.opt.Usage.Prompt / n
+		}
+		counts[0] += m.opt.Usage.Prompt % n
+	}
+	preds := make([]any, len(instances))
+	for i, in := range instances {
+		preds[i] = map[string]any{"embeddings": map[string]any{
+			"values":     Embedding(in["content"].(string), dims),
+			"statistics": map[string]any{"token_count": counts[i], "truncated": false},
+		}}
+	}
+	writeWhole(w, map[string]any{"predictions": preds, "metadata": map[string]any{"billableCharacterCount": chars}}, p)
 }

@@ -72,6 +72,7 @@ func TestVertexServesItsPathsOnlyWithATokenItIssued(t *testing.T) {
 		{"a token it did not issue", claude, claudeBody, "Bearer ya29.forged", 401, "error.message"},
 		{"a Claude body with a model", claude, strings.Replace(claudeBody, "{", `{"model":"claude-haiku-4-5",`, 1), "Bearer " + token, 400, "error.message"},
 		{"a Claude body without Vertex's version", claude, strings.Replace(claudeBody, "vertex-2023-10-16", "2023-06-01", 1), "Bearer " + token, 400, "error.message"},
+		{"a Claude body without anthropic_version", claude, strings.Replace(claudeBody, `"anthropic_version":"vertex-2023-10-16",`, "", 1), "Bearer " + token, 400, "error.message"},
 		{"Gemini API's own path", "/v1beta/models/gemini-2.5-flash:generateContent", geminiBody, "Bearer " + token, 404, "error.message"},
 	}
 	for _, tt := range tests {
@@ -85,4 +86,41 @@ func TestVertexServesItsPathsOnlyWithATokenItIssued(t *testing.T) {
 		_, b := post(t, m, claude, claudeBody, "Authorization", "Bearer "+token)
 		return b
 	}(), "model").String(), "Claude's answer names the path's model")
+}
+
+func TestVertexEmbeddingsAnswerPredictAsVertexDoes(t *testing.T) {
+	m := New(Options{Formats: []Format{Vertex}})
+	const text = "/v1/projects/p/locations/us-central1/publishers/google/models/text-embedding-005:predict"
+	const gemini = "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-embedding-001:predict"
+	resp, body := post(t, m, text, `{"instances":[{"content":"Paris"},{"content":"Weather in Paris?","task_type":"RETRIEVAL_QUERY"}],"parameters":{"outputDimensionality":8,"autoTruncate":false}}`)
+	require.Equal(t, 200, resp.StatusCode, body)
+	preds := gjson.Get(body, "predictions").Array()
+	require.Len(t, preds, 2)
+	for i, want := range []string{"Paris", "Weather in Paris?"} {
+		var got []float32
+		for _, v := range preds[i].Get("embeddings.values").Array() {
+			got = append(got, float32(v.Float()))
+		}
+		assert.Equal(t, Embedding(want, 8), got, "the mock's embedding of %q, 8 long", want)
+		assert.EqualValues(t, tokens(len(want)), preds[i].Get("embeddings.statistics.token_count").Int())
+		assert.False(t, preds[i].Get("embeddings.statistics.truncated").Bool())
+	}
+	assert.EqualValues(t, len("Paris")+len("Weather in Paris?"), gjson.Get(body, "metadata.billableCharacterCount").Int())
+
+	many := `{"instances":[` + strings.Repeat(`{"content":"a"},`, 250) + `{"content":"a"}]}`
+	for _, tt := range []struct{ name, path, body string }{
+		{"no instances", text, `{"instances":[]}`},
+		{"more than 250 instances", text, many},
+		{"two instances for a gemini-embedding model", gemini, `{"instances":[{"content":"a"},{"content":"b"}]}`},
+		{"an empty content", text, `{"instances":[{"content":""}]}`},
+		{"a field Vertex does not know", text, `{"instances":[{"content":"a","model":"m"}]}`},
+		{"an unknown task type", text, `{"instances":[{"content":"a","task_type":"SEARCH"}]}`},
+		{"an outputDimensionality out of range", text, `{"instances":[{"content":"a"}],"parameters":{"outputDimensionality":0}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := post(t, m, tt.path, tt.body)
+			assert.Equal(t, 400, resp.StatusCode, body)
+			assert.Equal(t, "INVALID_ARGUMENT", gjson.Get(body, "error.status").String(), "Google's error shape: %s", body)
+		})
+	}
 }
