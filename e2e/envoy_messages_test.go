@@ -59,9 +59,9 @@ func (e *envoyProc) extProcStats(t *testing.T) extProcStats {
 // real Envoy (docs/architecture.md, "One request"), each way: a whole
 // answer 3 router-step and 4 upstream-step; a stream the same but one
 // upstream message per piece of the answer and its end; a request ext_authz
-// refuses none; one the router step refuses 2 (request headers and body);
-// a failed-over attempt its own upstream messages. Every message is
-// answered.
+// refuses none; one the router step refuses on its body 2 (request headers
+// and body), on its path 1, as GET /v1/models; a failed-over attempt its
+// own upstream messages. Every message is answered.
 func TestEnvoySendsTheExtProcMessagesEachKindOfRequestNeeds(t *testing.T) {
 	t.Parallel()
 	requireEnvoy(t)
@@ -74,10 +74,10 @@ func TestEnvoySendsTheExtProcMessagesEachKindOfRequestNeeds(t *testing.T) {
 	}), "")
 	secret := tg.newAccount(t, "me@example.com", "10")
 
-	cost := func(secret, body string, wantStatus int) (extProcStats, protocolCounts) {
+	costOf := func(method, path, secret, body string, wantStatus int) (extProcStats, protocolCounts) {
 		t.Helper()
 		before, beforeTG := tg.envoy.extProcStats(t), tg.protocol(t)
-		resp, b := tg.post(t, secret, body)
+		resp, b := tg.do(t, method, path, secret, body)
 		require.Equal(t, wantStatus, resp.StatusCode, "%s", b)
 		assert.Empty(t, resp.Header.Get("X-Tollgate-Early-Reply"), "the router step's skip mark stays inside")
 		// Envoy counts a message when it sends or applies it; the last
@@ -88,6 +88,10 @@ func TestEnvoySendsTheExtProcMessagesEachKindOfRequestNeeds(t *testing.T) {
 			return got.routerSent == got.routerReceived && got.upstreamSent == got.upstreamReceived
 		}, 5*time.Second, 10*time.Millisecond, "every message answered: %+v", got)
 		return got, tg.protocol(t).minus(beforeTG)
+	}
+	cost := func(secret, body string, wantStatus int) (extProcStats, protocolCounts) {
+		t.Helper()
+		return costOf(http.MethodPost, "/chat/completions", secret, body, wantStatus)
 	}
 
 	got, _ := cost(secret, `{"model":"plain-model","messages":[{"role":"user","content":"hi"}]}`, http.StatusOK)
@@ -105,6 +109,11 @@ func TestEnvoySendsTheExtProcMessagesEachKindOfRequestNeeds(t *testing.T) {
 
 	got, _ = cost(secret, `{"model":"no-such-model","messages":[{"role":"user","content":"hi"}]}`, http.StatusBadRequest)
 	assert.Equal(t, extProcStats{2, 2, 0, 0}, got, "the router step's refusal: request headers and body, its immediate response ends the stream")
+
+	got, _ = costOf(http.MethodPost, "/no-such-path", secret, `{}`, http.StatusNotFound)
+	assert.Equal(t, extProcStats{1, 1, 0, 0}, got, "a path no endpoint serves: refused on the request headers")
+	got, _ = costOf(http.MethodGet, "/models", secret, "", http.StatusOK)
+	assert.Equal(t, extProcStats{1, 1, 0, 0}, got, "GET /v1/models: answered on the request headers")
 
 	got, _ = cost(secret, `{"model":"fallback-model","messages":[{"role":"user","content":"hi"}]}`, http.StatusOK)
 	assert.Equal(t, extProcStats{3, 3, 4 + 4, 4 + 4}, got, "a failed-over attempt: the upstream step's messages once more")
