@@ -144,8 +144,8 @@ func editHTTPFilters(fs []*hcmv3.HttpFilter, authz func(*extauthzv3.ExtAuthz), p
 }
 
 // editExtProc edits an ext_proc filter's configuration, also when it is
-// wrapped in a matcher (the router step's, which skips Envoy's own
-// replies to requests its codec refused).
+// wrapped in a matcher (the router step's, which skips the replies made
+// before it saw the request: ext_authz's, and its codec's refusals).
 func editExtProc(a *anypb.Any, proc func(*extprocfilterv3.ExternalProcessor)) (*anypb.Any, error) {
 	var wrapped matchingv3.ExtensionWithMatcher
 	if a.MessageIs(&wrapped) {

@@ -215,8 +215,11 @@ func TestEnvoyWithoutTollgatesGRPCPortAnswers503AndForwardsNothing(t *testing.T)
 	require.Len(t, p.received(), 1)
 
 	tg.stop() // its gRPC port closes; Envoy keeps the listener and routes it had
+	streams := tg.envoy.stat(t, "http.public.ext_proc.streams_started")
 	resp, body = tg.post(t, secret, helloBody)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s", body)
+	assert.Equal(t, streams, tg.envoy.stat(t, "http.public.ext_proc.streams_started"),
+		"ext_authz's failure skips the router step: no second call to the Tollgate that is gone")
 	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 	requireSchema(t, schemaError, body)
 	assert.Equal(t, "no_available_workers", gjson.GetBytes(body, "error.code").String(), "%s", body)

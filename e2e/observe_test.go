@@ -359,7 +359,8 @@ func (a protocolCounts) minus(b protocolCounts) protocolCounts {
 // headers, body, response headers); one upstream stream per attempt with
 // request headers, body and response headers, then the response body — one
 // message for a whole answer, one per piece of a stream and one for its
-// end. A change that adds a call or a message fails here.
+// end; a request ext_authz refuses, the Check alone. A change that adds a
+// call or a message fails here.
 func TestCallsAndMessagesPerRequestDoNotGrow(t *testing.T) {
 	t.Parallel()
 	p := newMockOpenAI(t)
@@ -387,4 +388,9 @@ func TestCallsAndMessagesPerRequestDoNotGrow(t *testing.T) {
 	// Envoy may hand the last piece and the end in one message.
 	assert.GreaterOrEqual(t, got.upstreamMessages, 3.0+1, "request headers, body, response headers, a piece and the end")
 	assert.LessOrEqual(t, got.upstreamMessages, 3+2*events+1, "streamed: K pieces + 3 + the end")
+
+	before = tg.protocol(t)
+	resp, body = tg.post(t, "tg-"+strings.Repeat("x", 40), helloBody)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s", body)
+	assert.Equal(t, protocolCounts{checks: 1}, tg.protocol(t).minus(before), "refused by ext_authz: the Check alone, no ext_proc stream")
 }

@@ -407,6 +407,9 @@ func TestBootstrapLocalRepliesAreOaierrorsBodies(t *testing.T) {
 		if isAnthropic(m) {
 			continue // TestTheMessagesAPIGetsEnvoysRepliesInAnthropicsShape
 		}
+		if m.GetBodyFormatOverride() == nil {
+			continue // ext_authz's denials, marked only (TestTheRouterStepSkipsRepliesMadeBeforeIt)
+		}
 		f := m.GetFilter()
 		key := strconv.Itoa(int(f.GetStatusCodeFilter().GetComparison().GetValue().GetDefaultValue()))
 		if key == "0" {
@@ -458,6 +461,9 @@ func TestTheMessagesAPIGetsEnvoysRepliesInAnthropicsShape(t *testing.T) {
 	var anthropic []*hcmv3.ResponseMapper
 	firstOpenAI := -1
 	for i, m := range mappers {
+		if m.GetBodyFormatOverride() == nil {
+			continue // ext_authz's denials, marked only: Tollgate wrote them in the path's shape
+		}
 		if isAnthropic(m) {
 			assert.Equal(t, -1, firstOpenAI, "mapper %d: the Messages API's mappers come first", i)
 			anthropic = append(anthropic, m)
@@ -532,14 +538,17 @@ func TestTheListenerAddressAndTrustedHopsAreServed(t *testing.T) {
 	}
 }
 
-// TestTheRouterStepSkipsCodecRefusals: the reply to a request Envoy's codec
-// refused is marked by its mapper, the router step's matcher skips the step
-// on exactly that mark (a reply waiting on ext_proc would be lost with the
-// connection the codec error closes), and header_mutation, the last filter
-// a reply passes, removes the mark.
-func TestTheRouterStepSkipsCodecRefusals(t *testing.T) {
+// TestTheRouterStepSkipsRepliesMadeBeforeIt: the replies made before the
+// router step saw the request are marked by their mappers — ext_authz's
+// denials and its failures to reach Tollgate (so they cost no ext_proc
+// stream), and the refusals of Envoy's codec (a reply waiting on ext_proc
+// would be lost with the connection the codec error closes) — the router
+// step's matcher skips the step on exactly that mark, and header_mutation,
+// the last filter a reply passes, removes the mark.
+func TestTheRouterStepSkipsRepliesMadeBeforeIt(t *testing.T) {
 	p := parts(t)
 	var marks []*corev3.HeaderValue
+	var marked []string
 	for _, m := range p.hcm.GetLocalReplyConfig().GetMappers() {
 		for _, h := range m.GetHeadersToAdd() {
 			if h.GetHeader().GetKey() == "retry-after" {
@@ -547,11 +556,24 @@ func TestTheRouterStepSkipsCodecRefusals(t *testing.T) {
 				continue
 			}
 			marks = append(marks, h.GetHeader())
-			expr := m.GetFilter().GetExtensionFilter().String()
-			assert.Contains(t, expr, "http1.", "the mark is on the codec's refusals")
+			marked = append(marked, m.GetFilter().String())
 		}
 	}
-	require.Len(t, marks, 1, "one mapper marks its replies")
+	require.NotEmpty(t, marks)
+	for i, mark := range marks {
+		assert.Equal(t, marks[0].String(), mark.String(), "one mark")
+		switch f := marked[i]; {
+		case strings.Contains(f, "http1."): // the codec's refusals
+		case strings.Contains(f, "ext_authz_denied") && strings.Contains(f, "response.code != 500"):
+			// ext_authz's denials, but its 500, which the internal_error
+			// mappers rewrite
+		case strings.Contains(f, "UAEX") && strings.Contains(f, "code_details != 'ext_authz_denied'"):
+			// ext_authz could not reach Tollgate
+		default:
+			t.Errorf("a mapper marks replies that are neither ext_authz's nor the codec's: %s", f)
+		}
+	}
+	assert.Len(t, marks, 4, "the codec's mapper, ext_authz's denials, and its failures in both shapes")
 
 	var wrapped matchingv3.ExtensionWithMatcher
 	var step *hcmv3.HttpFilter
