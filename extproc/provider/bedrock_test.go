@@ -175,6 +175,43 @@ func TestBedrockCredentialsAreCachedAndRefreshedBeforeExpiry(t *testing.T) {
 	}
 }
 
+// TestBedrockCredentialFailuresAreCredentialErrors: every way AWS
+// credentials cannot be had — the default chain finds none, the source
+// cannot fetch or refresh them, they expired, or static keys are empty —
+// is ErrCredential (the attempt fails over as a provider failure would),
+// naming the provider and no secret; nothing is signed.
+func TestBedrockCredentialFailuresAreCredentialErrors(t *testing.T) {
+	fetched := func(c aws.Credentials, err error) func(context.Context, string) (aws.CredentialsProvider, error) {
+		return func(context.Context, string) (aws.CredentialsProvider, error) {
+			return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return c, err }), nil
+		}
+	}
+	for _, tc := range []struct {
+		name         string
+		load         func(context.Context, string) (aws.CredentialsProvider, error)
+		key, secret  string
+		wantInReason string
+	}{
+		{name: "the chain finds no credentials", load: noDefaultChain, wantInReason: "loading AWS credentials"},
+		{name: "the role's endpoint fails", load: fetched(aws.Credentials{}, errors.New("ec2 IMDS role: connection refused")), wantInReason: "connection refused"},
+		{name: "the credentials expired", load: fetched(aws.Credentials{AccessKeyID: "ASIATEMP", SecretAccessKey: "s3cr3t-expired", SessionToken: "tok",
+			CanExpire: true, Expires: testEnv.now().Add(-time.Minute)}, nil), wantInReason: "expired"},
+		{name: "the source hands back no keys", load: fetched(aws.Credentials{}, nil), wantInReason: "no keys"},
+		{name: "static keys without a secret", key: "AKIDEXAMPLE", wantInReason: "AWS credentials"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := bedrock{env: testEnv, creds: &bedrockCredentials{load: tc.load}}
+			target := testTarget(config.TypeBedrock)
+			target.Provider.AccessKeyID, target.Provider.SecretAccessKey = config.Secret(tc.key), config.Secret(tc.secret)
+			_, _, err := a.Translate(&Request{Body: []byte(`{"messages":[{"role":"user","content":"hi"}]}`)}, target)
+			require.ErrorIs(t, err, ErrCredential)
+			assert.Contains(t, err.Error(), target.Provider.Name)
+			assert.Contains(t, err.Error(), tc.wantInReason)
+			assert.NotContains(t, err.Error(), "s3cr3t")
+		})
+	}
+}
+
 func TestBedrockTemporaryCredentialsSignTheirToken(t *testing.T) {
 	a := bedrock{env: testEnv, creds: &bedrockCredentials{load: func(context.Context, string) (aws.CredentialsProvider, error) {
 		return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
