@@ -178,13 +178,17 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 	}
 	if errors.Is(err, provider.ErrCredential) {
 		// The provider's credential could not be had (its token endpoint
-		// failed): the deployment failed, as if the provider had.
+		// failed, AWS credentials could not be fetched or expired): the
+		// deployment failed, as if the provider had, and the built-in edge
+		// tries the model's next one (contract.HeaderFailover). No request
+		// goes to the provider unsigned.
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: the provider's credential could not be had",
 			"provider", u.target.Provider.Name, "deployment", u.target.Deployment.ID, "err", err)
 		if h := u.s.opt.Health; h != nil {
 			h.Failure(u.target.Deployment.ID)
 		}
-		return immediateIn(u.shape, oaierror.NoAvailableWorkers.ForRequest(u.clientRequestID), contract.SetRawHeaders(contract.HeaderTranslated, "1")), nil
+		return immediateIn(u.shape, oaierror.NoAvailableWorkers.ForRequest(u.clientRequestID),
+			contract.SetRawHeaders(contract.HeaderTranslated, "1", contract.HeaderFailover, "1")), nil
 	}
 	if err != nil {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: translating the request failed",
