@@ -333,6 +333,10 @@ func (c *bedrockCodec) whole(s *streamState, body []byte) ([]byte, error) {
 		switch {
 		case b.Get("text").Type == gjson.String:
 			r.text.WriteString(b.Get("text").String())
+		case b.Get("reasoningContent").IsObject():
+			// reasoningText's text; its signature and a redactedContent
+			// block have no place in OpenAI's answer.
+			r.reasoning.WriteString(b.Get("reasoningContent.reasoningText.text").String())
 		case b.Get("toolUse").IsObject():
 			tu := b.Get("toolUse")
 			r.addToolCall(tu.Get("toolUseId").String(), tu.Get("name").String(), compactArguments(json.RawMessage(tu.Get("input").Raw)))
@@ -398,6 +402,11 @@ func (c *bedrockCodec) frame(s *streamState, out []byte, m eventstream.Message) 
 		d := e.Get("delta")
 		if t := d.Get("text"); t.Type == gjson.String {
 			return s.content(out, t.String()), nil
+		}
+		if t := d.Get("reasoningContent.text"); t.Type == gjson.String {
+			// A reasoning block's signature and redactedContent deltas have
+			// no place in OpenAI's chunks.
+			return s.reasoningContent(out, t.String()), nil
 		}
 		if in := d.Get("toolUse.input"); in.Type == gjson.String {
 			if i, ok := c.tools[e.Get("contentBlockIndex").Int()]; ok {

@@ -273,6 +273,10 @@ func TestBedrockResponseTranslation(t *testing.T) {
 			completion: "I'll look up the most popular song on WZPZ." + `{"sign":"WZPZ"}`},
 		{fixture: "response_max_tokens.json", usage: Usage{PromptTokens: 125, CompletionTokens: 5, Reported: true}, completion: `1. "Wannabe"`},
 		{fixture: "response_guardrail.json", usage: Usage{PromptTokens: 40, Reported: true}, completion: "Sorry, the model cannot answer this question."},
+		// The reasoning is output: the text it shows, then the answer's.
+		{fixture: "response_reasoning.json", usage: Usage{PromptTokens: 125, CompletionTokens: 96, Reported: true},
+			completion: "\"Wannabe\" by Spice Girls, \"Wonderwall\" by Oasis and \"Back for Good\" by Take That." +
+				"The user wants three pop songs by UK artists. Spice Girls, Oasis and Take That each had a number one."},
 	})
 	for fixture, finish := range map[string]string{"response_text.json": "stop", "response_tool_use.json": "tool_calls",
 		"response_max_tokens.json": "length", "response_guardrail.json": "content_filter"} {
@@ -294,6 +298,9 @@ func TestBedrockStreamTranslation(t *testing.T) {
 		{answerCase{fixture: "stream_tool_use.events.json",
 			usage:      Usage{PromptTokens: 375 + 2200, CompletionTokens: 72, CacheWriteTokens: 2200, Reported: true},
 			completion: `Let me check.{"sign": "WZPZ"}`}, true},
+		{answerCase{fixture: "stream_reasoning.events.json",
+			usage:      Usage{PromptTokens: 125, CompletionTokens: 96, Reported: true},
+			completion: `The user wants three pop songs by UK artists."Wannabe", "Wonderwall" and "Back for Good".`}, true},
 		{answerCase{fixture: "stream_exception.events.json", completion: "Here is"}, false},
 		{answerCase{fixture: "stream_cut.events.json", completion: "Here is"}, false},
 	}
