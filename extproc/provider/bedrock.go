@@ -148,7 +148,10 @@ func (b bedrock) Translate(req *Request, t Target) (Upstream, Response, error) {
 	if err := b.authorize(&up, t.Provider); err != nil {
 		return Upstream{}, nil, err
 	}
-	c := &bedrockCodec{tools: map[int64]int{}}
+	c := &bedrockCodec{tools: map[int64]int{}, jsonBlock: -1}
+	if cr.structuredOutput() {
+		c.jsonTool = bedrockJSONTool
+	}
 	tr := newTranslated(req, c, b.env.newID(), t.Model.ID, b.env)
 	return up, &bedrockAnswer{translated: tr, codec: c}, nil
 }
@@ -185,8 +188,9 @@ func bedrockBody(cr *openAIChatRequest, t Target) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	var tc *bedrockToolConfig
 	if len(cr.Tools) > 0 && choice.mode != "none" {
-		tc := &bedrockToolConfig{}
+		tc = &bedrockToolConfig{}
 		for _, tool := range cr.Tools {
 			var bt bedrockTool
 			bt.ToolSpec.Name, bt.ToolSpec.Description = tool.Function.Name, tool.Function.Description
@@ -205,11 +209,57 @@ func bedrockBody(cr *openAIChatRequest, t Target) ([]byte, error) {
 		case choice.mode == "auto":
 			tc.ToolChoice = map[string]any{"auto": struct{}{}}
 		}
-		out.ToolConfig = tc
-	} else if choice.mode == "none" && toolHistory(cr.Messages) {
+	} else if choice.mode == "none" && toolHistory(cr.Messages) && !cr.structuredOutput() {
 		return nil, unsupported(`tool_choice "none" cannot be sent to Bedrock with tool calls in the conversation; remove tool_choice`)
 	}
+	if cr.structuredOutput() {
+		if tc, err = bedrockStructured(cr, tc, choice); err != nil {
+			return nil, err
+		}
+	}
+	if tc != nil {
+		out.ToolConfig = tc
+	}
 	return marshalJSON(out)
+}
+
+// bedrockJSONTool is the tool that carries structured output
+// (response_format json_object or json_schema) on Bedrock.
+const bedrockJSONTool = "json_answer"
+
+// bedrockStructured adds the structured-output tool to the request's tools
+// (tc, nil without the client's): a tool whose input schema is the one
+// asked for (an object, for json_object), whose input is handed back as the
+// message's content. Without tools of the client's (or with tool_choice
+// none) it is forced; with them, some tool must be used — the client's, or
+// this one for the final answer.
+func bedrockStructured(cr *openAIChatRequest, tc *bedrockToolConfig, choice toolChoice) (*bedrockToolConfig, error) {
+	clientTools := tc != nil
+	if !clientTools {
+		tc = &bedrockToolConfig{}
+	}
+	for _, tool := range tc.Tools {
+		if tool.ToolSpec.Name == bedrockJSONTool {
+			return nil, unsupported("response_format cannot be used with a tool named %q", bedrockJSONTool)
+		}
+	}
+	schema := json.RawMessage(`{"type":"object"}`)
+	if f := cr.ResponseFormat; f.JSONSchema != nil && len(bytes.TrimSpace(f.JSONSchema.Schema)) > 0 && string(f.JSONSchema.Schema) != "null" {
+		schema = f.JSONSchema.Schema
+	}
+	var bt bedrockTool
+	bt.ToolSpec.Name = bedrockJSONTool
+	bt.ToolSpec.Description = "Give the final answer as this tool's input: a JSON object that matches its schema."
+	bt.ToolSpec.InputSchema.JSON = schema
+	tc.Tools = append(tc.Tools, bt)
+	switch {
+	case !clientTools:
+		tc.ToolChoice = map[string]any{"tool": map[string]string{"name": bedrockJSONTool}}
+	case choice.name != "":
+	default:
+		tc.ToolChoice = map[string]any{"any": struct{}{}}
+	}
+	return tc, nil
 }
 
 // bedrockMessages splits off the system blocks and turns the rest into
@@ -301,8 +351,13 @@ func bedrockFinish(stopReason string) string {
 // bedrockCodec translates Bedrock's answers: a whole Converse body, or the
 // events of a ConverseStream (frame).
 type bedrockCodec struct {
-	tools   map[int64]int // contentBlockIndex → tool call index
-	stopped bool          // messageStop is translated
+	tools map[int64]int // contentBlockIndex → tool call index
+	// jsonTool names the structured-output tool ("" when the client asked
+	// for none); jsonBlock is its content block's index in a stream (-1
+	// before it starts). Its input is the answer's content.
+	jsonTool  string
+	jsonBlock int64
+	stopped   bool // messageStop is translated
 }
 
 // usage takes Bedrock's usage object (inputTokens excludes the cache's).
@@ -339,10 +394,17 @@ func (c *bedrockCodec) whole(s *streamState, body []byte) ([]byte, error) {
 			r.reasoning.WriteString(b.Get("reasoningContent.reasoningText.text").String())
 		case b.Get("toolUse").IsObject():
 			tu := b.Get("toolUse")
+			if c.jsonTool != "" && tu.Get("name").String() == c.jsonTool {
+				r.text.WriteString(compactArguments(json.RawMessage(tu.Get("input").Raw)))
+				continue
+			}
 			r.addToolCall(tu.Get("toolUseId").String(), tu.Get("name").String(), compactArguments(json.RawMessage(tu.Get("input").Raw)))
 		}
 	}
 	r.finish = bedrockFinish(m.Get("stopReason").String())
+	if r.finish == finishToolCalls && len(r.toolCalls) == 0 {
+		r.finish = finishStop // the structured answer, not a call
+	}
 	return s.completion(&r)
 }
 
@@ -394,6 +456,10 @@ func (c *bedrockCodec) frame(s *streamState, out []byte, m eventstream.Message) 
 		return s.start(out), nil
 	case "contentBlockStart":
 		if tu := e.Get("start.toolUse"); tu.IsObject() {
+			if c.jsonTool != "" && tu.Get("name").String() == c.jsonTool {
+				c.jsonBlock = e.Get("contentBlockIndex").Int()
+				return s.start(out), nil
+			}
 			var i int
 			out, i = s.toolCallStart(out, tu.Get("toolUseId").String(), tu.Get("name").String(), "")
 			c.tools[e.Get("contentBlockIndex").Int()] = i
@@ -409,13 +475,20 @@ func (c *bedrockCodec) frame(s *streamState, out []byte, m eventstream.Message) 
 			return s.reasoningContent(out, t.String()), nil
 		}
 		if in := d.Get("toolUse.input"); in.Type == gjson.String {
+			if c.jsonBlock >= 0 && e.Get("contentBlockIndex").Int() == c.jsonBlock {
+				return s.content(out, in.String()), nil
+			}
 			if i, ok := c.tools[e.Get("contentBlockIndex").Int()]; ok {
 				return s.toolCallArguments(out, i, in.String()), nil
 			}
 		}
 	case "messageStop":
 		c.stopped = true
-		return s.finish(out, bedrockFinish(e.Get("stopReason").String())), nil
+		finish := bedrockFinish(e.Get("stopReason").String())
+		if finish == finishToolCalls && s.toolCalls == 0 {
+			finish = finishStop // the structured answer, not a call
+		}
+		return s.finish(out, finish), nil
 	case "metadata":
 		c.usage(s, e.Get("usage"))
 		if c.stopped {

@@ -88,6 +88,13 @@ func TestBedrockRequestTranslation(t *testing.T) {
 			assert.Equal(t, "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q", gjson.GetBytes(b, "messages.2.content.0.toolResult.toolUseId").String())
 			assert.EqualValues(t, 8192, gjson.GetBytes(b, "inferenceConfig.maxTokens").Int(), "the model's max_tokens")
 		}},
+		{"request_structured.json", func(t *testing.T, up Upstream) {
+			b := up.Body
+			assert.Equal(t, `{"tool":{"name":"json_answer"}}`, gjson.GetBytes(b, "toolConfig.toolChoice").Raw, "forced: the client has no tools")
+			assert.Equal(t, "json_answer", gjson.GetBytes(b, "toolConfig.tools.0.toolSpec.name").String())
+			assert.Equal(t, `["name","date","participants"]`, gjson.GetBytes(b, "toolConfig.tools.0.toolSpec.inputSchema.json.required").Raw, "the client's schema")
+			assert.Equal(t, "Extract the event.", gjson.GetBytes(b, "system.0.text").String())
+		}},
 		{"request_required.json", func(t *testing.T, up Upstream) {
 			assert.Equal(t, `{"any":{}}`, gjson.GetBytes(up.Body, "toolConfig.toolChoice").Raw)
 			assert.Equal(t, `{"type":"object","properties":{}}`, gjson.GetBytes(up.Body, "toolConfig.tools.0.toolSpec.inputSchema.json").Raw)
@@ -253,7 +260,7 @@ func TestBedrockRejectsWhatItCannotExpress(t *testing.T) {
 		{"bmp image", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/bmp;base64,AAAA"}}]}]}`},
 		{"tool message without id", `{"messages":[{"role":"tool","content":"x"}]}`},
 		{"tool_choice none with tool history", `{"messages":[{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":"1"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"}`},
-		{"response_format", `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`},
+		{"response_format beside a tool of its name", `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"},"tools":[{"type":"function","function":{"name":"json_answer"}}]}`},
 		{"unknown parameter", `{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"low"}`},
 	}
 	for _, tt := range tests {
@@ -263,6 +270,68 @@ func TestBedrockRejectsWhatItCannotExpress(t *testing.T) {
 			assert.True(t, errors.Is(err, ErrUnsupportedRequest), "%v", err)
 		})
 	}
+}
+
+// TestBedrockStructuredOutput: response_format becomes a tool whose input
+// schema is the one asked for — forced without the client's tools, one
+// tool among theirs (some tool must be used) with them — and its input
+// comes back as the message's content, whole and streamed, with
+// finish_reason stop and no tool call.
+func TestBedrockStructuredOutput(t *testing.T) {
+	req := readFixture(t, filepath.Join(config.TypeBedrock, "request_structured.json"))
+	for _, stream := range []bool{false, true} {
+		fixture := "response_structured.json"
+		body := req
+		var answer []byte
+		if stream {
+			fixture = "stream_structured.events.json"
+			body = []byte(strings.Replace(string(req), `"max_tokens": 200`, `"max_tokens": 200, "stream": true`, 1))
+			answer = bedrockEvents(t, fixture)
+		} else {
+			answer = readFixture(t, filepath.Join(config.TypeBedrock, fixture))
+		}
+		t.Run(fixture, func(t *testing.T) {
+			_, resp, err := testAdapter(config.TypeBedrock).Translate(&Request{Body: body, Stream: stream}, testTarget(config.TypeBedrock))
+			require.NoError(t, err)
+			_, out, err := feed(resp, 200, answer)
+			require.NoError(t, err)
+			content := gjson.GetBytes(out, "choices.0.message.content").String()
+			finish := gjson.GetBytes(out, "choices.0.finish_reason").String()
+			if stream {
+				requireStreamSchema(t, out)
+				golden(t, filepath.Join(config.TypeBedrock, "stream_structured.golden.sse"), out)
+				var text strings.Builder
+				for _, line := range strings.Split(string(out), "\n") {
+					if data, ok := strings.CutPrefix(line, "data: "); ok && data != "[DONE]" {
+						text.WriteString(gjson.Get(data, "choices.0.delta.content").String())
+						if f := gjson.Get(data, "choices.0.finish_reason").String(); f != "" {
+							finish = f
+						}
+					}
+				}
+				content = text.String()
+			} else {
+				requireSchema(t, "CreateChatCompletionResponse", out)
+				golden(t, filepath.Join(config.TypeBedrock, goldenName(fixture, ".json")), out)
+			}
+			assert.JSONEq(t, `{"name":"Science fair","date":"Friday","participants":["Alice","Bob"]}`, content)
+			assert.Equal(t, "stop", finish)
+			assert.NotContains(t, string(out), "tool_calls", "the structured answer is not a call")
+			assert.Equal(t, Usage{PromptTokens: 412, CompletionTokens: 58, Reported: true}, resp.Usage())
+		})
+	}
+
+	withTools := `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"},` +
+		`"tools":[{"type":"function","function":{"name":"top_song"}}]}`
+	up, resp, err := testAdapter(config.TypeBedrock).Translate(&Request{Body: []byte(withTools)}, testTarget(config.TypeBedrock))
+	require.NoError(t, err)
+	assert.Equal(t, `["top_song","json_answer"]`, gjson.GetBytes(up.Body, "toolConfig.tools.#.toolSpec.name").Raw)
+	assert.Equal(t, `{"any":{}}`, gjson.GetBytes(up.Body, "toolConfig.toolChoice").Raw, "a tool must be used: theirs, or the answer")
+	assert.Equal(t, `{"type":"object"}`, gjson.GetBytes(up.Body, "toolConfig.tools.1.toolSpec.inputSchema.json").Raw, "json_object: any object")
+	_, out, err := feed(resp, 200, []byte(`{"output":{"message":{"role":"assistant","content":[{"toolUse":{"toolUseId":"t1","name":"top_song","input":{"sign":"WZPZ"}}}]}},"stopReason":"tool_use","usage":{"inputTokens":5,"outputTokens":3}}`))
+	require.NoError(t, err)
+	assert.Equal(t, "top_song", gjson.GetBytes(out, "choices.0.message.tool_calls.0.function.name").String(), "the client's tool is still a call")
+	assert.Equal(t, "tool_calls", gjson.GetBytes(out, "choices.0.finish_reason").String())
 }
 
 func TestBedrockResponseTranslation(t *testing.T) {
