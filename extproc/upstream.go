@@ -120,11 +120,24 @@ func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.Proces
 	}
 	u.model = m
 	u.target = provider.Target{Model: m, Deployment: d, Provider: p}
+	remove := notForwarded(hm, p.ForwardHeaders)
+	if lingering(hm, p.Type) {
+		remove = append(remove, "accept")
+	}
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
 		RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
-			HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: notForwarded(hm, p.ForwardHeaders)},
+			HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: remove},
 		}},
 	}}, nil
+}
+
+// lingering reports an accept header that an earlier attempt's adapter set
+// for its own provider type (Bedrock's event stream) and that an attempt on
+// another type must not send: attempts share the request's header map, so
+// what one set is still there on the next, and the client's own accept is
+// gone by then (the provider's default, none, serves in its place).
+func lingering(hm map[string]string, providerType string) bool {
+	return hm["accept"] == provider.BedrockStreamType && providerType != config.TypeBedrock
 }
 
 // endpoint sets the attempt's endpoint from the state the router step

@@ -137,7 +137,7 @@ func (b bedrock) Translate(req *Request, t Target) (Upstream, Response, error) {
 	}
 	op, accept := "/converse", "application/json"
 	if req.Stream {
-		op, accept = "/converse-stream", bedrockStreamType
+		op, accept = "/converse-stream", BedrockStreamType
 	}
 	up := Upstream{
 		Path:      path + "/model/" + bedrockModelPath(t.Deployment.Model) + op,
@@ -156,8 +156,9 @@ func (b bedrock) Translate(req *Request, t Target) (Upstream, Response, error) {
 	return up, &bedrockAnswer{translated: tr, codec: c}, nil
 }
 
-// bedrockStreamType is the content type of AWS's event stream.
-const bedrockStreamType = "application/vnd.amazon.eventstream"
+// BedrockStreamType is the content type of AWS's event stream, which a
+// Bedrock stream's attempt sends as its accept.
+const BedrockStreamType = "application/vnd.amazon.eventstream"
 
 // bedrockModelPath is a model id (or ARN) as one path segment: ARNs'
 // slashes and model versions' colons escaped, as AWS's SDKs send them.

@@ -79,7 +79,7 @@ func TestBedrockRequestTranslation(t *testing.T) {
 		{"request_tools.json", func(t *testing.T, up Upstream) {
 			b := up.Body
 			assert.True(t, strings.HasSuffix(up.Path, "/converse-stream"))
-			assert.Contains(t, up.Headers, Header{"accept", bedrockStreamType})
+			assert.Contains(t, up.Headers, Header{"accept", BedrockStreamType})
 			assert.Equal(t, `{"tool":{"name":"top_song"}}`, gjson.GetBytes(b, "toolConfig.toolChoice").Raw)
 			assert.Equal(t, "top_song", gjson.GetBytes(b, "toolConfig.tools.0.toolSpec.name").String())
 			assert.Equal(t, `["sign"]`, gjson.GetBytes(b, "toolConfig.tools.0.toolSpec.inputSchema.json.required").Raw)
