@@ -300,16 +300,7 @@ func TestBedrockStructuredOutput(t *testing.T) {
 			if stream {
 				requireStreamSchema(t, out)
 				golden(t, filepath.Join(config.TypeBedrock, "stream_structured.golden.sse"), out)
-				var text strings.Builder
-				for _, line := range strings.Split(string(out), "\n") {
-					if data, ok := strings.CutPrefix(line, "data: "); ok && data != "[DONE]" {
-						text.WriteString(gjson.Get(data, "choices.0.delta.content").String())
-						if f := gjson.Get(data, "choices.0.finish_reason").String(); f != "" {
-							finish = f
-						}
-					}
-				}
-				content = text.String()
+				content, finish = streamedAnswer(out)
 			} else {
 				requireSchema(t, "CreateChatCompletionResponse", out)
 				golden(t, filepath.Join(config.TypeBedrock, goldenName(fixture, ".json")), out)
