@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -106,7 +107,9 @@ plans:
 
 	// The Messages API (Claude Code), whose metadata.user_id Bedrock has
 	// no place for.
-	messages := `{"model":"claude-bedrock","max_tokens":200,"metadata":{"user_id":"user_abc"},"messages":[{"role":"user","content":"Weather in Paris?"}]}`
+	// Its cache marks become Bedrock's cache points.
+	messages := `{"model":"claude-bedrock","max_tokens":200,"metadata":{"user_id":"user_abc"},` +
+		`"system":[{"type":"text","text":"Be brief.","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"Weather in Paris?"}]}`
 	st, answer, _ := postMessages(t, tg, secret, "/messages", messages)
 	require.Equal(t, http.StatusOK, st, answer)
 	assert.Equal(t, mockFullText(), gjson.Get(answer, "content.0.text").String(), answer)
@@ -115,6 +118,11 @@ plans:
 	assert.Equal(t, "message_stop", sseNames(stream)[len(sseNames(stream))-1], stream)
 	for _, r := range tg.waitRecords(t, keyID, 5)[3:] {
 		assert.Equal(t, want, r, "billed as the chat was")
+	}
+	for _, r := range mock.received()[3:5] {
+		b, err := json.Marshal(r.Body)
+		require.NoError(t, err)
+		assert.JSONEq(t, `[{"text":"Be brief."},{"cachePoint":{"type":"default"}}]`, gjson.GetBytes(b, "system").Raw, "the system prompt is cached")
 	}
 	billed -= 2 * cost
 	assert.Equal(t, billed, tg.balance(t, email))

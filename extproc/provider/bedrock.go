@@ -55,7 +55,7 @@ type bedrock struct {
 
 type bedrockRequest struct {
 	Messages        []bedrockMessage   `json:"messages"`
-	System          []bedrockText      `json:"system,omitempty"`
+	System          []bedrockSystem    `json:"system,omitempty"`
 	InferenceConfig bedrockInference   `json:"inferenceConfig"`
 	ToolConfig      *bedrockToolConfig `json:"toolConfig,omitempty"`
 }
@@ -69,12 +69,28 @@ type bedrockMessage struct {
 	Content []bedrockBlock `json:"content"`
 }
 
+// bedrockCachePoint ends a prompt prefix Bedrock caches: a block of its
+// own after the system text, tool or content block that ends the prefix.
+type bedrockCachePoint struct {
+	Type string `json:"type"` // "default"
+}
+
+// cachePointDefault is the one kind of cache point.
+var cachePointDefault = &bedrockCachePoint{Type: "default"}
+
+// bedrockSystem is a system block: text, or a cache point.
+type bedrockSystem struct {
+	Text       *string            `json:"text,omitempty"`
+	CachePoint *bedrockCachePoint `json:"cachePoint,omitempty"`
+}
+
 // bedrockBlock is one content block: exactly one field is set.
 type bedrockBlock struct {
 	Text       *string            `json:"text,omitempty"`
 	Image      *bedrockImage      `json:"image,omitempty"`
 	ToolUse    *bedrockToolUse    `json:"toolUse,omitempty"`
 	ToolResult *bedrockToolResult `json:"toolResult,omitempty"`
+	CachePoint *bedrockCachePoint `json:"cachePoint,omitempty"`
 }
 
 type bedrockImage struct {
@@ -107,14 +123,18 @@ type bedrockToolConfig struct {
 	ToolChoice any           `json:"toolChoice,omitempty"`
 }
 
+// bedrockTool is a tool's spec, or a cache point after the tools before it.
 type bedrockTool struct {
-	ToolSpec struct {
-		Name        string `json:"name"`
-		Description string `json:"description,omitempty"`
-		InputSchema struct {
-			JSON json.RawMessage `json:"json"`
-		} `json:"inputSchema"`
-	} `json:"toolSpec"`
+	ToolSpec   *bedrockToolSpec   `json:"toolSpec,omitempty"`
+	CachePoint *bedrockCachePoint `json:"cachePoint,omitempty"`
+}
+
+type bedrockToolSpec struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	InputSchema struct {
+		JSON json.RawMessage `json:"json"`
+	} `json:"inputSchema"`
 }
 
 // Translate builds the upstream request, signed, and the answer's
@@ -193,7 +213,7 @@ func bedrockBody(cr *openAIChatRequest, t Target) ([]byte, error) {
 	if len(cr.Tools) > 0 && choice.mode != "none" {
 		tc = &bedrockToolConfig{}
 		for _, tool := range cr.Tools {
-			var bt bedrockTool
+			bt := bedrockTool{ToolSpec: &bedrockToolSpec{}}
 			bt.ToolSpec.Name, bt.ToolSpec.Description = tool.Function.Name, tool.Function.Description
 			schema := tool.Function.Parameters
 			if len(bytes.TrimSpace(schema)) == 0 || string(schema) == "null" {
@@ -201,6 +221,9 @@ func bedrockBody(cr *openAIChatRequest, t Target) ([]byte, error) {
 			}
 			bt.ToolSpec.InputSchema.JSON = schema
 			tc.Tools = append(tc.Tools, bt)
+			if marked(tool.CacheControl) {
+				tc.Tools = append(tc.Tools, bedrockTool{CachePoint: cachePointDefault})
+			}
 		}
 		switch {
 		case choice.name != "":
@@ -240,7 +263,7 @@ func bedrockStructured(cr *openAIChatRequest, tc *bedrockToolConfig, choice tool
 		tc = &bedrockToolConfig{}
 	}
 	for _, tool := range tc.Tools {
-		if tool.ToolSpec.Name == bedrockJSONTool {
+		if tool.ToolSpec != nil && tool.ToolSpec.Name == bedrockJSONTool {
 			return nil, unsupported("response_format cannot be used with a tool named %q", bedrockJSONTool)
 		}
 	}
@@ -248,7 +271,7 @@ func bedrockStructured(cr *openAIChatRequest, tc *bedrockToolConfig, choice tool
 	if f := cr.ResponseFormat; f.JSONSchema != nil && len(bytes.TrimSpace(f.JSONSchema.Schema)) > 0 && string(f.JSONSchema.Schema) != "null" {
 		schema = f.JSONSchema.Schema
 	}
-	var bt bedrockTool
+	bt := bedrockTool{ToolSpec: &bedrockToolSpec{}}
 	bt.ToolSpec.Name = bedrockJSONTool
 	bt.ToolSpec.Description = "Give the final answer as this tool's input: a JSON object that matches its schema."
 	bt.ToolSpec.InputSchema.JSON = schema
@@ -265,8 +288,8 @@ func bedrockStructured(cr *openAIChatRequest, tc *bedrockToolConfig, choice tool
 
 // bedrockMessages splits off the system blocks and turns the rest into
 // alternating user and assistant messages.
-func bedrockMessages(msgs []ChatMessage) ([]bedrockText, []bedrockMessage, error) {
-	system, turns, err := alternate(msgs, turnBlocks[bedrockBlock]{
+func bedrockMessages(msgs []ChatMessage) ([]bedrockSystem, []bedrockMessage, error) {
+	_, turns, err := alternate(msgs, turnBlocks[bedrockBlock]{
 		user: bedrockUserBlocks,
 		text: func(text string) bedrockBlock { return bedrockBlock{Text: &text} },
 		toolCall: func(id, name string, args json.RawMessage) bedrockBlock {
@@ -275,6 +298,7 @@ func bedrockMessages(msgs []ChatMessage) ([]bedrockText, []bedrockMessage, error
 		toolResult: func(id, text string) bedrockBlock {
 			return bedrockBlock{ToolResult: &bedrockToolResult{ToolUseID: id, Content: []bedrockText{{Text: text}}}}
 		},
+		cachePoint: func() bedrockBlock { return bedrockBlock{CachePoint: cachePointDefault} },
 	})
 	if err != nil {
 		return nil, nil, err
@@ -283,11 +307,39 @@ func bedrockMessages(msgs []ChatMessage) ([]bedrockText, []bedrockMessage, error
 	for i, t := range turns {
 		out[i] = bedrockMessage{Role: t.role, Content: t.blocks}
 	}
-	texts := make([]bedrockText, len(system))
-	for i, text := range system {
-		texts[i] = bedrockText{Text: text}
+	system, err := bedrockSystemBlocks(msgs)
+	return system, out, err
+}
+
+// bedrockSystemBlocks are the system and developer messages' texts (which
+// alternate has checked are text), each a system block, with a cache point
+// after a part marked cache_control.
+func bedrockSystemBlocks(msgs []ChatMessage) ([]bedrockSystem, error) {
+	var out []bedrockSystem
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Role != "system" && m.Role != "developer" {
+			continue
+		}
+		ps, err := m.parts()
+		if err != nil {
+			return nil, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		var text strings.Builder
+		for _, p := range ps {
+			text.WriteString(p.Text)
+			if marked(p.CacheControl) && text.Len() > 0 {
+				t := text.String()
+				out = append(out, bedrockSystem{Text: &t}, bedrockSystem{CachePoint: cachePointDefault})
+				text.Reset()
+			}
+		}
+		if text.Len() > 0 {
+			t := text.String()
+			out = append(out, bedrockSystem{Text: &t})
+		}
 	}
-	return texts, out, nil
+	return out, nil
 }
 
 // toolHistory reports tool calls or results among the messages.
@@ -331,6 +383,9 @@ func bedrockUserBlocks(m *ChatMessage) ([]bedrockBlock, error) {
 			blocks = append(blocks, bedrockBlock{Image: img})
 		default:
 			return nil, unsupported("content parts of type %q are not supported", p.Type)
+		}
+		if marked(p.CacheControl) && len(blocks) > 0 {
+			blocks = append(blocks, bedrockBlock{CachePoint: cachePointDefault})
 		}
 	}
 	return blocks, nil

@@ -252,6 +252,33 @@ func TestBedrockAuthorityDropsTheDefaultPort(t *testing.T) {
 	assert.Equal(t, "bedrock-runtime.us-east-1.amazonaws.com", up.Authority, "the signed host and the Host header agree")
 }
 
+// TestBedrockCacheMarksBecomeCachePoints: a cache_control mark (what the
+// Messages API's translation carries) becomes a cachePoint block after
+// what it marks — a system text, a content part, a tool result, a tool —
+// and a request without marks has none.
+func TestBedrockCacheMarksBecomeCachePoints(t *testing.T) {
+	body := `{"messages":[
+{"role":"system","content":[{"type":"text","text":"Rules.","cache_control":{"type":"ephemeral"}},{"type":"text","text":"Today."}]},
+{"role":"user","content":[{"type":"text","text":"Read it.","cache_control":{"type":"ephemeral"}},{"type":"text","text":"Now."}]},
+{"role":"assistant","tool_calls":[{"id":"t1","type":"function","function":{"name":"a","arguments":"{}"}}]},
+{"role":"tool","tool_call_id":"t1","content":[{"type":"text","text":"42","cache_control":{"type":"ephemeral"}}]}],
+"tools":[{"type":"function","function":{"name":"a"},"cache_control":{"type":"ephemeral"}},{"type":"function","function":{"name":"b"}}]}`
+	up, _, err := testAdapter(config.TypeBedrock).Translate(&Request{Body: []byte(body)}, testTarget(config.TypeBedrock))
+	require.NoError(t, err)
+	point := `{"cachePoint":{"type":"default"}}`
+	assert.JSONEq(t, `[{"text":"Rules."},`+point+`,{"text":"Today."}]`, gjson.GetBytes(up.Body, "system").Raw)
+	assert.JSONEq(t, `[{"text":"Read it."},`+point+`,{"text":"Now."}]`, gjson.GetBytes(up.Body, "messages.0.content").Raw)
+	assert.JSONEq(t, point, gjson.GetBytes(up.Body, "messages.2.content.1").Raw, "after the tool result")
+	assert.EqualValues(t, 3, gjson.GetBytes(up.Body, "toolConfig.tools.#").Int())
+	assert.Equal(t, "a", gjson.GetBytes(up.Body, "toolConfig.tools.0.toolSpec.name").String())
+	assert.JSONEq(t, point, gjson.GetBytes(up.Body, "toolConfig.tools.1").Raw, "after the tool it marks")
+
+	plain, _, err := testAdapter(config.TypeBedrock).Translate(&Request{Body: []byte(strings.ReplaceAll(body, `,"cache_control":{"type":"ephemeral"}`, ""))}, testTarget(config.TypeBedrock))
+	require.NoError(t, err)
+	assert.NotContains(t, string(plain.Body), "cachePoint")
+	assert.JSONEq(t, `[{"text":"Rules.Today."}]`, gjson.GetBytes(plain.Body, "system").Raw, "a system message is one block, as before")
+}
+
 func TestBedrockRejectsWhatItCannotExpress(t *testing.T) {
 	tests := []struct {
 		name, body string
