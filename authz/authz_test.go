@@ -116,7 +116,7 @@ func TestAllowedRequestsCarryAnIdentityTheClientCannotForge(t *testing.T) {
 	}
 	assert.Equal(t, key.ID, set[contract.HeaderKeyID])
 	assert.Equal(t, key.AccountID, set[contract.HeaderAccountID])
-	assert.ElementsMatch(t, []string{contract.HeaderCluster, contract.HeaderTranslated, contract.HeaderAttemptCount, contract.HeaderDecision, contract.HeaderClientAddress},
+	assert.ElementsMatch(t, []string{contract.HeaderCluster, contract.HeaderTranslated, contract.HeaderAttemptCount, contract.HeaderDecision, contract.HeaderClientAddress, contract.HeaderFailover},
 		ok.GetHeadersToRemove(), "a server that signs no decision removes the client's")
 	assert.Contains(t, tt, key.ID, "Last Used is noted")
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -34,12 +35,21 @@ var bedrockKeys = &mockllm.AWSCredentials{AccessKeyID: "AKIDEXAMPLE", SecretAcce
 func TestABedrockModelAnswersSignedAndIsBilledExactly(t *testing.T) {
 	t.Parallel()
 	mock := startMock(t, "bedrock", mockllm.Options{AWS: bedrockKeys, Credentials: map[mockllm.Format]string{mockllm.Bedrock: "Bearer " + bedrockAPIKey},
-		Answer: mockText, Usage: &mockllm.Usage{Prompt: 30, Completion: 7}}, nil)
+		Answer: mockText, Usage: &mockllm.Usage{Prompt: 30, Completion: 7},
+		// The model "anthropic.failing" is down: Bedrock's 503.
+		Fault: func(r *mockllm.Request) mockllm.Fault {
+			if strings.Contains(r.Path, "anthropic.failing") {
+				return mockllm.Fault{Status: http.StatusServiceUnavailable}
+			}
+			return mockllm.Fault{}
+		}}, nil)
+	after := newMockOpenAI(t)
 	tg := startTollgate(t, fmt.Sprintf(`key_prefix: tg
 providers:
   - {name: bedrock, type: bedrock, base_url: "%[1]s", region: us-east-1, access_key_id: %[2]s, secret_access_key: "%[3]s"}
   - {name: bedrock-wrong, type: bedrock, base_url: "%[1]s", region: us-east-1, access_key_id: %[2]s, secret_access_key: "not-the-secret-key"}
   - {name: bedrock-key, type: bedrock, base_url: "%[1]s", region: us-east-1, api_key: "%[4]s"}
+  - {name: openai-after, type: openai, base_url: "%[5]s/v1", api_key: sk-openai-secret}
 models:
   - {id: claude-bedrock, max_tokens: 8192, input_price_per_million: 0.15, cached_input_price_per_million: 0.015,
      cache_write_price_per_million: 0.30, output_price_per_million: 0.60,
@@ -48,9 +58,11 @@ models:
      deployments: [{provider: bedrock-wrong, model: "anthropic.claude-3-5-sonnet-20240620-v1:0"}]}
   - {id: nova-by-key, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
      deployments: [{provider: bedrock-key, model: "amazon.nova-lite-v1:0"}]}
+  - {id: bedrock-then-openai, max_tokens: 8192, input_price_per_million: 0.15, output_price_per_million: 0.60,
+     deployments: [{provider: bedrock, model: "anthropic.failing-v1:0", priority: 0}, {provider: openai-after, model: gpt-4o-mini, priority: 1}]}
 plans:
   - {name: pro, default_rpm: 0, models: ["*"]}
-`, mock.URL, bedrockKeys.AccessKeyID, bedrockKeys.SecretAccessKey, bedrockAPIKey), "")
+`, mock.URL, bedrockKeys.AccessKeyID, bedrockKeys.SecretAccessKey, bedrockAPIKey, after.URL), "")
 
 	const email = "bedrock@example.com"
 	secret := tg.newAccount(t, email, "10")
@@ -95,7 +107,9 @@ plans:
 
 	// The Messages API (Claude Code), whose metadata.user_id Bedrock has
 	// no place for.
-	messages := `{"model":"claude-bedrock","max_tokens":200,"metadata":{"user_id":"user_abc"},"messages":[{"role":"user","content":"Weather in Paris?"}]}`
+	// Its cache marks become Bedrock's cache points.
+	messages := `{"model":"claude-bedrock","max_tokens":200,"metadata":{"user_id":"user_abc"},` +
+		`"system":[{"type":"text","text":"Be brief.","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"Weather in Paris?"}]}`
 	st, answer, _ := postMessages(t, tg, secret, "/messages", messages)
 	require.Equal(t, http.StatusOK, st, answer)
 	assert.Equal(t, mockFullText(), gjson.Get(answer, "content.0.text").String(), answer)
@@ -104,6 +118,11 @@ plans:
 	assert.Equal(t, "message_stop", sseNames(stream)[len(sseNames(stream))-1], stream)
 	for _, r := range tg.waitRecords(t, keyID, 5)[3:] {
 		assert.Equal(t, want, r, "billed as the chat was")
+	}
+	for _, r := range mock.received()[3:5] {
+		b, err := json.Marshal(r.Body)
+		require.NoError(t, err)
+		assert.JSONEq(t, `[{"text":"Be brief."},{"cachePoint":{"type":"default"}}]`, gjson.GetBytes(b, "system").Raw, "the system prompt is cached")
 	}
 	billed -= 2 * cost
 	assert.Equal(t, billed, tg.balance(t, email))
@@ -156,4 +175,33 @@ plans:
 		assert.Zero(t, r.Cost, "a refused request is not billed")
 	}
 	assert.Equal(t, billed, tg.balance(t, email), "nothing more was billed")
+
+	// Attempts share the request's headers (Envoy's upstream filters edit
+	// one map): what the Bedrock attempt set — its event-stream accept, its
+	// signature — must not follow the retry to an OpenAI-type provider.
+	t.Run("failover from Bedrock to an OpenAI-type provider", func(t *testing.T) {
+		const email = "bedrock-failover@example.com"
+		secret := tg.newAccount(t, email, "10")
+		keyID := tg.onlyKeyID(t, email)
+		got := readStream(t, tg.client(secret).Chat.Completions.NewStreaming(context.Background(), paramsFor("bedrock-then-openai")))
+		assert.Equal(t, strings.Join(mockWords, ""), got.text, "the OpenAI-type deployment answers")
+		recs := tg.waitRecords(t, keyID, 1)
+		assert.Equal(t, "openai-after", recs[0].Provider, "recorded on the deployment that answered")
+		assert.Equal(t, 200, recs[0].Status)
+		var failed int
+		for _, r := range mock.received() {
+			if strings.Contains(r.Path, "anthropic.failing") {
+				failed++
+				assert.Equal(t, "application/vnd.amazon.eventstream", r.Header.Get("Accept"), "the Bedrock attempt asked for AWS's event stream")
+			}
+		}
+		assert.Equal(t, 1, failed, "Bedrock was tried first")
+		reqs := after.received()
+		require.Len(t, reqs, 1)
+		for _, name := range []string{"X-Amz-Date", "X-Amz-Content-Sha256", "X-Amz-Security-Token"} {
+			assert.Empty(t, reqs[0].Header.Get(name), name)
+		}
+		assert.NotContains(t, reqs[0].Header.Get("Accept"), "eventstream", "no Bedrock accept on the OpenAI attempt")
+		assert.Equal(t, "Bearer sk-openai-secret", reqs[0].Header.Get("Authorization"), "its own credential, not Bedrock's signature")
+	})
 }

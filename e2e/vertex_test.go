@@ -53,9 +53,8 @@ func serviceAccountFile(t *testing.T, key *rsa.PrivateKey, mock *mockProvider) s
 // endpoint, billed exactly; a Messages request to the Claude model passes
 // through to rawPredict, its answer Anthropic's own; a provider whose key the token endpoint does
 // not know fails loudly — 503 no_available_workers, no request reaches
-// Vertex, nothing is billed — and counts against its deployment, whose
-// circuit opens after three, so that the built-in edge sends the model's
-// requests to its other deployment.
+// Vertex, nothing is billed — and counts against its deployment; the
+// built-in edge then tries the model's other deployment, which answers.
 func TestVertexServesGeminiAndClaudeWithGooglesCredentials(t *testing.T) {
 	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -199,35 +198,34 @@ plans:
 		assert.Zero(t, r.Cost, "a failed attempt costs nothing: %+v", r)
 	}
 
-	// The proxy does not retry an answer Tollgate gave itself, so the
-	// request whose attempt had no token is not failed over; each such
-	// attempt counts against its deployment. The built-in edge skips a
-	// deployment whose circuit is open — after three — so the model's next
-	// requests go to its other deployment; Envoy picks deployments by its
-	// own outlier detection, which sees no provider answer here, and keeps
-	// the first.
+	// An attempt without a token fails its deployment as a provider's 5xx
+	// does: the built-in edge tries the model's next deployment, which
+	// answers, and the record names it. Envoy 1.40 cannot retry it (an
+	// upstream filter's own reply goes to the client past the router's
+	// retry policy): the client gets 503 every time, nothing billed.
 	email := "failover@example.com"
 	secret = tg.newAccount(t, email, "10")
 	keyID = tg.onlyKeyID(t, email)
 	client := tg.client(secret)
-	for i := range 3 {
-		_, err := client.Chat.Completions.New(context.Background(), paramsFor("claude-failover"))
-		var apiErr *openai.Error
-		require.True(t, errors.As(err, &apiErr), "request %d: %v", i, err)
-		assert.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode)
-	}
-	resp, err := client.Chat.Completions.New(context.Background(), paramsFor("claude-failover"))
 	if binding() == bindingEnvoy {
-		var apiErr *openai.Error
-		require.True(t, errors.As(err, &apiErr), "Envoy keeps the deployment without a token: %v", err)
-		assert.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode)
-		tg.waitRecords(t, keyID, 4)
+		for i := range 2 {
+			_, err := client.Chat.Completions.New(context.Background(), paramsFor("claude-failover"))
+			var apiErr *openai.Error
+			require.True(t, errors.As(err, &apiErr), "request %d: %v", i, err)
+			assert.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode)
+			assert.Empty(t, apiErr.Response.Header.Get("x-tollgate-failover"), "an internal header")
+		}
+		tg.waitRecords(t, keyID, 2)
 		assert.Equal(t, 10*money.PerDollar, tg.balance(t, email), "nothing billed")
 		return
 	}
-	require.NoError(t, err, "after three attempts without a token, the deployment with one serves the model")
+	want := usageRecord{Model: "claude-failover", Provider: "vertex", PromptTokens: 25, Completion: 12, Cost: cost, Status: 200}
+	resp, err := client.Chat.Completions.New(context.Background(), paramsFor("claude-failover"))
+	require.NoError(t, err, "the deployment with a token answers in place of the one without")
 	assert.Equal(t, mockFullText(), resp.Choices[0].Message.Content)
-	tg.waitRecords(t, keyID, 4)
-	assert.Equal(t, 10*money.PerDollar-cost, tg.balance(t, email), "billed once, exactly")
+	got := readStream(t, client.Chat.Completions.NewStreaming(context.Background(), paramsFor("claude-failover")))
+	assert.Equal(t, mockFullText(), got.text, "streamed too")
+	assert.Equal(t, []usageRecord{want, want}, tg.waitRecords(t, keyID, 2), "each request recorded once, on the deployment that answered")
+	assert.Equal(t, 10*money.PerDollar-2*cost, tg.balance(t, email), "billed once each, exactly")
 	assert.Empty(t, wrong.received())
 }

@@ -131,12 +131,18 @@ func newMessagesAttempt(_ *upstreamStep, state string) (endpointAttempt, error) 
 // for the estimate of an answer cut short.
 func (a *messagesAttempt) translate(u *upstreamStep, adapter provider.Adapter) (provider.Upstream, provider.Response, error) {
 	client := u.preq.Body
-	chat, req, e := messages.ToChat(client)
+	fam := provider.Family(u.target.Provider, u.target.Deployment)
+	toChat := messages.ToChat
+	if fam == config.TypeBedrock {
+		// Bedrock caches by marks as Anthropic does (cachePoint blocks).
+		toChat = messages.ToChatCaching
+	}
+	chat, req, e := toChat(client)
 	if e != nil {
 		return provider.Upstream{}, nil, fmt.Errorf("the Messages body the router step forwarded: %s", e.Message)
 	}
 	u.preq.Body = chat
-	if fam := provider.Family(u.target.Provider, u.target.Deployment); fam == config.TypeGemini || fam == config.TypeBedrock {
+	if fam == config.TypeGemini || fam == config.TypeBedrock {
 		// metadata.user_id, which Claude Code always sends, is an
 		// opaque id for the provider's abuse checks: Gemini and Bedrock
 		// have no place for it (and refuse chat's user), so it is left

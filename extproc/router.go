@@ -303,7 +303,7 @@ func (r *routerStep) answerHeaders() *extprocv3.ProcessingResponse {
 
 // internalAnswerHeaders are the headers of an answer that the client never
 // sees (read-only: every answer shares the slice).
-var internalAnswerHeaders = []string{contract.HeaderTranslated, contract.HeaderAttemptCount}
+var internalAnswerHeaders = []string{contract.HeaderTranslated, contract.HeaderAttemptCount, contract.HeaderFailover}
 
 // finish records an admitted request that ended before its answer reached
 // this step: the client left while a provider was still thinking, or the

@@ -120,11 +120,24 @@ func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.Proces
 	}
 	u.model = m
 	u.target = provider.Target{Model: m, Deployment: d, Provider: p}
+	remove := notForwarded(hm, p.ForwardHeaders)
+	if lingering(hm, p.Type) {
+		remove = append(remove, "accept")
+	}
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
 		RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
-			HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: notForwarded(hm, p.ForwardHeaders)},
+			HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: remove},
 		}},
 	}}, nil
+}
+
+// lingering reports an accept header that an earlier attempt's adapter set
+// for its own provider type (Bedrock's event stream) and that an attempt on
+// another type must not send: attempts share the request's header map, so
+// what one set is still there on the next, and the client's own accept is
+// gone by then (the provider's default, none, serves in its place).
+func lingering(hm map[string]string, providerType string) bool {
+	return hm["accept"] == provider.BedrockStreamType && providerType != config.TypeBedrock
 }
 
 // endpoint sets the attempt's endpoint from the state the router step
@@ -178,13 +191,17 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 	}
 	if errors.Is(err, provider.ErrCredential) {
 		// The provider's credential could not be had (its token endpoint
-		// failed): the deployment failed, as if the provider had.
+		// failed, AWS credentials could not be fetched or expired): the
+		// deployment failed, as if the provider had, and the built-in edge
+		// tries the model's next one (contract.HeaderFailover). No request
+		// goes to the provider unsigned.
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: the provider's credential could not be had",
 			"provider", u.target.Provider.Name, "deployment", u.target.Deployment.ID, "err", err)
 		if h := u.s.opt.Health; h != nil {
 			h.Failure(u.target.Deployment.ID)
 		}
-		return immediateIn(u.shape, oaierror.NoAvailableWorkers.ForRequest(u.clientRequestID), contract.SetRawHeaders(contract.HeaderTranslated, "1")), nil
+		return immediateIn(u.shape, oaierror.NoAvailableWorkers.ForRequest(u.clientRequestID),
+			contract.SetRawHeaders(contract.HeaderTranslated, "1", contract.HeaderFailover, "1")), nil
 	}
 	if err != nil {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: translating the request failed",

@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/authz/decision"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/extproc/provider"
 )
 
 const streamBody = `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}`
@@ -410,5 +411,25 @@ func TestTimeToFirstTokenIsAStreamsOnly(t *testing.T) {
 		} else {
 			assert.Zero(t, rec.TTFT, "a whole answer")
 		}
+	}
+}
+
+// TestAnAcceptABedrockAttemptSetIsRemovedForAnotherType: attempts share
+// the request's headers, so the event-stream accept a Bedrock attempt set is
+// still there on the next attempt; one on another provider type removes it,
+// a Bedrock one keeps it (it sets its own), and a client's accept stays.
+func TestAnAcceptABedrockAttemptSetIsRemovedForAnotherType(t *testing.T) {
+	for _, tc := range []struct {
+		accept, providerType string
+		removed              bool
+	}{
+		{provider.BedrockStreamType, config.TypeOpenAI, true},
+		{provider.BedrockStreamType, config.TypeAnthropic, true},
+		{provider.BedrockStreamType, config.TypeBedrock, false},
+		{"application/json", config.TypeOpenAI, false},
+		{"text/event-stream", config.TypeGemini, false},
+		{"", config.TypeOpenAI, false},
+	} {
+		assert.Equal(t, tc.removed, lingering(map[string]string{"accept": tc.accept}, tc.providerType), "%q on %s", tc.accept, tc.providerType)
 	}
 }

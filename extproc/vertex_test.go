@@ -62,7 +62,7 @@ func mockTokenFile(t *testing.T) string {
 // TestAnAttemptWithoutAnAccessTokenFailsAsTheProviderFailing: a vertex
 // deployment whose credential yields no token (here an unreadable
 // credentials file) is answered 503 no_available_workers, marked
-// translated, and counted as the deployment's failure, as a provider's
+// translated and for failover, and counted as the deployment's failure, as a provider's
 // 5xx is; the upstream step records nothing (the router step does).
 func TestAnAttemptWithoutAnAccessTokenFailsAsTheProviderFailing(t *testing.T) {
 	g := vertexRig(t, filepath.Join(t.TempDir(), "none.json"))
@@ -73,6 +73,7 @@ func TestAnAttemptWithoutAnAccessTokenFailsAsTheProviderFailing(t *testing.T) {
 	assert.Equal(t, 503, st)
 	assert.Equal(t, "no_available_workers", e.Code)
 	assert.Equal(t, "1", headerOf(resp.GetImmediateResponse().GetHeaders(), contract.HeaderTranslated))
+	assert.Equal(t, "1", headerOf(resp.GetImmediateResponse().GetHeaders(), contract.HeaderFailover), "the edge may try the next deployment")
 	assert.Equal(t, []string{vertexGemini}, g.health.failures, "the deployment failed")
 	finish(x)
 	assert.Empty(t, g.usage.all(), "the router step records the failure")

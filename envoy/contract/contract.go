@@ -46,6 +46,7 @@ const (
 // from a client nor reach a provider.
 var InternalHeaders = []string{
 	HeaderKeyID, HeaderAccountID, HeaderDecision, HeaderCluster, HeaderTranslated, HeaderAttemptCount, HeaderClientAddress,
+	HeaderFailover,
 }
 
 // Endpoint metadata: every upstream endpoint carries the identity of the
@@ -68,6 +69,14 @@ const (
 // is a reply Envoy made itself (no healthy upstream, connect failure,
 // timeout), which the router step replaces with an OpenAI-shaped 503.
 const HeaderTranslated = "x-tollgate-translated"
+
+// HeaderFailover marks a reply the upstream step made itself for a failure
+// of the attempt's deployment alone (its provider's credential could not be
+// had): the built-in edge tries the model's next deployment, as after a
+// provider's 5xx. Envoy 1.40 cannot: an upstream filter's local reply goes
+// to the downstream filters directly, never through the router's retry
+// policy. The router step removes it.
+const HeaderFailover = "x-tollgate-failover"
 
 // ext_authz's dynamic metadata on every request it admits, which Envoy
 // keeps under the filter's name: the error shape of the request's path

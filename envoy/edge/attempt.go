@@ -105,7 +105,9 @@ func (e *Edge) ejected(eps []Endpoint) (skip []bool, healthy int) {
 
 // tryEndpoints tries endpoints not yet skipped, as Envoy's retry policy does,
 // until one answers with a status not worth a retry, the upstream step
-// answers itself, the attempts run out or the request's time does. It
+// answers itself (but for a failure of that deployment alone, marked
+// contract.HeaderFailover, which Envoy cannot retry), the attempts run out
+// or the request's time does. It
 // returns the last attempt (nil if none was made; the caller closes it)
 // and how many were made.
 func (e *Edge) tryEndpoints(ctx, reqCtx context.Context, eps []Endpoint, skip []bool, reqHeaders headers, body []byte, forward *corev3.Metadata) (*attempt, int) {
@@ -132,7 +134,7 @@ func (e *Edge) tryEndpoints(ctx, reqCtx context.Context, eps []Endpoint, skip []
 			e.opt.Logger.WarnContext(ctx, "edge: upstream attempt failed", "deployment", eps[i].Deployment, "attempt", n, "err", a.err)
 			continue
 		}
-		if a.local != nil || !retriable(a.status()) {
+		if a.local != nil && a.local.headers[contract.HeaderFailover] == "" || a.local == nil && !retriable(a.status()) {
 			break
 		}
 	}

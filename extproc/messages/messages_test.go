@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/config"
@@ -106,6 +108,34 @@ func TestToChat(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestToChatCachingKeepsTheCacheMarks: ToChatCaching carries each
+// cache_control onto the chat part of the block it marks — a system
+// block's run of text, a lone text block (kept as a part), a tool_result's
+// text, a tool — and ToChat drops them all.
+func TestToChatCachingKeepsTheCacheMarks(t *testing.T) {
+	body := `{"model":"m","max_tokens":10,
+"system":[{"type":"text","text":"You are Claude Code."},{"type":"text","text":"Project rules.","cache_control":{"type":"ephemeral"}},{"type":"text","text":"Today is Friday."}],
+"tools":[{"name":"a","input_schema":{"type":"object"}},{"name":"b","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],
+"messages":[{"role":"user","content":[{"type":"text","text":"Read the file.","cache_control":{"type":"ephemeral"}}]},
+{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"a","input":{}}]},
+{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"42","cache_control":{"type":"ephemeral"}}]}]}`
+	chat, _, e := ToChatCaching([]byte(body))
+	require.Nil(t, e)
+	mark := `{"type":"ephemeral"}`
+	assert.JSONEq(t, `[{"type":"text","text":"You are Claude Code.\n\nProject rules.","cache_control":`+mark+`},{"type":"text","text":"Today is Friday."}]`,
+		gjson.GetBytes(chat, "messages.0.content").Raw, "the system prompt's runs, the mark after the first")
+	assert.JSONEq(t, `[{"type":"text","text":"Read the file.","cache_control":`+mark+`}]`, gjson.GetBytes(chat, "messages.1.content").Raw)
+	assert.JSONEq(t, `[{"type":"text","text":"42","cache_control":`+mark+`}]`, gjson.GetBytes(chat, "messages.3.content").Raw)
+	assert.Equal(t, "tool", gjson.GetBytes(chat, "messages.3.role").String())
+	assert.False(t, gjson.GetBytes(chat, "tools.0.cache_control").Exists())
+	assert.JSONEq(t, mark, gjson.GetBytes(chat, "tools.1.cache_control").Raw)
+
+	plain, _, e := ToChat([]byte(body))
+	require.Nil(t, e)
+	assert.NotContains(t, string(plain), "cache_control", "chat has no such field")
+	assert.Equal(t, "You are Claude Code.\n\nProject rules.\n\nToday is Friday.", gjson.GetBytes(plain, "messages.0.content").String())
 }
 
 func TestChatParamNamesMessagesParameters(t *testing.T) {

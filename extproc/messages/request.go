@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -78,6 +79,8 @@ type block struct {
 	IsError   bool            `json:"is_error"`
 	Title     string          `json:"title"`
 	Thinking  string          `json:"thinking"`
+	// CacheControl ends a prompt prefix to cache; see ToChatCaching.
+	CacheControl json.RawMessage `json:"cache_control"`
 }
 
 type source struct {
@@ -89,10 +92,11 @@ type source struct {
 }
 
 type tool struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	Type         string          `json:"type"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	CacheControl json.RawMessage `json:"cache_control"`
 }
 
 type toolChoice struct {
@@ -122,10 +126,11 @@ type chatToolCall struct {
 }
 
 type chatPart struct {
-	Type     string    `json:"type"`
-	Text     string    `json:"text,omitempty"`
-	ImageURL *imageURL `json:"image_url,omitempty"`
-	File     *file     `json:"file,omitempty"`
+	Type         string          `json:"type"`
+	Text         string          `json:"text,omitempty"`
+	ImageURL     *imageURL       `json:"image_url,omitempty"`
+	File         *file           `json:"file,omitempty"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
 type imageURL struct {
@@ -144,6 +149,7 @@ type chatTool struct {
 		Description string          `json:"description,omitempty"`
 		Parameters  json.RawMessage `json:"parameters"`
 	} `json:"function"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
 type chatRequest struct {
@@ -186,6 +192,20 @@ func invalid(param, format string, args ...any) *oaierror.Error {
 // server that takes it gets (provider.ReasoningBack). What chat cannot
 // express at all is named in Request.PassOnly.
 func ToChat(body []byte) ([]byte, Request, *oaierror.Error) {
+	return toChat(body, false)
+}
+
+// ToChatCaching is ToChat keeping the request's cache_control marks in the
+// chat request: on the content parts of the blocks they mark (a marked
+// tool_result's text becomes a part to carry it, a marked system block's
+// text a system message's part) and on the tools, where a provider that
+// caches by such marks (Bedrock's cachePoint) reads them. Chat has no such
+// field, so only a request for such a provider is made this way.
+func ToChatCaching(body []byte) ([]byte, Request, *oaierror.Error) {
+	return toChat(body, true)
+}
+
+func toChat(body []byte, caching bool) ([]byte, Request, *oaierror.Error) {
 	var req request
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, Request{}, invalid("", "The request body is not a valid Messages request: %s", clip(err.Error()))
@@ -220,15 +240,15 @@ func ToChat(body []byte) ([]byte, Request, *oaierror.Error) {
 	if len(bytes.TrimSpace(req.Container)) > 0 && string(req.Container) != "null" {
 		out.PassOnly = append(out.PassOnly, "container")
 	}
-	system, e := systemText(req.System)
+	system, e := systemContent(req.System, caching)
 	if e != nil {
 		return nil, out, e
 	}
-	if system != "" {
+	if system != nil {
 		chat.Messages = append(chat.Messages, chatMessage{Role: "system", Content: system})
 	}
 	for i, m := range req.Messages {
-		msgs, passOnly, e := chatMessages(i, m)
+		msgs, passOnly, e := chatMessages(i, m, caching)
 		if e != nil {
 			return nil, out, e
 		}
@@ -248,6 +268,9 @@ func ToChat(body []byte) ([]byte, Request, *oaierror.Error) {
 		var ct chatTool
 		ct.Type = "function"
 		ct.Function.Name, ct.Function.Description, ct.Function.Parameters = t.Name, t.Description, t.InputSchema
+		if caching && marked(t.CacheControl) {
+			ct.CacheControl = t.CacheControl
+		}
 		if len(bytes.TrimSpace(ct.Function.Parameters)) == 0 || string(ct.Function.Parameters) == "null" {
 			ct.Function.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
 		}
@@ -281,6 +304,40 @@ func ToChat(body []byte) ([]byte, Request, *oaierror.Error) {
 		return nil, out, invalid("", "The request cannot be translated: %s", clip(err.Error()))
 	}
 	return b, out, nil
+}
+
+// marked reports a cache_control mark.
+func marked(cacheControl json.RawMessage) bool {
+	c := bytes.TrimSpace(cacheControl)
+	return len(c) > 0 && string(c) != "null"
+}
+
+// systemContent is the system message's content (nil for none): the
+// prompt's text (systemText) or, caching with a block marked, text parts
+// carrying the marks, one per run of blocks up to a mark.
+func systemContent(raw json.RawMessage, caching bool) (any, *oaierror.Error) {
+	text, e := systemText(raw)
+	if e != nil || text == "" {
+		return nil, e
+	}
+	raw = bytes.TrimSpace(raw)
+	var blocks []block
+	if !caching || raw[0] != '[' || json.Unmarshal(raw, &blocks) != nil || !slices.ContainsFunc(blocks, func(b block) bool { return marked(b.CacheControl) }) {
+		return text, nil
+	}
+	var parts []chatPart
+	var run []string
+	for _, b := range blocks {
+		run = append(run, b.Text)
+		if marked(b.CacheControl) {
+			parts = append(parts, chatPart{Type: "text", Text: strings.Join(run, "\n\n"), CacheControl: b.CacheControl})
+			run = nil
+		}
+	}
+	if len(run) > 0 {
+		parts = append(parts, chatPart{Type: "text", Text: strings.Join(run, "\n\n")})
+	}
+	return parts, nil
 }
 
 // systemText is the system prompt: a string, or text blocks joined by a
@@ -331,7 +388,7 @@ func contentBlocks(raw json.RawMessage, param string) ([]block, *oaierror.Error)
 // chatMessages turns message i into chat messages: a user message's
 // tool_result blocks become tool messages (before the rest of its
 // content), an assistant message's tool_use blocks tool calls.
-func chatMessages(i int, m message) ([]chatMessage, []string, *oaierror.Error) {
+func chatMessages(i int, m message, caching bool) ([]chatMessage, []string, *oaierror.Error) {
 	param := fmt.Sprintf("messages.%d.content", i)
 	blocks, e := contentBlocks(m.Content, param)
 	if e != nil {
@@ -344,6 +401,7 @@ func chatMessages(i int, m message) ([]chatMessage, []string, *oaierror.Error) {
 		var parts []chatPart
 		for j, b := range blocks {
 			where := fmt.Sprintf("%s.%d", param, j)
+			n := len(parts)
 			switch b.Type {
 			case "text":
 				parts = append(parts, chatPart{Type: "text", Text: b.Text})
@@ -369,12 +427,19 @@ func chatMessages(i int, m message) ([]chatMessage, []string, *oaierror.Error) {
 				if !ok {
 					passOnly = append(passOnly, where+" (tool_result with images)")
 				}
-				out = append(out, chatMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: text})
+				var content any = text
+				if caching && marked(b.CacheControl) {
+					content = []chatPart{{Type: "text", Text: text, CacheControl: b.CacheControl}}
+				}
+				out = append(out, chatMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: content})
 			case "thinking", "redacted_thinking":
 			case "search_result", "server_tool_use", "web_search_tool_result", "container_upload":
 				passOnly = append(passOnly, where+" ("+b.Type+")")
 			default:
 				return nil, nil, invalid(where+".type", "%s.type: unknown content block type %q", where, clip(b.Type))
+			}
+			if caching && marked(b.CacheControl) && len(parts) > n {
+				parts[len(parts)-1].CacheControl = b.CacheControl
 			}
 		}
 		if len(parts) > 0 {
@@ -419,7 +484,7 @@ func chatMessages(i int, m message) ([]chatMessage, []string, *oaierror.Error) {
 
 // userContent is a user message's chat content: a string for text alone.
 func userContent(parts []chatPart) any {
-	if len(parts) == 1 && parts[0].Type == "text" {
+	if len(parts) == 1 && parts[0].Type == "text" && parts[0].CacheControl == nil {
 		return parts[0].Text
 	}
 	return parts

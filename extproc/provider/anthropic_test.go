@@ -162,16 +162,7 @@ func TestAnthropicStructuredOutput(t *testing.T) {
 			content := gjson.GetBytes(out, "choices.0.message.content").String()
 			finish := gjson.GetBytes(out, "choices.0.finish_reason").String()
 			if stream {
-				var text strings.Builder
-				for _, line := range strings.Split(string(out), "\n") {
-					if data, ok := strings.CutPrefix(line, "data: "); ok && data != "[DONE]" {
-						text.WriteString(gjson.Get(data, "choices.0.delta.content").String())
-						if f := gjson.Get(data, "choices.0.finish_reason").String(); f != "" {
-							finish = f
-						}
-					}
-				}
-				content = text.String()
+				content, finish = streamedAnswer(out)
 			}
 			assert.JSONEq(t, `{"name":"Science fair","date":"Friday","participants":["Alice","Bob"]}`, content)
 			assert.Equal(t, "stop", finish)

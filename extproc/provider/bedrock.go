@@ -55,7 +55,7 @@ type bedrock struct {
 
 type bedrockRequest struct {
 	Messages        []bedrockMessage   `json:"messages"`
-	System          []bedrockText      `json:"system,omitempty"`
+	System          []bedrockSystem    `json:"system,omitempty"`
 	InferenceConfig bedrockInference   `json:"inferenceConfig"`
 	ToolConfig      *bedrockToolConfig `json:"toolConfig,omitempty"`
 }
@@ -69,12 +69,28 @@ type bedrockMessage struct {
 	Content []bedrockBlock `json:"content"`
 }
 
+// bedrockCachePoint ends a prompt prefix Bedrock caches: a block of its
+// own after the system text, tool or content block that ends the prefix.
+type bedrockCachePoint struct {
+	Type string `json:"type"` // "default"
+}
+
+// cachePointDefault is the one kind of cache point.
+var cachePointDefault = &bedrockCachePoint{Type: "default"}
+
+// bedrockSystem is a system block: text, or a cache point.
+type bedrockSystem struct {
+	Text       *string            `json:"text,omitempty"`
+	CachePoint *bedrockCachePoint `json:"cachePoint,omitempty"`
+}
+
 // bedrockBlock is one content block: exactly one field is set.
 type bedrockBlock struct {
 	Text       *string            `json:"text,omitempty"`
 	Image      *bedrockImage      `json:"image,omitempty"`
 	ToolUse    *bedrockToolUse    `json:"toolUse,omitempty"`
 	ToolResult *bedrockToolResult `json:"toolResult,omitempty"`
+	CachePoint *bedrockCachePoint `json:"cachePoint,omitempty"`
 }
 
 type bedrockImage struct {
@@ -107,14 +123,18 @@ type bedrockToolConfig struct {
 	ToolChoice any           `json:"toolChoice,omitempty"`
 }
 
+// bedrockTool is a tool's spec, or a cache point after the tools before it.
 type bedrockTool struct {
-	ToolSpec struct {
-		Name        string `json:"name"`
-		Description string `json:"description,omitempty"`
-		InputSchema struct {
-			JSON json.RawMessage `json:"json"`
-		} `json:"inputSchema"`
-	} `json:"toolSpec"`
+	ToolSpec   *bedrockToolSpec   `json:"toolSpec,omitempty"`
+	CachePoint *bedrockCachePoint `json:"cachePoint,omitempty"`
+}
+
+type bedrockToolSpec struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	InputSchema struct {
+		JSON json.RawMessage `json:"json"`
+	} `json:"inputSchema"`
 }
 
 // Translate builds the upstream request, signed, and the answer's
@@ -137,7 +157,7 @@ func (b bedrock) Translate(req *Request, t Target) (Upstream, Response, error) {
 	}
 	op, accept := "/converse", "application/json"
 	if req.Stream {
-		op, accept = "/converse-stream", bedrockStreamType
+		op, accept = "/converse-stream", BedrockStreamType
 	}
 	up := Upstream{
 		Path:      path + "/model/" + bedrockModelPath(t.Deployment.Model) + op,
@@ -148,13 +168,17 @@ func (b bedrock) Translate(req *Request, t Target) (Upstream, Response, error) {
 	if err := b.authorize(&up, t.Provider); err != nil {
 		return Upstream{}, nil, err
 	}
-	c := &bedrockCodec{tools: map[int64]int{}}
+	c := &bedrockCodec{tools: map[int64]int{}, jsonBlock: -1}
+	if cr.structuredOutput() {
+		c.jsonTool = bedrockJSONTool
+	}
 	tr := newTranslated(req, c, b.env.newID(), t.Model.ID, b.env)
 	return up, &bedrockAnswer{translated: tr, codec: c}, nil
 }
 
-// bedrockStreamType is the content type of AWS's event stream.
-const bedrockStreamType = "application/vnd.amazon.eventstream"
+// BedrockStreamType is the content type of AWS's event stream, which a
+// Bedrock stream's attempt sends as its accept.
+const BedrockStreamType = "application/vnd.amazon.eventstream"
 
 // bedrockModelPath is a model id (or ARN) as one path segment: ARNs'
 // slashes and model versions' colons escaped, as AWS's SDKs send them.
@@ -185,10 +209,11 @@ func bedrockBody(cr *openAIChatRequest, t Target) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	var tc *bedrockToolConfig
 	if len(cr.Tools) > 0 && choice.mode != "none" {
-		tc := &bedrockToolConfig{}
+		tc = &bedrockToolConfig{}
 		for _, tool := range cr.Tools {
-			var bt bedrockTool
+			bt := bedrockTool{ToolSpec: &bedrockToolSpec{}}
 			bt.ToolSpec.Name, bt.ToolSpec.Description = tool.Function.Name, tool.Function.Description
 			schema := tool.Function.Parameters
 			if len(bytes.TrimSpace(schema)) == 0 || string(schema) == "null" {
@@ -196,6 +221,9 @@ func bedrockBody(cr *openAIChatRequest, t Target) ([]byte, error) {
 			}
 			bt.ToolSpec.InputSchema.JSON = schema
 			tc.Tools = append(tc.Tools, bt)
+			if marked(tool.CacheControl) {
+				tc.Tools = append(tc.Tools, bedrockTool{CachePoint: cachePointDefault})
+			}
 		}
 		switch {
 		case choice.name != "":
@@ -205,17 +233,63 @@ func bedrockBody(cr *openAIChatRequest, t Target) ([]byte, error) {
 		case choice.mode == "auto":
 			tc.ToolChoice = map[string]any{"auto": struct{}{}}
 		}
-		out.ToolConfig = tc
-	} else if choice.mode == "none" && toolHistory(cr.Messages) {
+	} else if choice.mode == "none" && toolHistory(cr.Messages) && !cr.structuredOutput() {
 		return nil, unsupported(`tool_choice "none" cannot be sent to Bedrock with tool calls in the conversation; remove tool_choice`)
+	}
+	if cr.structuredOutput() {
+		if tc, err = bedrockStructured(cr, tc, choice); err != nil {
+			return nil, err
+		}
+	}
+	if tc != nil {
+		out.ToolConfig = tc
 	}
 	return marshalJSON(out)
 }
 
+// bedrockJSONTool is the tool that carries structured output
+// (response_format json_object or json_schema) on Bedrock.
+const bedrockJSONTool = "json_answer"
+
+// bedrockStructured adds the structured-output tool to the request's tools
+// (tc, nil without the client's): a tool whose input schema is the one
+// asked for (an object, for json_object), whose input is handed back as the
+// message's content. Without tools of the client's (or with tool_choice
+// none) it is forced; with them, some tool must be used — the client's, or
+// this one for the final answer.
+func bedrockStructured(cr *openAIChatRequest, tc *bedrockToolConfig, choice toolChoice) (*bedrockToolConfig, error) {
+	clientTools := tc != nil
+	if !clientTools {
+		tc = &bedrockToolConfig{}
+	}
+	for _, tool := range tc.Tools {
+		if tool.ToolSpec != nil && tool.ToolSpec.Name == bedrockJSONTool {
+			return nil, unsupported("response_format cannot be used with a tool named %q", bedrockJSONTool)
+		}
+	}
+	schema := json.RawMessage(`{"type":"object"}`)
+	if f := cr.ResponseFormat; f.JSONSchema != nil && len(bytes.TrimSpace(f.JSONSchema.Schema)) > 0 && string(f.JSONSchema.Schema) != "null" {
+		schema = f.JSONSchema.Schema
+	}
+	bt := bedrockTool{ToolSpec: &bedrockToolSpec{}}
+	bt.ToolSpec.Name = bedrockJSONTool
+	bt.ToolSpec.Description = "Give the final answer as this tool's input: a JSON object that matches its schema."
+	bt.ToolSpec.InputSchema.JSON = schema
+	tc.Tools = append(tc.Tools, bt)
+	switch {
+	case !clientTools:
+		tc.ToolChoice = map[string]any{"tool": map[string]string{"name": bedrockJSONTool}}
+	case choice.name != "":
+	default:
+		tc.ToolChoice = map[string]any{"any": struct{}{}}
+	}
+	return tc, nil
+}
+
 // bedrockMessages splits off the system blocks and turns the rest into
 // alternating user and assistant messages.
-func bedrockMessages(msgs []ChatMessage) ([]bedrockText, []bedrockMessage, error) {
-	system, turns, err := alternate(msgs, turnBlocks[bedrockBlock]{
+func bedrockMessages(msgs []ChatMessage) ([]bedrockSystem, []bedrockMessage, error) {
+	_, turns, err := alternate(msgs, turnBlocks[bedrockBlock]{
 		user: bedrockUserBlocks,
 		text: func(text string) bedrockBlock { return bedrockBlock{Text: &text} },
 		toolCall: func(id, name string, args json.RawMessage) bedrockBlock {
@@ -224,6 +298,7 @@ func bedrockMessages(msgs []ChatMessage) ([]bedrockText, []bedrockMessage, error
 		toolResult: func(id, text string) bedrockBlock {
 			return bedrockBlock{ToolResult: &bedrockToolResult{ToolUseID: id, Content: []bedrockText{{Text: text}}}}
 		},
+		cachePoint: func() bedrockBlock { return bedrockBlock{CachePoint: cachePointDefault} },
 	})
 	if err != nil {
 		return nil, nil, err
@@ -232,11 +307,39 @@ func bedrockMessages(msgs []ChatMessage) ([]bedrockText, []bedrockMessage, error
 	for i, t := range turns {
 		out[i] = bedrockMessage{Role: t.role, Content: t.blocks}
 	}
-	texts := make([]bedrockText, len(system))
-	for i, text := range system {
-		texts[i] = bedrockText{Text: text}
+	system, err := bedrockSystemBlocks(msgs)
+	return system, out, err
+}
+
+// bedrockSystemBlocks are the system and developer messages' texts (which
+// alternate has checked are text), each a system block, with a cache point
+// after a part marked cache_control.
+func bedrockSystemBlocks(msgs []ChatMessage) ([]bedrockSystem, error) {
+	var out []bedrockSystem
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Role != "system" && m.Role != "developer" {
+			continue
+		}
+		ps, err := m.parts()
+		if err != nil {
+			return nil, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		var text strings.Builder
+		for _, p := range ps {
+			text.WriteString(p.Text)
+			if marked(p.CacheControl) && text.Len() > 0 {
+				t := text.String()
+				out = append(out, bedrockSystem{Text: &t}, bedrockSystem{CachePoint: cachePointDefault})
+				text.Reset()
+			}
+		}
+		if text.Len() > 0 {
+			t := text.String()
+			out = append(out, bedrockSystem{Text: &t})
+		}
 	}
-	return texts, out, nil
+	return out, nil
 }
 
 // toolHistory reports tool calls or results among the messages.
@@ -281,6 +384,9 @@ func bedrockUserBlocks(m *ChatMessage) ([]bedrockBlock, error) {
 		default:
 			return nil, unsupported("content parts of type %q are not supported", p.Type)
 		}
+		if marked(p.CacheControl) && len(blocks) > 0 {
+			blocks = append(blocks, bedrockBlock{CachePoint: cachePointDefault})
+		}
 	}
 	return blocks, nil
 }
@@ -301,8 +407,13 @@ func bedrockFinish(stopReason string) string {
 // bedrockCodec translates Bedrock's answers: a whole Converse body, or the
 // events of a ConverseStream (frame).
 type bedrockCodec struct {
-	tools   map[int64]int // contentBlockIndex → tool call index
-	stopped bool          // messageStop is translated
+	tools map[int64]int // contentBlockIndex → tool call index
+	// jsonTool names the structured-output tool ("" when the client asked
+	// for none); jsonBlock is its content block's index in a stream (-1
+	// before it starts). Its input is the answer's content.
+	jsonTool  string
+	jsonBlock int64
+	stopped   bool // messageStop is translated
 }
 
 // usage takes Bedrock's usage object (inputTokens excludes the cache's).
@@ -333,12 +444,23 @@ func (c *bedrockCodec) whole(s *streamState, body []byte) ([]byte, error) {
 		switch {
 		case b.Get("text").Type == gjson.String:
 			r.text.WriteString(b.Get("text").String())
+		case b.Get("reasoningContent").IsObject():
+			// reasoningText's text; its signature and a redactedContent
+			// block have no place in OpenAI's answer.
+			r.reasoning.WriteString(b.Get("reasoningContent.reasoningText.text").String())
 		case b.Get("toolUse").IsObject():
 			tu := b.Get("toolUse")
+			if c.jsonTool != "" && tu.Get("name").String() == c.jsonTool {
+				r.text.WriteString(compactArguments(json.RawMessage(tu.Get("input").Raw)))
+				continue
+			}
 			r.addToolCall(tu.Get("toolUseId").String(), tu.Get("name").String(), compactArguments(json.RawMessage(tu.Get("input").Raw)))
 		}
 	}
 	r.finish = bedrockFinish(m.Get("stopReason").String())
+	if r.finish == finishToolCalls && len(r.toolCalls) == 0 {
+		r.finish = finishStop // the structured answer, not a call
+	}
 	return s.completion(&r)
 }
 
@@ -390,6 +512,10 @@ func (c *bedrockCodec) frame(s *streamState, out []byte, m eventstream.Message) 
 		return s.start(out), nil
 	case "contentBlockStart":
 		if tu := e.Get("start.toolUse"); tu.IsObject() {
+			if c.jsonTool != "" && tu.Get("name").String() == c.jsonTool {
+				c.jsonBlock = e.Get("contentBlockIndex").Int()
+				return s.start(out), nil
+			}
 			var i int
 			out, i = s.toolCallStart(out, tu.Get("toolUseId").String(), tu.Get("name").String(), "")
 			c.tools[e.Get("contentBlockIndex").Int()] = i
@@ -399,14 +525,26 @@ func (c *bedrockCodec) frame(s *streamState, out []byte, m eventstream.Message) 
 		if t := d.Get("text"); t.Type == gjson.String {
 			return s.content(out, t.String()), nil
 		}
+		if t := d.Get("reasoningContent.text"); t.Type == gjson.String {
+			// A reasoning block's signature and redactedContent deltas have
+			// no place in OpenAI's chunks.
+			return s.reasoningContent(out, t.String()), nil
+		}
 		if in := d.Get("toolUse.input"); in.Type == gjson.String {
+			if c.jsonBlock >= 0 && e.Get("contentBlockIndex").Int() == c.jsonBlock {
+				return s.content(out, in.String()), nil
+			}
 			if i, ok := c.tools[e.Get("contentBlockIndex").Int()]; ok {
 				return s.toolCallArguments(out, i, in.String()), nil
 			}
 		}
 	case "messageStop":
 		c.stopped = true
-		return s.finish(out, bedrockFinish(e.Get("stopReason").String())), nil
+		finish := bedrockFinish(e.Get("stopReason").String())
+		if finish == finishToolCalls && s.toolCalls == 0 {
+			finish = finishStop // the structured answer, not a call
+		}
+		return s.finish(out, finish), nil
 	case "metadata":
 		c.usage(s, e.Get("usage"))
 		if c.stopped {

@@ -93,7 +93,7 @@ func (c *bedrockCredentials) source(ctx context.Context, p *config.Provider) (aw
 	} else {
 		var err error
 		if src, err = c.load(ctx, p.Region); err != nil {
-			return nil, fmt.Errorf("provider %s: loading AWS credentials: %w", p.Name, err)
+			return nil, fmt.Errorf("loading AWS credentials: %w", err)
 		}
 	}
 	if _, cached := src.(*aws.CredentialsCache); !cached {
@@ -122,13 +122,22 @@ func (b bedrock) authorize(up *Upstream, p *config.Provider) error {
 	defer cancel()
 	src, err := b.creds.source(ctx, p)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w %s: %w", ErrCredential, p.Name, err)
 	}
 	creds, err := src.Retrieve(ctx)
 	if err != nil {
-		return fmt.Errorf("provider %s: AWS credentials: %w", p.Name, err)
+		return fmt.Errorf("%w %s: AWS credentials: %w", ErrCredential, p.Name, err)
 	}
-	signed, err := signBedrock(ctx, creds, p.Region, scheme, up, b.env.now())
+	now := b.env.now()
+	if !creds.HasKeys() {
+		return fmt.Errorf("%w %s: the AWS credentials have no keys", ErrCredential, p.Name)
+	}
+	if creds.CanExpire && !creds.Expires.After(now) {
+		// A source that could not refresh them hands back what it had:
+		// AWS would refuse the signature (ExpiredToken).
+		return fmt.Errorf("%w %s: the AWS credentials expired at %s", ErrCredential, p.Name, creds.Expires.UTC().Format(time.RFC3339))
+	}
+	signed, err := signBedrock(ctx, creds, p.Region, scheme, up, now)
 	if err != nil {
 		return fmt.Errorf("provider %s: signing: %w", p.Name, err)
 	}

@@ -79,7 +79,7 @@ func TestBedrockRequestTranslation(t *testing.T) {
 		{"request_tools.json", func(t *testing.T, up Upstream) {
 			b := up.Body
 			assert.True(t, strings.HasSuffix(up.Path, "/converse-stream"))
-			assert.Contains(t, up.Headers, Header{"accept", bedrockStreamType})
+			assert.Contains(t, up.Headers, Header{"accept", BedrockStreamType})
 			assert.Equal(t, `{"tool":{"name":"top_song"}}`, gjson.GetBytes(b, "toolConfig.toolChoice").Raw)
 			assert.Equal(t, "top_song", gjson.GetBytes(b, "toolConfig.tools.0.toolSpec.name").String())
 			assert.Equal(t, `["sign"]`, gjson.GetBytes(b, "toolConfig.tools.0.toolSpec.inputSchema.json.required").Raw)
@@ -87,6 +87,13 @@ func TestBedrockRequestTranslation(t *testing.T) {
 				gjson.GetBytes(b, "messages.1.content.0.toolUse").Raw)
 			assert.Equal(t, "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q", gjson.GetBytes(b, "messages.2.content.0.toolResult.toolUseId").String())
 			assert.EqualValues(t, 8192, gjson.GetBytes(b, "inferenceConfig.maxTokens").Int(), "the model's max_tokens")
+		}},
+		{"request_structured.json", func(t *testing.T, up Upstream) {
+			b := up.Body
+			assert.Equal(t, `{"tool":{"name":"json_answer"}}`, gjson.GetBytes(b, "toolConfig.toolChoice").Raw, "forced: the client has no tools")
+			assert.Equal(t, "json_answer", gjson.GetBytes(b, "toolConfig.tools.0.toolSpec.name").String())
+			assert.Equal(t, `["name","date","participants"]`, gjson.GetBytes(b, "toolConfig.tools.0.toolSpec.inputSchema.json.required").Raw, "the client's schema")
+			assert.Equal(t, "Extract the event.", gjson.GetBytes(b, "system.0.text").String())
 		}},
 		{"request_required.json", func(t *testing.T, up Upstream) {
 			assert.Equal(t, `{"any":{}}`, gjson.GetBytes(up.Body, "toolConfig.toolChoice").Raw)
@@ -175,6 +182,43 @@ func TestBedrockCredentialsAreCachedAndRefreshedBeforeExpiry(t *testing.T) {
 	}
 }
 
+// TestBedrockCredentialFailuresAreCredentialErrors: every way AWS
+// credentials cannot be had — the default chain finds none, the source
+// cannot fetch or refresh them, they expired, or static keys are empty —
+// is ErrCredential (the attempt fails over as a provider failure would),
+// naming the provider and no secret; nothing is signed.
+func TestBedrockCredentialFailuresAreCredentialErrors(t *testing.T) {
+	fetched := func(c aws.Credentials, err error) func(context.Context, string) (aws.CredentialsProvider, error) {
+		return func(context.Context, string) (aws.CredentialsProvider, error) {
+			return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return c, err }), nil
+		}
+	}
+	for _, tc := range []struct {
+		name         string
+		load         func(context.Context, string) (aws.CredentialsProvider, error)
+		key, secret  string
+		wantInReason string
+	}{
+		{name: "the chain finds no credentials", load: noDefaultChain, wantInReason: "loading AWS credentials"},
+		{name: "the role's endpoint fails", load: fetched(aws.Credentials{}, errors.New("ec2 IMDS role: connection refused")), wantInReason: "connection refused"},
+		{name: "the credentials expired", load: fetched(aws.Credentials{AccessKeyID: "ASIATEMP", SecretAccessKey: "s3cr3t-expired", SessionToken: "tok",
+			CanExpire: true, Expires: testEnv.now().Add(-time.Minute)}, nil), wantInReason: "expired"},
+		{name: "the source hands back no keys", load: fetched(aws.Credentials{}, nil), wantInReason: "no keys"},
+		{name: "static keys without a secret", key: "AKIDEXAMPLE", wantInReason: "AWS credentials"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := bedrock{env: testEnv, creds: &bedrockCredentials{load: tc.load}}
+			target := testTarget(config.TypeBedrock)
+			target.Provider.AccessKeyID, target.Provider.SecretAccessKey = config.Secret(tc.key), config.Secret(tc.secret)
+			_, _, err := a.Translate(&Request{Body: []byte(`{"messages":[{"role":"user","content":"hi"}]}`)}, target)
+			require.ErrorIs(t, err, ErrCredential)
+			assert.Contains(t, err.Error(), target.Provider.Name)
+			assert.Contains(t, err.Error(), tc.wantInReason)
+			assert.NotContains(t, err.Error(), "s3cr3t")
+		})
+	}
+}
+
 func TestBedrockTemporaryCredentialsSignTheirToken(t *testing.T) {
 	a := bedrock{env: testEnv, creds: &bedrockCredentials{load: func(context.Context, string) (aws.CredentialsProvider, error) {
 		return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
@@ -208,6 +252,33 @@ func TestBedrockAuthorityDropsTheDefaultPort(t *testing.T) {
 	assert.Equal(t, "bedrock-runtime.us-east-1.amazonaws.com", up.Authority, "the signed host and the Host header agree")
 }
 
+// TestBedrockCacheMarksBecomeCachePoints: a cache_control mark (what the
+// Messages API's translation carries) becomes a cachePoint block after
+// what it marks — a system text, a content part, a tool result, a tool —
+// and a request without marks has none.
+func TestBedrockCacheMarksBecomeCachePoints(t *testing.T) {
+	body := `{"messages":[
+{"role":"system","content":[{"type":"text","text":"Rules.","cache_control":{"type":"ephemeral"}},{"type":"text","text":"Today."}]},
+{"role":"user","content":[{"type":"text","text":"Read it.","cache_control":{"type":"ephemeral"}},{"type":"text","text":"Now."}]},
+{"role":"assistant","tool_calls":[{"id":"t1","type":"function","function":{"name":"a","arguments":"{}"}}]},
+{"role":"tool","tool_call_id":"t1","content":[{"type":"text","text":"42","cache_control":{"type":"ephemeral"}}]}],
+"tools":[{"type":"function","function":{"name":"a"},"cache_control":{"type":"ephemeral"}},{"type":"function","function":{"name":"b"}}]}`
+	up, _, err := testAdapter(config.TypeBedrock).Translate(&Request{Body: []byte(body)}, testTarget(config.TypeBedrock))
+	require.NoError(t, err)
+	point := `{"cachePoint":{"type":"default"}}`
+	assert.JSONEq(t, `[{"text":"Rules."},`+point+`,{"text":"Today."}]`, gjson.GetBytes(up.Body, "system").Raw)
+	assert.JSONEq(t, `[{"text":"Read it."},`+point+`,{"text":"Now."}]`, gjson.GetBytes(up.Body, "messages.0.content").Raw)
+	assert.JSONEq(t, point, gjson.GetBytes(up.Body, "messages.2.content.1").Raw, "after the tool result")
+	assert.EqualValues(t, 3, gjson.GetBytes(up.Body, "toolConfig.tools.#").Int())
+	assert.Equal(t, "a", gjson.GetBytes(up.Body, "toolConfig.tools.0.toolSpec.name").String())
+	assert.JSONEq(t, point, gjson.GetBytes(up.Body, "toolConfig.tools.1").Raw, "after the tool it marks")
+
+	plain, _, err := testAdapter(config.TypeBedrock).Translate(&Request{Body: []byte(strings.ReplaceAll(body, `,"cache_control":{"type":"ephemeral"}`, ""))}, testTarget(config.TypeBedrock))
+	require.NoError(t, err)
+	assert.NotContains(t, string(plain.Body), "cachePoint")
+	assert.JSONEq(t, `[{"text":"Rules.Today."}]`, gjson.GetBytes(plain.Body, "system").Raw, "a system message is one block, as before")
+}
+
 func TestBedrockRejectsWhatItCannotExpress(t *testing.T) {
 	tests := []struct {
 		name, body string
@@ -216,7 +287,7 @@ func TestBedrockRejectsWhatItCannotExpress(t *testing.T) {
 		{"bmp image", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/bmp;base64,AAAA"}}]}]}`},
 		{"tool message without id", `{"messages":[{"role":"tool","content":"x"}]}`},
 		{"tool_choice none with tool history", `{"messages":[{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":"1"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"}`},
-		{"response_format", `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`},
+		{"response_format beside a tool of its name", `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"},"tools":[{"type":"function","function":{"name":"json_answer"}}]}`},
 		{"unknown parameter", `{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"low"}`},
 	}
 	for _, tt := range tests {
@@ -228,6 +299,59 @@ func TestBedrockRejectsWhatItCannotExpress(t *testing.T) {
 	}
 }
 
+// TestBedrockStructuredOutput: response_format becomes a tool whose input
+// schema is the one asked for — forced without the client's tools, one
+// tool among theirs (some tool must be used) with them — and its input
+// comes back as the message's content, whole and streamed, with
+// finish_reason stop and no tool call.
+func TestBedrockStructuredOutput(t *testing.T) {
+	req := readFixture(t, filepath.Join(config.TypeBedrock, "request_structured.json"))
+	for _, stream := range []bool{false, true} {
+		fixture := "response_structured.json"
+		body := req
+		var answer []byte
+		if stream {
+			fixture = "stream_structured.events.json"
+			body = []byte(strings.Replace(string(req), `"max_tokens": 200`, `"max_tokens": 200, "stream": true`, 1))
+			answer = bedrockEvents(t, fixture)
+		} else {
+			answer = readFixture(t, filepath.Join(config.TypeBedrock, fixture))
+		}
+		t.Run(fixture, func(t *testing.T) {
+			_, resp, err := testAdapter(config.TypeBedrock).Translate(&Request{Body: body, Stream: stream}, testTarget(config.TypeBedrock))
+			require.NoError(t, err)
+			_, out, err := feed(resp, 200, answer)
+			require.NoError(t, err)
+			content := gjson.GetBytes(out, "choices.0.message.content").String()
+			finish := gjson.GetBytes(out, "choices.0.finish_reason").String()
+			if stream {
+				requireStreamSchema(t, out)
+				golden(t, filepath.Join(config.TypeBedrock, "stream_structured.golden.sse"), out)
+				content, finish = streamedAnswer(out)
+			} else {
+				requireSchema(t, "CreateChatCompletionResponse", out)
+				golden(t, filepath.Join(config.TypeBedrock, goldenName(fixture, ".json")), out)
+			}
+			assert.JSONEq(t, `{"name":"Science fair","date":"Friday","participants":["Alice","Bob"]}`, content)
+			assert.Equal(t, "stop", finish)
+			assert.NotContains(t, string(out), "tool_calls", "the structured answer is not a call")
+			assert.Equal(t, Usage{PromptTokens: 412, CompletionTokens: 58, Reported: true}, resp.Usage())
+		})
+	}
+
+	withTools := `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"},` +
+		`"tools":[{"type":"function","function":{"name":"top_song"}}]}`
+	up, resp, err := testAdapter(config.TypeBedrock).Translate(&Request{Body: []byte(withTools)}, testTarget(config.TypeBedrock))
+	require.NoError(t, err)
+	assert.Equal(t, `["top_song","json_answer"]`, gjson.GetBytes(up.Body, "toolConfig.tools.#.toolSpec.name").Raw)
+	assert.Equal(t, `{"any":{}}`, gjson.GetBytes(up.Body, "toolConfig.toolChoice").Raw, "a tool must be used: theirs, or the answer")
+	assert.Equal(t, `{"type":"object"}`, gjson.GetBytes(up.Body, "toolConfig.tools.1.toolSpec.inputSchema.json").Raw, "json_object: any object")
+	_, out, err := feed(resp, 200, []byte(`{"output":{"message":{"role":"assistant","content":[{"toolUse":{"toolUseId":"t1","name":"top_song","input":{"sign":"WZPZ"}}}]}},"stopReason":"tool_use","usage":{"inputTokens":5,"outputTokens":3}}`))
+	require.NoError(t, err)
+	assert.Equal(t, "top_song", gjson.GetBytes(out, "choices.0.message.tool_calls.0.function.name").String(), "the client's tool is still a call")
+	assert.Equal(t, "tool_calls", gjson.GetBytes(out, "choices.0.finish_reason").String())
+}
+
 func TestBedrockResponseTranslation(t *testing.T) {
 	testResponses(t, config.TypeBedrock, []answerCase{
 		{fixture: "response_text.json", usage: Usage{PromptTokens: 125, CompletionTokens: 60, Reported: true},
@@ -236,6 +360,10 @@ func TestBedrockResponseTranslation(t *testing.T) {
 			completion: "I'll look up the most popular song on WZPZ." + `{"sign":"WZPZ"}`},
 		{fixture: "response_max_tokens.json", usage: Usage{PromptTokens: 125, CompletionTokens: 5, Reported: true}, completion: `1. "Wannabe"`},
 		{fixture: "response_guardrail.json", usage: Usage{PromptTokens: 40, Reported: true}, completion: "Sorry, the model cannot answer this question."},
+		// The reasoning is output: the text it shows, then the answer's.
+		{fixture: "response_reasoning.json", usage: Usage{PromptTokens: 125, CompletionTokens: 96, Reported: true},
+			completion: "\"Wannabe\" by Spice Girls, \"Wonderwall\" by Oasis and \"Back for Good\" by Take That." +
+				"The user wants three pop songs by UK artists. Spice Girls, Oasis and Take That each had a number one."},
 	})
 	for fixture, finish := range map[string]string{"response_text.json": "stop", "response_tool_use.json": "tool_calls",
 		"response_max_tokens.json": "length", "response_guardrail.json": "content_filter"} {
@@ -257,6 +385,9 @@ func TestBedrockStreamTranslation(t *testing.T) {
 		{answerCase{fixture: "stream_tool_use.events.json",
 			usage:      Usage{PromptTokens: 375 + 2200, CompletionTokens: 72, CacheWriteTokens: 2200, Reported: true},
 			completion: `Let me check.{"sign": "WZPZ"}`}, true},
+		{answerCase{fixture: "stream_reasoning.events.json",
+			usage:      Usage{PromptTokens: 125, CompletionTokens: 96, Reported: true},
+			completion: `The user wants three pop songs by UK artists."Wannabe", "Wonderwall" and "Back for Good".`}, true},
 		{answerCase{fixture: "stream_exception.events.json", completion: "Here is"}, false},
 		{answerCase{fixture: "stream_cut.events.json", completion: "Here is"}, false},
 	}

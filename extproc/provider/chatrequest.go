@@ -88,6 +88,9 @@ type chatTool struct {
 		Description string          `json:"description"`
 		Parameters  json.RawMessage `json:"parameters"`
 	} `json:"function"`
+	// CacheControl (Anthropic's {"type":"ephemeral"}) marks the end of a
+	// prompt prefix to cache; read by Bedrock only.
+	CacheControl json.RawMessage `json:"cache_control"`
 }
 
 // contentPart is one element of an array content.
@@ -98,6 +101,8 @@ type contentPart struct {
 	ImageURL *struct {
 		URL string `json:"url"`
 	} `json:"image_url"`
+	// CacheControl, as chatTool's: the prefix up to this part is cached.
+	CacheControl json.RawMessage `json:"cache_control"`
 }
 
 // toolChoice is the request's tool_choice, normalized: mode is "", "none",
@@ -301,6 +306,30 @@ type turnBlocks[B any] struct {
 	text       func(text string) B
 	toolCall   func(id, name string, args json.RawMessage) B
 	toolResult func(id, text string) B
+	// cachePoint, when set, is the block that follows a part marked
+	// cache_control (and a tool message with one), for a provider that
+	// caches prompt prefixes by such markers (Bedrock's cachePoint).
+	cachePoint func() B
+}
+
+// marked reports a cache_control on a content part or a tool.
+func marked(cacheControl json.RawMessage) bool {
+	c := bytes.TrimSpace(cacheControl)
+	return len(c) > 0 && string(c) != "null"
+}
+
+// cacheMarked reports a content part of m marked cache_control.
+func (m *ChatMessage) cacheMarked() bool {
+	ps, err := m.parts()
+	if err != nil {
+		return false
+	}
+	for _, p := range ps {
+		if marked(p.CacheControl) {
+			return true
+		}
+	}
+	return false
 }
 
 // turn is one message of a provider whose user and assistant messages
@@ -343,6 +372,9 @@ func alternate[B any](msgs []ChatMessage, tb turnBlocks[B]) ([]string, []turn[B]
 					err = unsupported("a tool message needs a tool_call_id")
 				}
 				blocks = []B{tb.toolResult(unsignedToolCallID(m.ToolCallID), text)}
+				if tb.cachePoint != nil && m.cacheMarked() {
+					blocks = append(blocks, tb.cachePoint())
+				}
 			}
 		default:
 			err = unsupported("role %q is not supported", m.Role)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/extproc/sse"
@@ -422,4 +423,19 @@ func requireOneEnd(t testing.TB, out []byte, completed bool) {
 	}
 	require.Zero(t, p.Pending(), "an unfinished event: %q", out)
 	require.Equal(t, 1, ends, "exactly one end: %q", out)
+}
+
+// streamedAnswer is a translated stream's content, its deltas joined, and
+// its finish reason.
+func streamedAnswer(out []byte) (content, finish string) {
+	var text strings.Builder
+	for _, line := range strings.Split(string(out), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok && data != "[DONE]" {
+			text.WriteString(gjson.Get(data, "choices.0.delta.content").String())
+			if f := gjson.Get(data, "choices.0.finish_reason").String(); f != "" {
+				finish = f
+			}
+		}
+	}
+	return text.String(), finish
 }

@@ -250,7 +250,7 @@ var bedrockParameters = map[string]Support{
 	"tools":                 as("toolConfig.tools (toolSpec)"),
 	"tool_choice":           as("toolConfig.toolChoice"),
 	"parallel_tool_calls":   refusedUnless("true"),
-	"response_format":       refused,
+	"response_format":       as("a forced tool; its input is the content"),
 	"service_tier":          refusedUnless("auto, default"),
 	"modalities":            refusedUnless(`["text"]`),
 	"audio":                 refused,

@@ -278,9 +278,12 @@ type streamChoice struct {
 }
 
 type streamDelta struct {
-	Role      string           `json:"role,omitempty"`
-	Content   *string          `json:"content,omitempty"`
-	ToolCalls []streamToolCall `json:"tool_calls,omitempty"`
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+	// ReasoningContent is a piece of the model's reasoning, where
+	// DeepSeek's API (and OpenAI-compatible servers after it) puts it.
+	ReasoningContent *string          `json:"reasoning_content,omitempty"`
+	ToolCalls        []streamToolCall `json:"tool_calls,omitempty"`
 }
 
 type streamToolCall struct {
@@ -327,6 +330,14 @@ func (s *streamState) chunk(out []byte, delta streamDelta, finish string) []byte
 		}
 		out = append(out, `"content":`...)
 		out = appendJSONString(out, *delta.Content)
+		sep = true
+	}
+	if delta.ReasoningContent != nil {
+		if sep {
+			out = append(out, ',')
+		}
+		out = append(out, `"reasoning_content":`...)
+		out = appendJSONString(out, *delta.ReasoningContent)
 		sep = true
 	}
 	if len(delta.ToolCalls) > 0 {
@@ -473,6 +484,16 @@ func (s *streamState) content(out []byte, text string) []byte {
 	return s.chunk(s.start(out), streamDelta{Content: &text}, "")
 }
 
+// reasoningContent writes a piece of the model's reasoning, which is
+// output like the text (an answer cut off estimates it as such).
+func (s *streamState) reasoningContent(out []byte, text string) []byte {
+	if text == "" {
+		return out
+	}
+	s.text.WriteString(text)
+	return s.chunk(s.start(out), streamDelta{ReasoningContent: &text}, "")
+}
+
 // toolCallStart writes the first chunk of the next tool call and returns its
 // index among the tool calls.
 func (s *streamState) toolCallStart(out []byte, id, name, args string) ([]byte, int) {
@@ -578,10 +599,12 @@ type completionChoice struct {
 }
 
 type completionMessage struct {
-	Role      string     `json:"role"`
-	Content   *string    `json:"content"`
-	Refusal   *string    `json:"refusal"`
-	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Role    string  `json:"role"`
+	Content *string `json:"content"`
+	// ReasoningContent is the model's reasoning, as DeepSeek's API has it.
+	ReasoningContent *string    `json:"reasoning_content,omitempty"`
+	Refusal          *string    `json:"refusal"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // reply is a whole answer (one choice), gathered from a provider's
@@ -589,6 +612,7 @@ type completionMessage struct {
 type reply struct {
 	index     int
 	text      strings.Builder
+	reasoning strings.Builder // the model's reasoning, if it shows it
 	toolCalls []ToolCall
 	finish    string
 	logprobs  []byte // OpenAI's logprobs.content array, nil for none
@@ -617,6 +641,11 @@ func (s *streamState) completion(rs ...*reply) ([]byte, error) {
 		msg := completionMessage{Role: "assistant", Content: &text, ToolCalls: r.toolCalls}
 		if text == "" && len(r.toolCalls) > 0 {
 			msg.Content = nil
+		}
+		if r.reasoning.Len() > 0 {
+			reasoning := r.reasoning.String()
+			s.text.WriteString(reasoning)
+			msg.ReasoningContent = &reasoning
 		}
 		choice := completionChoice{Index: r.index, Message: msg, FinishReason: r.finish}
 		if r.logprobs != nil {

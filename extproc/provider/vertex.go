@@ -37,9 +37,11 @@ const (
 )
 
 // ErrCredential is returned by Translate when the provider's credential
-// could not be had (its access token could not be fetched): the attempt
-// fails as the provider failing would, and the message names no secret.
-var ErrCredential = errors.New("provider: no access token for the provider")
+// could not be had (Vertex's access token could not be fetched; AWS
+// credentials could not be loaded, retrieved or refreshed, or expired): the
+// attempt fails as the provider failing would, and the message names no
+// secret.
+var ErrCredential = errors.New("provider: no credential for the provider")
 
 // vertex serves Google Vertex AI. A deployment whose model begins with
 // claude- is Anthropic's Claude, sent to
