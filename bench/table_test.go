@@ -611,3 +611,34 @@ func TestTheBenchRequestsHoldWhatTheMockAnswers(t *testing.T) {
 		require.GreaterOrEqual(t, r.MaxTokens, mockTokens, body)
 	}
 }
+
+// BenchmarkEmbeddedPath is the table's embedded rows, quicker, for a look
+// at one change: b.N requests (-benchtime 600x) through `tollgate serve`
+// and as many through the reverse proxy, taking turns in two rounds, whole
+// answers and streamed ones; it reports the child's CPU and allocations per
+// request and their ratios to the floor. TOLLGATE_BENCH_CPUPROFILE and
+// TOLLGATE_BENCH_MEMPROFILE profile the children.
+func BenchmarkEmbeddedPath(b *testing.B) {
+	m := newMock(b, mockTokens)
+	emb, secret := startEmbedded(b, m.URL, "")
+	proxy := startChild(b, childProxy, "TOLLGATE_BENCH_TARGET="+m.URL)
+	cl := newClient(secret)
+	for _, c := range []struct{ name, body string }{{"NonStreamed", requestBody}, {"Streamed100", streamBody}} {
+		b.Run(c.name, func(b *testing.B) {
+			const rounds = 2
+			var ours, floor perRequest
+			for range rounds {
+				o := measure(b, emb, cl, c.body, max(b.N/rounds, 1))
+				f := measure(b, proxy, cl, c.body, max(b.N/rounds, 1))
+				ours.cpuMicros += o.cpuMicros / rounds
+				ours.allocs += o.allocs / rounds
+				floor.cpuMicros += f.cpuMicros / rounds
+				floor.allocs += f.allocs / rounds
+			}
+			b.ReportMetric(ours.cpuMicros, "cpu-µs/req")
+			b.ReportMetric(ours.allocs, "allocs/req")
+			b.ReportMetric(ours.cpuMicros/floor.cpuMicros, "cpu-ratio")
+			b.ReportMetric(ours.allocs/floor.allocs, "allocs-ratio")
+		})
+	}
+}
