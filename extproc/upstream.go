@@ -12,7 +12,6 @@ import (
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
@@ -381,26 +380,6 @@ func (u *upstreamStep) record(st int, code string) (store.UsageRecord, bool) {
 		o.ttft = u.firstByte.Sub(u.started)
 	}
 	return u.s.record(contract.StepUpstream, &u.admission, o)
-}
-
-// usageMetadata is the dynamic metadata the access log reads.
-func usageMetadata(rec store.UsageRecord) *structpb.Struct {
-	inner, err := structpb.NewStruct(map[string]any{
-		"key_id":            rec.KeyID,
-		"endpoint":          rec.Endpoint,
-		"model":             rec.Model,
-		"provider":          rec.Provider,
-		"prompt_tokens":     float64(rec.PromptTokens),
-		"completion_tokens": float64(rec.CompletionTokens),
-		"cost_usd":          rec.Cost.String(),
-		"estimated":         rec.Estimated,
-	})
-	if err != nil {
-		return nil
-	}
-	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		contract.DynamicMetadataNamespace: structpb.NewStructValue(inner),
-	}}
 }
 
 func sameBytes(a, b []byte) bool {
