@@ -16,7 +16,6 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
@@ -285,14 +284,9 @@ func (e *Edge) try(ctx, reqCtx context.Context, ep Endpoint, n int, h headers, b
 // attempt's upstream step, applying its changes to h and the body it
 // returns. It is false when the attempt ends there (a.err or a.local set).
 func (a *attempt) requestPhases(h headers, body []byte, forward *corev3.Metadata) ([]byte, bool) {
-	attrs := &structpb.Struct{Fields: map[string]*structpb.Value{
-		contract.AttrDeployment: structpb.NewStringValue(a.ep.Deployment),
-	}}
 	pr, err := exchange(a.proc, &extprocv3.ProcessingRequest{
-		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{Headers: h.proto()}},
-		Attributes: map[string]*structpb.Struct{
-			contract.AttributesNamespace: attrs,
-		},
+		Request:         &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{Headers: h.proto()}},
+		Attributes:      a.ep.attributes(),
 		MetadataContext: forward,
 	})
 	if err != nil {
@@ -337,12 +331,9 @@ func (e *Edge) send(a *attempt, h headers, body []byte) (*http.Response, bool) {
 		return nil, false
 	}
 	req.Host = h[":authority"]
-	for k, v := range h {
-		if k == "" || k[0] == ':' || hopByHop[k] || k == "host" || k == "content-length" {
-			continue
-		}
-		req.Header.Set(k, v)
-	}
+	toHTTP(h, req.Header, func(k string) bool {
+		return k == "" || k[0] == ':' || hopByHop[k] || k == "host" || k == "content-length"
+	})
 	req.ContentLength = int64(len(body))
 	// first_byte_timeout: from the request sent to the response headers.
 	firstByte := orDefault(ep.FirstByteTimeout, config.DefaultFirstByteTimeout)

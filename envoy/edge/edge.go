@@ -62,6 +62,22 @@ type Endpoint struct {
 	ConnectTimeout   time.Duration
 	FirstByteTimeout time.Duration
 	IdleTimeout      time.Duration
+
+	// attrs are the attributes of the endpoint's upstream steps, built
+	// once by Clusters (nil: built per attempt); every attempt's message
+	// shares them, and nothing writes to them.
+	attrs map[string]*structpb.Struct
+}
+
+// attributes are the upstream step's attributes for an attempt at ep: the
+// endpoint's metadata Envoy passes (the deployment's id).
+func (ep *Endpoint) attributes() map[string]*structpb.Struct {
+	if ep.attrs != nil {
+		return ep.attrs
+	}
+	return map[string]*structpb.Struct{contract.AttributesNamespace: {Fields: map[string]*structpb.Value{
+		contract.AttrDeployment: structpb.NewStringValue(ep.Deployment),
+	}}}
 }
 
 // Cluster is a model's upstream cluster.
@@ -91,11 +107,13 @@ func Clusters(cfg *config.Config) map[string]Cluster {
 					scheme = "https"
 				}
 				p := e.Provider
-				c.Endpoints = append(c.Endpoints, Endpoint{
+				ep := Endpoint{
 					Base:     &url.URL{Scheme: scheme, Host: net.JoinHostPort(e.Host, strconv.FormatUint(uint64(e.Port), 10))},
 					Priority: e.Deployment.Priority, Weight: e.Deployment.Weight, Deployment: e.Deployment.ID,
 					ConnectTimeout: p.ConnectTimeout.D(), FirstByteTimeout: p.FirstByteTimeout.D(), IdleTimeout: p.StreamIdleTimeout.D(),
-				})
+				}
+				ep.attrs = ep.attributes()
+				c.Endpoints = append(c.Endpoints, ep)
 			}
 		}
 		out[c.Name] = c

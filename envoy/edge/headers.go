@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -28,11 +29,74 @@ var hopByHop = map[string]bool{
 
 func fromHTTP(h http.Header, into headers) {
 	for k, vs := range h {
-		lk := strings.ToLower(k)
+		lk := names.lower(k)
 		if hopByHop[lk] {
 			continue
 		}
 		into[lk] = strings.Join(vs, ",")
+	}
+}
+
+// toHTTP sets h's headers on out under their canonical names, replacing
+// what out had for them (as http.Header.Set), but those skip names; the
+// values take one allocation however many headers.
+func toHTTP(h headers, out http.Header, skip func(name string) bool) {
+	vals := make([]string, 0, len(h))
+	for k, v := range h {
+		if skip(k) {
+			continue
+		}
+		vals = append(vals, v)
+		out[names.canonical(k)] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+}
+
+// names caches the forms of the header names the edge sees (lowercase as
+// Envoy holds them, canonical as net/http does), so that converting a
+// request's headers from one to the other makes no string each time.
+var names headerNames
+
+// maxHeaderNames bounds names: past it, a name is converted each time.
+const maxHeaderNames = 1024
+
+type headerNames struct {
+	mu     sync.RWMutex
+	lowerM map[string]string // canonical (or any) → lowercase
+	canonM map[string]string // lowercase → canonical
+}
+
+func (n *headerNames) lower(k string) string {
+	n.mu.RLock()
+	v, ok := n.lowerM[k]
+	n.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = strings.ToLower(k)
+	n.remember(&n.lowerM, k, v)
+	return v
+}
+
+func (n *headerNames) canonical(k string) string {
+	n.mu.RLock()
+	v, ok := n.canonM[k]
+	n.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = http.CanonicalHeaderKey(k)
+	n.remember(&n.canonM, k, v)
+	return v
+}
+
+func (n *headerNames) remember(m *map[string]string, k, v string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if *m == nil {
+		*m = make(map[string]string)
+	}
+	if len(*m) < maxHeaderNames {
+		(*m)[strings.Clone(k)] = v
 	}
 }
 
@@ -45,16 +109,26 @@ func (h headers) clone() headers {
 }
 
 // proto is the header map as Envoy sends it (raw_value, as Envoy does),
-// built in four allocations whatever the number of headers: the messages
-// live in one array and the values in one byte buffer.
+// built in two allocations for a request's (up to protoHeaders headers;
+// four past that): the messages live in one array and the values in one
+// byte buffer.
 func (h headers) proto() *corev3.HeaderMap {
 	size := 0
 	for _, v := range h {
 		size += len(v)
 	}
 	raw := make([]byte, 0, size)
-	vals := make([]corev3.HeaderValue, len(h))
-	out := make([]*corev3.HeaderValue, 0, len(h))
+	var (
+		hm   *corev3.HeaderMap
+		vals []corev3.HeaderValue
+		out  []*corev3.HeaderValue
+	)
+	if len(h) <= protoHeaders {
+		p := new(protoMap)
+		hm, vals, out = &p.hm, p.vals[:len(h):len(h)], p.out[:0:len(h)]
+	} else {
+		hm, vals, out = new(corev3.HeaderMap), make([]corev3.HeaderValue, len(h)), make([]*corev3.HeaderValue, 0, len(h))
+	}
 	i := 0
 	for k, v := range h {
 		start := len(raw)
@@ -63,7 +137,18 @@ func (h headers) proto() *corev3.HeaderMap {
 		out = append(out, &vals[i])
 		i++
 	}
-	return &corev3.HeaderMap{Headers: out}
+	hm.Headers = out
+	return hm
+}
+
+// protoHeaders is how many headers a protoMap holds.
+const protoHeaders = 24
+
+// protoMap is a header map's messages in one allocation.
+type protoMap struct {
+	hm   corev3.HeaderMap
+	vals [protoHeaders]corev3.HeaderValue
+	out  [protoHeaders]*corev3.HeaderValue
 }
 
 // apply performs a header mutation with Envoy's append-action semantics.
@@ -161,12 +246,9 @@ func writeError(w http.ResponseWriter, e oaierror.Error, shape oaierror.Shape, e
 }
 
 func writeHeaders(w http.ResponseWriter, status int, h headers) {
-	for k, v := range h {
-		if strings.HasPrefix(k, ":") || hopByHop[k] || k == contract.HeaderTranslated {
-			continue
-		}
-		w.Header().Set(k, v)
-	}
+	toHTTP(h, w.Header(), func(k string) bool {
+		return strings.HasPrefix(k, ":") || hopByHop[k] || k == contract.HeaderTranslated
+	})
 	w.WriteHeader(status)
 }
 

@@ -1,6 +1,8 @@
 package edge
 
 import (
+	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,4 +16,34 @@ func TestHeadersToProtoKeepsEveryNameAndValue(t *testing.T) {
 		assert.Equal(t, len(v.GetRawValue()), cap(v.GetRawValue()), "a value cannot grow into the next one")
 	}
 	assert.Equal(t, h, got)
+}
+
+func TestHeadersToHTTPSetEachCanonicalNameButTheSkippedOnes(t *testing.T) {
+	out := http.Header{"X-Request-Id": {"old"}, "Date": {"kept"}}
+	h := headers{":status": "200", "content-type": "application/json", "x-request-id": "new", "x-ratelimit-remaining-requests": "9", "connection": "close", "x-empty": ""}
+	toHTTP(h, out, func(k string) bool { return k[0] == ':' || hopByHop[k] })
+	assert.Equal(t, http.Header{
+		"Content-Type": {"application/json"}, "X-Request-Id": {"new"}, "X-Ratelimit-Remaining-Requests": {"9"}, "X-Empty": {""}, "Date": {"kept"},
+	}, out)
+	// Each name's values are its own: adding to one leaves the next.
+	out.Add("Content-Type", "x")
+	assert.Equal(t, []string{"9"}, out["X-Ratelimit-Remaining-Requests"])
+}
+
+func TestHeadersFromHTTPAreLowercaseWithoutHopByHop(t *testing.T) {
+	into := headers{}
+	fromHTTP(http.Header{"Content-Type": {"a"}, "X-Two": {"1", "2"}, "Connection": {"close"}, "weird_Name": {"w"}}, into)
+	assert.Equal(t, headers{"content-type": "a", "x-two": "1,2", "weird_name": "w"}, into)
+}
+
+func TestHeaderNamesAreCachedUpToTheirBound(t *testing.T) {
+	var n headerNames
+	assert.Equal(t, "Content-Type", n.canonical("content-type"))
+	assert.Equal(t, "content-type", n.lower("Content-Type"))
+	assert.Equal(t, 0.0, testing.AllocsPerRun(10, func() { _, _ = n.canonical("content-type"), n.lower("Content-Type") }))
+	for i := range maxHeaderNames + 10 {
+		assert.Equal(t, "X-N"+strconv.Itoa(i), n.canonical("x-n"+strconv.Itoa(i)))
+	}
+	assert.Len(t, n.canonM, maxHeaderNames)
+	assert.Equal(t, "X-Past-The-Bound", n.canonical("x-past-the-bound"), "a name past the bound is still converted")
 }
