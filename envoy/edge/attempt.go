@@ -188,9 +188,7 @@ func retriable(status int) bool { return status == http.StatusTooManyRequests ||
 func (e *Edge) finalize(ctx context.Context, router extprocv3.ExternalProcessor_ProcessClient, resp *response) *response {
 	h := resp.headers.clone()
 	h[":status"] = strconv.Itoa(resp.status)
-	pr, err := exchange(router, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HttpHeaders{Headers: h.proto(), EndOfStream: resp.body != nil && len(resp.body) == 0},
-	}})
+	pr, err := exchange(router, headersMessage(h, true, resp.body != nil && len(resp.body) == 0))
 	if err != nil {
 		return e.internal(ctx, "router step response headers", err)
 	}
@@ -284,11 +282,9 @@ func (e *Edge) try(ctx, reqCtx context.Context, ep Endpoint, n int, h headers, b
 // attempt's upstream step, applying its changes to h and the body it
 // returns. It is false when the attempt ends there (a.err or a.local set).
 func (a *attempt) requestPhases(h headers, body []byte, forward *corev3.Metadata) ([]byte, bool) {
-	pr, err := exchange(a.proc, &extprocv3.ProcessingRequest{
-		Request:         &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{Headers: h.proto()}},
-		Attributes:      a.ep.attributes(),
-		MetadataContext: forward,
-	})
+	msg := headersMessage(h, false, false)
+	msg.Attributes, msg.MetadataContext = a.ep.attributes(), forward
+	pr, err := exchange(a.proc, msg)
 	if err != nil {
 		a.err = fmt.Errorf("upstream step headers: %w", err)
 		return nil, false
@@ -298,9 +294,7 @@ func (a *attempt) requestPhases(h headers, body []byte, forward *corev3.Metadata
 		return nil, false
 	}
 	applyCommon(h, pr.GetRequestHeaders().GetResponse())
-	pr, err = exchange(a.proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true},
-	}})
+	pr, err = exchange(a.proc, bodyMessage(body, false, true))
 	if err != nil {
 		a.err = fmt.Errorf("upstream step body: %w", err)
 		return nil, false
@@ -371,9 +365,7 @@ func (e *Edge) send(a *attempt, h headers, body []byte) (*http.Response, bool) {
 func (a *attempt) responseHeaders(resp *http.Response) {
 	rh := headers{":status": strconv.Itoa(resp.StatusCode)}
 	fromHTTP(resp.Header, rh)
-	pr, err := exchange(a.proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HttpHeaders{Headers: rh.proto()},
-	}})
+	pr, err := exchange(a.proc, headersMessage(rh, true, false))
 	if err != nil {
 		a.err = fmt.Errorf("upstream step response headers: %w", err)
 		return

@@ -306,9 +306,7 @@ func (e *Edge) afterAuthz(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	// 2. Router step: request headers, then the buffered body.
 	hasBody := r.ContentLength != 0 && r.Method != http.MethodGet && r.Method != http.MethodHead
-	pr, err := exchange(router, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{Headers: reqHeaders.proto(), EndOfStream: !hasBody},
-	}})
+	pr, err := exchange(router, headersMessage(reqHeaders, false, !hasBody))
 	if err != nil {
 		return e.internal(ctx, "router step headers", err)
 	}
@@ -327,9 +325,7 @@ func (e *Edge) afterAuthz(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if err != nil {
 		return errorResponse(oaierror.Invalid("invalid_request", "", "The request body could not be read."), shapeOf(ctx))
 	}
-	pr, err = exchange(router, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true},
-	}})
+	pr, err = exchange(router, bodyMessage(body, false, true))
 	if err != nil {
 		return e.internal(ctx, "router step body", err)
 	}

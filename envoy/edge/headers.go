@@ -184,6 +184,50 @@ func (h headers) apply(set []*corev3.HeaderValueOption, remove []string) {
 	}
 }
 
+// headersMessage is the ext_proc message of a request's headers or (response) a
+// response's, in one allocation beside the header map's.
+func headersMessage(h headers, response, end bool) *extprocv3.ProcessingRequest {
+	m := new(headersMsg)
+	m.hh.Headers, m.hh.EndOfStream = h.proto(), end
+	if response {
+		m.res.ResponseHeaders = &m.hh
+		m.req.Request = &m.res
+	} else {
+		m.reqH.RequestHeaders = &m.hh
+		m.req.Request = &m.reqH
+	}
+	return &m.req
+}
+
+type headersMsg struct {
+	req  extprocv3.ProcessingRequest
+	reqH extprocv3.ProcessingRequest_RequestHeaders
+	res  extprocv3.ProcessingRequest_ResponseHeaders
+	hh   extprocv3.HttpHeaders
+}
+
+// bodyMessage is the ext_proc message of a piece of a request's body or
+// (response) a response's, in one allocation.
+func bodyMessage(body []byte, response, end bool) *extprocv3.ProcessingRequest {
+	m := new(bodyMsg)
+	m.hb.Body, m.hb.EndOfStream = body, end
+	if response {
+		m.res.ResponseBody = &m.hb
+		m.req.Request = &m.res
+	} else {
+		m.reqB.RequestBody = &m.hb
+		m.req.Request = &m.reqB
+	}
+	return &m.req
+}
+
+type bodyMsg struct {
+	req  extprocv3.ProcessingRequest
+	reqB extprocv3.ProcessingRequest_RequestBody
+	res  extprocv3.ProcessingRequest_ResponseBody
+	hb   extprocv3.HttpBody
+}
+
 func exchange(s extprocv3.ExternalProcessor_ProcessClient, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
 	if err := s.Send(req); err != nil {
 		return nil, err

@@ -47,3 +47,27 @@ func TestHeaderNamesAreCachedUpToTheirBound(t *testing.T) {
 	assert.Len(t, n.canonM, maxHeaderNames)
 	assert.Equal(t, "X-Past-The-Bound", n.canonical("x-past-the-bound"), "a name past the bound is still converted")
 }
+
+func TestMessagesCarryTheirPhaseAndEnd(t *testing.T) {
+	h := headers{":path": "/v1/chat/completions"}
+	for _, end := range []bool{false, true} {
+		m := headersMessage(h, false, end)
+		assert.Equal(t, "/v1/chat/completions", string(m.GetRequestHeaders().GetHeaders().GetHeaders()[0].GetRawValue()))
+		assert.Equal(t, end, m.GetRequestHeaders().GetEndOfStream())
+		assert.Nil(t, m.GetResponseHeaders())
+		m = headersMessage(h, true, end)
+		assert.Len(t, m.GetResponseHeaders().GetHeaders().GetHeaders(), 1)
+		assert.Equal(t, end, m.GetResponseHeaders().GetEndOfStream())
+		assert.Nil(t, m.GetRequestHeaders())
+
+		b := bodyMessage([]byte("x"), false, end)
+		assert.Equal(t, "x", string(b.GetRequestBody().GetBody()))
+		assert.Equal(t, end, b.GetRequestBody().GetEndOfStream())
+		assert.Nil(t, b.GetResponseBody())
+		b = bodyMessage([]byte("y"), true, end)
+		assert.Equal(t, "y", string(b.GetResponseBody().GetBody()))
+		assert.Equal(t, end, b.GetResponseBody().GetEndOfStream())
+		assert.Nil(t, b.GetRequestBody())
+	}
+	assert.Equal(t, 1.0, testing.AllocsPerRun(10, func() { _ = bodyMessage(nil, true, false) }))
+}

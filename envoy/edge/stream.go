@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-
 	"github.com/tollgate/tollgate/config"
 )
 
@@ -42,9 +40,7 @@ func (e *Edge) stream(ctx context.Context, w http.ResponseWriter, a *attempt, h 
 		return
 	}
 	send := func(piece []byte, end bool) error {
-		pr, err := exchange(a.proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-			ResponseBody: &extprocv3.HttpBody{Body: piece, EndOfStream: end},
-		}})
+		pr, err := exchange(a.proc, bodyMessage(piece, true, end))
 		if err != nil {
 			return err
 		}
@@ -111,9 +107,7 @@ func (e *Edge) whole(ctx context.Context, a *attempt) *response {
 		// cannot translate a cut answer and answers 502.
 		e.brokeOff(ctx, a, err)
 	}
-	pr, err := exchange(a.proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-		ResponseBody: &extprocv3.HttpBody{Body: body, EndOfStream: true},
-	}})
+	pr, err := exchange(a.proc, bodyMessage(body, true, true))
 	if err != nil {
 		return e.internal(ctx, "upstream step response body", err)
 	}
