@@ -119,11 +119,7 @@ func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.Proces
 	}
 	u.model = m
 	u.target = provider.Target{Model: m, Deployment: d, Provider: p}
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
-		RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
-			HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: notForwarded(hm, p.ForwardHeaders)},
-		}},
-	}}, nil
+	return newAnswer(phaseRequestHeaders).setHeaders(nil, notForwarded(hm, p.ForwardHeaders)).msg(), nil
 }
 
 // endpoint sets the attempt's endpoint from the state the router step
@@ -216,14 +212,7 @@ func (u *upstreamStep) send(up provider.Upstream) *extprocv3.ProcessingResponse 
 	for _, h := range up.Headers {
 		kv = append(kv, h.Name, h.Value)
 	}
-	set := contract.SetRawHeaders(kv...)
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
-		RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
-			Status:         extprocv3.CommonResponse_CONTINUE,
-			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: removeForUpstream(up.Headers)},
-			BodyMutation:   &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: up.Body}},
-		}},
-	}}
+	return newAnswer(phaseRequestBody).setHeaders(contract.SetRawHeaders(kv...), removeForUpstream(up.Headers)).replaceBody(up.Body).msg()
 }
 
 // removeForUpstream lists the headers an attempt removes: every internal
@@ -265,13 +254,9 @@ func (u *upstreamStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Pro
 	if u.status != upstreamStatus {
 		set = contract.SetRawHeaders(contract.HeaderTranslated, "1", "content-type", contentType, ":status", strconv.Itoa(u.status))
 	}
-	out := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
-			// The provider's own request id gives way to the request's
-			// (the client's or the proxy's), which every answer carries.
-			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: notPassedBack(h.GetHeaders())},
-		}},
-	}}
+	// The provider's own request id gives way to the request's (the
+	// client's or the proxy's), which every answer carries.
+	out := newAnswer(phaseResponseHeaders).setHeaders(set, notPassedBack(h.GetHeaders())).msg()
 	if !ok || (!u.preq.Stream && !piecewise(u.part)) {
 		// A whole JSON answer is translated at once: ask Envoy to buffer it.
 		out.ModeOverride = &extprocfilterv3.ProcessingMode{
@@ -321,13 +306,11 @@ func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 	if len(out) > 0 && u.firstByte.IsZero() {
 		u.firstByte = u.s.opt.Now()
 	}
-	common := &extprocv3.CommonResponse{}
+	ans := newAnswer(phaseResponseBody)
 	if !sameBytes(out, piece) {
-		common.BodyMutation = &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: out}}
+		ans.replaceBody(out)
 	}
-	resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
-		ResponseBody: &extprocv3.BodyResponse{Response: common},
-	}}
+	resp := ans.msg()
 	if end {
 		u.ended = true
 		if rec, ok := u.record(u.status, ""); ok {

@@ -1,0 +1,70 @@
+package extproc
+
+import (
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+)
+
+// This file builds the steps' usual answers — a phase's CommonResponse
+// with a header mutation and a body mutation — in one allocation, not one
+// per message of the answer (the response, its phase, the common
+// response, each mutation): every message of every request makes one.
+
+// phase is the ext_proc phase an answer answers.
+type phase int
+
+const (
+	phaseRequestHeaders phase = iota
+	phaseRequestBody
+	phaseResponseHeaders
+	phaseResponseBody
+)
+
+// answer is a ProcessingResponse and everything it points to.
+type answer struct {
+	resp    extprocv3.ProcessingResponse
+	reqH    extprocv3.ProcessingResponse_RequestHeaders
+	reqB    extprocv3.ProcessingResponse_RequestBody
+	resH    extprocv3.ProcessingResponse_ResponseHeaders
+	resB    extprocv3.ProcessingResponse_ResponseBody
+	headers extprocv3.HeadersResponse
+	body    extprocv3.BodyResponse
+	common  extprocv3.CommonResponse
+	hmut    extprocv3.HeaderMutation
+	bmut    extprocv3.BodyMutation
+	bbody   extprocv3.BodyMutation_Body
+}
+
+// newAnswer is an answer to p that continues unchanged.
+func newAnswer(p phase) *answer {
+	a := new(answer)
+	switch p {
+	case phaseRequestHeaders:
+		a.headers.Response, a.reqH.RequestHeaders, a.resp.Response = &a.common, &a.headers, &a.reqH
+	case phaseRequestBody:
+		a.body.Response, a.reqB.RequestBody, a.resp.Response = &a.common, &a.body, &a.reqB
+	case phaseResponseHeaders:
+		a.headers.Response, a.resH.ResponseHeaders, a.resp.Response = &a.common, &a.headers, &a.resH
+	case phaseResponseBody:
+		a.body.Response, a.resB.ResponseBody, a.resp.Response = &a.common, &a.body, &a.resB
+	}
+	return a
+}
+
+// setHeaders sets and removes headers (either may be nil).
+func (a *answer) setHeaders(set []*corev3.HeaderValueOption, remove []string) *answer {
+	a.hmut.SetHeaders, a.hmut.RemoveHeaders = set, remove
+	a.common.HeaderMutation = &a.hmut
+	return a
+}
+
+// replaceBody replaces the body with b.
+func (a *answer) replaceBody(b []byte) *answer {
+	a.bbody.Body = b
+	a.bmut.Mutation = &a.bbody
+	a.common.BodyMutation = &a.bmut
+	return a
+}
+
+// msg is the answer's message.
+func (a *answer) msg() *extprocv3.ProcessingResponse { return &a.resp }
