@@ -616,8 +616,9 @@ func TestTheBenchRequestsHoldWhatTheMockAnswers(t *testing.T) {
 // at one change: b.N requests (-benchtime 600x) through `tollgate serve`
 // and as many through the reverse proxy, taking turns in two rounds, whole
 // answers and streamed ones; it reports the child's CPU and allocations per
-// request and their ratios to the floor. TOLLGATE_BENCH_CPUPROFILE and
-// TOLLGATE_BENCH_MEMPROFILE profile the children.
+// request and their ratios to the floor; and, on a child of its own, the
+// memory per open slow stream over b.N streams. TOLLGATE_BENCH_CPUPROFILE
+// and TOLLGATE_BENCH_MEMPROFILE profile the children.
 func BenchmarkEmbeddedPath(b *testing.B) {
 	m := newMock(b, mockTokens)
 	emb, secret := startEmbedded(b, m.URL, "")
@@ -641,4 +642,11 @@ func BenchmarkEmbeddedPath(b *testing.B) {
 			b.ReportMetric(ours.allocs/floor.allocs, "allocs-ratio")
 		})
 	}
+	// Memory per open slow stream (b.N streams at once), the embedded path's
+	// alone: the floor's is steady (the table has both).
+	b.Run("SlowStreams", func(b *testing.B) {
+		m := newMock(b, mockTokens)
+		emb, secret := startEmbedded(b, m.URL, "")
+		b.ReportMetric(memoryPerStream(b, emb, newClient(secret), m, max(b.N, 10))/1024, "KiB/stream")
+	})
 }
