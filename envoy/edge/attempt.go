@@ -414,5 +414,9 @@ func newTransport() *http.Transport {
 		IdleConnTimeout:        90 * time.Second,
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 1 << 20,
+		// A connection keeps its write buffer for its life, a stream's
+		// included, but only writes its request through it: the line and
+		// headers; a larger body goes to the connection directly.
+		WriteBufferSize: 1 << 10,
 	}
 }

@@ -18,6 +18,12 @@ import (
 // upstream step; a longer one is cut there, and the step answers 502.
 const maxWholeBody = 32 << 20
 
+// minRead and maxRead bound the edge's read of a streamed answer.
+const (
+	minRead = 512
+	maxRead = 4 << 10
+)
+
 // stream writes the final response, its body passed through the upstream
 // step piece by piece and flushed to the client at once.
 //
@@ -61,14 +67,23 @@ func (e *Edge) stream(ctx context.Context, w http.ResponseWriter, a *attempt, h 
 	}
 	stopIdle := a.idleTimer()
 	defer stopIdle()
-	// Stream events are small (a few hundred bytes): a 4 KiB read keeps a
-	// slow stream cheap (a larger piece is read in several).
-	buf := make([]byte, 4<<10)
+	// Stream events are small (a few hundred bytes): a slow stream, which
+	// waits in Read most of its life, reads into minRead bytes; a read that
+	// fills the buffer doubles it, up to maxRead, for a fast one (a larger
+	// piece is read in several).
+	buf := make([]byte, minRead)
 	for {
 		n, err := a.resp.Body.Read(buf)
 		if n > 0 {
-			piece := make([]byte, n) // gRPC may still hold the previous one
-			copy(piece, buf[:n])
+			var piece []byte // its own: gRPC may still hold the previous one
+			if n == len(buf) {
+				// A full buffer is the piece; the next read gets a new one,
+				// twice as large up to maxRead.
+				piece, buf = buf, make([]byte, min(2*len(buf), maxRead))
+			} else {
+				piece = make([]byte, n)
+				copy(piece, buf[:n])
+			}
 			if serr := send(piece, false); serr != nil {
 				e.opt.Logger.InfoContext(ctx, "edge: stream ended early", "err", serr)
 				return
