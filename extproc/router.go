@@ -400,11 +400,7 @@ func immediateJSON(status int, body []byte, extra []*corev3.HeaderValueOption) *
 }
 
 func removeHeaders(names ...string) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
-			HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: names},
-		}},
-	}}
+	return newAnswer(phaseResponseHeaders).setHeaders(nil, names).msg()
 }
 
 // passThrough answers a message of a kind the step does not process.

@@ -145,7 +145,7 @@ func (u *upstreamStep) endpoint(ctx context.Context, state string) *extprocv3.Pr
 // proxy's. The same rule holds under Envoy and the built-in edge, since both
 // apply this mutation.
 func notForwarded(hm map[string]string, extra []string) []string {
-	var out []string
+	out := make([]string, 0, len(hm))
 	for name := range hm {
 		switch {
 		case name == "" || name[0] == ':', name == "host", name == "content-length", name == "transfer-encoding":
