@@ -234,6 +234,7 @@ func (a *attempt) status() int {
 
 func (a *attempt) close() {
 	switch {
+	case !a.span.IsRecording():
 	case a.err != nil:
 		a.span.SetStatus(codes.Error, a.err.Error())
 	case a.respHeaders != nil:

@@ -343,7 +343,9 @@ func (e *Edge) afterAuthz(ctx context.Context, w http.ResponseWriter, r *http.Re
 	forward := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
 	if ns := pr.GetDynamicMetadata().GetFields()[contract.RequestMetadataNamespace].GetStructValue(); ns != nil {
 		forward.FilterMetadata[contract.RequestMetadataNamespace] = ns
-		trace.SpanFromContext(ctx).SetAttributes(attrModel.String(ns.GetFields()[contract.MetaModel].GetStringValue()))
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.SetAttributes(attrModel.String(ns.GetFields()[contract.MetaModel].GetStringValue()))
+		}
 	}
 
 	// 3. Route by the cluster header, then the upstream attempts.
