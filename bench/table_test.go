@@ -160,7 +160,7 @@ func serveStats(mode string) (net.Listener, error) {
 			}
 			var m runtime.MemStats
 			runtime.ReadMemStats(&m)
-			_ = json.NewEncoder(w).Encode(childStats{Mallocs: m.Mallocs, InUse: m.HeapInuse + m.StackInuse, Goroutines: runtime.NumGoroutine(),
+			_ = json.NewEncoder(w).Encode(childStats{Mallocs: m.Mallocs, Bytes: m.TotalAlloc, InUse: m.HeapInuse + m.StackInuse, Goroutines: runtime.NumGoroutine(),
 				Forwarded: forwarded.Load()})
 		}))
 	}()
@@ -169,6 +169,7 @@ func serveStats(mode string) (net.Listener, error) {
 
 type childStats struct {
 	Mallocs    uint64 `json:"mallocs"`
+	Bytes      uint64 `json:"bytes"` // allocated in all
 	InUse      uint64 `json:"in_use"`
 	Goroutines int    `json:"goroutines"`
 	// Forwarded counts the checks and streams the no-op servers behind
@@ -345,6 +346,7 @@ func (c *client) do(base, body string) error {
 type perRequest struct {
 	cpuMicros float64
 	allocs    float64
+	bytes     float64
 }
 
 func measure(b testing.TB, c *child, cl *client, body string, n int) perRequest {
@@ -359,7 +361,8 @@ func measure(b testing.TB, c *child, cl *client, body string, n int) perRequest 
 	after := c.readStats(b)
 	// Two stats calls are counted in the allocations; they are a few
 	// hundred, over thousands of requests.
-	return perRequest{cpuMicros: float64(cpu.Microseconds()) / float64(n), allocs: float64(after.Mallocs-before.Mallocs) / float64(n)}
+	return perRequest{cpuMicros: float64(cpu.Microseconds()) / float64(n), allocs: float64(after.Mallocs-before.Mallocs) / float64(n),
+		bytes: float64(after.Bytes-before.Bytes) / float64(n)}
 }
 
 // memoryPerStream opens n slow streams at once through the child, waits
@@ -633,11 +636,13 @@ func BenchmarkEmbeddedPath(b *testing.B) {
 				f := measure(b, proxy, cl, c.body, max(b.N/rounds, 1))
 				ours.cpuMicros += o.cpuMicros / rounds
 				ours.allocs += o.allocs / rounds
+				ours.bytes += o.bytes / rounds
 				floor.cpuMicros += f.cpuMicros / rounds
 				floor.allocs += f.allocs / rounds
 			}
 			b.ReportMetric(ours.cpuMicros, "cpu-µs/req")
 			b.ReportMetric(ours.allocs, "allocs/req")
+			b.ReportMetric(ours.bytes, "B/req")
 			b.ReportMetric(ours.cpuMicros/floor.cpuMicros, "cpu-ratio")
 			b.ReportMetric(ours.allocs/floor.allocs, "allocs-ratio")
 		})

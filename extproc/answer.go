@@ -6,9 +6,10 @@ import (
 )
 
 // This file builds the steps' usual answers — a phase's CommonResponse
-// with a header mutation and a body mutation — in one allocation, not one
-// per message of the answer (the response, its phase, the common
-// response, each mutation): every message of every request makes one.
+// with a header mutation and a body mutation — in one allocation for the
+// answer and one for each mutation it makes, not one per message of the
+// answer (the response, its phase, the common response, each mutation):
+// every message of every request makes one.
 
 // phase is the ext_proc phase an answer answers.
 type phase int
@@ -20,7 +21,7 @@ const (
 	phaseResponseBody
 )
 
-// answer is a ProcessingResponse and everything it points to.
+// answer is a ProcessingResponse and the messages every answer has.
 type answer struct {
 	resp    extprocv3.ProcessingResponse
 	reqH    extprocv3.ProcessingResponse_RequestHeaders
@@ -30,9 +31,6 @@ type answer struct {
 	headers extprocv3.HeadersResponse
 	body    extprocv3.BodyResponse
 	common  extprocv3.CommonResponse
-	hmut    extprocv3.HeaderMutation
-	bmut    extprocv3.BodyMutation
-	bbody   extprocv3.BodyMutation_Body
 }
 
 // newAnswer is an answer to p that continues unchanged.
@@ -53,17 +51,23 @@ func newAnswer(p phase) *answer {
 
 // setHeaders sets and removes headers (either may be nil).
 func (a *answer) setHeaders(set []*corev3.HeaderValueOption, remove []string) *answer {
-	a.hmut.SetHeaders, a.hmut.RemoveHeaders = set, remove
-	a.common.HeaderMutation = &a.hmut
+	a.common.HeaderMutation = &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove}
 	return a
 }
 
 // replaceBody replaces the body with b.
 func (a *answer) replaceBody(b []byte) *answer {
-	a.bbody.Body = b
-	a.bmut.Mutation = &a.bbody
-	a.common.BodyMutation = &a.bmut
+	m := new(bodyMutation)
+	m.body.Body = b
+	m.mut.Mutation = &m.body
+	a.common.BodyMutation = &m.mut
 	return a
+}
+
+// bodyMutation is a BodyMutation that replaces the body.
+type bodyMutation struct {
+	mut  extprocv3.BodyMutation
+	body extprocv3.BodyMutation_Body
 }
 
 // msg is the answer's message.

@@ -13,11 +13,12 @@ func SetHeaders(pairs ...string) []*corev3.HeaderValueOption { return setHeaders
 // answers, as Envoy sends its own headers to ext_proc).
 func SetRawHeaders(pairs ...string) []*corev3.HeaderValueOption { return setHeaders(true, pairs) }
 
-// setHeaders builds the options in one allocation for the mutations of
-// every request (up to eight headers whose raw values fit smallRaw bytes),
-// in four however many headers otherwise: the options and the header
-// values live in arrays, raw values in one buffer. Each header is set once
-// per request or answer, so this is on every request's path.
+// setHeaders builds the options in one allocation for up to two headers
+// whose raw values fit tinyRaw bytes (most answers' mutations), in three
+// otherwise, each of the size it needs: the options with their header
+// values in one array, their pointers in another, raw values in one
+// buffer. Each header is set once per request or answer, so this is on
+// every request's path.
 func setHeaders(raw bool, pairs []string) []*corev3.HeaderValueOption {
 	n := len(pairs) / 2
 	size := 0
@@ -28,60 +29,48 @@ func setHeaders(raw bool, pairs []string) []*corev3.HeaderValueOption {
 	}
 	var (
 		buf  []byte
-		vals []corev3.HeaderValue
-		opts []corev3.HeaderValueOption
+		both []setOption
 		out  []*corev3.HeaderValueOption
 	)
-	switch {
-	case n <= 2 && size <= tinyRaw:
+	if n <= 2 && size <= tinyRaw {
 		s := new(setOf2)
-		buf, vals, opts, out = s.buf[:0], s.vals[:n:n], s.opts[:n:n], s.out[:n:n]
-	case n <= 8 && size <= smallRaw:
-		s := new(setOf8)
-		buf, vals, opts, out = s.buf[:0], s.vals[:n:n], s.opts[:n:n], s.out[:n:n]
-	default:
+		buf, both, out = s.buf[:0], s.both[:n:n], s.out[:n:n]
+	} else {
 		if raw {
 			buf = make([]byte, 0, size)
 		}
-		vals = make([]corev3.HeaderValue, n)
-		opts = make([]corev3.HeaderValueOption, n)
+		both = make([]setOption, n)
 		out = make([]*corev3.HeaderValueOption, n)
 	}
 	for i := range n {
-		vals[i].Key = pairs[2*i]
+		o := &both[i]
+		o.val.Key = pairs[2*i]
 		if raw {
 			start := len(buf)
 			buf = append(buf, pairs[2*i+1]...)
-			vals[i].RawValue = buf[start:len(buf):len(buf)]
+			o.val.RawValue = buf[start:len(buf):len(buf)]
 		} else {
-			vals[i].Value = pairs[2*i+1]
+			o.val.Value = pairs[2*i+1]
 		}
-		opts[i].Header, opts[i].AppendAction = &vals[i], corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
-		out[i] = &opts[i]
+		o.opt.Header, o.opt.AppendAction = &o.val, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
+		out[i] = &o.opt
 	}
 	return out
 }
 
-// tinyRaw and smallRaw bound the raw values setOf2 and setOf8 hold: a
-// status, a content type, a provider's credential and path fit.
-const (
-	tinyRaw  = 64
-	smallRaw = 512
-)
+// tinyRaw bounds the raw values a setOf2 holds: a status, a content type,
+// a cluster's name fit.
+const tinyRaw = 64
 
-// setOf2 and setOf8 hold the mutations of up to two and up to eight
-// headers in one allocation.
-type (
-	setOf2 struct {
-		vals [2]corev3.HeaderValue
-		opts [2]corev3.HeaderValueOption
-		out  [2]*corev3.HeaderValueOption
-		buf  [tinyRaw]byte
-	}
-	setOf8 struct {
-		vals [8]corev3.HeaderValue
-		opts [8]corev3.HeaderValueOption
-		out  [8]*corev3.HeaderValueOption
-		buf  [smallRaw]byte
-	}
-)
+// setOption is an option and its header value.
+type setOption struct {
+	opt corev3.HeaderValueOption
+	val corev3.HeaderValue
+}
+
+// setOf2 holds the mutations of up to two headers in one allocation.
+type setOf2 struct {
+	both [2]setOption
+	out  [2]*corev3.HeaderValueOption
+	buf  [tinyRaw]byte
+}

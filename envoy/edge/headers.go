@@ -108,27 +108,24 @@ func (h headers) clone() headers {
 	return c
 }
 
-// proto is the header map as Envoy sends it (raw_value, as Envoy does),
-// built in two allocations for a request's (up to protoHeaders headers;
-// four past that): the messages live in one array and the values in one
-// byte buffer.
+// proto is the header map as Envoy sends it (raw_value, as Envoy does).
 func (h headers) proto() *corev3.HeaderMap {
+	hm := new(corev3.HeaderMap)
+	h.protoInto(hm)
+	return hm
+}
+
+// protoInto fills hm with h in three allocations whatever the number of
+// headers, each of the size it needs: the messages live in one array,
+// their pointers in another, the values in one byte buffer.
+func (h headers) protoInto(hm *corev3.HeaderMap) {
 	size := 0
 	for _, v := range h {
 		size += len(v)
 	}
 	raw := make([]byte, 0, size)
-	var (
-		hm   *corev3.HeaderMap
-		vals []corev3.HeaderValue
-		out  []*corev3.HeaderValue
-	)
-	if len(h) <= protoHeaders {
-		p := new(protoMap)
-		hm, vals, out = &p.hm, p.vals[:len(h):len(h)], p.out[:0:len(h)]
-	} else {
-		hm, vals, out = new(corev3.HeaderMap), make([]corev3.HeaderValue, len(h)), make([]*corev3.HeaderValue, 0, len(h))
-	}
+	vals := make([]corev3.HeaderValue, len(h))
+	out := make([]*corev3.HeaderValue, 0, len(h))
 	i := 0
 	for k, v := range h {
 		start := len(raw)
@@ -138,17 +135,6 @@ func (h headers) proto() *corev3.HeaderMap {
 		i++
 	}
 	hm.Headers = out
-	return hm
-}
-
-// protoHeaders is how many headers a protoMap holds.
-const protoHeaders = 24
-
-// protoMap is a header map's messages in one allocation.
-type protoMap struct {
-	hm   corev3.HeaderMap
-	vals [protoHeaders]corev3.HeaderValue
-	out  [protoHeaders]*corev3.HeaderValue
 }
 
 // apply performs a header mutation with Envoy's append-action semantics.
@@ -184,11 +170,12 @@ func (h headers) apply(set []*corev3.HeaderValueOption, remove []string) {
 	}
 }
 
-// headersMessage is the ext_proc message of a request's headers or (response) a
-// response's, in one allocation beside the header map's.
+// headersMessage is the ext_proc message of a request's headers or
+// (response) a response's, in one allocation beside the header values'.
 func headersMessage(h headers, response, end bool) *extprocv3.ProcessingRequest {
 	m := new(headersMsg)
-	m.hh.Headers, m.hh.EndOfStream = h.proto(), end
+	h.protoInto(&m.hm)
+	m.hh.Headers, m.hh.EndOfStream = &m.hm, end
 	if response {
 		m.res.ResponseHeaders = &m.hh
 		m.req.Request = &m.res
@@ -204,6 +191,7 @@ type headersMsg struct {
 	reqH extprocv3.ProcessingRequest_RequestHeaders
 	res  extprocv3.ProcessingRequest_ResponseHeaders
 	hh   extprocv3.HttpHeaders
+	hm   corev3.HeaderMap
 }
 
 // bodyMessage is the ext_proc message of a piece of a request's body or

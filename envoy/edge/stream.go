@@ -68,18 +68,18 @@ func (e *Edge) stream(ctx context.Context, w http.ResponseWriter, a *attempt, h 
 	stopIdle := a.idleTimer()
 	defer stopIdle()
 	// Stream events are small (a few hundred bytes): a slow stream, which
-	// waits in Read most of its life, reads into minRead bytes; a read that
-	// fills the buffer doubles it, up to maxRead, for a fast one (a larger
-	// piece is read in several).
+	// waits in Read most of its life, reads into minRead bytes; once a read
+	// fills the buffer, a fast one reads into maxRead (a larger piece is
+	// read in several).
 	buf := make([]byte, minRead)
 	for {
 		n, err := a.resp.Body.Read(buf)
 		if n > 0 {
 			var piece []byte // its own: gRPC may still hold the previous one
 			if n == len(buf) {
-				// A full buffer is the piece; the next read gets a new one,
-				// twice as large up to maxRead.
-				piece, buf = buf, make([]byte, min(2*len(buf), maxRead))
+				// A full buffer is the piece; the next read gets a new one
+				// of maxRead.
+				piece, buf = buf, make([]byte, maxRead)
 			} else {
 				piece = make([]byte, n)
 				copy(piece, buf[:n])
