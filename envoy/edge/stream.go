@@ -18,11 +18,12 @@ import (
 // upstream step; a longer one is cut there, and the step answers 502.
 const maxWholeBody = 32 << 20
 
-// minRead and maxRead bound the edge's read of a streamed answer.
-const (
-	minRead = 512
-	maxRead = 4 << 10
-)
+// readSize is the edge's read of a streamed answer. Stream events are
+// small (a few hundred bytes): 4 KiB keeps a slow stream cheap (a larger
+// piece is read in several), and is as much as a fast stream's reads find
+// at once (a smaller first read, tried, cost a fast stream a message more
+// than it saved a slow one).
+const readSize = 4 << 10
 
 // stream writes the final response, its body passed through the upstream
 // step piece by piece and flushed to the client at once.
@@ -67,19 +68,14 @@ func (e *Edge) stream(ctx context.Context, w http.ResponseWriter, a *attempt, h 
 	}
 	stopIdle := a.idleTimer()
 	defer stopIdle()
-	// Stream events are small (a few hundred bytes): a slow stream, which
-	// waits in Read most of its life, reads into minRead bytes; once a read
-	// fills the buffer, a fast one reads into maxRead (a larger piece is
-	// read in several).
-	buf := make([]byte, minRead)
+	buf := make([]byte, readSize)
 	for {
 		n, err := a.resp.Body.Read(buf)
 		if n > 0 {
 			var piece []byte // its own: gRPC may still hold the previous one
 			if n == len(buf) {
-				// A full buffer is the piece; the next read gets a new one
-				// of maxRead.
-				piece, buf = buf, make([]byte, maxRead)
+				// A full buffer is the piece; the next read gets a new one.
+				piece, buf = buf, make([]byte, readSize)
 			} else {
 				piece = make([]byte, n)
 				copy(piece, buf[:n])

@@ -31,10 +31,10 @@ func TestAWriteToTheClientWaitsAtMostTheIdleTimeoutAndNeverPastTheRequestTimeout
 }
 
 func TestAStreamedAnswerReachesTheClientWholeWhateverTheSizesOfItsPieces(t *testing.T) {
-	// Pieces smaller than the edge's first read, as large, larger than its
-	// largest, and every size between, each flushed alone.
+	// Pieces smaller than the edge's read, as large, larger, and several
+	// times as large, each flushed alone.
 	var want bytes.Buffer
-	sizes := []int{1, minRead - 1, minRead, minRead + 1, 2 * minRead, maxRead, 3*maxRead + 7, 100, minRead, 5}
+	sizes := []int{1, readSize - 1, readSize, readSize + 1, 2 * readSize, 3*readSize + 7, 100, 5}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for i, n := range sizes {
