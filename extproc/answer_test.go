@@ -10,17 +10,7 @@ import (
 )
 
 func TestAnswersAnswerTheirPhaseWithTheirMutationsInFewAllocations(t *testing.T) {
-	common := func(r *extprocv3.ProcessingResponse) *extprocv3.CommonResponse {
-		switch {
-		case r.GetRequestHeaders() != nil:
-			return r.GetRequestHeaders().GetResponse()
-		case r.GetRequestBody() != nil:
-			return r.GetRequestBody().GetResponse()
-		case r.GetResponseHeaders() != nil:
-			return r.GetResponseHeaders().GetResponse()
-		}
-		return r.GetResponseBody().GetResponse()
-	}
+	common := commonOf
 	for _, c := range []struct {
 		p    phase
 		kind func(*extprocv3.ProcessingResponse) bool
