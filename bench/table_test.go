@@ -160,7 +160,7 @@ func serveStats(mode string) (net.Listener, error) {
 			}
 			var m runtime.MemStats
 			runtime.ReadMemStats(&m)
-			_ = json.NewEncoder(w).Encode(childStats{Mallocs: m.Mallocs, InUse: m.HeapInuse + m.StackInuse, Goroutines: runtime.NumGoroutine(),
+			_ = json.NewEncoder(w).Encode(childStats{Mallocs: m.Mallocs, Bytes: m.TotalAlloc, InUse: m.HeapInuse + m.StackInuse, Goroutines: runtime.NumGoroutine(),
 				Forwarded: forwarded.Load()})
 		}))
 	}()
@@ -169,6 +169,7 @@ func serveStats(mode string) (net.Listener, error) {
 
 type childStats struct {
 	Mallocs    uint64 `json:"mallocs"`
+	Bytes      uint64 `json:"bytes"` // allocated in all
 	InUse      uint64 `json:"in_use"`
 	Goroutines int    `json:"goroutines"`
 	// Forwarded counts the checks and streams the no-op servers behind
@@ -345,6 +346,7 @@ func (c *client) do(base, body string) error {
 type perRequest struct {
 	cpuMicros float64
 	allocs    float64
+	bytes     float64
 }
 
 func measure(b testing.TB, c *child, cl *client, body string, n int) perRequest {
@@ -359,7 +361,8 @@ func measure(b testing.TB, c *child, cl *client, body string, n int) perRequest 
 	after := c.readStats(b)
 	// Two stats calls are counted in the allocations; they are a few
 	// hundred, over thousands of requests.
-	return perRequest{cpuMicros: float64(cpu.Microseconds()) / float64(n), allocs: float64(after.Mallocs-before.Mallocs) / float64(n)}
+	return perRequest{cpuMicros: float64(cpu.Microseconds()) / float64(n), allocs: float64(after.Mallocs-before.Mallocs) / float64(n),
+		bytes: float64(after.Bytes-before.Bytes) / float64(n)}
 }
 
 // memoryPerStream opens n slow streams at once through the child, waits
@@ -610,4 +613,45 @@ func TestTheBenchRequestsHoldWhatTheMockAnswers(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(body), &r))
 		require.GreaterOrEqual(t, r.MaxTokens, mockTokens, body)
 	}
+}
+
+// BenchmarkEmbeddedPath is the table's embedded rows, quicker, for a look
+// at one change: b.N requests (-benchtime 600x) through `tollgate serve`
+// and as many through the reverse proxy, taking turns in two rounds, whole
+// answers and streamed ones; it reports the child's CPU and allocations per
+// request and their ratios to the floor; and, on a child of its own, the
+// memory per open slow stream over b.N streams. TOLLGATE_BENCH_CPUPROFILE
+// and TOLLGATE_BENCH_MEMPROFILE profile the children.
+func BenchmarkEmbeddedPath(b *testing.B) {
+	m := newMock(b, mockTokens)
+	emb, secret := startEmbedded(b, m.URL, "")
+	proxy := startChild(b, childProxy, "TOLLGATE_BENCH_TARGET="+m.URL)
+	cl := newClient(secret)
+	for _, c := range []struct{ name, body string }{{"NonStreamed", requestBody}, {"Streamed100", streamBody}} {
+		b.Run(c.name, func(b *testing.B) {
+			const rounds = 2
+			var ours, floor perRequest
+			for range rounds {
+				o := measure(b, emb, cl, c.body, max(b.N/rounds, 1))
+				f := measure(b, proxy, cl, c.body, max(b.N/rounds, 1))
+				ours.cpuMicros += o.cpuMicros / rounds
+				ours.allocs += o.allocs / rounds
+				ours.bytes += o.bytes / rounds
+				floor.cpuMicros += f.cpuMicros / rounds
+				floor.allocs += f.allocs / rounds
+			}
+			b.ReportMetric(ours.cpuMicros, "cpu-µs/req")
+			b.ReportMetric(ours.allocs, "allocs/req")
+			b.ReportMetric(ours.bytes, "B/req")
+			b.ReportMetric(ours.cpuMicros/floor.cpuMicros, "cpu-ratio")
+			b.ReportMetric(ours.allocs/floor.allocs, "allocs-ratio")
+		})
+	}
+	// Memory per open slow stream (b.N streams at once), the embedded path's
+	// alone: the floor's is steady (the table has both).
+	b.Run("SlowStreams", func(b *testing.B) {
+		m := newMock(b, mockTokens)
+		emb, secret := startEmbedded(b, m.URL, "")
+		b.ReportMetric(memoryPerStream(b, emb, newClient(secret), m, max(b.N, 10))/1024, "KiB/stream")
+	})
 }

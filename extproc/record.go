@@ -3,7 +3,10 @@ package extproc
 import (
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/extproc/provider"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
@@ -126,4 +129,43 @@ func estimateUsage(usage provider.Usage, req *provider.Request, completion strin
 		usage.CompletionTokens = max(usage.CompletionTokens, provider.HeldOutput(req.Body, m))
 	}
 	return usage
+}
+
+// usageMetadata is the dynamic metadata the access log reads
+// (contract.DynamicMetadataNamespace): the record's key, endpoint, model,
+// provider, tokens, cost and whether they are estimated. Every value and
+// struct lives in one usageValues, so building it takes a handful of
+// allocations (it, its two maps, the cost's text), not two per field.
+func usageMetadata(rec store.UsageRecord) *structpb.Struct {
+	v := new(usageValues)
+	v.strs[0].StringValue, v.strs[1].StringValue = rec.KeyID, rec.Endpoint
+	v.strs[2].StringValue, v.strs[3].StringValue, v.strs[4].StringValue = rec.Model, rec.Provider, rec.Cost.String()
+	for i := range v.strs {
+		v.vals[i].Kind = &v.strs[i]
+	}
+	v.nums[0].NumberValue, v.nums[1].NumberValue = float64(rec.PromptTokens), float64(rec.CompletionTokens)
+	v.vals[5].Kind, v.vals[6].Kind = &v.nums[0], &v.nums[1]
+	v.flag.BoolValue = rec.Estimated
+	v.vals[7].Kind = &v.flag
+	v.inner.Fields = map[string]*structpb.Value{
+		"key_id": &v.vals[0], "endpoint": &v.vals[1], "model": &v.vals[2], "provider": &v.vals[3], "cost_usd": &v.vals[4],
+		"prompt_tokens": &v.vals[5], "completion_tokens": &v.vals[6], "estimated": &v.vals[7],
+	}
+	v.nsKind.StructValue = &v.inner
+	v.nsValue.Kind = &v.nsKind
+	v.outer.Fields = map[string]*structpb.Value{contract.DynamicMetadataNamespace: &v.nsValue}
+	return &v.outer
+}
+
+// usageValues holds usageMetadata's values and structs: the strings
+// key_id, endpoint, model, provider and cost_usd, the two token counts,
+// and estimated, in that order in vals.
+type usageValues struct {
+	strs         [5]structpb.Value_StringValue
+	nums         [2]structpb.Value_NumberValue
+	flag         structpb.Value_BoolValue
+	vals         [8]structpb.Value
+	inner, outer structpb.Struct
+	nsValue      structpb.Value
+	nsKind       structpb.Value_StructValue
 }

@@ -154,22 +154,19 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 		}
 	}
 	hand := newHandover(&r.admission, cr, state)
-	common := &extprocv3.CommonResponse{
-		HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID))},
-		ClearRouteCache: true,
-	}
+	ans := newAnswer(phaseRequestBody)
+	ans.common.ClearRouteCache = true
 	if r.ep.toChat != nil || !sameBytes(send, b.GetBody()) {
 		// The chat request (with its held output limit) goes on in place
 		// of the client's, or the endpoint's forwarded body.
-		common.HeaderMutation.SetHeaders = contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID), "content-length", strconv.Itoa(len(send)))
-		common.BodyMutation = &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: send}}
+		ans.setHeaders(contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID), "content-length", strconv.Itoa(len(send))), nil)
+		ans.replaceBody(send)
+	} else {
+		ans.setHeaders(contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID)), nil)
 	}
-	return &extprocv3.ProcessingResponse{
-		Response: &extprocv3.ProcessingResponse_RequestBody{
-			RequestBody: &extprocv3.BodyResponse{Response: common},
-		},
-		DynamicMetadata: hand.encode(r.s.opt.StepKey),
-	}, nil
+	resp := ans.msg()
+	resp.DynamicMetadata = hand.encode(r.s.opt.StepKey)
+	return resp, nil
 }
 
 // admit validates the chat request (its parameters named as the
@@ -403,11 +400,7 @@ func immediateJSON(status int, body []byte, extra []*corev3.HeaderValueOption) *
 }
 
 func removeHeaders(names ...string) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
-			HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: names},
-		}},
-	}}
+	return newAnswer(phaseResponseHeaders).setHeaders(nil, names).msg()
 }
 
 // passThrough answers a message of a kind the step does not process.

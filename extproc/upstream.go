@@ -12,7 +12,6 @@ import (
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
@@ -124,11 +123,7 @@ func (u *upstreamStep) requestHeaders(ctx context.Context, req *extprocv3.Proces
 	if lingering(hm, p.Type) {
 		remove = append(remove, "accept")
 	}
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
-		RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
-			HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: remove},
-		}},
-	}}, nil
+	return newAnswer(phaseRequestHeaders).setHeaders(nil, remove).msg(), nil
 }
 
 // lingering reports an accept header that an earlier attempt's adapter set
@@ -163,7 +158,7 @@ func (u *upstreamStep) endpoint(ctx context.Context, state string) *extprocv3.Pr
 // proxy's. The same rule holds under Envoy and the built-in edge, since both
 // apply this mutation.
 func notForwarded(hm map[string]string, extra []string) []string {
-	var out []string
+	out := make([]string, 0, len(hm))
 	for name := range hm {
 		switch {
 		case name == "" || name[0] == ':', name == "host", name == "content-length", name == "transfer-encoding":
@@ -234,14 +229,7 @@ func (u *upstreamStep) send(up provider.Upstream) *extprocv3.ProcessingResponse 
 	for _, h := range up.Headers {
 		kv = append(kv, h.Name, h.Value)
 	}
-	set := contract.SetRawHeaders(kv...)
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
-		RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
-			Status:         extprocv3.CommonResponse_CONTINUE,
-			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: removeForUpstream(up.Headers)},
-			BodyMutation:   &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: up.Body}},
-		}},
-	}}
+	return newAnswer(phaseRequestBody).setHeaders(contract.SetRawHeaders(kv...), removeForUpstream(up.Headers)).replaceBody(up.Body).msg()
 }
 
 // removeForUpstream lists the headers an attempt removes: every internal
@@ -283,13 +271,9 @@ func (u *upstreamStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Pro
 	if u.status != upstreamStatus {
 		set = contract.SetRawHeaders(contract.HeaderTranslated, "1", "content-type", contentType, ":status", strconv.Itoa(u.status))
 	}
-	out := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
-			// The provider's own request id gives way to the request's
-			// (the client's or the proxy's), which every answer carries.
-			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: notPassedBack(h.GetHeaders())},
-		}},
-	}}
+	// The provider's own request id gives way to the request's (the
+	// client's or the proxy's), which every answer carries.
+	out := newAnswer(phaseResponseHeaders).setHeaders(set, notPassedBack(h.GetHeaders())).msg()
 	if !ok || (!u.preq.Stream && !piecewise(u.part)) {
 		// A whole JSON answer is translated at once: ask Envoy to buffer it.
 		out.ModeOverride = &extprocfilterv3.ProcessingMode{
@@ -339,13 +323,11 @@ func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 	if len(out) > 0 && u.firstByte.IsZero() {
 		u.firstByte = u.s.opt.Now()
 	}
-	common := &extprocv3.CommonResponse{}
+	ans := newAnswer(phaseResponseBody)
 	if !sameBytes(out, piece) {
-		common.BodyMutation = &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: out}}
+		ans.replaceBody(out)
 	}
-	resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
-		ResponseBody: &extprocv3.BodyResponse{Response: common},
-	}}
+	resp := ans.msg()
 	if end {
 		u.ended = true
 		if rec, ok := u.record(u.status, ""); ok {
@@ -398,26 +380,6 @@ func (u *upstreamStep) record(st int, code string) (store.UsageRecord, bool) {
 		o.ttft = u.firstByte.Sub(u.started)
 	}
 	return u.s.record(contract.StepUpstream, &u.admission, o)
-}
-
-// usageMetadata is the dynamic metadata the access log reads.
-func usageMetadata(rec store.UsageRecord) *structpb.Struct {
-	inner, err := structpb.NewStruct(map[string]any{
-		"key_id":            rec.KeyID,
-		"endpoint":          rec.Endpoint,
-		"model":             rec.Model,
-		"provider":          rec.Provider,
-		"prompt_tokens":     float64(rec.PromptTokens),
-		"completion_tokens": float64(rec.CompletionTokens),
-		"cost_usd":          rec.Cost.String(),
-		"estimated":         rec.Estimated,
-	})
-	if err != nil {
-		return nil
-	}
-	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		contract.DynamicMetadataNamespace: structpb.NewStructValue(inner),
-	}}
 }
 
 func sameBytes(a, b []byte) bool {

@@ -79,10 +79,16 @@ func allDigits(s string) bool {
 // String formats n as a decimal dollar amount with no trailing zeros after
 // the point ("10", "0.15", "-0.000000001").
 func (n Nanos) String() string {
+	var buf [24]byte // "-9223372036.854775808"
+	return string(n.Append(buf[:0]))
+}
+
+// Append appends n as String formats it to b: a usage record's cost is
+// written this way on every request, without fmt.
+func (n Nanos) Append(b []byte) []byte {
 	u := uint64(n)
-	sign := ""
 	if n < 0 {
-		sign = "-"
+		b = append(b, '-')
 		u = uint64(-n)
 		if n == math.MinInt64 {
 			u = uint64(math.MaxInt64) + 1
@@ -90,11 +96,21 @@ func (n Nanos) String() string {
 	}
 	whole := u / uint64(PerDollar)
 	frac := u % uint64(PerDollar)
+	b = strconv.AppendUint(b, whole, 10)
 	if frac == 0 {
-		return sign + strconv.FormatUint(whole, 10)
+		return b
 	}
-	f := strings.TrimRight(fmt.Sprintf("%09d", frac), "0")
-	return sign + strconv.FormatUint(whole, 10) + "." + f
+	// Nine digits, zero-padded, then the trailing zeros dropped.
+	var digits [9]byte
+	for i := len(digits) - 1; i >= 0; i-- {
+		digits[i] = byte('0' + frac%10)
+		frac /= 10
+	}
+	end := len(digits)
+	for digits[end-1] == '0' {
+		end--
+	}
+	return append(append(b, '.'), digits[:end]...)
 }
 
 // MarshalJSON writes n as an exact JSON number of dollars.

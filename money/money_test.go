@@ -50,6 +50,21 @@ func TestStringRoundTrips(t *testing.T) {
 	assert.Equal(t, "-0.000000001", Nanos(-1).String())
 }
 
+func TestStringIsTheDecimalAmountInOneAllocation(t *testing.T) {
+	for _, c := range []struct {
+		n    Nanos
+		want string
+	}{
+		{0, "0"}, {10 * PerDollar, "10"}, {150_000_000, "0.15"}, {-1, "-0.000000001"}, {1_234_567_891, "1.234567891"},
+		{-2*PerDollar - 500_000_000, "-2.5"}, {math.MaxInt64, "9223372036.854775807"}, {math.MinInt64, "-9223372036.854775808"},
+	} {
+		assert.Equal(t, c.want, c.n.String())
+		assert.Equal(t, "$"+c.want, string(c.n.Append([]byte("$"))))
+	}
+	n := Nanos(1_234_567_891)
+	assert.LessOrEqual(t, testing.AllocsPerRun(100, func() { _ = n.String() }), 1.0)
+}
+
 func TestJSONIsAnExactNumber(t *testing.T) {
 	b, err := json.Marshal(struct {
 		B Nanos `json:"b"`

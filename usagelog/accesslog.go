@@ -37,6 +37,11 @@ func (a AccessLog) Record(rec store.UsageRecord) error {
 	if rec.Status >= 500 {
 		level = slog.LevelWarn
 	}
+	if !a.Logger.Enabled(context.Background(), level) {
+		// The line's attributes (the cost's text among them) are built
+		// only for a line that is written.
+		return a.Usage.Record(rec)
+	}
 	a.Logger.LogAttrs(context.Background(), level, "request",
 		slog.String("request_id", rec.RequestID),
 		slog.String("key_id", rec.KeyID),

@@ -13,34 +13,64 @@ func SetHeaders(pairs ...string) []*corev3.HeaderValueOption { return setHeaders
 // answers, as Envoy sends its own headers to ext_proc).
 func SetRawHeaders(pairs ...string) []*corev3.HeaderValueOption { return setHeaders(true, pairs) }
 
-// setHeaders builds the options in a handful of allocations however many
-// headers: the options and the header values live in two arrays, raw
-// values in one buffer. Each header is set once per request or answer, so
-// this is on every request's path.
+// setHeaders builds the options in one allocation for up to two headers
+// whose raw values fit tinyRaw bytes (most answers' mutations), in three
+// otherwise, each of the size it needs: the options with their header
+// values in one array, their pointers in another, raw values in one
+// buffer. Each header is set once per request or answer, so this is on
+// every request's path.
 func setHeaders(raw bool, pairs []string) []*corev3.HeaderValueOption {
 	n := len(pairs) / 2
-	var buf []byte
+	size := 0
 	if raw {
-		size := 0
 		for i := 1; i < len(pairs); i += 2 {
 			size += len(pairs[i])
 		}
-		buf = make([]byte, 0, size)
 	}
-	vals := make([]corev3.HeaderValue, n)
-	opts := make([]corev3.HeaderValueOption, n)
-	out := make([]*corev3.HeaderValueOption, n)
+	var (
+		buf  []byte
+		both []setOption
+		out  []*corev3.HeaderValueOption
+	)
+	if n <= 2 && size <= tinyRaw {
+		s := new(setOf2)
+		buf, both, out = s.buf[:0], s.both[:n:n], s.out[:n:n]
+	} else {
+		if raw {
+			buf = make([]byte, 0, size)
+		}
+		both = make([]setOption, n)
+		out = make([]*corev3.HeaderValueOption, n)
+	}
 	for i := range n {
-		vals[i].Key = pairs[2*i]
+		o := &both[i]
+		o.val.Key = pairs[2*i]
 		if raw {
 			start := len(buf)
 			buf = append(buf, pairs[2*i+1]...)
-			vals[i].RawValue = buf[start:len(buf):len(buf)]
+			o.val.RawValue = buf[start:len(buf):len(buf)]
 		} else {
-			vals[i].Value = pairs[2*i+1]
+			o.val.Value = pairs[2*i+1]
 		}
-		opts[i].Header, opts[i].AppendAction = &vals[i], corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
-		out[i] = &opts[i]
+		o.opt.Header, o.opt.AppendAction = &o.val, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
+		out[i] = &o.opt
 	}
 	return out
+}
+
+// tinyRaw bounds the raw values a setOf2 holds: a status, a content type,
+// a cluster's name fit.
+const tinyRaw = 64
+
+// setOption is an option and its header value.
+type setOption struct {
+	opt corev3.HeaderValueOption
+	val corev3.HeaderValue
+}
+
+// setOf2 holds the mutations of up to two headers in one allocation.
+type setOf2 struct {
+	both [2]setOption
+	out  [2]*corev3.HeaderValueOption
+	buf  [tinyRaw]byte
 }

@@ -16,7 +16,6 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
@@ -191,9 +190,7 @@ func retriable(status int) bool { return status == http.StatusTooManyRequests ||
 func (e *Edge) finalize(ctx context.Context, router extprocv3.ExternalProcessor_ProcessClient, resp *response) *response {
 	h := resp.headers.clone()
 	h[":status"] = strconv.Itoa(resp.status)
-	pr, err := exchange(router, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HttpHeaders{Headers: h.proto(), EndOfStream: resp.body != nil && len(resp.body) == 0},
-	}})
+	pr, err := exchange(router, headersMessage(h, true, resp.body != nil && len(resp.body) == 0))
 	if err != nil {
 		return e.internal(ctx, "router step response headers", err)
 	}
@@ -239,6 +236,7 @@ func (a *attempt) status() int {
 
 func (a *attempt) close() {
 	switch {
+	case !a.span.IsRecording():
 	case a.err != nil:
 		a.span.SetStatus(codes.Error, a.err.Error())
 	case a.respHeaders != nil:
@@ -287,16 +285,9 @@ func (e *Edge) try(ctx, reqCtx context.Context, ep Endpoint, n int, h headers, b
 // attempt's upstream step, applying its changes to h and the body it
 // returns. It is false when the attempt ends there (a.err or a.local set).
 func (a *attempt) requestPhases(h headers, body []byte, forward *corev3.Metadata) ([]byte, bool) {
-	attrs := &structpb.Struct{Fields: map[string]*structpb.Value{
-		contract.AttrDeployment: structpb.NewStringValue(a.ep.Deployment),
-	}}
-	pr, err := exchange(a.proc, &extprocv3.ProcessingRequest{
-		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{Headers: h.proto()}},
-		Attributes: map[string]*structpb.Struct{
-			contract.AttributesNamespace: attrs,
-		},
-		MetadataContext: forward,
-	})
+	msg := headersMessage(h, false, false)
+	msg.Attributes, msg.MetadataContext = a.ep.attributes(), forward
+	pr, err := exchange(a.proc, msg)
 	if err != nil {
 		a.err = fmt.Errorf("upstream step headers: %w", err)
 		return nil, false
@@ -306,9 +297,7 @@ func (a *attempt) requestPhases(h headers, body []byte, forward *corev3.Metadata
 		return nil, false
 	}
 	applyCommon(h, pr.GetRequestHeaders().GetResponse())
-	pr, err = exchange(a.proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true},
-	}})
+	pr, err = exchange(a.proc, bodyMessage(body, false, true))
 	if err != nil {
 		a.err = fmt.Errorf("upstream step body: %w", err)
 		return nil, false
@@ -339,12 +328,9 @@ func (e *Edge) send(a *attempt, h headers, body []byte) (*http.Response, bool) {
 		return nil, false
 	}
 	req.Host = h[":authority"]
-	for k, v := range h {
-		if k == "" || k[0] == ':' || hopByHop[k] || k == "host" || k == "content-length" {
-			continue
-		}
-		req.Header.Set(k, v)
-	}
+	toHTTP(h, req.Header, func(k string) bool {
+		return k == "" || k[0] == ':' || hopByHop[k] || k == "host" || k == "content-length"
+	})
 	req.ContentLength = int64(len(body))
 	// first_byte_timeout: from the request sent to the response headers.
 	firstByte := orDefault(ep.FirstByteTimeout, config.DefaultFirstByteTimeout)
@@ -382,9 +368,7 @@ func (e *Edge) send(a *attempt, h headers, body []byte) (*http.Response, bool) {
 func (a *attempt) responseHeaders(resp *http.Response) {
 	rh := headers{":status": strconv.Itoa(resp.StatusCode)}
 	fromHTTP(resp.Header, rh)
-	pr, err := exchange(a.proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HttpHeaders{Headers: rh.proto()},
-	}})
+	pr, err := exchange(a.proc, headersMessage(rh, true, false))
 	if err != nil {
 		a.err = fmt.Errorf("upstream step response headers: %w", err)
 		return
@@ -433,5 +417,10 @@ func newTransport() *http.Transport {
 		IdleConnTimeout:        90 * time.Second,
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 1 << 20,
+		// A connection keeps its write buffer for its life, a stream's
+		// included, but only writes its request through it: the line and
+		// headers, then the body (a body that does not fit takes a second
+		// write; 3 KiB less per open stream is worth it).
+		WriteBufferSize: 1 << 10,
 	}
 }

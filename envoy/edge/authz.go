@@ -18,15 +18,34 @@ func (e *Edge) checkRequest(r *http.Request, h headers) *authv3.CheckRequest {
 	// goes in over whatever the client sent, as Envoy's listener sets it.
 	hm := map[string]string(h)
 	hm[contract.HeaderClientAddress] = ip
-	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
-		Source: &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
-			SocketAddress: &corev3.SocketAddress{Address: ip, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}},
-		}}},
-		Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
-			Id: h[contract.HeaderRequestID], Method: r.Method, Path: r.URL.RequestURI(), Host: r.Host,
-			Scheme: "http", Protocol: r.Proto, Headers: hm,
-		}},
-	}}
+	// Every message of the request in one allocation.
+	m := new(checkMsg)
+	m.port.PortValue = port
+	m.sock = corev3.SocketAddress{Address: ip, PortSpecifier: &m.port}
+	m.sockAddr.SocketAddress = &m.sock
+	m.addr.Address = &m.sockAddr
+	m.peer.Address = &m.addr
+	m.http = authv3.AttributeContext_HttpRequest{
+		Id: h[contract.HeaderRequestID], Method: r.Method, Path: h[":path"], Host: r.Host,
+		Scheme: "http", Protocol: r.Proto, Headers: hm,
+	}
+	m.req.Http = &m.http
+	m.attrs.Source, m.attrs.Request = &m.peer, &m.req
+	m.check.Attributes = &m.attrs
+	return &m.check
+}
+
+// checkMsg is a CheckRequest and everything it points to.
+type checkMsg struct {
+	check    authv3.CheckRequest
+	attrs    authv3.AttributeContext
+	peer     authv3.AttributeContext_Peer
+	addr     corev3.Address
+	sockAddr corev3.Address_SocketAddress
+	sock     corev3.SocketAddress
+	port     corev3.SocketAddress_PortValue
+	req      authv3.AttributeContext_Request
+	http     authv3.AttributeContext_HttpRequest
 }
 
 // sourceAddress is the caller's address as Envoy computes it with

@@ -62,6 +62,22 @@ type Endpoint struct {
 	ConnectTimeout   time.Duration
 	FirstByteTimeout time.Duration
 	IdleTimeout      time.Duration
+
+	// attrs are the attributes of the endpoint's upstream steps, built
+	// once by Clusters (nil: built per attempt); every attempt's message
+	// shares them, and nothing writes to them.
+	attrs map[string]*structpb.Struct
+}
+
+// attributes are the upstream step's attributes for an attempt at ep: the
+// endpoint's metadata Envoy passes (the deployment's id).
+func (ep *Endpoint) attributes() map[string]*structpb.Struct {
+	if ep.attrs != nil {
+		return ep.attrs
+	}
+	return map[string]*structpb.Struct{contract.AttributesNamespace: {Fields: map[string]*structpb.Value{
+		contract.AttrDeployment: structpb.NewStringValue(ep.Deployment),
+	}}}
 }
 
 // Cluster is a model's upstream cluster.
@@ -91,11 +107,13 @@ func Clusters(cfg *config.Config) map[string]Cluster {
 					scheme = "https"
 				}
 				p := e.Provider
-				c.Endpoints = append(c.Endpoints, Endpoint{
+				ep := Endpoint{
 					Base:     &url.URL{Scheme: scheme, Host: net.JoinHostPort(e.Host, strconv.FormatUint(uint64(e.Port), 10))},
 					Priority: e.Deployment.Priority, Weight: e.Deployment.Weight, Deployment: e.Deployment.ID,
 					ConnectTimeout: p.ConnectTimeout.D(), FirstByteTimeout: p.FirstByteTimeout.D(), IdleTimeout: p.StreamIdleTimeout.D(),
-				})
+				}
+				ep.attrs = ep.attributes()
+				c.Endpoints = append(c.Endpoints, ep)
 			}
 		}
 		out[c.Name] = c
@@ -288,9 +306,7 @@ func (e *Edge) afterAuthz(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	// 2. Router step: request headers, then the buffered body.
 	hasBody := r.ContentLength != 0 && r.Method != http.MethodGet && r.Method != http.MethodHead
-	pr, err := exchange(router, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{Headers: reqHeaders.proto(), EndOfStream: !hasBody},
-	}})
+	pr, err := exchange(router, headersMessage(reqHeaders, false, !hasBody))
 	if err != nil {
 		return e.internal(ctx, "router step headers", err)
 	}
@@ -309,9 +325,7 @@ func (e *Edge) afterAuthz(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if err != nil {
 		return errorResponse(oaierror.Invalid("invalid_request", "", "The request body could not be read."), shapeOf(ctx))
 	}
-	pr, err = exchange(router, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true},
-	}})
+	pr, err = exchange(router, bodyMessage(body, false, true))
 	if err != nil {
 		return e.internal(ctx, "router step body", err)
 	}
@@ -329,7 +343,9 @@ func (e *Edge) afterAuthz(ctx context.Context, w http.ResponseWriter, r *http.Re
 	forward := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
 	if ns := pr.GetDynamicMetadata().GetFields()[contract.RequestMetadataNamespace].GetStructValue(); ns != nil {
 		forward.FilterMetadata[contract.RequestMetadataNamespace] = ns
-		trace.SpanFromContext(ctx).SetAttributes(attrModel.String(ns.GetFields()[contract.MetaModel].GetStringValue()))
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.SetAttributes(attrModel.String(ns.GetFields()[contract.MetaModel].GetStringValue()))
+		}
 	}
 
 	// 3. Route by the cluster header, then the upstream attempts.

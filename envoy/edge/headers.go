@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -28,11 +29,74 @@ var hopByHop = map[string]bool{
 
 func fromHTTP(h http.Header, into headers) {
 	for k, vs := range h {
-		lk := strings.ToLower(k)
+		lk := names.lower(k)
 		if hopByHop[lk] {
 			continue
 		}
 		into[lk] = strings.Join(vs, ",")
+	}
+}
+
+// toHTTP sets h's headers on out under their canonical names, replacing
+// what out had for them (as http.Header.Set), but those skip names; the
+// values take one allocation however many headers.
+func toHTTP(h headers, out http.Header, skip func(name string) bool) {
+	vals := make([]string, 0, len(h))
+	for k, v := range h {
+		if skip(k) {
+			continue
+		}
+		vals = append(vals, v)
+		out[names.canonical(k)] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+}
+
+// names caches the forms of the header names the edge sees (lowercase as
+// Envoy holds them, canonical as net/http does), so that converting a
+// request's headers from one to the other makes no string each time.
+var names headerNames
+
+// maxHeaderNames bounds names: past it, a name is converted each time.
+const maxHeaderNames = 1024
+
+type headerNames struct {
+	mu     sync.RWMutex
+	lowerM map[string]string // canonical (or any) → lowercase
+	canonM map[string]string // lowercase → canonical
+}
+
+func (n *headerNames) lower(k string) string {
+	n.mu.RLock()
+	v, ok := n.lowerM[k]
+	n.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = strings.ToLower(k)
+	n.remember(&n.lowerM, k, v)
+	return v
+}
+
+func (n *headerNames) canonical(k string) string {
+	n.mu.RLock()
+	v, ok := n.canonM[k]
+	n.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = http.CanonicalHeaderKey(k)
+	n.remember(&n.canonM, k, v)
+	return v
+}
+
+func (n *headerNames) remember(m *map[string]string, k, v string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if *m == nil {
+		*m = make(map[string]string)
+	}
+	if len(*m) < maxHeaderNames {
+		(*m)[strings.Clone(k)] = v
 	}
 }
 
@@ -44,10 +108,17 @@ func (h headers) clone() headers {
 	return c
 }
 
-// proto is the header map as Envoy sends it (raw_value, as Envoy does),
-// built in four allocations whatever the number of headers: the messages
-// live in one array and the values in one byte buffer.
+// proto is the header map as Envoy sends it (raw_value, as Envoy does).
 func (h headers) proto() *corev3.HeaderMap {
+	hm := new(corev3.HeaderMap)
+	h.protoInto(hm)
+	return hm
+}
+
+// protoInto fills hm with h in three allocations whatever the number of
+// headers, each of the size it needs: the messages live in one array,
+// their pointers in another, the values in one byte buffer.
+func (h headers) protoInto(hm *corev3.HeaderMap) {
 	size := 0
 	for _, v := range h {
 		size += len(v)
@@ -63,7 +134,7 @@ func (h headers) proto() *corev3.HeaderMap {
 		out = append(out, &vals[i])
 		i++
 	}
-	return &corev3.HeaderMap{Headers: out}
+	hm.Headers = out
 }
 
 // apply performs a header mutation with Envoy's append-action semantics.
@@ -97,6 +168,52 @@ func (h headers) apply(set []*corev3.HeaderValueOption, remove []string) {
 			}
 		}
 	}
+}
+
+// headersMessage is the ext_proc message of a request's headers or
+// (response) a response's, in one allocation beside the header values'.
+func headersMessage(h headers, response, end bool) *extprocv3.ProcessingRequest {
+	m := new(headersMsg)
+	h.protoInto(&m.hm)
+	m.hh.Headers, m.hh.EndOfStream = &m.hm, end
+	if response {
+		m.res.ResponseHeaders = &m.hh
+		m.req.Request = &m.res
+	} else {
+		m.reqH.RequestHeaders = &m.hh
+		m.req.Request = &m.reqH
+	}
+	return &m.req
+}
+
+type headersMsg struct {
+	req  extprocv3.ProcessingRequest
+	reqH extprocv3.ProcessingRequest_RequestHeaders
+	res  extprocv3.ProcessingRequest_ResponseHeaders
+	hh   extprocv3.HttpHeaders
+	hm   corev3.HeaderMap
+}
+
+// bodyMessage is the ext_proc message of a piece of a request's body or
+// (response) a response's, in one allocation.
+func bodyMessage(body []byte, response, end bool) *extprocv3.ProcessingRequest {
+	m := new(bodyMsg)
+	m.hb.Body, m.hb.EndOfStream = body, end
+	if response {
+		m.res.ResponseBody = &m.hb
+		m.req.Request = &m.res
+	} else {
+		m.reqB.RequestBody = &m.hb
+		m.req.Request = &m.reqB
+	}
+	return &m.req
+}
+
+type bodyMsg struct {
+	req  extprocv3.ProcessingRequest
+	reqB extprocv3.ProcessingRequest_RequestBody
+	res  extprocv3.ProcessingRequest_ResponseBody
+	hb   extprocv3.HttpBody
 }
 
 func exchange(s extprocv3.ExternalProcessor_ProcessClient, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
@@ -161,12 +278,9 @@ func writeError(w http.ResponseWriter, e oaierror.Error, shape oaierror.Shape, e
 }
 
 func writeHeaders(w http.ResponseWriter, status int, h headers) {
-	for k, v := range h {
-		if strings.HasPrefix(k, ":") || hopByHop[k] || k == contract.HeaderTranslated {
-			continue
-		}
-		w.Header().Set(k, v)
-	}
+	toHTTP(h, w.Header(), func(k string) bool {
+		return strings.HasPrefix(k, ":") || hopByHop[k] || k == contract.HeaderTranslated
+	})
 	w.WriteHeader(status)
 }
 

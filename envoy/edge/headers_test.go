@@ -1,6 +1,8 @@
 package edge
 
 import (
+	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,4 +16,58 @@ func TestHeadersToProtoKeepsEveryNameAndValue(t *testing.T) {
 		assert.Equal(t, len(v.GetRawValue()), cap(v.GetRawValue()), "a value cannot grow into the next one")
 	}
 	assert.Equal(t, h, got)
+}
+
+func TestHeadersToHTTPSetEachCanonicalNameButTheSkippedOnes(t *testing.T) {
+	out := http.Header{"X-Request-Id": {"old"}, "Date": {"kept"}}
+	h := headers{":status": "200", "content-type": "application/json", "x-request-id": "new", "x-ratelimit-remaining-requests": "9", "connection": "close", "x-empty": ""}
+	toHTTP(h, out, func(k string) bool { return k[0] == ':' || hopByHop[k] })
+	assert.Equal(t, http.Header{
+		"Content-Type": {"application/json"}, "X-Request-Id": {"new"}, "X-Ratelimit-Remaining-Requests": {"9"}, "X-Empty": {""}, "Date": {"kept"},
+	}, out)
+	// Each name's values are its own: adding to one leaves the next.
+	out.Add("Content-Type", "x")
+	assert.Equal(t, []string{"9"}, out["X-Ratelimit-Remaining-Requests"])
+}
+
+func TestHeadersFromHTTPAreLowercaseWithoutHopByHop(t *testing.T) {
+	into := headers{}
+	fromHTTP(http.Header{"Content-Type": {"a"}, "X-Two": {"1", "2"}, "Connection": {"close"}, "weird_Name": {"w"}}, into)
+	assert.Equal(t, headers{"content-type": "a", "x-two": "1,2", "weird_name": "w"}, into)
+}
+
+func TestHeaderNamesAreCachedUpToTheirBound(t *testing.T) {
+	var n headerNames
+	assert.Equal(t, "Content-Type", n.canonical("content-type"))
+	assert.Equal(t, "content-type", n.lower("Content-Type"))
+	assert.Equal(t, 0.0, testing.AllocsPerRun(10, func() { _, _ = n.canonical("content-type"), n.lower("Content-Type") }))
+	for i := range maxHeaderNames + 10 {
+		assert.Equal(t, "X-N"+strconv.Itoa(i), n.canonical("x-n"+strconv.Itoa(i)))
+	}
+	assert.Len(t, n.canonM, maxHeaderNames)
+	assert.Equal(t, "X-Past-The-Bound", n.canonical("x-past-the-bound"), "a name past the bound is still converted")
+}
+
+func TestMessagesCarryTheirPhaseAndEnd(t *testing.T) {
+	h := headers{":path": "/v1/chat/completions"}
+	for _, end := range []bool{false, true} {
+		m := headersMessage(h, false, end)
+		assert.Equal(t, "/v1/chat/completions", string(m.GetRequestHeaders().GetHeaders().GetHeaders()[0].GetRawValue()))
+		assert.Equal(t, end, m.GetRequestHeaders().GetEndOfStream())
+		assert.Nil(t, m.GetResponseHeaders())
+		m = headersMessage(h, true, end)
+		assert.Len(t, m.GetResponseHeaders().GetHeaders().GetHeaders(), 1)
+		assert.Equal(t, end, m.GetResponseHeaders().GetEndOfStream())
+		assert.Nil(t, m.GetRequestHeaders())
+
+		b := bodyMessage([]byte("x"), false, end)
+		assert.Equal(t, "x", string(b.GetRequestBody().GetBody()))
+		assert.Equal(t, end, b.GetRequestBody().GetEndOfStream())
+		assert.Nil(t, b.GetResponseBody())
+		b = bodyMessage([]byte("y"), true, end)
+		assert.Equal(t, "y", string(b.GetResponseBody().GetBody()))
+		assert.Equal(t, end, b.GetResponseBody().GetEndOfStream())
+		assert.Nil(t, b.GetRequestBody())
+	}
+	assert.Equal(t, 1.0, testing.AllocsPerRun(10, func() { _ = bodyMessage(nil, true, false) }))
 }

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-
 	"github.com/tollgate/tollgate/config"
 )
 
@@ -19,6 +17,13 @@ import (
 // maxWholeBody bounds a non-streamed answer the edge buffers for the
 // upstream step; a longer one is cut there, and the step answers 502.
 const maxWholeBody = 32 << 20
+
+// readSize is the edge's read of a streamed answer. Stream events are
+// small (a few hundred bytes): 4 KiB keeps a slow stream cheap (a larger
+// piece is read in several), and is as much as a fast stream's reads find
+// at once (a smaller first read, tried, cost a fast stream a message more
+// than it saved a slow one).
+const readSize = 4 << 10
 
 // stream writes the final response, its body passed through the upstream
 // step piece by piece and flushed to the client at once.
@@ -42,9 +47,7 @@ func (e *Edge) stream(ctx context.Context, w http.ResponseWriter, a *attempt, h 
 		return
 	}
 	send := func(piece []byte, end bool) error {
-		pr, err := exchange(a.proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-			ResponseBody: &extprocv3.HttpBody{Body: piece, EndOfStream: end},
-		}})
+		pr, err := exchange(a.proc, bodyMessage(piece, true, end))
 		if err != nil {
 			return err
 		}
@@ -65,14 +68,18 @@ func (e *Edge) stream(ctx context.Context, w http.ResponseWriter, a *attempt, h 
 	}
 	stopIdle := a.idleTimer()
 	defer stopIdle()
-	// Stream events are small (a few hundred bytes): a 4 KiB read keeps a
-	// slow stream cheap (a larger piece is read in several).
-	buf := make([]byte, 4<<10)
+	buf := make([]byte, readSize)
 	for {
 		n, err := a.resp.Body.Read(buf)
 		if n > 0 {
-			piece := make([]byte, n) // gRPC may still hold the previous one
-			copy(piece, buf[:n])
+			var piece []byte // its own: gRPC may still hold the previous one
+			if n == len(buf) {
+				// A full buffer is the piece; the next read gets a new one.
+				piece, buf = buf, make([]byte, readSize)
+			} else {
+				piece = make([]byte, n)
+				copy(piece, buf[:n])
+			}
 			if serr := send(piece, false); serr != nil {
 				e.opt.Logger.InfoContext(ctx, "edge: stream ended early", "err", serr)
 				return
@@ -111,9 +118,7 @@ func (e *Edge) whole(ctx context.Context, a *attempt) *response {
 		// cannot translate a cut answer and answers 502.
 		e.brokeOff(ctx, a, err)
 	}
-	pr, err := exchange(a.proc, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-		ResponseBody: &extprocv3.HttpBody{Body: body, EndOfStream: true},
-	}})
+	pr, err := exchange(a.proc, bodyMessage(body, true, true))
 	if err != nil {
 		return e.internal(ctx, "upstream step response body", err)
 	}

@@ -1,11 +1,16 @@
 package edge
 
 import (
+	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/config"
 )
@@ -23,4 +28,28 @@ func TestAWriteToTheClientWaitsAtMostTheIdleTimeoutAndNeverPastTheRequestTimeout
 
 	a = &attempt{reqCtx: context.Background()}
 	assert.Equal(t, now.Add(config.DefaultStreamIdleTimeout), a.writeDeadline(now), "the default idle timeout")
+}
+
+func TestAStreamedAnswerReachesTheClientWholeWhateverTheSizesOfItsPieces(t *testing.T) {
+	// Pieces smaller than the edge's read, as large, larger, and several
+	// times as large, each flushed alone.
+	var want bytes.Buffer
+	sizes := []int{1, readSize - 1, readSize, readSize + 1, 2 * readSize, 3*readSize + 7, 100, 5}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i, n := range sizes {
+			_, _ = w.Write(bytes.Repeat([]byte{byte('a' + i)}, n))
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	for i, n := range sizes {
+		want.Write(bytes.Repeat([]byte{byte('a' + i)}, n))
+	}
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	f := newFixture(t, 3, Endpoint{Base: u, Weight: 1, Deployment: "m#0"})
+	rec := f.do(t)
+	require.Equal(t, http.StatusOK, rec.Code)
+	assert.Equal(t, want.String(), rec.Body.String())
 }

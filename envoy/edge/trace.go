@@ -55,6 +55,9 @@ func (e *Edge) startSpan(ctx context.Context, name string) (context.Context, tra
 
 // endRequest records the status the client got and ends the span.
 func endRequest(span trace.Span, status int) {
+	if !span.IsRecording() {
+		return // nothing to set (and the attributes would be made for nothing)
+	}
 	span.SetAttributes(attrStatus.Int(status))
 	if status >= 500 {
 		span.SetStatus(codes.Error, http.StatusText(status))

@@ -55,7 +55,9 @@ type Binding struct {
 	open sessions
 }
 
-// sessions counts open sessions; idle is closed when the count falls to 0.
+// sessions counts open sessions; idle, made by a Wait that finds some
+// open (not by every session that opens when none is), is closed when the
+// count falls to 0.
 type sessions struct {
 	mu   sync.Mutex
 	n    int
@@ -65,9 +67,6 @@ type sessions struct {
 func (c *sessions) add() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.n == 0 {
-		c.idle = make(chan struct{})
-	}
 	c.n++
 }
 
@@ -75,8 +74,9 @@ func (c *sessions) done() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.n--
-	if c.n == 0 {
+	if c.n == 0 && c.idle != nil {
 		close(c.idle)
+		c.idle = nil
 	}
 }
 
@@ -106,6 +106,9 @@ func (b *Binding) Wait(ctx context.Context) error {
 	if b.open.n == 0 {
 		b.open.mu.Unlock()
 		return nil
+	}
+	if b.open.idle == nil {
+		b.open.idle = make(chan struct{})
 	}
 	idle := b.open.idle
 	b.open.mu.Unlock()

@@ -183,3 +183,23 @@ func TestCheckCallsTheServerAndConvertsItsErrors(t *testing.T) {
 	_, err = b.Authz().Check(ctx, req)
 	require.Equal(t, codes.Canceled, status.Code(err))
 }
+
+func TestWaitWaitsAgainForSessionsOpenedAfterTheLastWait(t *testing.T) {
+	f := newFixture()
+	first, err := f.b.ExtProc().Process(t.Context())
+	require.NoError(t, err)
+	waited := make(chan error, 1)
+	go func() { waited <- f.b.Wait(t.Context()) }()
+	require.Eventually(t, func() bool { f.b.open.mu.Lock(); defer f.b.open.mu.Unlock(); return f.b.open.idle != nil },
+		5*time.Second, time.Millisecond, "the Wait is waiting")
+	require.NoError(t, first.CloseSend())
+	require.NoError(t, <-waited)
+
+	second, err := f.b.ExtProc().Process(t.Context())
+	require.NoError(t, err)
+	short, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, f.b.Wait(short), context.DeadlineExceeded, "the second session is open: the first one's idle does not count")
+	require.NoError(t, second.CloseSend())
+	require.NoError(t, f.b.Wait(t.Context()))
+}
