@@ -455,6 +455,9 @@ type Store interface {
 	UpdateTeam(ctx context.Context, t Team) (Team, error)
 	DeleteTeam(ctx context.Context, accountID, id string) error
 	SetKeyTeam(ctx context.Context, keyID, teamID string) (Key, error)
+	// KeyTeams maps the account's keys that are in a team, deleted ones
+	// included, to their team.
+	KeyTeams(ctx context.Context, accountID string) (map[string]string, error)
 	// BudgetsFor are the budgets that apply to the key's requests: its
 	// own and its account's.
 	BudgetsFor(ctx context.Context, accountID, keyID string) ([]Budget, error)

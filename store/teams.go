@@ -207,3 +207,23 @@ func (s *sqlStore) SetKeyTeam(ctx context.Context, keyID, teamID string) (Key, e
 	}
 	return out, nil
 }
+
+// KeyTeams are the teams of the account's keys that are in one, deleted
+// keys included (a deleted key keeps the team it was in until the team
+// is deleted), by key id: usage by team joins on it.
+func (s *sqlStore) KeyTeams(ctx context.Context, accountID string) (map[string]string, error) {
+	out := map[string]string{}
+	err := s.db.read().queryEach(ctx, `SELECT id, team_id FROM keys WHERE account_id = $1 AND team_id IS NOT NULL`,
+		[]any{accountID}, func(row scanner) error {
+			var k, t string
+			if err := row.Scan(&k, &t); err != nil {
+				return err
+			}
+			out[k] = t
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("store: key teams: %w", err)
+	}
+	return out, nil
+}
