@@ -287,6 +287,21 @@ func (s *Service) SetTeamBudgets(ctx context.Context, a Actor, teamID string, bu
 	return s.report(ctx, t.AccountID, func() ([]store.Budget, error) { return after, nil })
 }
 
+// CheckKeyTeam checks that a key of the allow-list models (nil: every
+// model) may be in the team, as SetKeyTeam would, and saves nothing: a
+// form that sets a key's options and its team asks it before it writes
+// either.
+func (s *Service) CheckKeyTeam(ctx context.Context, a Actor, accountID, teamID string, models []string) error {
+	t, err := s.team(ctx, a, teamID, ScopeKeysWrite)
+	if err != nil {
+		return err
+	}
+	if t.AccountID != accountID {
+		return ErrNotFound
+	}
+	return withinTeam(models, t)
+}
+
 // keyWithinTeam refuses an allow-list that key k, if in a team, may not
 // have (withinTeam).
 func (s *Service) keyWithinTeam(ctx context.Context, k store.Key, models []string) error {
