@@ -2,9 +2,6 @@ package budget
 
 import (
 	crand "crypto/rand"
-	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,9 +9,7 @@ import (
 
 	"github.com/tollgate/tollgate/apikey"
 	"github.com/tollgate/tollgate/internal/testclock"
-	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
-	"github.com/tollgate/tollgate/store/storetest"
 )
 
 // teamOf makes a team "research" of k's account with the budgets given,
@@ -95,15 +90,7 @@ func TestAKeyMovedIntoATeamIsHeldUnderItsBudgetFromTheChangeOn(t *testing.T) {
 }
 
 func TestReplicasNeverSpendPastATeamsBudget(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) store.Store{
-		"sqlite": openSQLite,
-		"postgres": func(t *testing.T) store.Store {
-			st, err := store.Open(t.Context(), storetest.PostgresURL(t))
-			require.NoError(t, err)
-			t.Cleanup(st.Close)
-			return st
-		},
-	} {
+	for name, open := range replicaStores {
 		t.Run(name, func(t *testing.T) {
 			st := open(t)
 			c := testclock.New(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC))
@@ -111,35 +98,8 @@ func TestReplicasNeverSpendPastATeamsBudget(t *testing.T) {
 			team, keys := teamOf(t, st, owner(t, st), 2, []store.Budget{{Period: "day", Amount: limit}})
 			bs, err := st.TeamBudgets(t.Context(), team.AccountID, team.ID)
 			require.NoError(t, err)
-			var admitted, refused atomic.Int64
-			var wg sync.WaitGroup
-			for r := range 3 { // replicas
-				h := newHolder(t, st, c)
-				for w := range 3 { // concurrent requests on each, each of another key of the team
-					k := keys[(r+w)%len(keys)]
-					wg.Go(func() {
-						for i := range 25 {
-							amount := money.Nanos(100 + 37*w + i)
-							err := request(t, st, h, k, amount, amount-money.Nanos(i%3))
-							var ex *Exceeded
-							switch {
-							case err == nil:
-								admitted.Add(1)
-							case errors.As(err, &ex):
-								refused.Add(1)
-							default:
-								t.Error(err)
-							}
-						}
-					})
-				}
-			}
-			wg.Wait()
-			got := spentIn(t, st, bs[0], c.Now(), time.UTC)
-			require.LessOrEqual(t, got.Spent, money.Nanos(limit))
-			require.Greater(t, got.Spent, money.Nanos(limit*8/10), "most of the budget was spent")
-			require.Positive(t, refused.Load())
-			require.Positive(t, admitted.Load())
+			// Each replica's requesters use the team's three keys.
+			spendOnReplicas(t, st, c, bs[0], limit, func(r, w int) store.Key { return keys[(r+w)%len(keys)] })
 		})
 	}
 }

@@ -98,4 +98,11 @@ plans:`, 1)
 	assert.Equal(t, "model_not_allowed", gjson.GetBytes(got, "error.code").String())
 	resp, got = tg.post(t, outside.secret, other)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the team's list bounds its keys only: %s", got)
+
+	// Widened through the API of the replica that serves the key, the
+	// team's list is in force for the key's next request at once.
+	st, view := tg.mgmt(t, "PATCH", "/api/v1/teams/"+team, admin, `{"models":["gpt-4o-mini","gpt-4o"]}`)
+	require.Equal(t, http.StatusOK, st, "%s", view)
+	resp, got = tg.post(t, b.secret, other)
+	require.NotEqual(t, http.StatusForbidden, resp.StatusCode, "the widened list admits gpt-4o: %s", got)
 }

@@ -128,27 +128,3 @@ func (api *API) putKeyTeam(w http.ResponseWriter, r *http.Request, a manage.Acto
 	w.Header().Set("ETag", manage.ETag(k))
 	return writeJSON(w, http.StatusOK, manage.KeyView(k, api.opt.Now()))
 }
-
-func (api *API) getTeamBudgets(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
-	rep, err := api.svc.TeamBudgets(r.Context(), a, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, manage.BudgetsView(rep))
-}
-
-func (api *API) putTeamBudgets(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
-	fields, err := readBody(r, "budgets")
-	if err != nil {
-		return err
-	}
-	bs, err := budgetsOf(fields)
-	if err != nil {
-		return err
-	}
-	rep, err := api.svc.SetTeamBudgets(r.Context(), a, r.PathValue("id"), bs)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, manage.BudgetsView(rep))
-}

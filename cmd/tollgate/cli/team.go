@@ -181,38 +181,6 @@ func moveKey(ctx context.Context, e *env, f *flags, args []string, in bool) erro
 	return err
 }
 
-// runTeamBudget lists, sets or removes a team's budgets.
-func runTeamBudget(ctx context.Context, e *env, f *flags, args []string) error {
-	b := newBudgetFlags(f)
-	pos, err := f.parse(args, "ACTION", "ID")
-	if err != nil {
-		return err
-	}
-	change, err := b.change(f, pos[0])
-	if err != nil {
-		return err
-	}
-	svc, done, err := openService(ctx, e, f)
-	if err != nil {
-		return err
-	}
-	defer done()
-	rep, err := svc.TeamBudgets(ctx, cliActor, pos[1])
-	if err != nil {
-		return notFound(err, "no team with id %q", pos[1])
-	}
-	if change != nil {
-		next, err := change(rep)
-		if err != nil {
-			return err
-		}
-		if rep, err = svc.SetTeamBudgets(ctx, cliActor, pos[1], next); err != nil {
-			return serviceError(err)
-		}
-	}
-	return printBudgets(e, rep, *b.asJSON)
-}
-
 // printTeam prints a team as a line, or as the API's JSON.
 func printTeam(e *env, id string, v manage.TeamJSON, asJSON bool) error {
 	if asJSON {
