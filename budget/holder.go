@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -108,6 +109,24 @@ type Spent struct {
 
 func (e *Exceeded) Error() string { return e.Message() }
 
+// Budget scopes: whose budget a store.Budget is.
+const (
+	ScopeKey     = "key"
+	ScopeTeam    = "team"
+	ScopeAccount = "account"
+)
+
+// Scope is whose budget refused: ScopeKey, ScopeTeam or ScopeAccount.
+func (s Spent) Scope() string {
+	switch {
+	case s.KeyID != "":
+		return ScopeKey
+	case s.TeamID != "":
+		return ScopeTeam
+	}
+	return ScopeAccount
+}
+
 // First is the budget the refusal names: the one that cannot cover the
 // hold and resets first (a total budget last); one that requests in
 // flight hold only when every refusing budget is.
@@ -122,9 +141,14 @@ func (e *Exceeded) Momentary() bool { return e.First().Held }
 // too little left, or one held by requests in flight; and when it resets.
 func (e *Exceeded) Message() string {
 	b := e.First()
-	scope := "Account"
-	if b.KeyID != "" {
+	var scope string
+	switch b.Scope() {
+	case ScopeKey:
 		scope = "Key"
+	case ScopeTeam:
+		scope = "Team " + strconv.Quote(b.TeamName)
+	default:
+		scope = "Account"
 	}
 	budget := fmt.Sprintf("%s budget of $%s per %s", scope, USD(b.Amount), b.Period)
 	resets := "it resets at " + b.ResetsAt.UTC().Format(time.RFC3339) + "."
@@ -154,8 +178,8 @@ func USD(n money.Nanos) string {
 	return s
 }
 
-// Hold holds amount under every budget of the key and of its account, in
-// each budget's current window. It returns the holds it took, which the
+// Hold holds amount under every budget of the key, of its team and of its
+// account, in each budget's current window. It returns the holds it took, which the
 // request's usage record carries; when a budget refuses it returns an
 // *Exceeded as well as the holds taken under the others (the record of the
 // refused request settles them, as it does the balance's hold).
@@ -236,7 +260,8 @@ func (h *Holder) Overdrawn(holds []store.BudgetLease) {
 }
 
 // Changed drops what a change made stale: the budgets of the key, or of
-// every key of the account (every one, for store.ChangeAll), and retires
+// every key of the account (a change of the account's budgets or of one
+// of its teams; every key, for store.ChangeAll), and retires
 // this replica's leases of their current windows, giving back their free
 // money, so that the next hold asks the database, which grants it against
 // the new amount.

@@ -178,16 +178,57 @@ func TestABudgetRaisedLoweredAndRemovedMidWindow(t *testing.T) {
 	require.Empty(t, bs)
 }
 
+// replicaStores are the databases the replica tests run on.
+var replicaStores = map[string]func(t *testing.T) store.Store{
+	"sqlite": openSQLite,
+	"postgres": func(t *testing.T) store.Store {
+		st, err := store.Open(t.Context(), storetest.PostgresURL(t))
+		require.NoError(t, err)
+		t.Cleanup(st.Close)
+		return st
+	},
+}
+
+// spendOnReplicas has 3 replicas, each with 4 concurrent requesters,
+// request under budget b (of limit) with the keys keyOf gives each
+// (replica, requester), each request costing about what it held; then
+// checks that b's window spent at most limit, and most of it, with some
+// requests admitted and some refused.
+func spendOnReplicas(t *testing.T, st store.Store, c *testclock.Clock, b store.Budget, limit money.Nanos, keyOf func(r, w int) store.Key) {
+	t.Helper()
+	var admitted, refused atomic.Int64
+	var wg sync.WaitGroup
+	for r := range 3 { // replicas
+		h := newHolder(t, st, c)
+		for w := range 4 { // concurrent requests on each
+			k := keyOf(r, w)
+			wg.Go(func() {
+				for i := range 25 {
+					amount := money.Nanos(100 + 37*w + i)
+					err := request(t, st, h, k, amount, amount-money.Nanos(i%3))
+					var ex *Exceeded
+					switch {
+					case err == nil:
+						admitted.Add(1)
+					case errors.As(err, &ex):
+						refused.Add(1)
+					default:
+						t.Error(err)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	got := spentIn(t, st, b, c.Now(), time.UTC)
+	require.LessOrEqual(t, got.Spent, limit)
+	require.Greater(t, got.Spent, limit*8/10, "most of the budget was spent")
+	require.Positive(t, refused.Load())
+	require.Positive(t, admitted.Load())
+}
+
 func TestReplicasNeverSpendPastABudget(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) store.Store{
-		"sqlite": openSQLite,
-		"postgres": func(t *testing.T) store.Store {
-			st, err := store.Open(t.Context(), storetest.PostgresURL(t))
-			require.NoError(t, err)
-			t.Cleanup(st.Close)
-			return st
-		},
-	} {
+	for name, open := range replicaStores {
 		t.Run(name, func(t *testing.T) {
 			st := open(t)
 			c := testclock.New(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC))
@@ -195,34 +236,7 @@ func TestReplicasNeverSpendPastABudget(t *testing.T) {
 			const limit = 20_000
 			bs, err := st.SetBudgets(t.Context(), k.AccountID, k.ID, []store.Budget{{Period: "day", Amount: limit}})
 			require.NoError(t, err)
-			var admitted, refused atomic.Int64
-			var wg sync.WaitGroup
-			for range 3 { // replicas
-				h := newHolder(t, st, c)
-				for w := range 4 { // concurrent requests on each
-					wg.Go(func() {
-						for i := range 25 {
-							amount := money.Nanos(100 + 37*w + i)
-							err := request(t, st, h, k, amount, amount-money.Nanos(i%3))
-							var ex *Exceeded
-							switch {
-							case err == nil:
-								admitted.Add(1)
-							case errors.As(err, &ex):
-								refused.Add(1)
-							default:
-								t.Error(err)
-							}
-						}
-					})
-				}
-			}
-			wg.Wait()
-			got := spentIn(t, st, bs[0], c.Now(), time.UTC)
-			require.LessOrEqual(t, got.Spent, money.Nanos(limit))
-			require.Greater(t, got.Spent, money.Nanos(limit*8/10), "most of the budget was spent")
-			require.Positive(t, refused.Load())
-			require.Positive(t, admitted.Load())
+			spendOnReplicas(t, st, c, bs[0], limit, func(int, int) store.Key { return k })
 		})
 	}
 }

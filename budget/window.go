@@ -1,7 +1,7 @@
 // Package budget owns spend budgets on the request path: the calendar
 // windows a budget counts spending in (package calendar), and the holds a
-// request takes under every budget that applies to it (its key's and its
-// account's), served from this replica's leases of each budget window by a
+// request takes under every budget that applies to it (its key's, its
+// team's and its account's), served from this replica's leases of each budget window by a
 // balance.Leaser, exactly as the balance is.
 package budget
 

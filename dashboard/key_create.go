@@ -39,10 +39,12 @@ func (d *Dashboard) createKey(w http.ResponseWriter, r *http.Request, s *session
 		secret string
 		err    error
 	)
-	if f.mismatched() || len(budgetErrs) > 0 {
-		err = d.manage.CheckKey(ctx, a, s.account.ID, "", f.patch(nil))
-	} else {
-		k, secret, err = d.manage.CreateKey(ctx, a, s.account.ID, f.patch(nil))
+	if err = d.checkFormTeam(r, s, f); err == nil {
+		if f.mismatched() || len(budgetErrs) > 0 {
+			err = d.manage.CheckKey(ctx, a, s.account.ID, "", f.patch(nil))
+		} else {
+			k, secret, err = d.manage.CreateKey(ctx, a, s.account.ID, f.patch(nil))
+		}
 	}
 	errs, err := d.formErrors(f, err)
 	if err != nil {
@@ -53,6 +55,13 @@ func (d *Dashboard) createKey(w http.ResponseWriter, r *http.Request, s *session
 		return nil
 	}
 	d.log.InfoContext(ctx, "dashboard: key created", "key", k.ID, "account", s.account.ID)
+	if f.Team != "" {
+		// Checked above: only a database failure (or the team deleted
+		// meanwhile) keeps the key out of it.
+		if _, err := d.manage.SetKeyTeam(ctx, a, k.ID, f.Team); err != nil {
+			d.log.ErrorContext(ctx, "dashboard: the new key was not put in its team", "key", k.ID, "team", f.Team, "err", err)
+		}
+	}
 	page := "/keys/" + k.ID + "/created"
 	if !d.setNewKeyBudgets(r, s, k.ID, bs) {
 		page += "?budgets_unsaved"

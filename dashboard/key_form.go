@@ -40,6 +40,8 @@ type keyForm struct {
 	Enabled        bool
 	Tokens         tokenLimitsForm // key_form_tokens.go
 	Budgets        []budgetField   // key_form_budgets.go
+	// Team is the id of the team the key is in, "" for none.
+	Team string
 }
 
 // newKeyForm is the create form's defaults (docs/api.md, Keys).
@@ -57,6 +59,7 @@ func keyFormOf(k store.Key) keyForm {
 		ExpiresMode:    expiresNever,
 		Enabled:        k.Enabled,
 		Tokens:         tokenLimitsFormOf(k),
+		Team:           k.TeamID,
 	}
 	if k.RateLimitRPM != nil {
 		f.RateLimitMode, f.RateLimitRPM = rateLimitCustom, strconv.Itoa(*k.RateLimitRPM)
@@ -88,6 +91,7 @@ func parseKeyForm(v url.Values) keyForm {
 		Enabled:        v.Get("enabled") != "",
 		Tokens:         parseTokenLimitsForm(v),
 		Budgets:        parseBudgetsForm(v),
+		Team:           strings.TrimSpace(v.Get("team_id")),
 	}
 	if v.Get("rate_limit") == rateLimitCustom {
 		f.RateLimitMode = rateLimitCustom
@@ -288,6 +292,15 @@ type keyFormPage struct {
 	// their windows.
 	Budgets  []keyBudgetField
 	Timezone string
+	// Teams are the account's teams the key may be put in (none: the
+	// field is not shown).
+	Teams []teamChoice
+}
+
+// teamChoice is one option of the Team field.
+type teamChoice struct {
+	ID, Name string
+	Selected bool
 }
 
 // modelChoice is one checkbox of Model Access.

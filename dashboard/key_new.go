@@ -33,6 +33,7 @@ func (d *Dashboard) renderKeyFormPage(w http.ResponseWriter, r *http.Request, s 
 	page.Today = d.now().UTC().Format(dateLayout)
 	page.Budgets = keyBudgetFields(page.Form, page.Errors)
 	page.Timezone = d.accountZone(r, s)
+	page.Teams = d.teamChoices(r, s, page.Form.Team)
 	title := "Create key"
 	if page.Key != nil {
 		page.Action = "/keys/" + page.Key.ID

@@ -56,10 +56,15 @@ func (d *Dashboard) saveKeyEdit(r *http.Request, s *session, k store.Key, f keyF
 	// Only the fields changed on the form are sent: an edit made meanwhile
 	// elsewhere to another field is kept.
 	was := keyFormOf(k)
-	if f.mismatched() || len(budgetErrs) > 0 {
-		err = d.manage.CheckKey(ctx, a, "", k.ID, f.patch(&was))
-	} else {
-		_, err = d.manage.UpdateKey(ctx, a, k.ID, "", f.patch(&was))
+	if err = d.checkFormTeam(r, s, f); err == nil {
+		if f.mismatched() || len(budgetErrs) > 0 {
+			err = d.manage.CheckKey(ctx, a, "", k.ID, f.patch(&was))
+		} else {
+			err = d.moveFormKey(r, s, k.ID, k.TeamID, f.Team, func() error {
+				_, err := d.manage.UpdateKey(ctx, a, k.ID, "", f.patch(&was))
+				return err
+			})
+		}
 	}
 	errs, err := d.formErrors(f, err)
 	if err != nil {

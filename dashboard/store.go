@@ -49,6 +49,16 @@ type Manage interface {
 	CreateToken(ctx context.Context, a manage.Actor, r manage.TokenRequest) (store.ManagementToken, string, error)
 	RevokeToken(ctx context.Context, a manage.Actor, id string) error
 
+	ListTeams(ctx context.Context, a manage.Actor, accountID string) ([]store.Team, error)
+	GetTeam(ctx context.Context, a manage.Actor, id string) (store.Team, error)
+	CreateTeam(ctx context.Context, a manage.Actor, accountID string, in manage.TeamInput) (store.Team, error)
+	UpdateTeam(ctx context.Context, a manage.Actor, id string, in manage.TeamInput) (store.Team, error)
+	DeleteTeam(ctx context.Context, a manage.Actor, id string) error
+	SetKeyTeam(ctx context.Context, a manage.Actor, keyID, teamID string) (store.Key, error)
+	CheckKeyTeam(ctx context.Context, a manage.Actor, accountID, teamID string, models []string) error
+	TeamBudgets(ctx context.Context, a manage.Actor, teamID string) (manage.BudgetReport, error)
+	SetTeamBudgets(ctx context.Context, a manage.Actor, teamID string, budgets []store.Budget) (manage.BudgetReport, error)
+
 	ListWebhooks(ctx context.Context, a manage.Actor, accountID string) ([]store.WebhookEndpoint, error)
 	CreateWebhook(ctx context.Context, a manage.Actor, r manage.WebhookRequest) (store.WebhookEndpoint, string, error)
 	GetWebhook(ctx context.Context, a manage.Actor, id string) (store.WebhookEndpoint, error)

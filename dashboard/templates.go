@@ -110,7 +110,7 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 }
 
 // sections are the navigation's entries, by the first segment of a path.
-var sections = map[string]bool{"keys": true, "usage": true, "budgets": true, "billing": true, "webhooks": true, "models": true, "tokens": true, "activity": true}
+var sections = map[string]bool{"keys": true, "usage": true, "budgets": true, "teams": true, "billing": true, "webhooks": true, "models": true, "tokens": true, "activity": true}
 
 // sectionOf is the navigation entry a path belongs to: /keys/{id}/edit is
 // "keys", /usage.csv none ("").

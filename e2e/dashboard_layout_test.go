@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 )
 
 // axeViolation is one finding of axe-core, as the test reports it.
@@ -57,6 +58,9 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 		tg.run(t, "key", "budget", "set", k.ID, "--period", "total", "--amount", "1000")
 	}
 	tg.run(t, "account", "budget", "set", "--email", "me@example.com", "--period", "month", "--amount", "50", "--timezone", "America/New_York")
+	team := gjson.Get(tg.run(t, "team", "create", "--account", "me@example.com", "--name", "a team of the billing services", "--json"), "id").String()
+	tg.run(t, "team", "add", team, keyID)
+	tg.run(t, "team", "budget", "set", team, "--period", "week", "--amount", "20")
 	tokens, err := tg.Store.ListTokens(ctx, account.ID)
 	require.NoError(t, err)
 	require.NotEmpty(t, tokens)
@@ -75,7 +79,7 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 	)
 	pages := []string{"/keys", "/keys/new", "/keys/" + keyID, "/keys/" + keyID + "/requests", "/usage", "/keys/" + keyID + "/edit", "/keys/" + keyID + "/rotate",
 		"/keys/" + keyID + "/delete", "/models", "/tokens", "/tokens/" + tokens[0].ID + "/revoke", "/activity", "/activity?action=key.create",
-		"/keys/" + keyID + "/budgets", "/budgets", "/billing",
+		"/keys/" + keyID + "/budgets", "/budgets", "/teams", "/teams/" + team, "/billing",
 		"/webhooks", "/webhooks/" + webhooks[0].ID + "/deliveries", "/webhooks/" + webhooks[0].ID + "/delete", "/no-such-page"}
 	for _, width := range []int64{1280, 390} {
 		do(fmt.Sprintf("a %d px wide window", width), chromedp.EmulateViewport(width, 844))

@@ -225,3 +225,18 @@ func TestAStalledBudgetHoldAnswersARetryableRefusalBeforeTheProxysTimeout(t *tes
 	assert.Equal(t, g.balance.holds, g.balance.canceled, "the balance's hold is given back")
 	assert.Empty(t, g.usage.all())
 }
+
+// TestASpentTeamBudgetRefusesNamingTheTeam: a team's budget refuses with
+// the same 429 and code as a key's, its message naming the team's budget,
+// and is counted in the metric under scope team.
+func TestASpentTeamBudgetRefusesNamingTheTeam(t *testing.T) {
+	resets := time.Date(2025, 6, 2, 0, 0, 0, 0, time.UTC)
+	fb := &fakeBudgets{exceeded: []budget.Spent{{
+		Budget: store.Budget{ID: "bgt_t", TeamID: "team_1", TeamName: "research", Period: "day", Amount: 5 * money.PerDollar}, ResetsAt: resets}}}
+	_, resp, refused := refusedByBudgets(t, fb)
+	status, e := errorOf(t, resp)
+	assert.Equal(t, 429, status)
+	assert.Equal(t, "budget_exceeded", e.Code)
+	assert.Equal(t, `Team "research" budget of $5.00 per day is spent; it resets at 2025-06-02T00:00:00Z.`, e.Message)
+	assert.Equal(t, []string{"team/day"}, refused)
+}

@@ -19,7 +19,7 @@ import (
 // it back. The router step reserves the request's most tokens against the
 // key's token limits (reserveTokens), then holds its most possible cost
 // from the account's balance lease and under every spend budget of its
-// key and account (hold). A refused request gives back what it took
+// key, its key's team and its account (hold). A refused request gives back what it took
 // (giveBack); an admitted one leaves this replica's leases when the step
 // ends (done), and its usage record settles the holds in the database and
 // the token reservation (settleTokens) wherever it is written.
@@ -68,8 +68,8 @@ func (r *routerStep) reserveTokens(ctx context.Context, cr validChat) *oaierror.
 // hold reserves the most this request can cost: its prompt
 // (promptTokensHeld), and all the tokens it may generate: its output
 // limit, which is what the provider gets (limitBody), for each of its n
-// choices; from the balance, then under every spend budget of the key and
-// its account.
+// choices; from the balance, then under every spend budget of the key,
+// its team and its account.
 // It fails with 402 when the account cannot pay for that, and with 429
 // budget_exceeded when a budget cannot (the balance is asked first, so a
 // request both would refuse gets the 402), or 429 budget_held when only
@@ -92,7 +92,8 @@ func (r *routerStep) hold(ctx context.Context, cr validChat) *oaierror.Error {
 	return r.holdBudgets(ctx, amount)
 }
 
-// holdBudgets holds amount under every budget of the key and its account.
+// holdBudgets holds amount under every budget of the key, its team and its
+// account.
 // Holds taken under some budgets before another refused stay on the
 // request: its record (of the refusal, at no cost) settles them.
 func (r *routerStep) holdBudgets(ctx context.Context, amount money.Nanos) *oaierror.Error {
@@ -114,12 +115,8 @@ func (r *routerStep) holdBudgets(ctx context.Context, amount money.Nanos) *oaier
 		return &e
 	case errors.As(err, &ex):
 		first := ex.First()
-		scope := "account"
-		if first.KeyID != "" {
-			scope = "key"
-		}
 		if f := r.s.opt.BudgetRefused; f != nil {
-			f(scope, first.Period)
+			f(first.Scope(), first.Period)
 		}
 		if !first.ResetsAt.IsZero() {
 			secs := int64(math.Ceil(first.ResetsAt.Sub(r.s.opt.Now()).Seconds()))

@@ -25,7 +25,8 @@ const (
 )
 
 // access decides whether a key may use a model right now: the model must be
-// in the account plan and in the key's allow-list (else denied, 403), and at
+// in the account plan, in the key's allow-list and in its team's (else
+// denied, 403), and at
 // least one of its deployments must be available (else 503). GET /v1/models
 // lists exactly the models for which this says OK.
 func access(cfg *config.Config, health Health, key store.Key, acct store.Account, m *config.Model) accessResult {
@@ -35,6 +36,9 @@ func access(cfg *config.Config, health Health, key store.Key, acct store.Account
 	}
 	if key.Models != nil && !slices.Contains(key.Models, m.ID) {
 		return accessDenied
+	}
+	if key.TeamID != "" && key.TeamModels != nil && !slices.Contains(key.TeamModels, m.ID) {
+		return accessDenied // the team's list bounds its keys', even a key's "all"
 	}
 	var available func(string) bool
 	if health != nil {

@@ -228,7 +228,7 @@ func (r *routerStep) access(ctx context.Context, m *config.Model) *oaierror.Erro
 	}
 	switch access(r.cfg, r.s.opt.Health, key, acct, m) {
 	case accessDenied:
-		e := oaierror.ModelNotAllowed.With("This API key or your plan does not give access to the model \""+truncate(m.ID)+"\".", "model")
+		e := oaierror.ModelNotAllowed.With("This API key, its team or your plan does not give access to the model \""+truncate(m.ID)+"\".", "model")
 		return &e
 	case accessUnavailable:
 		e := oaierror.NoAvailableWorkers

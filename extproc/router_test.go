@@ -54,6 +54,11 @@ func TestTheRouterStepRefuses(t *testing.T) {
 			wantStatus: 403, wantCode: "model_not_allowed", wantParam: "model", wantCounted: true, wantModel: "gpt-4o-mini"},
 		{name: "model outside the key's allow-list", change: func(g *rig) { k := g.keys.keys[testKey]; k.Models = []string{"free"}; g.keys.keys[testKey] = k },
 			wantStatus: 403, wantCode: "model_not_allowed", wantParam: "model", wantCounted: true, wantModel: "gpt-4o-mini"},
+		{name: "model outside the key's team's allow-list, the key's being all", change: func(g *rig) {
+			k := g.keys.keys[testKey]
+			k.Models, k.TeamID, k.TeamModels = nil, "team_1", []string{"free"}
+			g.keys.keys[testKey] = k
+		}, wantStatus: 403, wantCode: "model_not_allowed", wantParam: "model", wantCounted: true, wantModel: "gpt-4o-mini"},
 		{name: "every deployment's provider disabled", body: `{"model":"gone","messages":[{"role":"user","content":"hi"}]}`,
 			wantStatus: 503, wantCode: "no_available_workers", wantCounted: true, wantModel: "gone"},
 		{name: "every deployment unhealthy", change: func(g *rig) { g.health.down = map[string]bool{gpt: true} },

@@ -14,7 +14,7 @@ import (
 	"github.com/tollgate/tollgate/store"
 )
 
-// Spend budgets of keys and accounts: read with keys:read, set with
+// Spend budgets of keys, teams (teams.go) and accounts: read with keys:read, set with
 // keys:write (they are spend controls, like a key's options). Windows
 // follow the account's time zone, set with the account's budgets.
 
@@ -215,11 +215,17 @@ func (s *Service) status(ctx context.Context, b store.Budget, zone calendar.Zone
 // budgetReport reads the budgets of a key (or the account's own) and
 // what each spent in its current window.
 func (s *Service) budgetReport(ctx context.Context, accountID, keyID string) (BudgetReport, error) {
+	return s.report(ctx, accountID, func() ([]store.Budget, error) { return s.opt.Store.Budgets(ctx, accountID, keyID) })
+}
+
+// report is the budgets read reports what each spent in its current
+// window, in the account's calendar.
+func (s *Service) report(ctx context.Context, accountID string, read func() ([]store.Budget, error)) (BudgetReport, error) {
 	zone, err := s.zone(ctx, accountID)
 	if err != nil {
 		return BudgetReport{}, err
 	}
-	bs, err := s.opt.Store.Budgets(ctx, accountID, keyID)
+	bs, err := read()
 	if err != nil {
 		return BudgetReport{}, s.fail(ctx, "budgets", err)
 	}

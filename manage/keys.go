@@ -28,6 +28,8 @@ type KeyFilter struct {
 	Status string
 	// Text matches the id, the description or the hint, ignoring case.
 	Text string
+	// TeamID, when set, selects the keys of that team.
+	TeamID string
 	// After is the id of the last key of the previous page ("" for the
 	// first page); Limit is the page size (0 → DefaultPageSize).
 	After string
@@ -98,6 +100,9 @@ func (s *Service) ListKeys(ctx context.Context, a Actor, f KeyFilter) (KeyPage, 
 			continue
 		}
 		if f.Status != "" && k.Status(now) != f.Status {
+			continue
+		}
+		if f.TeamID != "" && k.TeamID != f.TeamID {
 			continue
 		}
 		if text != "" && !strings.Contains(strings.ToLower(k.ID+"\n"+k.Description+"\n"+k.Hint), text) {
@@ -212,8 +217,11 @@ func (s *Service) CheckKey(ctx context.Context, a Actor, accountID, keyID string
 	if err != nil {
 		return err
 	}
-	_, err = s.options(s.opt.Config(), acct, base, p)
-	return err
+	k, err := s.options(s.opt.Config(), acct, base, p)
+	if err != nil || base == nil {
+		return err
+	}
+	return s.keyWithinTeam(ctx, *base, k.Models)
 }
 
 // inPlan refuses an allow-list naming a model outside the account's plan.
@@ -271,6 +279,9 @@ func (s *Service) updateKey(ctx context.Context, a Actor, id, ifMatch string, p 
 	// whatever its precondition: If-Match is judged on valid changes only.
 	updated, err := s.options(s.opt.Config(), acct, &k, p)
 	if err != nil {
+		return store.Key{}, store.Key{}, err
+	}
+	if err := s.keyWithinTeam(ctx, k, updated.Models); err != nil {
 		return store.Key{}, store.Key{}, err
 	}
 	if ifMatch != "" && ifMatch != "*" && ifMatch != ETag(k) {

@@ -130,9 +130,9 @@ type Options struct {
 	// KeyChanged is told a key's id after it changes, so that this
 	// replica's cache drops it at once; nil → nothing.
 	KeyChanged func(keyID string)
-	// AccountChanged is told an account's id after its budgets or time
-	// zone change, so that this replica's budgets drop it at once; nil →
-	// nothing.
+	// AccountChanged is told an account's id after its budgets, its time
+	// zone or one of its teams change, so that this replica's budgets and
+	// cached keys drop it at once; nil → nothing.
 	AccountChanged func(accountID string)
 	// Now is the clock; nil → time.Now.
 	Now func() time.Time

@@ -19,6 +19,7 @@ type Store interface {
 	AuditLog
 	Usage
 	Budgets
+	Teams
 	Webhooks
 }
 

@@ -66,6 +66,8 @@ type UsageReport struct {
 	// refusals by status, code and model asked for.
 	Buckets []store.UsageBucket
 	Refused []store.RefusalCount
+	// ByTeam splits an account's usage by team (none for a key's).
+	ByTeam []TeamUsage
 }
 
 // usageQuery checks the actor may read the usage asked for and returns the
@@ -270,7 +272,11 @@ func (s *Service) Usage(ctx context.Context, a Actor, r UsageRequest) (UsageRepo
 	if err != nil {
 		return UsageReport{}, s.fail(ctx, "refusal totals", err)
 	}
-	return UsageReport{Query: q, Group: r.Group, Summary: sum, Buckets: buckets, Refused: refused}, nil
+	byTeam, err := s.byTeam(ctx, q)
+	if err != nil {
+		return UsageReport{}, err
+	}
+	return UsageReport{Query: q, Group: r.Group, Summary: sum, Buckets: buckets, Refused: refused, ByTeam: byTeam}, nil
 }
 
 // UsageRecords lists the records of a range, newest first, in pages; after

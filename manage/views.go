@@ -30,6 +30,8 @@ type KeyJSON struct {
 	CreatedAt      time.Time  `json:"created_at"`
 	LastUsedAt     *time.Time `json:"last_used_at"`
 	Version        int64      `json:"version"`
+	// TeamID is the team the key is in; null for none.
+	TeamID *string `json:"team_id"`
 	// Secret is set in the answer to a create or a rotation only.
 	Secret string `json:"secret,omitempty"`
 	// PreviousSecretUntil is set by a rotation with a grace period: the
@@ -45,7 +47,15 @@ func KeyView(k store.Key, now time.Time) KeyJSON {
 	}
 	return KeyJSON{ID: k.ID, Object: "key", AccountID: k.AccountID, Description: k.Description, Status: k.Status(now),
 		Enabled: k.Enabled, RateLimitRPM: k.RateLimitRPM, TPMLimit: k.TPMLimit, TokensPerDay: k.TokensPerDay, IPRestrictions: ips, Models: k.Models, ExpiresAt: utc(k.ExpiresAt),
-		KeyHint: k.Hint, CreatedAt: k.CreatedAt.UTC(), LastUsedAt: utc(k.LastUsedAt), Version: k.Version}
+		KeyHint: k.Hint, CreatedAt: k.CreatedAt.UTC(), LastUsedAt: utc(k.LastUsedAt), Version: k.Version, TeamID: nullable(k.TeamID)}
+}
+
+// nullable is s, or nil (null on the wire) when it is "".
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func utc(t *time.Time) *time.Time {
@@ -166,7 +176,19 @@ type UsageJSON struct {
 	Totals     UsageTotals         `json:"totals"`
 	ByModel    []ModelUsageJSON    `json:"by_model"`
 	ByEndpoint []EndpointUsageJSON `json:"by_endpoint"`
-	Buckets    []BucketJSON        `json:"buckets"`
+	// ByTeam splits an account's usage by the teams its keys are in now
+	// (records only); empty for a key's.
+	ByTeam  []TeamUsageJSON `json:"by_team"`
+	Buckets []BucketJSON    `json:"buckets"`
+}
+
+// TeamUsageJSON is one team's share of an account's usage; TeamID and
+// Name are null for the keys in no team.
+type TeamUsageJSON struct {
+	TeamID   *string     `json:"team_id"`
+	Name     *string     `json:"name"`
+	Requests int64       `json:"requests"`
+	CostUSD  money.Nanos `json:"cost_usd"`
 }
 
 // UsageView is rep on the wire.
@@ -190,6 +212,10 @@ func UsageView(rep UsageReport) UsageJSON {
 	}
 	for i, e := range sum.ByEndpoint {
 		out.ByEndpoint[i] = EndpointUsageJSON{Endpoint: e.Endpoint, UsageTotals: shareTotals(e.UsageShare)}
+	}
+	out.ByTeam = make([]TeamUsageJSON, len(rep.ByTeam))
+	for i, t := range rep.ByTeam {
+		out.ByTeam[i] = TeamUsageJSON{TeamID: nullable(t.TeamID), Name: nullable(t.Name), Requests: t.Requests, CostUSD: t.Cost}
 	}
 	for _, r := range rep.Refused {
 		out.Totals.refuse(r.Count)

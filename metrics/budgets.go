@@ -11,7 +11,7 @@ import (
 )
 
 // Spend budgets: a counter of refusals, and gauges of the budgets in force
-// read at scrape time, by scope (key, account) and period only — never a
+// read at scrape time, by scope (key, team, account) and period only — never a
 // key or an account — so their series number eight per gauge, however many
 // budgets there are, and a scrape costs one query (store.BudgetGauges).
 
@@ -19,7 +19,7 @@ import (
 func newBudgetRefusals(r *prometheus.Registry) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_budget_refusals_total",
-		Help: "Requests refused because a spend budget was spent (429 budget_exceeded), by the scope (key, account) and period of the budget named.",
+		Help: "Requests refused because a spend budget was spent (429 budget_exceeded), by the scope (key, team, account) and period of the budget named.",
 	}, []string{"scope", "period"})
 	r.MustRegister(c)
 	return c
@@ -40,7 +40,7 @@ const BudgetReadTimeout = 5 * time.Second
 
 var (
 	budgetsDesc = prometheus.NewDesc("tollgate_budgets",
-		"Spend budgets in force (a key's while the key lives), by scope (key, account) and period.",
+		"Spend budgets in force (a key's while the key lives), by scope (key, team, account) and period.",
 		[]string{"scope", "period"}, nil)
 	budgetsOver80Desc = prometheus.NewDesc("tollgate_budgets_over_80_percent",
 		"Spend budgets that have spent at least 80 % of their amount in their current window (the exhausted included), by scope and period.",

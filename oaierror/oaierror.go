@@ -109,7 +109,7 @@ var (
 	BudgetHeld = Error{http.StatusTooManyRequests, "budget_held", TypeRateLimit,
 		"A spend budget of this API key or account is held by requests in flight. Retry after the time in the Retry-After header.", ""}
 	ModelNotAllowed = Error{http.StatusForbidden, "model_not_allowed", TypePermission,
-		"This API key or your plan does not give access to this model.", "model"}
+		"This API key, its team or your plan does not give access to this model.", "model"}
 	NoAvailableWorkers = Error{http.StatusServiceUnavailable, "no_available_workers", TypeServiceUnavailable,
 		"No provider is available to serve this model right now; please retry.", ""}
 	// Overloaded refuses a new request while the replica is at capacity

@@ -90,6 +90,7 @@ func (s *sqlStore) enqueueLowBalance(ctx context.Context, q querier, crossings [
 type budgetThresholdData struct {
 	BudgetID    string      `json:"budget_id"`
 	KeyID       string      `json:"key_id,omitempty"`
+	TeamID      string      `json:"team_id,omitempty"`
 	Period      string      `json:"period"`
 	WindowStart time.Time   `json:"window_start"`
 	WindowEnd   *time.Time  `json:"window_end,omitempty"`
@@ -103,7 +104,7 @@ type budgetThresholdData struct {
 // threshold, however many records or replicas cross it (the dedupe key).
 func (s *sqlStore) enqueueBudgetCrossings(ctx context.Context, q querier, crossed []BudgetCrossing) error {
 	for _, c := range crossed {
-		d := budgetThresholdData{BudgetID: c.BudgetID, KeyID: c.KeyID, Period: c.Period, WindowStart: c.WindowStart,
+		d := budgetThresholdData{BudgetID: c.BudgetID, KeyID: c.KeyID, TeamID: c.TeamID, Period: c.Period, WindowStart: c.WindowStart,
 			Threshold: c.Threshold, AmountUSD: c.Limit, SpentUSD: c.Spent}
 		if !c.WindowEnd.IsZero() {
 			d.WindowEnd = &c.WindowEnd

@@ -9,7 +9,7 @@ import (
 // BudgetGauge counts the budgets of one scope and period, for the metrics:
 // what an operator alerts on, with no key or account named.
 type BudgetGauge struct {
-	// Scope is "key" or "account".
+	// Scope is "key", "team" or "account".
 	Scope  string
 	Period string
 	// Budgets are the budgets in force (a key's only while the key lives).
@@ -20,13 +20,14 @@ type BudgetGauge struct {
 }
 
 // budgetScopes are BudgetGauge's scopes.
-var budgetScopes = []string{"key", "account"}
+var budgetScopes = []string{"key", "team", "account"}
 
 // BudgetGauges is one query, whatever the number of budgets: each budget's
 // current window is its latest that began at or before now and has not
 // ended (one probe of budget_windows' primary key; none yet: nothing
 // spent), and the budgets are counted by scope and period in SQL. Every
-// scope and period is returned, counted or not, key scope first, periods
+// scope and period is returned, counted or not, key scope first (then
+// team, then account), periods
 // shortest first.
 func (s *sqlStore) BudgetGauges(ctx context.Context, now time.Time) ([]BudgetGauge, error) {
 	out := make([]BudgetGauge, 0, len(budgetScopes)*len(budgetPeriods))
@@ -44,7 +45,7 @@ func (s *sqlStore) BudgetGauges(ctx context.Context, now time.Time) ([]BudgetGau
 			CAST(COALESCE(SUM(CASE WHEN spent >= amount - amount / 5 THEN 1 ELSE 0 END), 0) AS BIGINT),
 			CAST(COALESCE(SUM(CASE WHEN spent >= amount THEN 1 ELSE 0 END), 0) AS BIGINT)
 		FROM (
-			SELECT CASE WHEN b.key_id = '' THEN 'account' ELSE 'key' END AS scope, b.period, b.amount_nanos AS amount,
+			SELECT CASE WHEN b.key_id <> '' THEN 'key' WHEN b.team_id <> '' THEN 'team' ELSE 'account' END AS scope, b.period, b.amount_nanos AS amount,
 				COALESCE((SELECT CASE WHEN w.window_end = 0 OR w.window_end > $1 THEN w.spent_nanos ELSE 0 END
 					FROM budget_windows w WHERE w.budget_id = b.id AND w.window_start <= $1
 					ORDER BY w.window_start DESC LIMIT 1), 0) AS spent

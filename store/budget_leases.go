@@ -282,7 +282,8 @@ func (w windowChanges) apply(ctx context.Context, q querier, crossed *[]BudgetCr
 // thresholds (a percentage of its amount).
 type BudgetCrossing struct {
 	AccountID string
-	KeyID     string // "" for an account's budget
+	KeyID     string // "" but for a key's budget
+	TeamID    string // "" but for a team's budget
 	BudgetID  string
 	Period    string
 	// WindowStart and WindowEnd bound the window (WindowEnd zero: never).
@@ -297,8 +298,8 @@ func crossingsOf(ctx context.Context, q querier, k windowKey, end int64, before,
 	var b Budget
 	var amount int64
 	var ts string
-	err := q.queryRow(ctx, `SELECT account_id, key_id, period, amount_nanos, thresholds FROM budgets WHERE id = $1`, k.budgetID).
-		Scan(&b.AccountID, &b.KeyID, &b.Period, &amount, &ts)
+	err := q.queryRow(ctx, `SELECT account_id, key_id, team_id, period, amount_nanos, thresholds FROM budgets WHERE id = $1`, k.budgetID).
+		Scan(&b.AccountID, &b.KeyID, &b.TeamID, &b.Period, &amount, &ts)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil // removed: nothing to announce
 	}
@@ -307,7 +308,7 @@ func crossingsOf(ctx context.Context, q querier, k windowKey, end int64, before,
 	}
 	var out []BudgetCrossing
 	for _, t := range crossedThresholds(before, after, money.Nanos(amount), parseThresholds(ts)) {
-		c := BudgetCrossing{AccountID: b.AccountID, KeyID: b.KeyID, BudgetID: k.budgetID, Period: b.Period,
+		c := BudgetCrossing{AccountID: b.AccountID, KeyID: b.KeyID, TeamID: b.TeamID, BudgetID: k.budgetID, Period: b.Period,
 			WindowStart: time.Unix(k.start, 0).UTC(), Threshold: t, Limit: money.Nanos(amount), Spent: after}
 		if end != 0 {
 			c.WindowEnd = time.Unix(end, 0).UTC()

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +14,7 @@ import (
 	"github.com/tollgate/tollgate/money"
 )
 
-// Spend budgets. A budget caps what a key, or an account, spends per window
+// Spend budgets. A budget caps what a key, a team or an account spends per window
 // (see package budget for the calendar). Each window of a budget is a pot
 // like an account's balance, a row of budget_windows: what still fits
 // under the budget in it is amount − spent − reserved. Replicas lease parts
@@ -37,14 +38,17 @@ var DefaultThresholds = []int{50, 80, 100}
 // MaxBudgets bounds the budgets of one owner: one per period.
 const MaxBudgets = 4
 
-// Budget caps what a key (KeyID set) or an account (KeyID "") spends in
-// each window of its period.
+// Budget caps what a key (KeyID set), a team (TeamID set) or an account
+// (both "") spends in each window of its period.
 type Budget struct {
 	ID        string
 	AccountID string
 	KeyID     string
-	Period    string
-	Amount    money.Nanos
+	TeamID    string
+	// TeamName is the team's name, read with the budget (refusals name it).
+	TeamName string
+	Period   string
+	Amount   money.Nanos
 	// Thresholds are the percentages of Amount whose crossing in a window
 	// is announced; nil means DefaultThresholds.
 	Thresholds []int
@@ -143,6 +147,34 @@ func parseThresholds(s string) []int {
 // with the new amount; a period left out is removed. The change is
 // announced, so that every replica's holds see it.
 func (s *sqlStore) SetBudgets(ctx context.Context, accountID, keyID string, budgets []Budget) ([]Budget, error) {
+	return s.setOwnerBudgets(ctx, budgetOwner{accountID: accountID, keyID: keyID}, budgets)
+}
+
+// SetTeamBudgets replaces the budgets of a team of the account, as
+// SetBudgets does a key's; ErrNotFound for a team that is not the
+// account's. The change is announced for the account (its keys' budgets).
+func (s *sqlStore) SetTeamBudgets(ctx context.Context, accountID, teamID string, budgets []Budget) ([]Budget, error) {
+	if teamID == "" {
+		return nil, fmt.Errorf("store: set team budgets: %w", ErrNotFound)
+	}
+	return s.setOwnerBudgets(ctx, budgetOwner{accountID: accountID, teamID: teamID}, budgets)
+}
+
+// TeamBudgets are the budgets of a team, shortest period first.
+func (s *sqlStore) TeamBudgets(ctx context.Context, accountID, teamID string) ([]Budget, error) {
+	out, err := budgetsWhere(ctx, s.db.read(), `account_id = $1 AND team_id = $2 AND team_id <> ''`, accountID, teamID)
+	if err != nil {
+		return nil, fmt.Errorf("store: team budgets: %w", err)
+	}
+	return out, nil
+}
+
+// budgetOwner is whose budgets a set is: the account's (keyID and teamID
+// ""), a key's or a team's.
+type budgetOwner struct{ accountID, keyID, teamID string }
+
+// setOwnerBudgets replaces an owner's budgets.
+func (s *sqlStore) setOwnerBudgets(ctx context.Context, o budgetOwner, budgets []Budget) ([]Budget, error) {
 	if len(budgets) > MaxBudgets {
 		return nil, fmt.Errorf("store: set budgets: %d budgets, at most one per period", len(budgets))
 	}
@@ -156,45 +188,54 @@ func (s *sqlStore) SetBudgets(ctx context.Context, accountID, keyID string, budg
 		}
 		seen[b.Period] = true
 	}
-	change := Change{Kind: ChangeAccount, ID: accountID}
-	if keyID != "" {
-		change = Change{Kind: ChangeKey, ID: keyID}
+	change := Change{Kind: ChangeAccount, ID: o.accountID}
+	if o.keyID != "" {
+		change = Change{Kind: ChangeKey, ID: o.keyID}
 	}
 	err := s.changeTx(ctx, change, func(q querier) error {
-		if err := ownerExists(ctx, q, accountID, keyID); err != nil {
+		if err := ownerExists(ctx, q, o); err != nil {
 			return err
 		}
-		old, err := budgetsWhere(ctx, q, `account_id = $1 AND key_id = $2`, accountID, keyID)
+		old, err := budgetsWhere(ctx, q, `account_id = $1 AND key_id = $2 AND team_id = $3`, o.accountID, o.keyID, o.teamID)
 		if err != nil {
 			return err
 		}
-		return s.replaceBudgets(ctx, q, accountID, keyID, old, budgets)
+		return s.replaceBudgets(ctx, q, o, old, budgets)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: set budgets: %w", err)
 	}
-	return s.Budgets(ctx, accountID, keyID)
+	out, err := budgetsWhere(ctx, s.db.read(), `account_id = $1 AND key_id = $2 AND team_id = $3`, o.accountID, o.keyID, o.teamID)
+	if err != nil {
+		return nil, fmt.Errorf("store: set budgets: %w", err)
+	}
+	return out, nil
 }
 
-// ownerExists checks that the account, and the key if any, exist and that
-// the key is the account's.
-func ownerExists(ctx context.Context, q querier, accountID, keyID string) error {
-	if keyID == "" {
-		var id string
-		return q.queryRow(ctx, `SELECT id FROM accounts WHERE id = $1`, accountID).Scan(&id)
-	}
+// ownerExists checks that the account, and the key or team if any, exist
+// and that the key or team is the account's.
+func ownerExists(ctx context.Context, q querier, o budgetOwner) error {
 	var owner string
-	if err := q.queryRow(ctx, `SELECT account_id FROM keys WHERE id = $1`, keyID).Scan(&owner); err != nil {
+	var err error
+	switch {
+	case o.keyID != "":
+		err = q.queryRow(ctx, `SELECT account_id FROM keys WHERE id = $1`, o.keyID).Scan(&owner)
+	case o.teamID != "":
+		err = q.queryRow(ctx, `SELECT account_id FROM teams WHERE id = $1`, o.teamID).Scan(&owner)
+	default:
+		err = q.queryRow(ctx, `SELECT id FROM accounts WHERE id = $1`, o.accountID).Scan(&owner)
+	}
+	if err != nil {
 		return err
 	}
-	if owner != accountID {
+	if owner != o.accountID {
 		return ErrNotFound
 	}
 	return nil
 }
 
 // replaceBudgets writes the new set over the old one.
-func (s *sqlStore) replaceBudgets(ctx context.Context, q querier, accountID, keyID string, old, budgets []Budget) error {
+func (s *sqlStore) replaceBudgets(ctx context.Context, q querier, o budgetOwner, old, budgets []Budget) error {
 	now := dbTime(s.now())
 	for _, o := range old {
 		if !slices.ContainsFunc(budgets, func(b Budget) bool { return b.Period == o.Period }) {
@@ -217,9 +258,9 @@ func (s *sqlStore) replaceBudgets(ctx context.Context, q querier, accountID, key
 			return err
 		}
 		if _, err := q.exec(ctx,
-			`INSERT INTO budgets (id, account_id, key_id, period, amount_nanos, thresholds, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $7)`,
-			id, accountID, keyID, b.Period, int64(b.Amount), thresholdsText(b.Thresholds), now); err != nil {
+			`INSERT INTO budgets (id, account_id, key_id, team_id, period, amount_nanos, thresholds, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`,
+			id, o.accountID, o.keyID, o.teamID, b.Period, int64(b.Amount), thresholdsText(b.Thresholds), now); err != nil {
 			return err
 		}
 	}
@@ -229,7 +270,7 @@ func (s *sqlStore) replaceBudgets(ctx context.Context, q querier, accountID, key
 // Budgets are the budgets of a key (keyID set) or of the account itself
 // (keyID ""), shortest period first.
 func (s *sqlStore) Budgets(ctx context.Context, accountID, keyID string) ([]Budget, error) {
-	out, err := budgetsWhere(ctx, s.db.read(), `account_id = $1 AND key_id = $2`, accountID, keyID)
+	out, err := budgetsWhere(ctx, s.db.read(), `account_id = $1 AND key_id = $2 AND team_id = ''`, accountID, keyID)
 	if err != nil {
 		return nil, fmt.Errorf("store: budgets: %w", err)
 	}
@@ -237,9 +278,11 @@ func (s *sqlStore) Budgets(ctx context.Context, accountID, keyID string) ([]Budg
 }
 
 // BudgetsFor are every budget that applies to a request of the key: the
-// key's and its account's.
+// key's, its team's (the team it is in now) and its account's.
 func (s *sqlStore) BudgetsFor(ctx context.Context, accountID, keyID string) ([]Budget, error) {
-	out, err := budgetsWhere(ctx, s.db.read(), `account_id = $1 AND (key_id = '' OR key_id = $2)`, accountID, keyID)
+	out, err := budgetsWhere(ctx, s.db.read(), `account_id = $1 AND (key_id = $2
+		OR (key_id = '' AND team_id = '')
+		OR (team_id <> '' AND team_id = (SELECT team_id FROM keys WHERE id = $2 AND account_id = $1)))`, accountID, keyID)
 	if err != nil {
 		return nil, fmt.Errorf("store: budgets for a key: %w", err)
 	}
@@ -265,13 +308,14 @@ func (s *sqlStore) KeysWithBudgets(ctx context.Context, accountID string) ([]Bud
 func budgetsWhere(ctx context.Context, q querier, where string, args ...any) ([]Budget, error) {
 	out := []Budget{}
 	err := q.queryEach(ctx,
-		`SELECT id, account_id, key_id, period, amount_nanos, thresholds, created_at, updated_at
-		FROM budgets WHERE `+where+` ORDER BY key_id, id`, args,
+		`SELECT id, account_id, key_id, team_id, COALESCE((SELECT name FROM teams WHERE teams.id = budgets.team_id), ''),
+			period, amount_nanos, thresholds, created_at, updated_at
+		FROM budgets WHERE `+where+` ORDER BY key_id, team_id, id`, args,
 		func(row scanner) error {
 			var b Budget
 			var amount int64
 			var ts string
-			if err := row.Scan(&b.ID, &b.AccountID, &b.KeyID, &b.Period, &amount, &ts, &b.CreatedAt, &b.UpdatedAt); err != nil {
+			if err := row.Scan(&b.ID, &b.AccountID, &b.KeyID, &b.TeamID, &b.TeamName, &b.Period, &amount, &ts, &b.CreatedAt, &b.UpdatedAt); err != nil {
 				return err
 			}
 			b.Amount, b.Thresholds = money.Nanos(amount), parseThresholds(ts)
@@ -279,7 +323,8 @@ func budgetsWhere(ctx context.Context, q querier, where string, args ...any) ([]
 			return nil
 		})
 	slices.SortStableFunc(out, func(a, b Budget) int {
-		return strings.Compare(a.KeyID, b.KeyID)*10 + slices.Index(budgetPeriods, a.Period) - slices.Index(budgetPeriods, b.Period)
+		return cmp.Or(strings.Compare(a.KeyID, b.KeyID), strings.Compare(a.TeamID, b.TeamID),
+			slices.Index(budgetPeriods, a.Period)-slices.Index(budgetPeriods, b.Period))
 	})
 	return out, err
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"time"
 
@@ -159,11 +160,14 @@ func (c *Cache) InvalidateKey(id string) {
 	clear(c.misses) // a new key may now match a secret that missed
 }
 
-// InvalidateAccount drops an account (credited or debited).
+// InvalidateAccount drops an account (credited or debited) and its keys:
+// a change of one of its teams changes what its keys read (Key.TeamModels).
 func (c *Cache) InvalidateAccount(id string) {
 	c.mu.Lock()
 	c.gen++
 	delete(c.accounts, id)
+	maps.DeleteFunc(c.byID, func(_ string, e cachedKey) bool { return e.key.AccountID == id })
+	maps.DeleteFunc(c.byHash, func(_ apikey.Hash, e cachedKey) bool { return e.key.AccountID == id })
 	c.mu.Unlock()
 }
 

@@ -110,3 +110,28 @@ func TestARefillThatStartedBeforeAChangeDoesNotOutliveIt(t *testing.T) {
 		})
 	}
 }
+
+// TestAnAccountsChangeDropsItsKeysAndNoOthers: a change of a team is
+// announced for its account, and what the account's keys read of their
+// team (its models) must not outlive it.
+func TestAnAccountsChangeDropsItsKeysAndNoOthers(t *testing.T) {
+	var h apikey.Hash
+	s := &slowStore{key: Key{ID: "k1", AccountID: "a1", TeamID: "team_1", TeamModels: []string{"gpt-4o"}}}
+	c := NewCache(s, time.Hour, time.Now)
+	_, err := c.KeyByHash(t.Context(), h)
+	require.NoError(t, err)
+	s.key.TeamModels = []string{"gpt-4o-mini"}
+
+	c.InvalidateAccount("a2")
+	k, err := c.KeyByHash(t.Context(), h)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gpt-4o"}, k.TeamModels, "another account's change keeps the key")
+
+	c.InvalidateAccount("a1")
+	k, err = c.KeyByHash(t.Context(), h)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gpt-4o-mini"}, k.TeamModels, "by hash: read again")
+	k, err = c.KeyByID(t.Context(), "k1")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gpt-4o-mini"}, k.TeamModels, "by id: read again")
+}

@@ -12,19 +12,28 @@ import (
 )
 
 const keyColumns = `id, account_id, description, rate_limit_rpm, ip_restrictions, models,
-	expires_at, enabled, hint, created_at, last_used_at, version, tpm_limit, tokens_per_day`
+	expires_at, enabled, hint, created_at, last_used_at, version, tpm_limit, tokens_per_day,
+	team_id, (SELECT teams.models FROM teams WHERE teams.id = keys.team_id)`
 
 func scanKey(row scanner) (Key, error) {
 	var (
-		k      Key
-		rpm    *int64
-		ips    string
-		models *string
+		k            Key
+		rpm          *int64
+		ips          string
+		models       *string
+		team, tmodel *string
 	)
 	err := row.Scan(&k.ID, &k.AccountID, &k.Description, &rpm, &ips, &models,
-		&k.ExpiresAt, &k.Enabled, &k.Hint, &k.CreatedAt, &k.LastUsedAt, &k.Version, &k.TPMLimit, &k.TokensPerDay)
+		&k.ExpiresAt, &k.Enabled, &k.Hint, &k.CreatedAt, &k.LastUsedAt, &k.Version, &k.TPMLimit, &k.TokensPerDay,
+		&team, &tmodel)
 	if err != nil {
 		return Key{}, err
+	}
+	if team != nil {
+		k.TeamID = *team
+		if k.TeamModels, err = modelsOf(tmodel); err != nil {
+			return Key{}, fmt.Errorf("key %s: team: %w", k.ID, err)
+		}
 	}
 	if rpm != nil {
 		n := int(*rpm)

@@ -85,6 +85,11 @@ type Key struct {
 	LastUsedAt *time.Time
 	// Version starts at 1 and grows by one with every update.
 	Version int64
+	// TeamID is the team the key is in, "" for none (SetKeyTeam moves
+	// it); TeamModels is that team's allow-list (nil: every model), which
+	// admission checks beside Models.
+	TeamID     string
+	TeamModels []string
 	// GraceUntil is set only by KeyByHash, when the secret given is the
 	// one a rotation replaced: it works until this instant, not after.
 	GraceUntil *time.Time
@@ -435,6 +440,24 @@ type Store interface {
 	SetBudgets(ctx context.Context, accountID, keyID string, budgets []Budget) ([]Budget, error)
 	// Budgets are the budgets of a key, or (keyID "") of the account.
 	Budgets(ctx context.Context, accountID, keyID string) ([]Budget, error)
+	// SetTeamBudgets replaces the budgets of a team of the account;
+	// TeamBudgets reads them.
+	SetTeamBudgets(ctx context.Context, accountID, teamID string, budgets []Budget) ([]Budget, error)
+	TeamBudgets(ctx context.Context, accountID, teamID string) ([]Budget, error)
+	// CreateTeam stores a new team (ErrConflict: its name is taken in the
+	// account; ErrNotFound: no such account); TeamByID, ListTeams (by
+	// name), UpdateTeam (name and models) and DeleteTeam (ErrTeamNotEmpty
+	// while a live key is in it) read and change teams; SetKeyTeam moves
+	// a key into a team of its account, or ("") out of its team.
+	CreateTeam(ctx context.Context, t Team) (Team, error)
+	TeamByID(ctx context.Context, id string) (Team, error)
+	ListTeams(ctx context.Context, accountID string) ([]Team, error)
+	UpdateTeam(ctx context.Context, t Team) (Team, error)
+	DeleteTeam(ctx context.Context, accountID, id string) error
+	SetKeyTeam(ctx context.Context, keyID, teamID string) (Key, error)
+	// KeyTeams maps the account's keys that are in a team, deleted ones
+	// included, to their team.
+	KeyTeams(ctx context.Context, accountID string) (map[string]string, error)
 	// BudgetsFor are the budgets that apply to the key's requests: its
 	// own and its account's.
 	BudgetsFor(ctx context.Context, accountID, keyID string) ([]Budget, error)

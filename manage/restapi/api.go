@@ -130,10 +130,18 @@ func (api *API) routes() []route {
 		{"POST /api/v1/accounts/{id}/credit", api.creditAccount},
 		{"GET /api/v1/accounts/{id}/balance", api.balanceHistory},
 		{"GET /api/v1/models", api.listModels},
-		{"GET /api/v1/keys/{id}/budgets", api.getKeyBudgets},
-		{"PUT /api/v1/keys/{id}/budgets", api.putKeyBudgets},
+		{"GET /api/v1/keys/{id}/budgets", getBudgets(api.svc.KeyBudgets)},
+		{"PUT /api/v1/keys/{id}/budgets", putBudgets(api.svc.SetKeyBudgets)},
 		{"GET /api/v1/accounts/{id}/budgets", api.getAccountBudgets},
 		{"PUT /api/v1/accounts/{id}/budgets", api.putAccountBudgets},
+		{"GET /api/v1/teams", api.listTeams},
+		{"POST /api/v1/teams", api.createTeam},
+		{"GET /api/v1/teams/{id}", api.getTeam},
+		{"PATCH /api/v1/teams/{id}", api.patchTeam},
+		{"DELETE /api/v1/teams/{id}", api.deleteTeam},
+		{"GET /api/v1/teams/{id}/budgets", getBudgets(api.svc.TeamBudgets)},
+		{"PUT /api/v1/teams/{id}/budgets", putBudgets(api.svc.SetTeamBudgets)},
+		{"PUT /api/v1/keys/{id}/team", api.putKeyTeam},
 		{"GET /api/v1/webhooks", api.listWebhooks},
 		{"POST /api/v1/webhooks", api.createWebhook},
 		{"GET /api/v1/webhooks/{id}", api.getWebhook},
@@ -455,7 +463,7 @@ func (api *API) listKeys(w http.ResponseWriter, r *http.Request, a manage.Actor)
 	if err != nil {
 		return err
 	}
-	page, err := api.svc.ListKeys(r.Context(), a, manage.KeyFilter{AccountID: account, Status: q.Get("status"), Text: q.Get("q"), After: q.Get("after"), Limit: limit})
+	page, err := api.svc.ListKeys(r.Context(), a, manage.KeyFilter{AccountID: account, Status: q.Get("status"), Text: q.Get("q"), TeamID: q.Get("team_id"), After: q.Get("after"), Limit: limit})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package restapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
@@ -35,28 +36,36 @@ func budgetsOf(fields map[string]json.RawMessage) ([]store.Budget, error) {
 	return out, nil
 }
 
-func (api *API) getKeyBudgets(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
-	rep, err := api.svc.KeyBudgets(r.Context(), a, r.PathValue("id"))
-	if err != nil {
-		return err
+// getBudgets answers GET on the budgets of the key or team in the path,
+// read with read.
+func getBudgets(read func(context.Context, manage.Actor, string) (manage.BudgetReport, error)) handler {
+	return func(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
+		rep, err := read(r.Context(), a, r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, manage.BudgetsView(rep))
 	}
-	return writeJSON(w, http.StatusOK, manage.BudgetsView(rep))
 }
 
-func (api *API) putKeyBudgets(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
-	fields, err := readBody(r, "budgets")
-	if err != nil {
-		return err
+// putBudgets answers PUT on the budgets of the key or team in the path,
+// replaced with set.
+func putBudgets(set func(context.Context, manage.Actor, string, []store.Budget) (manage.BudgetReport, error)) handler {
+	return func(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
+		fields, err := readBody(r, "budgets")
+		if err != nil {
+			return err
+		}
+		bs, err := budgetsOf(fields)
+		if err != nil {
+			return err
+		}
+		rep, err := set(r.Context(), a, r.PathValue("id"), bs)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, manage.BudgetsView(rep))
 	}
-	bs, err := budgetsOf(fields)
-	if err != nil {
-		return err
-	}
-	rep, err := api.svc.SetKeyBudgets(r.Context(), a, r.PathValue("id"), bs)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, manage.BudgetsView(rep))
 }
 
 func (api *API) getAccountBudgets(w http.ResponseWriter, r *http.Request, a manage.Actor) error {

@@ -27,6 +27,10 @@ func scopeProbeBodies(accountID string) map[string]string {
 		"setKeyBudgets":     `{"budgets":[{"period":"day","amount_usd":1}]}`,
 		"setAccountBudgets": `{"budgets":[{"period":"day","amount_usd":1}]}`,
 		"createWebhook":     `{"url":"https://hooks.example.com/probe"}`,
+		"createTeam":        `{"name":"probe"}`,
+		"updateTeam":        `{"name":"probed"}`,
+		"setTeamBudgets":    `{"budgets":[{"period":"day","amount_usd":1}]}`,
+		"setKeyTeam":        `{"team_id":null}`,
 		"updateWebhook":     `{"enabled":false}`,
 	}
 }

@@ -45,6 +45,15 @@ type Service interface {
 	AccountBudgets(ctx context.Context, a manage.Actor, accountID string) (manage.BudgetReport, error)
 	SetAccountBudgets(ctx context.Context, a manage.Actor, accountID string, timezone *string, budgets []store.Budget) (manage.BudgetReport, error)
 
+	ListTeams(ctx context.Context, a manage.Actor, accountID string) ([]store.Team, error)
+	CreateTeam(ctx context.Context, a manage.Actor, accountID string, in manage.TeamInput) (store.Team, error)
+	GetTeam(ctx context.Context, a manage.Actor, id string) (store.Team, error)
+	UpdateTeam(ctx context.Context, a manage.Actor, id string, in manage.TeamInput) (store.Team, error)
+	DeleteTeam(ctx context.Context, a manage.Actor, id string) error
+	SetKeyTeam(ctx context.Context, a manage.Actor, keyID, teamID string) (store.Key, error)
+	TeamBudgets(ctx context.Context, a manage.Actor, teamID string) (manage.BudgetReport, error)
+	SetTeamBudgets(ctx context.Context, a manage.Actor, teamID string, budgets []store.Budget) (manage.BudgetReport, error)
+
 	ListWebhooks(ctx context.Context, a manage.Actor, accountID string) ([]store.WebhookEndpoint, error)
 	CreateWebhook(ctx context.Context, a manage.Actor, r manage.WebhookRequest) (store.WebhookEndpoint, string, error)
 	GetWebhook(ctx context.Context, a manage.Actor, id string) (store.WebhookEndpoint, error)

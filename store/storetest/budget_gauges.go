@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate/tollgate/budget/calendar"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
@@ -60,12 +61,22 @@ func testBudgetGauges(t *testing.T, s store.Store) {
 	k, _ := newKey(t, s, a.ID, store.Key{})
 	spendIn(t, s, k, store.BudgetPot{BudgetID: bs[1].ID, Start: time.Unix(0, 0).UTC()}, "total", 900)
 
+	team, err := s.CreateTeam(t.Context(), store.Team{AccountID: a.ID, Name: "research"})
+	require.NoError(t, err)
+	tbs, err := s.SetTeamBudgets(t.Context(), a.ID, team.ID, []store.Budget{{Period: "week", Amount: 1000}})
+	require.NoError(t, err)
+	week := store.BudgetPot{BudgetID: tbs[0].ID}
+	week.Start, week.End = calendar.Window(calendar.Week, dayPot(bs[0]).Start.Add(12*time.Hour), time.UTC)
+	spendIn(t, s, k, week, "team", 850)
+
 	now := dayPot(bs[0]).Start.Add(12 * time.Hour)
 	got, err := s.BudgetGauges(t.Context(), now)
 	require.NoError(t, err)
 	want := []store.BudgetGauge{
 		{Scope: "key", Period: "day", Budgets: 5, Over80: 2, Exhausted: 1},
 		{Scope: "key", Period: "week"}, {Scope: "key", Period: "month"}, {Scope: "key", Period: "total"},
+		{Scope: "team", Period: "day"}, {Scope: "team", Period: "week", Budgets: 1, Over80: 1},
+		{Scope: "team", Period: "month"}, {Scope: "team", Period: "total"},
 		{Scope: "account", Period: "day", Budgets: 1, Over80: 1, Exhausted: 1},
 		{Scope: "account", Period: "week"}, {Scope: "account", Period: "month"},
 		{Scope: "account", Period: "total", Budgets: 1, Over80: 1},

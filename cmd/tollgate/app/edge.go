@@ -229,7 +229,10 @@ func (a *App) keyChanged(id string) {
 	a.budgets.Changed(store.Change{Kind: store.ChangeKey, ID: id})
 }
 
-// accountChanged drops an account's budgets this replica changed.
+// accountChanged drops what this replica cached of an account it changed:
+// its keys' budgets, and the account and its keys (a change of one of its
+// teams changes what its keys may use).
 func (a *App) accountChanged(id string) {
+	a.cache.InvalidateAccount(id)
 	a.budgets.Changed(store.Change{Kind: store.ChangeAccount, ID: id})
 }

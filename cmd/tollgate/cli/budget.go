@@ -80,6 +80,19 @@ func (b budgetFlags) budget() (store.Budget, error) {
 
 // runKeyBudget lists, sets or removes a key's budgets.
 func runKeyBudget(ctx context.Context, e *env, f *flags, args []string) error {
+	return runBudgetOf(ctx, e, f, args, "key", (*manage.Service).KeyBudgets, (*manage.Service).SetKeyBudgets)
+}
+
+// runTeamBudget lists, sets or removes a team's budgets.
+func runTeamBudget(ctx context.Context, e *env, f *flags, args []string) error {
+	return runBudgetOf(ctx, e, f, args, "team", (*manage.Service).TeamBudgets, (*manage.Service).SetTeamBudgets)
+}
+
+// runBudgetOf lists, sets or removes the budgets of the key or team (what)
+// whose id is the second argument, read with read and replaced with set.
+func runBudgetOf(ctx context.Context, e *env, f *flags, args []string, what string,
+	read func(*manage.Service, context.Context, manage.Actor, string) (manage.BudgetReport, error),
+	set func(*manage.Service, context.Context, manage.Actor, string, []store.Budget) (manage.BudgetReport, error)) error {
 	b := newBudgetFlags(f)
 	pos, err := f.parse(args, "ACTION", "ID")
 	if err != nil {
@@ -94,16 +107,16 @@ func runKeyBudget(ctx context.Context, e *env, f *flags, args []string) error {
 		return err
 	}
 	defer done()
-	rep, err := svc.KeyBudgets(ctx, cliActor, pos[1])
+	rep, err := read(svc, ctx, cliActor, pos[1])
 	if err != nil {
-		return notFound(err, "no key with id %q", pos[1])
+		return notFound(err, "no "+what+" with id %q", pos[1])
 	}
 	if change != nil {
 		next, err := change(rep)
 		if err != nil {
 			return err
 		}
-		if rep, err = svc.SetKeyBudgets(ctx, cliActor, pos[1], next); err != nil {
+		if rep, err = set(svc, ctx, cliActor, pos[1], next); err != nil {
 			return serviceError(err)
 		}
 	}

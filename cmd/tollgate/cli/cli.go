@@ -104,6 +104,16 @@ var commands = []command{
 	{"token list", "[--account EMAIL] [--json]",
 		"list the admin tokens, or an account's (never their secrets)", runTokenList},
 	{"token revoke", "ID", "revoke a management token at once", runTokenRevoke},
+	{"team create", "--account EMAIL --name NAME [--model ID]... [--json]",
+		"create a team of keys: its budgets hold its keys' requests, its models bound theirs", runTeamCreate},
+	{"team list", "--account EMAIL [--json]", "list an account's teams, with how many keys each has", runTeamList},
+	{"team update", "ID [--name NAME] [--model ID]... [--all-models] [--json]",
+		"rename a team or replace its model allow-list (--model replaces the list)", runTeamUpdate},
+	{"team delete", "ID", "delete a team with no keys, and its budgets", runTeamDelete},
+	{"team add", "ID KEY_ID [--json]", "move a key into the team (its models must be within the team's)", runTeamAdd},
+	{"team remove", "ID KEY_ID [--json]", "move a key out of the team", runTeamRemove},
+	{"team budget", "set|list|remove ID [--period day|week|month|total] [--amount USD] [--threshold PCT]... [--json]",
+		"list a team's spend budgets (over all its keys), or set or remove the one of a period", runTeamBudget},
 	{"webhook add", "--account EMAIL --url URL [--description TEXT] [--json]",
 		"add an alert webhook endpoint; prints its signing secret, shown only this once", runWebhookAdd},
 	{"webhook list", "--account EMAIL [--json]", "list an account's webhook endpoints", runWebhookList},
@@ -128,7 +138,7 @@ Usage:
 `
 
 const usageTail = `
-Every account, key, usage and token command also takes:
+Every account, key, team, usage and token command also takes:
   --db URL        database: sqlite:///abs/path.db, sqlite://rel/path.db or
                   postgres://…; default $TOLLGATE_DB, else ` + DefaultDB + `
   --config FILE   Tollgate configuration; default $TOLLGATE_CONFIG. It gives the
@@ -213,7 +223,7 @@ func (e *env) run(ctx context.Context, args []string) error {
 			return nil
 		}
 		return err
-	case "account", "key", "usage", "token", "webhook":
+	case "account", "key", "usage", "token", "webhook", "team":
 	default:
 		return usagef("unknown command %q", args[0])
 	}

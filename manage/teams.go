@@ -1,0 +1,407 @@
+package manage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/tollgate/tollgate/keyopts"
+	"github.com/tollgate/tollgate/money"
+	"github.com/tollgate/tollgate/oaierror"
+	"github.com/tollgate/tollgate/store"
+)
+
+// Teams group an account's keys for spend: a team's budgets hold every
+// request of its keys beside the key's and the account's, and its model
+// allow-list bounds its keys' (a key in a team may list only models of
+// the team's; one that lists none may use the team's). Read with
+// keys:read, changed with keys:write, as keys and budgets are.
+
+// Teams are the store's teams.
+type Teams interface {
+	CreateTeam(ctx context.Context, t store.Team) (store.Team, error)
+	TeamByID(ctx context.Context, id string) (store.Team, error)
+	ListTeams(ctx context.Context, accountID string) ([]store.Team, error)
+	UpdateTeam(ctx context.Context, t store.Team) (store.Team, error)
+	DeleteTeam(ctx context.Context, accountID, id string) error
+	SetKeyTeam(ctx context.Context, keyID, teamID string) (store.Key, error)
+	SetTeamBudgets(ctx context.Context, accountID, teamID string, budgets []store.Budget) ([]store.Budget, error)
+	TeamBudgets(ctx context.Context, accountID, teamID string) ([]store.Budget, error)
+	KeyTeams(ctx context.Context, accountID string) (map[string]string, error)
+}
+
+// Audit log actions of teams.
+const (
+	ActionTeamCreate  = "team.create"
+	ActionTeamUpdate  = "team.update"
+	ActionTeamDelete  = "team.delete"
+	ActionTeamBudgets = "team.budgets"
+	ActionKeyTeam     = "key.team"
+)
+
+// Team errors.
+var (
+	ErrTeamNameTaken = oaierror.Error{Status: http.StatusConflict, Code: "team_name_taken", Type: oaierror.TypeInvalidRequest,
+		Message: "This account has a team of that name already: choose another.", Param: "name"}
+	ErrTeamNotEmpty = oaierror.Error{Status: http.StatusConflict, Code: "team_not_empty", Type: oaierror.TypeInvalidRequest,
+		Message: "Keys are in this team: move them out of it before deleting it."}
+)
+
+// MaxTeamName bounds a team's name, in bytes.
+const MaxTeamName = 100
+
+// TeamInput is what a create or an update sets: a nil field is left as
+// it is (a create needs a name). Models points to nil for every model.
+type TeamInput struct {
+	Name   *string
+	Models *[]string
+}
+
+// ListTeams are the account's teams, by name.
+func (s *Service) ListTeams(ctx context.Context, a Actor, accountID string) ([]store.Team, error) {
+	if _, err := s.account(ctx, a, accountID, ScopeKeysRead); err != nil {
+		return nil, err
+	}
+	ts, err := s.opt.Store.ListTeams(ctx, accountID)
+	if err != nil {
+		return nil, s.fail(ctx, "list teams", err)
+	}
+	return ts, nil
+}
+
+// GetTeam returns one team.
+func (s *Service) GetTeam(ctx context.Context, a Actor, id string) (store.Team, error) {
+	return s.team(ctx, a, id, ScopeKeysRead)
+}
+
+// team returns a team the actor may act on with scope; another account's
+// team is not found.
+func (s *Service) team(ctx context.Context, a Actor, id, scope string) (store.Team, error) {
+	if !a.can(scope) {
+		return store.Team{}, ErrScope
+	}
+	t, err := s.opt.Store.TeamByID(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Team{}, ErrNotFound
+	case err != nil:
+		return store.Team{}, s.fail(ctx, "team lookup", err)
+	}
+	if !a.Admin() && t.AccountID != a.AccountID {
+		return store.Team{}, ErrNotFound
+	}
+	return t, nil
+}
+
+// CreateTeam makes a team of the account: a name unique in it, and a
+// model allow-list (nil: every model of the plan).
+func (s *Service) CreateTeam(ctx context.Context, a Actor, accountID string, in TeamInput) (store.Team, error) {
+	acct, err := s.account(ctx, a, accountID, ScopeKeysWrite)
+	if err != nil {
+		return store.Team{}, err
+	}
+	if in.Name == nil {
+		return store.Team{}, oaierror.Invalid("invalid_request", "name", "A team needs a name.")
+	}
+	t := store.Team{AccountID: acct.ID}
+	if err := s.teamFields(acct, &t, in); err != nil {
+		return store.Team{}, err
+	}
+	t, err = s.opt.Store.CreateTeam(ctx, t)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return store.Team{}, ErrTeamNameTaken
+	case err != nil:
+		return store.Team{}, s.fail(ctx, "create team", err)
+	}
+	s.auditWith(ctx, a, acct.ID, ActionTeamCreate, t.ID, AuditDetail{Name: t.Name,
+		Changes: map[string][2]string{keyopts.FieldModels: {"", modelsText(t.Models)}}})
+	return t, nil
+}
+
+// teamFields checks in and applies it to t: a name of 1 to MaxTeamName
+// printable bytes, an allow-list by keyopts' rules and within the plan.
+func (s *Service) teamFields(acct store.Account, t *store.Team, in TeamInput) error {
+	if in.Name != nil {
+		name := strings.TrimSpace(*in.Name)
+		if name == "" || len(name) > MaxTeamName || strings.ContainsFunc(name, unicode.IsControl) {
+			return oaierror.Invalid("invalid_request", "name", fmt.Sprintf("A team's name is 1 to %d characters, none of them control characters.", MaxTeamName))
+		}
+		t.Name = name
+	}
+	if in.Models != nil {
+		cfg := s.opt.Config()
+		models, err := keyopts.Models(*in.Models, s.rules(cfg).KnownModel)
+		if err != nil {
+			return invalid(err)
+		}
+		if err := inPlan(cfg, acct, keyopts.Patch{Models: &models}); err != nil {
+			return err
+		}
+		t.Models = models
+	}
+	return nil
+}
+
+// UpdateTeam renames a team or replaces its allow-list. An allow-list that
+// would leave out a model one of its keys lists is refused: narrow the
+// key's list first.
+func (s *Service) UpdateTeam(ctx context.Context, a Actor, id string, in TeamInput) (store.Team, error) {
+	t, err := s.team(ctx, a, id, ScopeKeysWrite)
+	if err != nil {
+		return store.Team{}, err
+	}
+	acct, err := s.account(ctx, a, t.AccountID, ScopeKeysWrite)
+	if err != nil {
+		return store.Team{}, err
+	}
+	before := t
+	if err := s.teamFields(acct, &t, in); err != nil {
+		return store.Team{}, err
+	}
+	if in.Models != nil && t.Models != nil {
+		keys, err := s.opt.Store.ListKeys(ctx, t.AccountID)
+		if err != nil {
+			return store.Team{}, s.fail(ctx, "list keys", err)
+		}
+		for _, k := range keys {
+			if k.TeamID != t.ID {
+				continue
+			}
+			if m, ok := outside(k.Models, t.Models); !ok {
+				return store.Team{}, oaierror.Invalid("invalid_request", keyopts.FieldModels, fmt.Sprintf(
+					"The team's key %s lists %q, which this allow-list leaves out: take it off the key's list first.", k.ID, oaierror.Clip(m, 100)))
+			}
+		}
+	}
+	t, err = s.opt.Store.UpdateTeam(ctx, t)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return store.Team{}, ErrTeamNameTaken
+	case errors.Is(err, store.ErrNotFound):
+		return store.Team{}, ErrNotFound
+	case err != nil:
+		return store.Team{}, s.fail(ctx, "update team", err)
+	}
+	s.opt.AccountChanged(t.AccountID)
+	changes := map[string][2]string{}
+	if before.Name != t.Name {
+		changes["name"] = [2]string{before.Name, t.Name}
+	}
+	if was, is := modelsText(before.Models), modelsText(t.Models); was != is {
+		changes[keyopts.FieldModels] = [2]string{was, is}
+	}
+	s.auditWith(ctx, a, t.AccountID, ActionTeamUpdate, t.ID, AuditDetail{Name: t.Name, Changes: changes})
+	return t, nil
+}
+
+// DeleteTeam deletes a team with no keys, and its budgets.
+func (s *Service) DeleteTeam(ctx context.Context, a Actor, id string) error {
+	t, err := s.team(ctx, a, id, ScopeKeysWrite)
+	if err != nil {
+		return err
+	}
+	switch err := s.opt.Store.DeleteTeam(ctx, t.AccountID, t.ID); {
+	case errors.Is(err, store.ErrTeamNotEmpty):
+		return ErrTeamNotEmpty
+	case errors.Is(err, store.ErrNotFound):
+		return ErrNotFound
+	case err != nil:
+		return s.fail(ctx, "delete team", err)
+	}
+	s.opt.AccountChanged(t.AccountID)
+	s.auditWith(ctx, a, t.AccountID, ActionTeamDelete, t.ID, AuditDetail{Name: t.Name})
+	return nil
+}
+
+// SetKeyTeam moves a key into a team of its account (teamID set) or out
+// of its team (""). A key whose allow-list names a model the team's does
+// not is refused: its list must be a subset of the team's.
+func (s *Service) SetKeyTeam(ctx context.Context, a Actor, keyID, teamID string) (store.Key, error) {
+	k, err := s.key(ctx, a, keyID, ScopeKeysWrite)
+	if err != nil {
+		return store.Key{}, err
+	}
+	var t store.Team
+	if teamID != "" {
+		if t, err = s.team(ctx, a, teamID, ScopeKeysWrite); err != nil {
+			return store.Key{}, err
+		}
+		if t.AccountID != k.AccountID {
+			return store.Key{}, ErrNotFound // a team of another account is none of this key's
+		}
+		if err := withinTeam(k.Models, t); err != nil {
+			return store.Key{}, err
+		}
+	}
+	before := k.TeamID
+	k, err = s.opt.Store.SetKeyTeam(ctx, k.ID, teamID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Key{}, ErrNotFound
+	case err != nil:
+		return store.Key{}, s.fail(ctx, "set key team", err)
+	}
+	s.opt.KeyChanged(k.ID)
+	s.auditWith(ctx, a, k.AccountID, ActionKeyTeam, k.ID, AuditDetail{Name: k.Description,
+		Changes: map[string][2]string{"team_id": {before, teamID}}})
+	return k, nil
+}
+
+// TeamBudgets reads a team's budgets with their current windows.
+func (s *Service) TeamBudgets(ctx context.Context, a Actor, teamID string) (BudgetReport, error) {
+	t, err := s.team(ctx, a, teamID, ScopeKeysRead)
+	if err != nil {
+		return BudgetReport{}, err
+	}
+	return s.report(ctx, t.AccountID, func() ([]store.Budget, error) { return s.opt.Store.TeamBudgets(ctx, t.AccountID, t.ID) })
+}
+
+// SetTeamBudgets replaces a team's budgets (none removes them all).
+func (s *Service) SetTeamBudgets(ctx context.Context, a Actor, teamID string, budgets []store.Budget) (BudgetReport, error) {
+	t, err := s.team(ctx, a, teamID, ScopeKeysWrite)
+	if err != nil {
+		return BudgetReport{}, err
+	}
+	if err := checkBudgets(budgets); err != nil {
+		return BudgetReport{}, err
+	}
+	before, err := s.opt.Store.TeamBudgets(ctx, t.AccountID, t.ID)
+	if err != nil {
+		return BudgetReport{}, s.fail(ctx, "team budgets", err)
+	}
+	after, err := s.opt.Store.SetTeamBudgets(ctx, t.AccountID, t.ID, budgets)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return BudgetReport{}, ErrNotFound
+	case err != nil:
+		return BudgetReport{}, s.fail(ctx, "set team budgets", err)
+	}
+	s.opt.AccountChanged(t.AccountID)
+	s.auditWith(ctx, a, t.AccountID, ActionTeamBudgets, t.ID, AuditDetail{Name: t.Name, Changes: budgetChanges(before, after)})
+	return s.report(ctx, t.AccountID, func() ([]store.Budget, error) { return after, nil })
+}
+
+// CheckKeyTeam checks that a key of the allow-list models (nil: every
+// model) may be in the team, as SetKeyTeam would, and saves nothing: a
+// form that sets a key's options and its team asks it before it writes
+// either.
+func (s *Service) CheckKeyTeam(ctx context.Context, a Actor, accountID, teamID string, models []string) error {
+	t, err := s.team(ctx, a, teamID, ScopeKeysWrite)
+	if err != nil {
+		return err
+	}
+	if t.AccountID != accountID {
+		return ErrNotFound
+	}
+	return withinTeam(models, t)
+}
+
+// keyWithinTeam refuses an allow-list that key k, if in a team, may not
+// have (withinTeam).
+func (s *Service) keyWithinTeam(ctx context.Context, k store.Key, models []string) error {
+	if k.TeamID == "" {
+		return nil
+	}
+	t, err := s.opt.Store.TeamByID(ctx, k.TeamID)
+	if err != nil {
+		return s.fail(ctx, "team lookup", err)
+	}
+	return withinTeam(models, t)
+}
+
+// withinTeam refuses a key's allow-list that names a model its team's
+// does not (a key's "every model" is the team's list).
+func withinTeam(models []string, t store.Team) error {
+	if m, ok := outside(models, t.Models); !ok {
+		return &OptionsError{Fields: keyopts.Errors{{Field: keyopts.FieldModels,
+			Message: fmt.Sprintf("%q is not in the allow-list of the key's team %q (%s)", oaierror.Clip(m, 100), t.Name, modelsText(t.Models))}}}
+	}
+	return nil
+}
+
+// outside is the first of models that bound (nil: every model) leaves
+// out; ok when there is none.
+func outside(models, bound []string) (string, bool) {
+	if bound == nil {
+		return "", true
+	}
+	for _, m := range models {
+		if !slices.Contains(bound, m) {
+			return m, false
+		}
+	}
+	return "", true
+}
+
+// TeamJSON is a team on the wire.
+type TeamJSON struct {
+	ID        string `json:"id"`
+	Object    string `json:"object"`
+	AccountID string `json:"account_id"`
+	Name      string `json:"name"`
+	// Models is null for every model of the plan.
+	Models    []string  `json:"models"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// TeamView is t on the wire.
+func TeamView(t store.Team) TeamJSON {
+	return TeamJSON{ID: t.ID, Object: "team", AccountID: t.AccountID, Name: t.Name, Models: t.Models, CreatedAt: t.CreatedAt.UTC()}
+}
+
+// TeamUsage is one team's share of an account's usage: the records of the
+// keys in it now (a key moved keeps its usage with it), refusals not
+// counted. TeamID "" is the keys in no team.
+type TeamUsage struct {
+	TeamID, Name string
+	Requests     int64
+	Cost         money.Nanos
+}
+
+// byTeam splits an account's usage by its keys' teams, teams by name,
+// the keys in none last.
+func (s *Service) byTeam(ctx context.Context, q store.UsageQuery) ([]TeamUsage, error) {
+	if q.KeyID != "" {
+		return []TeamUsage{}, nil
+	}
+	totals, err := s.opt.Store.KeyTotals(ctx, q)
+	if err != nil {
+		return nil, s.fail(ctx, "key totals", err)
+	}
+	teamOf, err := s.opt.Store.KeyTeams(ctx, q.AccountID)
+	if err != nil {
+		return nil, s.fail(ctx, "key teams", err)
+	}
+	teams, err := s.opt.Store.ListTeams(ctx, q.AccountID)
+	if err != nil {
+		return nil, s.fail(ctx, "list teams", err)
+	}
+	sums := map[string]*TeamUsage{}
+	for id, t := range totals {
+		team := teamOf[id]
+		u := sums[team]
+		if u == nil {
+			u = &TeamUsage{TeamID: team}
+			sums[team] = u
+		}
+		u.Requests += t.Requests
+		u.Cost = money.Add(u.Cost, t.Cost)
+	}
+	out := []TeamUsage{}
+	for _, t := range teams { // by name
+		if u := sums[t.ID]; u != nil {
+			u.Name = t.Name
+			out = append(out, *u)
+		}
+	}
+	if u := sums[""]; u != nil {
+		out = append(out, *u)
+	}
+	return out, nil
+}
