@@ -115,13 +115,13 @@ func (s *Service) usageQuery(ctx context.Context, a Actor, r UsageRequest) (stor
 // for, if the actor may read it.
 func (s *Service) usageOwner(ctx context.Context, a Actor, r UsageRequest) (store.UsageQuery, error) {
 	if r.KeyID == "" {
-		acct, err := s.account(ctx, a, r.AccountID, ScopeUsageRead)
+		acct, err := s.account(ctx, a, r.AccountID, OpUsageRead)
 		if err != nil {
 			return store.UsageQuery{}, err
 		}
 		return store.UsageQuery{AccountID: acct.ID}, nil
 	}
-	k, err := s.key(ctx, a, r.KeyID, ScopeUsageRead)
+	k, err := s.key(ctx, a, r.KeyID, OpUsageRead)
 	switch {
 	case errors.Is(err, ErrNotFound) && r.OrDeleted && a.Admin() && r.AccountID == "":
 		return store.UsageQuery{KeyID: r.KeyID}, nil

@@ -438,6 +438,8 @@ func (e TokenObject) Valid() bool {
 const (
 	TokenScopesKeysRead      TokenScopes = "keys:read"
 	TokenScopesKeysWrite     TokenScopes = "keys:write"
+	TokenScopesMembersRead   TokenScopes = "members:read"
+	TokenScopesMembersWrite  TokenScopes = "members:write"
 	TokenScopesUsageRead     TokenScopes = "usage:read"
 	TokenScopesWebhooksRead  TokenScopes = "webhooks:read"
 	TokenScopesWebhooksWrite TokenScopes = "webhooks:write"
@@ -449,6 +451,10 @@ func (e TokenScopes) Valid() bool {
 	case TokenScopesKeysRead:
 		return true
 	case TokenScopesKeysWrite:
+		return true
+	case TokenScopesMembersRead:
+		return true
+	case TokenScopesMembersWrite:
 		return true
 	case TokenScopesUsageRead:
 		return true
@@ -465,6 +471,8 @@ func (e TokenScopes) Valid() bool {
 const (
 	TokenCreateScopesKeysRead      TokenCreateScopes = "keys:read"
 	TokenCreateScopesKeysWrite     TokenCreateScopes = "keys:write"
+	TokenCreateScopesMembersRead   TokenCreateScopes = "members:read"
+	TokenCreateScopesMembersWrite  TokenCreateScopes = "members:write"
 	TokenCreateScopesUsageRead     TokenCreateScopes = "usage:read"
 	TokenCreateScopesWebhooksRead  TokenCreateScopes = "webhooks:read"
 	TokenCreateScopesWebhooksWrite TokenCreateScopes = "webhooks:write"
@@ -476,6 +484,10 @@ func (e TokenCreateScopes) Valid() bool {
 	case TokenCreateScopesKeysRead:
 		return true
 	case TokenCreateScopesKeysWrite:
+		return true
+	case TokenCreateScopesMembersRead:
+		return true
+	case TokenCreateScopesMembersWrite:
 		return true
 	case TokenCreateScopesUsageRead:
 		return true
@@ -507,6 +519,8 @@ func (e TokenCreatedObject) Valid() bool {
 const (
 	TokenCreatedScopesKeysRead      TokenCreatedScopes = "keys:read"
 	TokenCreatedScopesKeysWrite     TokenCreatedScopes = "keys:write"
+	TokenCreatedScopesMembersRead   TokenCreatedScopes = "members:read"
+	TokenCreatedScopesMembersWrite  TokenCreatedScopes = "members:write"
 	TokenCreatedScopesUsageRead     TokenCreatedScopes = "usage:read"
 	TokenCreatedScopesWebhooksRead  TokenCreatedScopes = "webhooks:read"
 	TokenCreatedScopesWebhooksWrite TokenCreatedScopes = "webhooks:write"
@@ -518,6 +532,10 @@ func (e TokenCreatedScopes) Valid() bool {
 	case TokenCreatedScopesKeysRead:
 		return true
 	case TokenCreatedScopesKeysWrite:
+		return true
+	case TokenCreatedScopesMembersRead:
+		return true
+	case TokenCreatedScopesMembersWrite:
 		return true
 	case TokenCreatedScopesUsageRead:
 		return true
