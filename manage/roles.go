@@ -16,25 +16,25 @@ type Op string
 
 // Operations.
 const (
-	OpAccountRead   Op = "account.read"    // the account, its plan's models
-	OpKeysRead      Op = "keys.read"       // every key of the account
-	OpKeysReadOwn   Op = "keys.read.own"   // the keys the member made
-	OpKeysCreate    Op = "keys.create"     // make a key (the member's own)
-	OpKeysWrite     Op = "keys.write"      // edit, rotate, delete any key
-	OpKeysWriteOwn  Op = "keys.write.own"  // edit, rotate, delete the member's keys
-	OpUsageRead     Op = "usage.read"      // the account's and its keys' usage
-	OpBudgetsRead   Op = "budgets.read"    // budgets
-	OpBudgetsWrite  Op = "budgets.write"   // set budgets
-	OpBalanceRead   Op = "balance.read"    // the balance and its history
-	OpBalanceWrite  Op = "balance.write"   // the low balance threshold
-	OpWebhooksRead  Op = "webhooks.read"   // webhook endpoints, deliveries
-	OpWebhooksWrite Op = "webhooks.write"  // add, switch, test, delete endpoints
-	OpAuditRead     Op = "audit.read"      // the activity (audit log)
-	OpTokensOwn     Op = "tokens.own"      // make, list, revoke one's own tokens
-	OpTokensAll     Op = "tokens.all"      // list and revoke everyone's tokens
-	OpMembersRead   Op = "members.read"    // the people and invitations
-	OpMembersWrite  Op = "members.write"   // invite, change role, suspend, remove
-	OpMembersOwners Op = "members.owners"  // invite owners, act on owners
+	OpAccountRead   Op = "account.read"   // the account, its plan's models
+	OpKeysRead      Op = "keys.read"      // every key of the account
+	OpKeysReadOwn   Op = "keys.read.own"  // the keys the member made
+	OpKeysCreate    Op = "keys.create"    // make a key (the member's own)
+	OpKeysWrite     Op = "keys.write"     // edit, rotate, delete any key
+	OpKeysWriteOwn  Op = "keys.write.own" // edit, rotate, delete the member's keys
+	OpUsageRead     Op = "usage.read"     // the account's and its keys' usage
+	OpBudgetsRead   Op = "budgets.read"   // budgets
+	OpBudgetsWrite  Op = "budgets.write"  // set budgets
+	OpBalanceRead   Op = "balance.read"   // the balance and its history
+	OpBalanceWrite  Op = "balance.write"  // the low balance threshold
+	OpWebhooksRead  Op = "webhooks.read"  // webhook endpoints, deliveries
+	OpWebhooksWrite Op = "webhooks.write" // add, switch, test, delete endpoints
+	OpAuditRead     Op = "audit.read"     // the activity (audit log)
+	OpTokensOwn     Op = "tokens.own"     // make, list, revoke one's own tokens
+	OpTokensAll     Op = "tokens.all"     // list and revoke everyone's tokens
+	OpMembersRead   Op = "members.read"   // the people and invitations
+	OpMembersWrite  Op = "members.write"  // invite, change role, suspend, remove
+	OpMembersOwners Op = "members.owners" // invite owners, act on owners
 )
 
 // Ops are the operations, in the order the documentation lists them.
