@@ -56,12 +56,13 @@ var scopeWhat = map[string]string{
 	manage.ScopeWebhooksWrite: "add, switch, test and delete webhook endpoints",
 }
 
-// actor is the signed-in user as the management service knows them.
-func (d *Dashboard) actor(r *http.Request, s *session) manage.Actor {
-	return d.actorOf(r, s.account.ID)
+// actor is the signed-in member as the management service knows them.
+func (d *Dashboard) actor(_ *http.Request, s *session) manage.Actor {
+	return s.actor
 }
 
-// actorOf is the user of accountID making request r.
+// actorOf is the user of accountID making request r, before its member is
+// known (a session made without one acts for the account with no role).
 func (d *Dashboard) actorOf(r *http.Request, accountID string) manage.Actor {
 	addr, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
