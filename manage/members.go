@@ -84,7 +84,7 @@ func (s *Service) GetMember(ctx context.Context, a Actor, id string) (store.Memb
 // member reads a member the actor may do op on; another account's member
 // is not found.
 func (s *Service) member(ctx context.Context, a Actor, id string, op Op) (store.Member, error) {
-	if err := a.check(op); err != nil {
+	if err := a.Check(op); err != nil {
 		return store.Member{}, err
 	}
 	m, err := s.opt.Store.MemberByID(ctx, id)
@@ -192,12 +192,12 @@ func (s *Service) ListInvitations(ctx context.Context, a Actor, accountID string
 
 // WithdrawInvitation ends a pending invitation of the account.
 func (s *Service) WithdrawInvitation(ctx context.Context, a Actor, accountID, id string) error {
-	invs, err := s.ListInvitations(ctx, a, accountID)
-	if err != nil {
+	if _, err := s.account(ctx, a, accountID, OpMembersWrite); err != nil {
 		return err
 	}
-	if err := a.check(OpMembersWrite); err != nil {
-		return err
+	invs, err := s.opt.Store.ListInvitations(ctx, accountID, s.opt.Now())
+	if err != nil {
+		return s.fail(ctx, "list invitations", err)
 	}
 	var inv *store.Invitation
 	for i := range invs {

@@ -112,9 +112,10 @@ var ErrPermission = oaierror.Error{Status: http.StatusForbidden, Code: "permissi
 // may do everything its scopes allow.
 func (a Actor) may(op Op) bool { return a.Role == "" || Allowed(a.Role, op) }
 
-// check refuses op: ErrScope when the actor's token lacks its scope,
-// ErrPermission when the actor's role does not allow it.
-func (a Actor) check(op Op) error {
+// Check refuses op: ErrScope when the actor's token lacks its scope,
+// ErrPermission when the actor's role does not allow it (a door that
+// must refuse before it reads anything asks it first).
+func (a Actor) Check(op Op) error {
 	if sc := opScope[op]; sc != "" && !a.can(sc) {
 		return ErrScope
 	}

@@ -120,7 +120,7 @@ func (s *Service) CreateWebhook(ctx context.Context, a Actor, r WebhookRequest) 
 // webhook reads an endpoint the actor may act on with scope (the scope
 // is checked first: without it, nothing is told).
 func (s *Service) webhook(ctx context.Context, a Actor, id string, op Op) (store.WebhookEndpoint, error) {
-	if err := a.check(op); err != nil {
+	if err := a.Check(op); err != nil {
 		return store.WebhookEndpoint{}, err
 	}
 	w, err := s.opt.Store.WebhookByID(ctx, id)

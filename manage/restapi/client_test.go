@@ -203,6 +203,7 @@ func TestTheGeneratedClientDrivesEveryEndpoint(t *testing.T) {
 	require.NotNil(t, readAcct.JSON200)
 	assert.Equal(t, "Europe/Paris", readAcct.JSON200.Timezone)
 	driveWebhooks(t, admin, id)
+	driveMembers(t, e, admin, id)
 	tokens, err := admin.ListTokensWithResponse(ctx, &apiclient.ListTokensParams{AccountId: &id})
 	require.NoError(t, err)
 	require.NotNil(t, tokens.JSON200)

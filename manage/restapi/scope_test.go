@@ -28,6 +28,8 @@ func scopeProbeBodies(accountID string) map[string]string {
 		"setAccountBudgets": `{"budgets":[{"period":"day","amount_usd":1}]}`,
 		"createWebhook":     `{"url":"https://hooks.example.com/probe"}`,
 		"updateWebhook":     `{"enabled":false}`,
+		"createInvitation":  `{"email":"probe@example.org","role":"viewer"}`,
+		"patchMember":       `{"role":"viewer"}`,
 	}
 }
 
