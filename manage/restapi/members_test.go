@@ -23,7 +23,7 @@ func (e *apiEnv) memberToken(account, role string) (store.Member, string) {
 	m := store.Member{ID: store.OwnerMemberID(account)}
 	if role != store.RoleOwner {
 		var err error
-		m, err = e.st.CreateMember(ctx, store.Member{AccountID: account, Email: role + "@example.com", Role: role})
+		m, err = e.st.CreateMember(ctx, store.Member{AccountID: account, Email: role + "@" + account + ".example.com", Role: role})
 		require.NoError(e.t, err)
 	}
 	a, err := e.svc.MemberActor(ctx, m.ID, manage.ActorUser, "")
@@ -45,12 +45,14 @@ func (e *apiEnv) memberToken(account, role string) (store.Member, string) {
 // Billing) and is refused the rest with 403.
 func TestAMembersTokenIsAllowedWhatItsRoleAllowsThroughTheAPI(t *testing.T) {
 	initial := map[string]string{store.RoleOwner: "O", store.RoleAdmin: "A", store.RoleDeveloper: "D", store.RoleViewer: "V", store.RoleBilling: "B"}
+	e := newAPIEnv(t)
+	e.cfg.Limits.TokensPerAccount = 1000
 	for _, role := range store.Roles {
 		t.Run(role, func(t *testing.T) {
-			e := newAPIEnv(t)
-			e.cfg.Limits.TokensPerAccount = 1000
 			ctx := context.Background()
-			acct := e.a.ID
+			a, err := e.st.CreateAccount(ctx, store.Account{Email: role + "-team@example.com", Plan: "basic"})
+			require.NoError(t, err)
+			acct := a.ID
 			ownerKey, _, err := e.svc.CreateKey(ctx, manage.Actor{Kind: manage.ActorCLI}, acct, keyopts.Patch{Description: ptr("owner's")})
 			require.NoError(t, err)
 			target, err := e.st.CreateMember(ctx, store.Member{AccountID: acct, Email: "target@example.com", Role: store.RoleViewer})
