@@ -14,18 +14,7 @@ import (
 func TestTheMembersMigrationMakesEachAccountsOwnerAndKeepsItsSessions(t *testing.T) {
 	db := openTestSQLite(t)
 	ctx := t.Context()
-	ms, err := loadMigrations(dialectSQLite)
-	require.NoError(t, err)
-	var members migration
-	for _, m := range ms {
-		if m.name == "0026_members" {
-			members = m
-			break
-		}
-		_, err := db.write().exec(ctx, m.sql)
-		require.NoError(t, err, m.name)
-	}
-	require.NotEmpty(t, members.sql)
+	members := migrateUpTo(t, db, "0026_members")
 	now := time.Date(2026, 4, 1, 10, 0, 0, 0, time.UTC)
 	for _, q := range []string{
 		`INSERT INTO accounts (id, email, plan, balance_nanos, created_at, password_hash) VALUES ('acct_0123456789abcdef', 'Ada@Example.com', 'pro', 0, $1, '$argon2id$old')`,
@@ -35,7 +24,7 @@ func TestTheMembersMigrationMakesEachAccountsOwnerAndKeepsItsSessions(t *testing
 		_, err := db.write().exec(ctx, q, dbTime(now))
 		require.NoError(t, err)
 	}
-	_, err = db.write().exec(ctx, members.sql)
+	_, err := db.write().exec(ctx, members.sql)
 	require.NoError(t, err)
 
 	s := &sqlStore{db: db, now: time.Now}
@@ -52,4 +41,21 @@ func TestTheMembersMigrationMakesEachAccountsOwnerAndKeepsItsSessions(t *testing
 	var member string
 	require.NoError(t, db.read().queryRow(ctx, `SELECT member_id FROM sessions WHERE secret_hash = X'01'`).Scan(&member))
 	assert.Equal(t, ada.ID, member, "the session of before is the owner's")
+}
+
+// migrateUpTo applies the SQLite migrations before the one named and
+// returns that one, for a test to fill the tables of before and apply it.
+func migrateUpTo(t *testing.T, db database, name string) migration {
+	t.Helper()
+	ms, err := loadMigrations(dialectSQLite)
+	require.NoError(t, err)
+	for _, m := range ms {
+		if m.name == name {
+			return m
+		}
+		_, err := db.write().exec(t.Context(), m.sql)
+		require.NoError(t, err, m.name)
+	}
+	t.Fatalf("no migration %s", name)
+	return migration{}
 }
