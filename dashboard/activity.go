@@ -33,7 +33,14 @@ var activityActions = []struct{ Value, Label string }{
 	{manage.ActionAccountAlerts, "Low balance threshold set"}, {manage.ActionWebhookCreate, "Webhook added"},
 	{manage.ActionWebhookEnable, "Webhook enabled"}, {manage.ActionWebhookDisable, "Webhook disabled"},
 	{manage.ActionWebhookTest, "Webhook tested"}, {manage.ActionWebhookDelete, "Webhook deleted"},
+	{manage.ActionMemberInvite, "Person invited"}, {manage.ActionMemberWithdraw, "Invitation withdrawn"},
+	{manage.ActionMemberJoin, "Person joined"}, {manage.ActionMemberRole, "Role changed"},
+	{manage.ActionMemberSuspend, "Person suspended"}, {manage.ActionMemberActivate, "Person reactivated"},
+	{manage.ActionMemberRemove, "Person removed"},
 }
+
+// personOption is a member the activity's filter offers.
+type personOption struct{ Value, Label string }
 
 type activityRow struct {
 	When       shownTime
@@ -59,28 +66,41 @@ type activityPage struct {
 	// The filters as the form shows them, and the error of a bad date.
 	Action, From, To, Error string
 	Actions                 any
-	Filtered                bool
+	// Member is the person whose entries are shown ("" for everyone's),
+	// People the account's members the filter offers.
+	Member   string
+	People   []personOption
+	Filtered bool
 }
 
 // activityNames are the account's keys and tokens by id, to name and link
 // the entries' objects and actors.
 type activityNames struct {
-	keys, tokens map[string]string
+	keys, tokens, members map[string]string
+	// me is the signed-in member's id.
+	me string
 }
 
 func (d *Dashboard) listActivity(w http.ResponseWriter, r *http.Request, s *session) error {
 	q := r.URL.Query()
 	out := activityPage{Entries: []activityRow{}, Actions: activityActions, Action: q.Get("action"),
-		From: strings.TrimSpace(q.Get("from")), To: strings.TrimSpace(q.Get("to"))}
+		From: strings.TrimSpace(q.Get("from")), To: strings.TrimSpace(q.Get("to")), Member: q.Get("member")}
+	names, err := d.activityNames(r, s)
+	if err != nil {
+		return err
+	}
+	for id, name := range names.members {
+		out.People = append(out.People, personOption{Value: id, Label: name})
+	}
+	slices.SortFunc(out.People, func(a, b personOption) int { return strings.Compare(a.Label, b.Label) })
+	if _, ok := names.members[out.Member]; !ok {
+		out.Member = ""
+	}
 	f := out.filter()
 	page, err := d.manage.ListAuditWhere(r.Context(), d.actor(r, s), s.account.ID, f, q.Get("after"), activityPageSize)
 	if oe := (oaierror.Error{}); errors.As(err, &oe) && oe.Status == http.StatusBadRequest {
 		return errNotFound // a cursor this page did not give
 	}
-	if err != nil {
-		return err
-	}
-	names, err := d.activityNames(r, s)
 	if err != nil {
 		return err
 	}
@@ -105,6 +125,7 @@ func (p *activityPage) filter() store.AuditFilter {
 		p.Action = ""
 	}
 	f.Action = p.Action
+	f.MemberID = p.Member
 	for _, b := range []struct {
 		text *string
 		into *time.Time
@@ -128,7 +149,7 @@ func (p *activityPage) filter() store.AuditFilter {
 // query is the page's filters as a query string.
 func (p *activityPage) query() url.Values {
 	v := url.Values{}
-	for k, val := range map[string]string{"action": p.Action, "from": p.From, "to": p.To} {
+	for k, val := range map[string]string{"action": p.Action, "from": p.From, "to": p.To, "member": p.Member} {
 		if val != "" {
 			v.Set(k, val)
 		}
@@ -137,7 +158,14 @@ func (p *activityPage) query() url.Values {
 }
 
 func (d *Dashboard) activityNames(r *http.Request, s *session) (activityNames, error) {
-	n := activityNames{keys: map[string]string{}, tokens: map[string]string{}}
+	n := activityNames{keys: map[string]string{}, tokens: map[string]string{}, members: map[string]string{}, me: s.actor.MemberID}
+	members, err := d.manage.ListMembers(r.Context(), d.actor(r, s), s.account.ID)
+	if err != nil {
+		return n, err
+	}
+	for _, m := range members {
+		n.members[m.ID] = cmpOr(m.Name, m.Email)
+	}
 	keys, err := d.manage.AccountKeys(r.Context(), d.actor(r, s), s.account.ID)
 	if err != nil {
 		return n, err
@@ -168,7 +196,7 @@ func (n activityNames) row(e store.AuditEntry, own string) activityRow {
 			row.What = a.Label
 		}
 	}
-	row.Who, row.WhoLink = n.actor(e.Actor, own)
+	row.Who, row.WhoLink = n.actor(e, own)
 	detail, _ := manage.ParseAuditDetail(e.Detail)
 	row.TargetName = detail.Name
 	switch {
@@ -180,6 +208,11 @@ func (n activityNames) row(e store.AuditEntry, own string) activityRow {
 	case strings.HasPrefix(e.Action, "token."):
 		if name, ok := n.tokens[e.Target]; ok {
 			row.TargetLink = "/tokens"
+			row.TargetName = cmpOr(row.TargetName, name)
+		}
+	case strings.HasPrefix(e.Action, "member."):
+		if name, ok := n.members[e.Target]; ok {
+			row.TargetLink = "/members"
 			row.TargetName = cmpOr(row.TargetName, name)
 		}
 	}
@@ -194,20 +227,41 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// actor names an audit entry's actor for a person, with a link to it
-// while it exists.
-func (n activityNames) actor(actor, own string) (string, string) {
+// actor names an audit entry's actor for a person: the member who acted
+// ("You" for the signed-in one) and its door, with a link to the token it
+// used while that exists.
+func (n activityNames) actor(e store.AuditEntry, own string) (string, string) {
+	who := ""
 	switch {
-	case actor == manage.ActorCLI:
-		return "Administrator (CLI)", ""
-	case actor == manage.ActorUser+":"+own:
-		return "You (dashboard)", ""
-	case strings.HasPrefix(actor, manage.ActorToken+":"):
-		id := strings.TrimPrefix(actor, manage.ActorToken+":")
-		if name, ok := n.tokens[id]; ok {
-			return "Token “" + name + "” (" + id + ")", "/tokens"
-		}
-		return "Token " + id, ""
+	case e.MemberID == "":
+	case e.MemberID == n.me:
+		who = "You"
+	case n.members[e.MemberID] != "":
+		who = n.members[e.MemberID]
+	default:
+		who = "Former member " + e.MemberID
 	}
-	return actor, ""
+	if who != "" && e.SSOSubject != "" {
+		who += ", single sign-on"
+	}
+	switch {
+	case e.Actor == manage.ActorCLI:
+		return "Administrator (CLI)", ""
+	case e.Actor == manage.ActorUser+":"+own && who == "":
+		return "You (dashboard)", "" // an entry of before members
+	case strings.HasPrefix(e.Actor, manage.ActorUser+":"):
+		return cmpOr(who, "Account holder") + " (dashboard)", ""
+	case strings.HasPrefix(e.Actor, manage.ActorToken+":"):
+		id := strings.TrimPrefix(e.Actor, manage.ActorToken+":")
+		token := "token " + id
+		link := ""
+		if name, ok := n.tokens[id]; ok {
+			token, link = "token “"+name+"” ("+id+")", "/tokens"
+		}
+		if who != "" {
+			return who + " (API, " + token + ")", link
+		}
+		return "Token" + strings.TrimPrefix(token, "token"), link
+	}
+	return e.Actor, ""
 }

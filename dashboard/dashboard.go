@@ -2,7 +2,8 @@
 // API keys: it lists them at /keys, creates, edits, rotates, enables,
 // disables and deletes them, shows each key's usage with a server-rendered
 // timeline, the account's billing (balance history and credits), its
-// management tokens and its activity (the audit log). It owns the pages and
+// management tokens, its people (members, roles, invitations) and its
+// activity (the audit log). It owns the pages and
 // sign-in (passwords, sessions); every read and write of keys, accounts,
 // tokens, usage and the audit log goes through the management service
 // (package manage), whose refusals it words as its forms' sentences.
@@ -213,6 +214,18 @@ func (d *Dashboard) routes() {
 	m.Handle("GET /webhooks/{id}/deliveries", d.signedIn(d.webhookDeliveries))
 	m.Handle("GET /webhooks/{id}/delete", d.signedIn(d.confirmDeleteWebhook))
 	m.Handle("POST /webhooks/{id}/delete", d.signedIn(d.deleteWebhook))
+
+	m.Handle("GET /members", d.signedIn(d.listMembers))
+	m.Handle("POST /members/invite", d.signedIn(d.invite))
+	m.Handle("GET /members/invitations/{id}/link", d.signedIn(d.showInvitation))
+	m.Handle("POST /members/{id}/role", d.signedIn(d.changeMember("role")))
+	m.Handle("POST /members/{id}/suspend", d.signedIn(d.changeMember("suspend")))
+	m.Handle("POST /members/{id}/activate", d.signedIn(d.changeMember("activate")))
+	m.Handle("GET /members/{id}/remove", d.signedIn(d.confirmRemoveMember))
+	m.Handle("POST /members/{id}/remove", d.signedIn(d.changeMember("remove")))
+	m.Handle("POST /members/invitations/{id}/withdraw", d.signedIn(d.withdrawInvitation))
+	m.HandleFunc("GET /invitations/{secret}", d.showAccept)
+	m.HandleFunc("POST /invitations/{secret}", d.accept)
 
 	m.HandleFunc("/", d.notFound)
 	d.mux = m

@@ -179,7 +179,7 @@ type browser struct {
 // the password check (login_test.go tests that).
 func (e *testEnv) signedIn(a store.Account) *browser {
 	e.t.Helper()
-	secret, _, err := e.d.startSession(context.Background(), a.ID)
+	secret, _, err := e.d.startSession(context.Background(), store.Member{ID: store.OwnerMemberID(a.ID), AccountID: a.ID})
 	require.NoError(e.t, err)
 	return &browser{e: e, cookie: base64.RawURLEncoding.EncodeToString(secret)}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/tollgate/tollgate/manage"
+	"github.com/tollgate/tollgate/oaierror"
 )
 
 // pageError is an error whose status and message may be shown to the
@@ -36,6 +37,11 @@ var (
 		title:   "Bad request",
 		message: "The form could not be read. Go back, reload the page and try again.",
 	}
+	errNotAllowed = &pageError{
+		status:  http.StatusForbidden,
+		title:   "Not allowed",
+		message: "Your role in this account does not allow this. An owner or an admin of the account can change your role.",
+	}
 	errInternal = &pageError{
 		status:  http.StatusInternalServerError,
 		title:   "Something went wrong",
@@ -65,9 +71,18 @@ func (d *Dashboard) renderErrorIn(w http.ResponseWriter, r *http.Request, s *ses
 		// Deleted meanwhile, or never the visitor's: the answer tells
 		// neither apart from an id that never existed.
 		pe = errNotFound
+	case refusedForRole(err):
+		pe = errNotAllowed
 	default:
 		d.log.ErrorContext(r.Context(), "dashboard: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		pe = errInternal
 	}
 	d.render(w, r, pe.status, "error", s, pe.title, errorPage{Title: pe.title, Message: pe.message})
+}
+
+// refusedForRole reports whether err is the service's refusal of what the
+// member's role (or scope) does not allow: a 403.
+func refusedForRole(err error) bool {
+	var oe oaierror.Error
+	return errors.As(err, &oe) && oe.Status == http.StatusForbidden
 }

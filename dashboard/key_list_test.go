@@ -212,7 +212,7 @@ func TestRotatingAKeyShowsTheNewSecretOnceAndKeepsTheOldOneThroughItsGrace(t *te
 	require.NoError(t, err)
 	require.NotEmpty(t, entries)
 	assert.Equal(t, "key.rotate", entries[0].Action)
-	assert.Equal(t, "user:"+a.ID, entries[0].Actor)
+	assert.Equal(t, "user:"+store.OwnerMemberID(a.ID), entries[0].Actor)
 
 	assert.Equal(t, http.StatusBadRequest, b.post("/keys/"+k.ID+"/rotate", url.Values{"grace": {"99"}}).Code)
 	other := e.signedIn(e.account("other@example.com", "pro", 0))

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/tollgate/tollgate/store"
 )
 
 func TestDisableAndEnableAKeyFromTheList(t *testing.T) {
@@ -40,7 +42,7 @@ func TestTheDashboardsKeyActionsAreInTheAuditLog(t *testing.T) {
 	}
 	var got []string
 	for _, en := range entries {
-		assert.Equal(t, "user:"+a.ID, en.Actor)
+		assert.Equal(t, "user:"+store.OwnerMemberID(a.ID), en.Actor)
 		assert.Equal(t, k.ID, en.Target)
 		assert.NotEmpty(t, en.Address, "the caller's address")
 		got = append(got, en.Action)

@@ -47,7 +47,7 @@ func (d *Dashboard) checkLogin(w http.ResponseWriter, r *http.Request) {
 	password := r.PostForm.Get("password")
 	next := safeNext(r.PostForm.Get("next"))
 	fail := func(status int, msg string) {
-		d.render(w, r, status, "login", nil, "Sign in", loginPage{Email: email, Next: next, Error: msg})
+		d.render(w, r, status, "login", nil, "Sign in", loginPage{Email: email, Next: next, Error: msg, Account: accountParam(r.PostForm.Get("account"))})
 	}
 
 	ctx := r.Context()
@@ -70,7 +70,8 @@ func (d *Dashboard) checkLogin(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	accountID, err := d.checkPassword(r, email, password)
+	account := accountParam(r.PostForm.Get("account"))
+	member, err := d.checkPassword(r, email, account, password)
 	if errors.Is(err, errHashesBusy) {
 		fail(http.StatusServiceUnavailable, msgBusy)
 		return
@@ -91,7 +92,7 @@ func (d *Dashboard) checkLogin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	secret, _, err := d.startSession(ctx, accountID)
+	secret, _, err := d.startSession(ctx, member)
 	if err != nil {
 		d.renderError(w, r, err)
 		return
@@ -121,55 +122,57 @@ func (d *Dashboard) hashing(ctx context.Context, f func() error) error {
 	return f()
 }
 
-// checkPassword returns the id of the account whose email and password these
-// are, or errBadCredentials. It costs one argon2id hash whether or not the
-// email has an account (or a password), so timing does not tell either.
-func (d *Dashboard) checkPassword(r *http.Request, email, password string) (string, error) {
+// checkPassword returns the member whose email and password these are,
+// or errBadCredentials. An email may be a member of several accounts: the
+// one of accountID when it is given (the sign-in form's "account" field),
+// else the oldest active membership with a password. It costs one argon2id
+// hash whether or not the email has a member (or a password), so timing
+// does not tell either.
+func (d *Dashboard) checkPassword(r *http.Request, email, accountID, password string) (store.Member, error) {
 	if email == "" || password == "" || len(password) > MaxPasswordLen {
-		return "", errBadCredentials
+		return store.Member{}, errBadCredentials
 	}
 	ctx := r.Context()
-	encoded := ""
-	a, err := d.store.AccountByEmail(ctx, email)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
-		return "", fmt.Errorf("look up account: %w", err)
-	default:
-		encoded, err = d.store.PasswordHash(ctx, a.ID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return "", fmt.Errorf("look up password: %w", err)
+	ms, err := d.store.MembersByEmail(ctx, email)
+	if err != nil {
+		return store.Member{}, fmt.Errorf("look up members: %w", err)
+	}
+	var m store.Member
+	for _, c := range ms {
+		if c.Active() && c.PasswordHash != "" && (accountID == "" || c.AccountID == accountID) {
+			m = c
+			break
 		}
 	}
-	if encoded == "" {
+	if m.PasswordHash == "" {
 		err := d.hashing(ctx, func() error {
 			_, err := verifyPassword(dummyHash(), password)
 			return err
 		})
 		if errors.Is(err, errHashesBusy) {
-			return "", err
+			return store.Member{}, err
 		}
 		if err != nil {
-			return "", fmt.Errorf("check dummy password: %w", err)
+			return store.Member{}, fmt.Errorf("check dummy password: %w", err)
 		}
-		return "", errBadCredentials
+		return store.Member{}, errBadCredentials
 	}
 	var ok bool
 	err = d.hashing(ctx, func() error {
 		var err error
-		ok, err = verifyPassword(encoded, password)
+		ok, err = verifyPassword(m.PasswordHash, password)
 		return err
 	})
 	if errors.Is(err, errHashesBusy) {
-		return "", err
+		return store.Member{}, err
 	}
 	if err != nil {
-		return "", fmt.Errorf("check password of account %s: %w", a.ID, err)
+		return store.Member{}, fmt.Errorf("check password of member %s: %w", m.ID, err)
 	}
 	if !ok {
-		return "", errBadCredentials
+		return store.Member{}, errBadCredentials
 	}
-	return a.ID, nil
+	return m, nil
 }
 
 // loginAddressKey names a client address's sign-in counter. The address

@@ -11,6 +11,9 @@ type loginPage struct {
 	Email string
 	Next  string
 	Error string
+	// Account, when set (the sign-in link's ?account=), is the account to
+	// sign in to, for an email that is a member of several.
+	Account string
 }
 
 // showLogin shows the sign-in form, or sends a visitor who is already
@@ -21,7 +24,18 @@ func (d *Dashboard) showLogin(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, orKeys(next), http.StatusSeeOther)
 		return
 	}
-	d.render(w, r, http.StatusOK, "login", nil, "Sign in", loginPage{Next: next})
+	d.render(w, r, http.StatusOK, "login", nil, "Sign in", loginPage{Next: next, Account: accountParam(r.URL.Query().Get("account"))})
+}
+
+// accountParam is an account id as a sign-in form may name it, "" for
+// anything else.
+func accountParam(id string) string {
+	if len(id) > 64 || !strings.HasPrefix(id, "acct_") || strings.ContainsFunc(id, func(r rune) bool {
+		return !(r == '_' || r >= '0' && r <= '9' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z')
+	}) {
+		return ""
+	}
+	return id
 }
 
 // safeNext returns next if it is a path on this site ("/keys/abc?window=7d"),

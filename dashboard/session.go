@@ -33,6 +33,11 @@ const csrfMessage = "tollgate csrf"
 type session struct {
 	secret  []byte // the cookie's raw secret; only its hash is stored
 	account store.Account
+	// actor is the signed-in member as the management service knows it
+	// (its role as it is now).
+	actor manage.Actor
+	// who is the member's email, shown in the navigation.
+	who string
 }
 
 // csrfToken is the token every form of this session carries:
@@ -107,14 +112,33 @@ func (d *Dashboard) currentSession(r *http.Request) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("look up session: %w", err)
 	}
-	a, err := d.manage.GetAccount(ctx, d.actorOf(r, sess.AccountID), sess.AccountID)
+	actor := d.actorOf(r, sess.AccountID)
+	if sess.MemberID != "" {
+		// A member suspended or removed is signed out at once.
+		actor, err = d.manage.MemberActor(ctx, sess.MemberID, manage.ActorUser, actor.Address)
+		if errors.Is(err, manage.ErrUnauthorized) {
+			return nil, store.ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("look up the session's member: %w", err)
+		}
+	}
+	a, err := d.manage.GetAccount(ctx, actor, sess.AccountID)
 	if errors.Is(err, manage.ErrNotFound) {
 		return nil, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up the session's account: %w", err)
 	}
-	return &session{secret: secret, account: a}, nil
+	who := a.Email
+	if actor.MemberID != "" {
+		m, err := d.manage.GetMember(ctx, actor, actor.MemberID)
+		if err != nil {
+			return nil, fmt.Errorf("look up the session's member: %w", err)
+		}
+		who = m.Email
+	}
+	return &session{secret: secret, account: a, actor: actor, who: who}, nil
 }
 
 // sessionSecret decodes the session cookie, if the request has a
@@ -131,16 +155,16 @@ func sessionSecret(r *http.Request) ([]byte, bool) {
 	return b, true
 }
 
-// startSession stores a new session for the account and returns its
+// startSession stores a new session for the member and returns its
 // secret, which only the cookie will hold.
-func (d *Dashboard) startSession(ctx context.Context, accountID string) ([]byte, time.Time, error) {
+func (d *Dashboard) startSession(ctx context.Context, m store.Member) ([]byte, time.Time, error) {
 	secret := make([]byte, sessionSecretLen)
 	if _, err := io.ReadFull(d.random, secret); err != nil {
 		return nil, time.Time{}, fmt.Errorf("read random bytes for a session: %w", err)
 	}
 	now := d.now()
 	expires := now.Add(d.lifetime)
-	err := d.store.CreateSession(ctx, sessionHash(secret), store.Session{AccountID: accountID, CreatedAt: now, ExpiresAt: expires})
+	err := d.store.CreateSession(ctx, sessionHash(secret), store.Session{AccountID: m.AccountID, MemberID: m.ID, CreatedAt: now, ExpiresAt: expires})
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("create session: %w", err)
 	}

@@ -66,16 +66,27 @@ type Manage interface {
 	DeleteWebhook(ctx context.Context, a manage.Actor, id string) error
 	TestWebhook(ctx context.Context, a manage.Actor, id string) (store.AlertEvent, error)
 	WebhookDeliveries(ctx context.Context, a manage.Actor, id string, limit int) ([]store.AlertDelivery, error)
+
+	MemberActor(ctx context.Context, memberID, door, address string) (manage.Actor, error)
+	GetMember(ctx context.Context, a manage.Actor, id string) (store.Member, error)
+	ListMembers(ctx context.Context, a manage.Actor, accountID string) ([]store.Member, error)
+	Invite(ctx context.Context, a manage.Actor, r manage.InviteRequest) (store.Invitation, string, error)
+	ListInvitations(ctx context.Context, a manage.Actor, accountID string) ([]store.Invitation, error)
+	WithdrawInvitation(ctx context.Context, a manage.Actor, accountID, id string) error
+	Invitation(ctx context.Context, secret string) (store.Invitation, error)
+	AcceptInvitation(ctx context.Context, secret string, m store.Member, address string) (store.Member, error)
+	SetMemberRole(ctx context.Context, a manage.Actor, id, role string) (store.Member, error)
+	SetMemberStatus(ctx context.Context, a manage.Actor, id, status string) (store.Member, error)
+	RemoveMember(ctx context.Context, a manage.Actor, id string) error
 }
 
 var _ Manage = (*manage.Service)(nil)
 
 // SignIn is what the dashboard reads and writes itself, before anyone is
-// signed in and to keep them so: the account signing in, its password
-// hash, and sessions. Each is documented on store.Store.
+// signed in and to keep them so: the members signing in (with their
+// password hashes), and sessions. Each is documented on store.Store.
 type SignIn interface {
-	AccountByEmail(ctx context.Context, email string) (store.Account, error)
-	PasswordHash(ctx context.Context, accountID string) (string, error)
+	MembersByEmail(ctx context.Context, email string) ([]store.Member, error)
 	CreateSession(ctx context.Context, hash apikey.Hash, s store.Session) error
 	SessionByHash(ctx context.Context, hash apikey.Hash, now time.Time) (store.Session, error)
 	DeleteSession(ctx context.Context, hash apikey.Hash) error

@@ -66,6 +66,8 @@ type view struct {
 	Title string
 	// Account is the signed-in account; nil on pages shown without a session.
 	Account *store.Account
+	// Who is the signed-in member's email, Role its role ("" for none).
+	Who, Role string
 	// CSRF is the session's token for the forms on the page.
 	CSRF string
 	// Section is the navigation's entry the page belongs to ("keys",
@@ -87,6 +89,7 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 	if s != nil {
 		v.Account = &s.account
 		v.CSRF = s.csrfToken()
+		v.Who, v.Role = s.who, s.actor.Role
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", v); err != nil {
@@ -110,7 +113,7 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 }
 
 // sections are the navigation's entries, by the first segment of a path.
-var sections = map[string]bool{"keys": true, "usage": true, "budgets": true, "teams": true, "billing": true, "webhooks": true, "models": true, "tokens": true, "activity": true}
+var sections = map[string]bool{"keys": true, "usage": true, "budgets": true, "teams": true, "billing": true, "webhooks": true, "models": true, "tokens": true, "activity": true, "members": true}
 
 // sectionOf is the navigation entry a path belongs to: /keys/{id}/edit is
 // "keys", /usage.csv none ("").

@@ -54,14 +54,17 @@ var scopeWhat = map[string]string{
 	manage.ScopeUsageRead:     "read usage and the balance",
 	manage.ScopeWebhooksRead:  "list webhook endpoints and their delivery logs",
 	manage.ScopeWebhooksWrite: "add, switch, test and delete webhook endpoints",
+	manage.ScopeMembersRead:   "list the account's people and invitations",
+	manage.ScopeMembersWrite:  "invite people, change their roles, suspend and remove them",
 }
 
-// actor is the signed-in user as the management service knows them.
-func (d *Dashboard) actor(r *http.Request, s *session) manage.Actor {
-	return d.actorOf(r, s.account.ID)
+// actor is the signed-in member as the management service knows them.
+func (d *Dashboard) actor(_ *http.Request, s *session) manage.Actor {
+	return s.actor
 }
 
-// actorOf is the user of accountID making request r.
+// actorOf is the user of accountID making request r, before its member is
+// known (a session made without one acts for the account with no role).
 func (d *Dashboard) actorOf(r *http.Request, accountID string) manage.Actor {
 	addr, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -130,6 +133,8 @@ func (d *Dashboard) createToken(w http.ResponseWriter, r *http.Request, s *sessi
 		case !errors.As(err, &oe):
 		case oe.Code == manage.ErrTokenLimit.Code:
 			form.Error, err = d.tokenLimitSentence(), nil
+		case oe.Code == manage.ErrPermission.Code && oe.Param == "scopes":
+			form.Errors["scopes"], err = "Tick only scopes your role allows: "+oe.Message, nil
 		case oe.Status == http.StatusBadRequest && tokenFields[oe.Param] != "":
 			form.Errors[tokenFields[oe.Param]], err = tokenSentence(oe.Param, oe.Message), nil
 		case oe.Status == http.StatusBadRequest:

@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/manage"
+	"github.com/tollgate/tollgate/store"
 )
 
 func TestASignedInUserMakesListsAndRevokesTheAccountsManagementTokens(t *testing.T) {
@@ -72,7 +73,7 @@ func TestASignedInUserMakesListsAndRevokesTheAccountsManagementTokens(t *testing
 	for _, en := range entries {
 		actions = append(actions, en.Action+" by "+en.Actor)
 	}
-	assert.ElementsMatch(t, []string{"token.create by user:" + a.ID, "token.revoke by user:" + a.ID}, actions)
+	assert.ElementsMatch(t, []string{"token.create by user:" + store.OwnerMemberID(a.ID), "token.revoke by user:" + store.OwnerMemberID(a.ID)}, actions)
 }
 
 func TestTheActivityPageListsTheAccountsAuditLogNewestFirstInPages(t *testing.T) {

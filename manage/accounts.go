@@ -86,7 +86,7 @@ func (s *Service) CreateAccount(ctx context.Context, a Actor, email, plan string
 // GetAccount reads an account and its balance (admin, or the account's
 // own token).
 func (s *Service) GetAccount(ctx context.Context, a Actor, id string) (store.Account, error) {
-	return s.account(ctx, a, id, ScopeUsageRead)
+	return s.account(ctx, a, id, OpAccountRead)
 }
 
 // CreditAccount adds a positive amount to the balance (admin only). With
@@ -98,7 +98,7 @@ func (s *Service) CreditAccount(ctx context.Context, a Actor, id string, amount 
 	if amount <= 0 || amount > maxCredit {
 		return store.Account{}, oaierror.Invalid("invalid_request", "amount_usd", "amount_usd must be more than 0 and at most 1000000.")
 	}
-	acct, err := s.account(ctx, a, id, "")
+	acct, err := s.account(ctx, a, id, OpAccountRead)
 	if err != nil {
 		return store.Account{}, err
 	}
@@ -209,7 +209,7 @@ type PlanModel struct {
 // PlanModels are the models the account's plan allows, in the
 // configuration's order.
 func (s *Service) PlanModels(ctx context.Context, a Actor, accountID string) ([]PlanModel, error) {
-	acct, err := s.account(ctx, a, accountID, ScopeKeysRead)
+	acct, err := s.account(ctx, a, accountID, OpKeysReadOwn)
 	if err != nil {
 		return nil, err
 	}

@@ -62,7 +62,7 @@ func (d AuditDetail) encode() string {
 // logged, not returned (the action is done).
 func (s *Service) auditWith(ctx context.Context, a Actor, accountID, action, target string, d AuditDetail) {
 	e := store.AuditEntry{AccountID: accountID, Actor: a.String(), Action: action, Target: target, Address: a.Address,
-		At: s.opt.Now(), Detail: d.encode()}
+		At: s.opt.Now(), Detail: d.encode(), MemberID: a.MemberID, SSOSubject: a.SSOSubject, Door: a.Door()}
 	if err := s.opt.Store.AddAudit(ctx, e); err != nil {
 		s.opt.Logger.ErrorContext(ctx, "manage: audit entry not recorded", "action", action, "target", target, "err", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tollgate/tollgate/budget"
@@ -52,7 +53,7 @@ type BudgetReport struct {
 
 // KeyBudgets reads a key's budgets with their current windows.
 func (s *Service) KeyBudgets(ctx context.Context, a Actor, keyID string) (BudgetReport, error) {
-	k, err := s.key(ctx, a, keyID, ScopeKeysRead)
+	k, err := s.key(ctx, a, keyID, OpBudgetsRead)
 	if err != nil {
 		return BudgetReport{}, err
 	}
@@ -61,7 +62,7 @@ func (s *Service) KeyBudgets(ctx context.Context, a Actor, keyID string) (Budget
 
 // AccountBudgets reads an account's own budgets with their current windows.
 func (s *Service) AccountBudgets(ctx context.Context, a Actor, accountID string) (BudgetReport, error) {
-	if _, err := s.account(ctx, a, accountID, ScopeKeysRead); err != nil {
+	if _, err := s.account(ctx, a, accountID, OpBudgetsRead); err != nil {
 		return BudgetReport{}, err
 	}
 	return s.budgetReport(ctx, accountID, "")
@@ -69,7 +70,7 @@ func (s *Service) AccountBudgets(ctx context.Context, a Actor, accountID string)
 
 // SetKeyBudgets replaces a key's budgets (none removes them all).
 func (s *Service) SetKeyBudgets(ctx context.Context, a Actor, keyID string, budgets []store.Budget) (BudgetReport, error) {
-	k, err := s.key(ctx, a, keyID, ScopeKeysWrite)
+	k, err := s.key(ctx, a, keyID, OpBudgetsWrite)
 	if err != nil {
 		return BudgetReport{}, err
 	}
@@ -85,7 +86,7 @@ func (s *Service) SetKeyBudgets(ctx context.Context, a Actor, keyID string, budg
 // SetAccountBudgets replaces an account's own budgets and, when timezone is
 // given, the time zone of its windows (an IANA name such as Europe/Paris).
 func (s *Service) SetAccountBudgets(ctx context.Context, a Actor, accountID string, timezone *string, budgets []store.Budget) (BudgetReport, error) {
-	if _, err := s.account(ctx, a, accountID, ScopeKeysWrite); err != nil {
+	if _, err := s.account(ctx, a, accountID, OpBudgetsWrite); err != nil {
 		return BudgetReport{}, err
 	}
 	if timezone != nil {
@@ -162,12 +163,21 @@ func checkBudgets(budgets []store.Budget) error {
 // KeyBudgetsOf are the budgets of every key of the account that has one,
 // by key id, each with its current window (the dashboard's key list).
 func (s *Service) KeyBudgetsOf(ctx context.Context, a Actor, accountID string) (map[string][]BudgetStatus, error) {
-	if _, err := s.account(ctx, a, accountID, ScopeKeysRead); err != nil {
+	if _, err := s.account(ctx, a, accountID, OpBudgetsRead); err != nil {
 		return nil, err
 	}
 	bs, err := s.opt.Store.KeysWithBudgets(ctx, accountID)
 	if err != nil {
 		return nil, s.fail(ctx, "key budgets", err)
+	}
+	if !a.may(OpKeysRead) && len(bs) > 0 { // only the keys the actor sees
+		keys, err := s.AccountKeys(ctx, a, accountID)
+		if err != nil {
+			return nil, err
+		}
+		bs = slices.DeleteFunc(bs, func(b store.Budget) bool {
+			return !slices.ContainsFunc(keys, func(k store.Key) bool { return k.ID == b.KeyID })
+		})
 	}
 	out := map[string][]BudgetStatus{}
 	if len(bs) == 0 {

@@ -18,6 +18,8 @@ import (
 // usage reads answer empty, but record the query they were asked). It keeps
 // none of the store's transactions or caps beyond what its methods say.
 type fakeStore struct {
+	// Members are not kept: the member rules are tested on SQLite.
+	store.Members
 	mu       sync.Mutex
 	accounts map[string]store.Account
 	keys     map[string]store.Key

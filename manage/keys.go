@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,14 +62,18 @@ func (s *Service) rules(cfg *config.Config) keyopts.Rules {
 	return r
 }
 
-// AccountKeys returns every key of an account, newest first.
+// AccountKeys returns the keys of an account the actor may see (every
+// key, or with keys.read.own only the actor's own), newest first.
 func (s *Service) AccountKeys(ctx context.Context, a Actor, accountID string) ([]store.Key, error) {
-	if _, err := s.account(ctx, a, accountID, ScopeKeysRead); err != nil {
+	if _, err := s.account(ctx, a, accountID, OpKeysReadOwn); err != nil {
 		return nil, err
 	}
 	keys, err := s.opt.Store.ListKeys(ctx, accountID)
 	if err != nil {
 		return nil, s.fail(ctx, "list keys", err)
+	}
+	if !a.may(OpKeysRead) {
+		keys = slices.DeleteFunc(keys, func(k store.Key) bool { return k.CreatedBy == "" || k.CreatedBy != a.MemberID })
 	}
 	return keys, nil
 }
@@ -123,10 +128,12 @@ func (s *Service) ListKeys(ctx context.Context, a Actor, f KeyFilter) (KeyPage, 
 	return page, nil
 }
 
-// key returns a key the actor may act on with scope; another account's key
-// is not found.
-func (s *Service) key(ctx context.Context, a Actor, id, scope string) (store.Key, error) {
-	if !a.can(scope) {
+// key returns a key the actor may do op on: a key of its account it may
+// see (every key with keys.read, its own with keys.read.own), and op on it
+// (keys.write: any key, or its own with keys.write.own). Another account's
+// key is not found.
+func (s *Service) key(ctx context.Context, a Actor, id string, op Op) (store.Key, error) {
+	if sc := opScope[op]; sc != "" && !a.can(sc) {
 		return store.Key{}, ErrScope
 	}
 	k, err := s.opt.Store.KeyByID(ctx, id)
@@ -139,19 +146,30 @@ func (s *Service) key(ctx context.Context, a Actor, id, scope string) (store.Key
 	if !a.Admin() && k.AccountID != a.AccountID {
 		return store.Key{}, ErrNotFound
 	}
+	own := a.MemberID != "" && k.CreatedBy == a.MemberID
+	switch {
+	case !a.may(OpKeysRead) && !(own && a.may(OpKeysReadOwn)):
+		return store.Key{}, ErrPermission
+	case op == OpKeysWrite:
+		if !a.may(OpKeysWrite) && !(own && a.may(OpKeysWriteOwn)) {
+			return store.Key{}, ErrPermission
+		}
+	case op != OpKeysRead && !a.may(op):
+		return store.Key{}, ErrPermission
+	}
 	return k, nil
 }
 
 // GetKey returns one key.
 func (s *Service) GetKey(ctx context.Context, a Actor, id string) (store.Key, error) {
-	return s.key(ctx, a, id, ScopeKeysRead)
+	return s.key(ctx, a, id, OpKeysRead)
 }
 
 // CreateKey creates a key for the account with the options of p (the same
 // rules as the dashboard's form and `tollgate key create`) and returns it
 // with its secret, which is never shown again.
 func (s *Service) CreateKey(ctx context.Context, a Actor, accountID string, p keyopts.Patch) (store.Key, string, error) {
-	acct, err := s.account(ctx, a, accountID, ScopeKeysWrite)
+	acct, err := s.account(ctx, a, accountID, OpKeysCreate)
 	if err != nil {
 		return store.Key{}, "", err
 	}
@@ -164,7 +182,7 @@ func (s *Service) CreateKey(ctx context.Context, a Actor, accountID string, p ke
 	if err != nil {
 		return store.Key{}, "", s.fail(ctx, "key secret", err)
 	}
-	k.AccountID, k.Hint = acct.ID, apikey.Hint(secret)
+	k.AccountID, k.Hint, k.CreatedBy = acct.ID, apikey.Hint(secret), a.MemberID
 	k, err = s.opt.Store.CreateKeyWithin(ctx, k, apikey.HashOf(secret), Limits(cfg).KeysPerAccount)
 	switch {
 	case errors.Is(err, store.ErrLimit):
@@ -207,13 +225,17 @@ func (s *Service) options(cfg *config.Config, acct store.Account, base *store.Ke
 func (s *Service) CheckKey(ctx context.Context, a Actor, accountID, keyID string, p keyopts.Patch) error {
 	var base *store.Key
 	if keyID != "" {
-		k, err := s.key(ctx, a, keyID, ScopeKeysWrite)
+		k, err := s.key(ctx, a, keyID, OpKeysWrite)
 		if err != nil {
 			return err
 		}
 		base, accountID = &k, k.AccountID
 	}
-	acct, err := s.account(ctx, a, accountID, ScopeKeysWrite)
+	op := OpKeysCreate
+	if base != nil {
+		op = OpKeysWriteOwn // the key's own check passed
+	}
+	acct, err := s.account(ctx, a, accountID, op)
 	if err != nil {
 		return err
 	}
@@ -267,11 +289,11 @@ func (s *Service) UpdateKey(ctx context.Context, a Actor, id, ifMatch string, p 
 // the version read; store.ErrConflict if it is not. It returns the key as
 // read and as written.
 func (s *Service) updateKey(ctx context.Context, a Actor, id, ifMatch string, p keyopts.Patch) (before, after store.Key, err error) {
-	k, err := s.key(ctx, a, id, ScopeKeysWrite)
+	k, err := s.key(ctx, a, id, OpKeysWrite)
 	if err != nil {
 		return store.Key{}, store.Key{}, err
 	}
-	acct, err := s.account(ctx, a, k.AccountID, ScopeKeysWrite)
+	acct, err := s.account(ctx, a, k.AccountID, OpKeysWriteOwn) // the key's own check passed
 	if err != nil {
 		return store.Key{}, store.Key{}, err
 	}
@@ -302,7 +324,7 @@ func (s *Service) updateKey(ctx context.Context, a Actor, id, ifMatch string, p 
 // DeleteKey deletes a key: its secret stops working at once; its usage
 // stays.
 func (s *Service) DeleteKey(ctx context.Context, a Actor, id string) error {
-	k, err := s.key(ctx, a, id, ScopeKeysWrite)
+	k, err := s.key(ctx, a, id, OpKeysWrite)
 	if err != nil {
 		return err
 	}
@@ -327,7 +349,7 @@ func (s *Service) RotateKey(ctx context.Context, a Actor, id string, grace time.
 	if grace < 0 || grace > MaxRotationGrace {
 		return store.Key{}, "", nil, oaierror.Invalid("invalid_request", "grace_seconds", "grace_seconds must be from 0 to 604800 (7 days).")
 	}
-	k, err := s.key(ctx, a, id, ScopeKeysWrite)
+	k, err := s.key(ctx, a, id, OpKeysWrite)
 	if err != nil {
 		return store.Key{}, "", nil, err
 	}

@@ -1,8 +1,9 @@
 // Package manage is the management service: the one door through which
 // accounts, API keys, management tokens and usage are read and written.
 // It owns the rules (key options and the plan, scopes, caps, who may do
-// what), the wire views of these objects, and the audit log of every
-// action. Its methods take typed inputs and return typed results and
+// what: the people of an account and the one table of what each role may
+// do, roles.go), the wire views of these objects, and the audit log of
+// every action, which names the person who acted. Its methods take typed inputs and return typed results and
 // errors (ErrNotFound, ErrScope, ...: OpenAI-shaped, so that every door
 // answers alike). The REST API (package manage/restapi) is its HTTP door;
 // the dashboard and the CLI call the Service directly. A serving process
@@ -31,13 +32,17 @@ import (
 
 // Scopes an account token may hold. An admin token may do everything.
 const (
-	ScopeKeysRead  = "keys:read"
-	ScopeKeysWrite = "keys:write"
-	ScopeUsageRead = "usage:read"
+	ScopeKeysRead  string = "keys:read"
+	ScopeKeysWrite string = "keys:write"
+	ScopeUsageRead string = "usage:read"
+	// ScopeMembersRead and ScopeMembersWrite read and manage the
+	// account's people and invitations.
+	ScopeMembersRead  string = "members:read"
+	ScopeMembersWrite string = "members:write"
 )
 
 // AllScopes are the scopes, in order.
-var AllScopes = []string{ScopeKeysRead, ScopeKeysWrite, ScopeUsageRead, ScopeWebhooksRead, ScopeWebhooksWrite}
+var AllScopes = []string{ScopeKeysRead, ScopeKeysWrite, ScopeUsageRead, ScopeWebhooksRead, ScopeWebhooksWrite, ScopeMembersRead, ScopeMembersWrite}
 
 // Audit log actions.
 const (
@@ -70,12 +75,30 @@ const (
 	ActorCLI   = "cli"
 )
 
+// Doors: how an actor came in, as the audit log names it.
+const (
+	DoorDashboard = "dashboard"
+	DoorAPI       = "api"
+	DoorCLI       = "cli"
+)
+
 // Actor is who makes a management call.
 type Actor struct {
-	// Kind is ActorToken, ActorUser (a dashboard session) or ActorCLI.
+	// Kind is the door: ActorToken (the REST API), ActorUser (a dashboard
+	// session) or ActorCLI.
 	Kind string
-	// ID is the token's id, or the signed-in account's; "" for the CLI.
+	// ID is the token's id, or the signed-in member's; "" for the CLI.
 	ID string
+	// MemberID is the person acting (the session's member, the token's
+	// maker); "" for none (the CLI, an admin token, an account token made
+	// before members).
+	MemberID string
+	// Role is the member's role, checked against Permissions; "" for no
+	// member (its scopes alone limit it).
+	Role string
+	// SSOSubject is the member's single sign-on subject when it signed in
+	// so.
+	SSOSubject string
 	// AccountID is the one account the actor may act for; "" means every
 	// account (an admin token, the CLI).
 	AccountID string
@@ -87,6 +110,17 @@ type Actor struct {
 
 // Admin reports whether the actor acts for every account.
 func (a Actor) Admin() bool { return a.AccountID == "" }
+
+// Door names the actor's door in the audit log.
+func (a Actor) Door() string {
+	switch a.Kind {
+	case ActorUser:
+		return DoorDashboard
+	case ActorToken:
+		return DoorAPI
+	}
+	return DoorCLI
+}
 
 func (a Actor) can(scope string) bool {
 	return a.Kind != ActorToken || a.Admin() || slices.Contains(a.Scopes, scope)
@@ -194,18 +228,55 @@ func (s *Service) Authenticate(ctx context.Context, secret, address string) (Act
 	case err != nil:
 		return Actor{}, s.fail(ctx, "token lookup", err)
 	}
-	return Actor{Kind: ActorToken, ID: t.ID, AccountID: t.AccountID, Scopes: t.Scopes, Address: address}, nil
+	a := Actor{Kind: ActorToken, ID: t.ID, AccountID: t.AccountID, Scopes: t.Scopes, Address: address}
+	if t.CreatedBy != "" {
+		// A member's token does what the member may do now, no more.
+		m, err := s.activeMember(ctx, t.CreatedBy)
+		if err != nil {
+			return Actor{}, err
+		}
+		a.MemberID, a.Role = m.ID, m.Role
+	}
+	return a, nil
 }
 
-// account checks that the actor may act on accountID with scope, and that
-// the account exists. An account the actor may not see is not found, so
-// that nothing tells whether it exists.
-func (s *Service) account(ctx context.Context, a Actor, accountID, scope string) (store.Account, error) {
-	if !a.can(scope) {
+// MemberActor is the actor a signed-in member is at door (ActorUser for a
+// dashboard session), with its current role; ErrUnauthorized when the
+// member is gone or suspended, so that its session ends at once.
+func (s *Service) MemberActor(ctx context.Context, memberID, door, address string) (Actor, error) {
+	m, err := s.activeMember(ctx, memberID)
+	if err != nil {
+		return Actor{}, err
+	}
+	return Actor{Kind: door, ID: m.ID, MemberID: m.ID, Role: m.Role, AccountID: m.AccountID, Address: address}, nil
+}
+
+// activeMember reads a member that may act; ErrUnauthorized otherwise.
+func (s *Service) activeMember(ctx context.Context, id string) (store.Member, error) {
+	m, err := s.opt.Store.MemberByID(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Member{}, ErrUnauthorized
+	case err != nil:
+		return store.Member{}, s.fail(ctx, "member lookup", err)
+	case !m.Active():
+		return store.Member{}, ErrUnauthorized
+	}
+	return m, nil
+}
+
+// account checks that the actor may do op on accountID (its token's
+// scope, then its role), and that the account exists. An account the
+// actor may not see is not found, so that nothing tells whether it exists.
+func (s *Service) account(ctx context.Context, a Actor, accountID string, op Op) (store.Account, error) {
+	if sc := opScope[op]; sc != "" && !a.can(sc) {
 		return store.Account{}, ErrScope
 	}
 	if !a.Admin() && accountID != a.AccountID {
 		return store.Account{}, ErrNotFound
+	}
+	if !a.may(op) {
+		return store.Account{}, ErrPermission
 	}
 	acct, err := s.opt.Store.AccountByID(ctx, accountID)
 	switch {
@@ -220,10 +291,7 @@ func (s *Service) account(ctx context.Context, a Actor, accountID, scope string)
 // audit records an action; a failure to record is logged, not returned
 // (the action is done).
 func (s *Service) audit(ctx context.Context, a Actor, accountID, action, target string) {
-	e := store.AuditEntry{AccountID: accountID, Actor: a.String(), Action: action, Target: target, Address: a.Address, At: s.opt.Now()}
-	if err := s.opt.Store.AddAudit(ctx, e); err != nil {
-		s.opt.Logger.ErrorContext(ctx, "manage: audit entry not recorded", "action", action, "target", target, "err", err)
-	}
+	s.auditWith(ctx, a, accountID, action, target, AuditDetail{})
 }
 
 // Limits are the configuration's, with the defaults for what it leaves 0

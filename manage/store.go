@@ -21,6 +21,25 @@ type Store interface {
 	Budgets
 	Teams
 	Webhooks
+	Members
+}
+
+// Members are the accounts' people and their invitations.
+type Members interface {
+	CreateMember(ctx context.Context, m store.Member) (store.Member, error)
+	MemberByID(ctx context.Context, id string) (store.Member, error)
+	MembersByEmail(ctx context.Context, email string) ([]store.Member, error)
+	MemberBySSO(ctx context.Context, issuer, subject string) (store.Member, error)
+	ListMembers(ctx context.Context, accountID string) ([]store.Member, error)
+	UpdateMember(ctx context.Context, id string, c store.MemberChange) (store.Member, error)
+	DeleteMember(ctx context.Context, id string) error
+	SetMemberPassword(ctx context.Context, id, passwordHash string) error
+	SetMemberSSO(ctx context.Context, id, issuer, subject string) (store.Member, error)
+	CreateInvitation(ctx context.Context, inv store.Invitation, hash apikey.Hash) (store.Invitation, error)
+	InvitationByHash(ctx context.Context, hash apikey.Hash, now time.Time) (store.Invitation, error)
+	ListInvitations(ctx context.Context, accountID string, now time.Time) ([]store.Invitation, error)
+	AcceptInvitation(ctx context.Context, hash apikey.Hash, m store.Member, now time.Time) (store.Member, error)
+	DeleteInvitation(ctx context.Context, id string) error
 }
 
 // Webhooks are the accounts' webhook endpoints, their deliveries, and the

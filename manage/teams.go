@@ -64,7 +64,7 @@ type TeamInput struct {
 
 // ListTeams are the account's teams, by name.
 func (s *Service) ListTeams(ctx context.Context, a Actor, accountID string) ([]store.Team, error) {
-	if _, err := s.account(ctx, a, accountID, ScopeKeysRead); err != nil {
+	if _, err := s.account(ctx, a, accountID, OpTeamsRead); err != nil {
 		return nil, err
 	}
 	ts, err := s.opt.Store.ListTeams(ctx, accountID)
@@ -76,13 +76,13 @@ func (s *Service) ListTeams(ctx context.Context, a Actor, accountID string) ([]s
 
 // GetTeam returns one team.
 func (s *Service) GetTeam(ctx context.Context, a Actor, id string) (store.Team, error) {
-	return s.team(ctx, a, id, ScopeKeysRead)
+	return s.team(ctx, a, id, OpTeamsRead)
 }
 
-// team returns a team the actor may act on with scope; another account's
+// team returns a team the actor may act on with op; another account's
 // team is not found.
-func (s *Service) team(ctx context.Context, a Actor, id, scope string) (store.Team, error) {
-	if !a.can(scope) {
+func (s *Service) team(ctx context.Context, a Actor, id string, op Op) (store.Team, error) {
+	if sc := opScope[op]; sc != "" && !a.can(sc) {
 		return store.Team{}, ErrScope
 	}
 	t, err := s.opt.Store.TeamByID(ctx, id)
@@ -95,13 +95,16 @@ func (s *Service) team(ctx context.Context, a Actor, id, scope string) (store.Te
 	if !a.Admin() && t.AccountID != a.AccountID {
 		return store.Team{}, ErrNotFound
 	}
+	if !a.may(op) {
+		return store.Team{}, ErrPermission
+	}
 	return t, nil
 }
 
 // CreateTeam makes a team of the account: a name unique in it, and a
 // model allow-list (nil: every model of the plan).
 func (s *Service) CreateTeam(ctx context.Context, a Actor, accountID string, in TeamInput) (store.Team, error) {
-	acct, err := s.account(ctx, a, accountID, ScopeKeysWrite)
+	acct, err := s.account(ctx, a, accountID, OpTeamsWrite)
 	if err != nil {
 		return store.Team{}, err
 	}
@@ -152,11 +155,11 @@ func (s *Service) teamFields(acct store.Account, t *store.Team, in TeamInput) er
 // would leave out a model one of its keys lists is refused: narrow the
 // key's list first.
 func (s *Service) UpdateTeam(ctx context.Context, a Actor, id string, in TeamInput) (store.Team, error) {
-	t, err := s.team(ctx, a, id, ScopeKeysWrite)
+	t, err := s.team(ctx, a, id, OpTeamsWrite)
 	if err != nil {
 		return store.Team{}, err
 	}
-	acct, err := s.account(ctx, a, t.AccountID, ScopeKeysWrite)
+	acct, err := s.account(ctx, a, t.AccountID, OpTeamsWrite)
 	if err != nil {
 		return store.Team{}, err
 	}
@@ -202,7 +205,7 @@ func (s *Service) UpdateTeam(ctx context.Context, a Actor, id string, in TeamInp
 
 // DeleteTeam deletes a team with no keys, and its budgets.
 func (s *Service) DeleteTeam(ctx context.Context, a Actor, id string) error {
-	t, err := s.team(ctx, a, id, ScopeKeysWrite)
+	t, err := s.team(ctx, a, id, OpTeamsWrite)
 	if err != nil {
 		return err
 	}
@@ -223,13 +226,13 @@ func (s *Service) DeleteTeam(ctx context.Context, a Actor, id string) error {
 // of its team (""). A key whose allow-list names a model the team's does
 // not is refused: its list must be a subset of the team's.
 func (s *Service) SetKeyTeam(ctx context.Context, a Actor, keyID, teamID string) (store.Key, error) {
-	k, err := s.key(ctx, a, keyID, ScopeKeysWrite)
+	k, err := s.key(ctx, a, keyID, OpTeamsWrite)
 	if err != nil {
 		return store.Key{}, err
 	}
 	var t store.Team
 	if teamID != "" {
-		if t, err = s.team(ctx, a, teamID, ScopeKeysWrite); err != nil {
+		if t, err = s.team(ctx, a, teamID, OpTeamsWrite); err != nil {
 			return store.Key{}, err
 		}
 		if t.AccountID != k.AccountID {
@@ -255,7 +258,7 @@ func (s *Service) SetKeyTeam(ctx context.Context, a Actor, keyID, teamID string)
 
 // TeamBudgets reads a team's budgets with their current windows.
 func (s *Service) TeamBudgets(ctx context.Context, a Actor, teamID string) (BudgetReport, error) {
-	t, err := s.team(ctx, a, teamID, ScopeKeysRead)
+	t, err := s.team(ctx, a, teamID, OpBudgetsRead)
 	if err != nil {
 		return BudgetReport{}, err
 	}
@@ -264,7 +267,7 @@ func (s *Service) TeamBudgets(ctx context.Context, a Actor, teamID string) (Budg
 
 // SetTeamBudgets replaces a team's budgets (none removes them all).
 func (s *Service) SetTeamBudgets(ctx context.Context, a Actor, teamID string, budgets []store.Budget) (BudgetReport, error) {
-	t, err := s.team(ctx, a, teamID, ScopeKeysWrite)
+	t, err := s.team(ctx, a, teamID, OpBudgetsWrite)
 	if err != nil {
 		return BudgetReport{}, err
 	}
@@ -292,7 +295,7 @@ func (s *Service) SetTeamBudgets(ctx context.Context, a Actor, teamID string, bu
 // form that sets a key's options and its team asks it before it writes
 // either.
 func (s *Service) CheckKeyTeam(ctx context.Context, a Actor, accountID, teamID string, models []string) error {
-	t, err := s.team(ctx, a, teamID, ScopeKeysWrite)
+	t, err := s.team(ctx, a, teamID, OpTeamsWrite)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,9 @@ func (a Actor) canManageTokens(accountID string) error {
 	case a.Admin():
 		return nil
 	case a.Kind == ActorUser && a.AccountID == accountID:
+		if !a.may(OpTokensOwn) {
+			return ErrPermission
+		}
 		return nil
 	case a.Kind == ActorUser:
 		return ErrNotFound
@@ -54,7 +57,7 @@ func (s *Service) CreateToken(ctx context.Context, a Actor, r TokenRequest) (sto
 	}
 	scopes := slices.Clone(AllScopes)
 	if r.AccountID != "" {
-		if _, err := s.account(ctx, a, r.AccountID, ""); err != nil {
+		if _, err := s.account(ctx, a, r.AccountID, OpTokensOwn); err != nil {
 			return store.ManagementToken{}, "", err
 		}
 		if len(r.Scopes) == 0 {
@@ -64,6 +67,9 @@ func (s *Service) CreateToken(ctx context.Context, a Actor, r TokenRequest) (sto
 		for _, sc := range r.Scopes {
 			if !slices.Contains(AllScopes, sc) {
 				return store.ManagementToken{}, "", oaierror.Invalid("invalid_request", "scopes", fmt.Sprintf("%q is not a scope: use %s.", oaierror.Clip(sc, 40), strings.Join(AllScopes, ", ")))
+			}
+			if a.Role != "" && !roleHasScope(a.Role, sc) {
+				return store.ManagementToken{}, "", ErrPermission.With(fmt.Sprintf("A token cannot do more than the %s who makes it: %s is beyond the role.", a.Role, sc), "scopes")
 			}
 			if !slices.Contains(scopes, sc) {
 				scopes = append(scopes, sc)
@@ -80,7 +86,7 @@ func (s *Service) CreateToken(ctx context.Context, a Actor, r TokenRequest) (sto
 	}
 	most := Limits(s.opt.Config()).TokensPerAccount
 	t, err := s.opt.Store.CreateTokenWithin(ctx, store.ManagementToken{AccountID: r.AccountID, Name: r.Name, Scopes: scopes,
-		Hint: apikey.TokenHint(secret), ExpiresAt: r.ExpiresAt}, apikey.HashOf(secret), most)
+		Hint: apikey.TokenHint(secret), ExpiresAt: r.ExpiresAt, CreatedBy: a.MemberID}, apikey.HashOf(secret), most)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return store.ManagementToken{}, "", ErrNotFound
@@ -95,19 +101,25 @@ func (s *Service) CreateToken(ctx context.Context, a Actor, r TokenRequest) (sto
 }
 
 // ListTokens lists an account's live tokens ("" for the admin tokens, which
-// only an admin sees).
+// only an admin sees): every one with tokens.all, else the actor's own.
 func (s *Service) ListTokens(ctx context.Context, a Actor, accountID string) ([]store.ManagementToken, error) {
 	if accountID == "" && !a.Admin() {
 		return nil, ErrAdminOnly
 	}
 	if accountID != "" {
-		if _, err := s.account(ctx, a, accountID, ScopeKeysRead); err != nil {
+		if _, err := s.account(ctx, a, accountID, OpTokensOwn); err != nil {
 			return nil, err
+		}
+		if !a.can(ScopeKeysRead) {
+			return nil, ErrScope
 		}
 	}
 	tokens, err := s.opt.Store.ListTokens(ctx, accountID)
 	if err != nil {
 		return nil, s.fail(ctx, "list tokens", err)
+	}
+	if !a.may(OpTokensAll) {
+		tokens = slices.DeleteFunc(tokens, func(t store.ManagementToken) bool { return t.CreatedBy != a.MemberID })
 	}
 	return tokens, nil
 }
@@ -126,6 +138,9 @@ func (s *Service) RevokeToken(ctx context.Context, a Actor, id string) error {
 	}
 	if err := a.canManageTokens(t.AccountID); err != nil {
 		return err
+	}
+	if !a.may(OpTokensAll) && t.CreatedBy != a.MemberID {
+		return ErrPermission
 	}
 	switch err := s.opt.Store.RevokeToken(ctx, id); {
 	case errors.Is(err, store.ErrNotFound):
@@ -157,7 +172,7 @@ func (s *Service) ListAuditWhere(ctx context.Context, a Actor, accountID string,
 		return AuditPage{}, ErrAdminOnly
 	}
 	if accountID != "" {
-		if _, err := s.account(ctx, a, accountID, ScopeKeysRead); err != nil {
+		if _, err := s.account(ctx, a, accountID, OpAuditRead); err != nil {
 			return AuditPage{}, err
 		}
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -117,13 +119,13 @@ func (s *Service) usageQuery(ctx context.Context, a Actor, r UsageRequest) (stor
 // for, if the actor may read it.
 func (s *Service) usageOwner(ctx context.Context, a Actor, r UsageRequest) (store.UsageQuery, error) {
 	if r.KeyID == "" {
-		acct, err := s.account(ctx, a, r.AccountID, ScopeUsageRead)
+		acct, err := s.account(ctx, a, r.AccountID, OpUsageRead)
 		if err != nil {
 			return store.UsageQuery{}, err
 		}
 		return store.UsageQuery{AccountID: acct.ID}, nil
 	}
-	k, err := s.key(ctx, a, r.KeyID, ScopeUsageRead)
+	k, err := s.key(ctx, a, r.KeyID, OpUsageRead)
 	switch {
 	case errors.Is(err, ErrNotFound) && r.OrDeleted && a.Admin() && r.AccountID == "":
 		return store.UsageQuery{KeyID: r.KeyID}, nil
@@ -213,7 +215,8 @@ func (s *Service) UsageErrors(ctx context.Context, a Actor, r UsageRequest) ([]s
 }
 
 // KeyTotals sums an account's usage r selects per key (keys without
-// usage are absent).
+// usage are absent; with keys.read.own only, so are the keys the actor
+// may not see).
 func (s *Service) KeyTotals(ctx context.Context, a Actor, r UsageRequest) (map[string]store.KeyTotal, error) {
 	r.KeyID = ""
 	q, err := s.usageQuery(ctx, a, r)
@@ -223,6 +226,15 @@ func (s *Service) KeyTotals(ctx context.Context, a Actor, r UsageRequest) (map[s
 	totals, err := s.opt.Store.KeyTotals(ctx, q)
 	if err != nil {
 		return nil, s.fail(ctx, "key totals", err)
+	}
+	if !a.may(OpKeysRead) {
+		keys, err := s.AccountKeys(ctx, a, q.AccountID)
+		if err != nil {
+			return nil, err
+		}
+		maps.DeleteFunc(totals, func(id string, _ store.KeyTotal) bool {
+			return !slices.ContainsFunc(keys, func(k store.Key) bool { return k.ID == id })
+		})
 	}
 	return totals, nil
 }

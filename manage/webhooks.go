@@ -22,8 +22,8 @@ import (
 
 // Scopes of the webhooks.
 const (
-	ScopeWebhooksRead  = "webhooks:read"
-	ScopeWebhooksWrite = "webhooks:write"
+	ScopeWebhooksRead  string = "webhooks:read"
+	ScopeWebhooksWrite string = "webhooks:write"
 )
 
 // Audit log actions of the webhooks.
@@ -88,7 +88,7 @@ func (s *Service) CheckWebhookRequest(r WebhookRequest) error {
 // CreateWebhook adds an enabled endpoint and returns it with its signing
 // secret, shown this once (it is kept sealed, to sign with).
 func (s *Service) CreateWebhook(ctx context.Context, a Actor, r WebhookRequest) (store.WebhookEndpoint, string, error) {
-	if _, err := s.account(ctx, a, r.AccountID, ScopeWebhooksWrite); err != nil {
+	if _, err := s.account(ctx, a, r.AccountID, OpWebhooksWrite); err != nil {
 		return store.WebhookEndpoint{}, "", err
 	}
 	if err := s.CheckWebhookRequest(r); err != nil {
@@ -119,9 +119,9 @@ func (s *Service) CreateWebhook(ctx context.Context, a Actor, r WebhookRequest) 
 
 // webhook reads an endpoint the actor may act on with scope (the scope
 // is checked first: without it, nothing is told).
-func (s *Service) webhook(ctx context.Context, a Actor, id, scope string) (store.WebhookEndpoint, error) {
-	if !a.can(scope) {
-		return store.WebhookEndpoint{}, ErrScope
+func (s *Service) webhook(ctx context.Context, a Actor, id string, op Op) (store.WebhookEndpoint, error) {
+	if err := a.Check(op); err != nil {
+		return store.WebhookEndpoint{}, err
 	}
 	w, err := s.opt.Store.WebhookByID(ctx, id)
 	switch {
@@ -137,12 +137,12 @@ func (s *Service) webhook(ctx context.Context, a Actor, id, scope string) (store
 
 // GetWebhook reads an endpoint.
 func (s *Service) GetWebhook(ctx context.Context, a Actor, id string) (store.WebhookEndpoint, error) {
-	return s.webhook(ctx, a, id, ScopeWebhooksRead)
+	return s.webhook(ctx, a, id, OpWebhooksRead)
 }
 
 // ListWebhooks lists the account's endpoints, newest first.
 func (s *Service) ListWebhooks(ctx context.Context, a Actor, accountID string) ([]store.WebhookEndpoint, error) {
-	if _, err := s.account(ctx, a, accountID, ScopeWebhooksRead); err != nil {
+	if _, err := s.account(ctx, a, accountID, OpWebhooksRead); err != nil {
 		return nil, err
 	}
 	ws, err := s.opt.Store.ListWebhooks(ctx, accountID)
@@ -155,7 +155,7 @@ func (s *Service) ListWebhooks(ctx context.Context, a Actor, accountID string) (
 // SetWebhookEnabled switches an endpoint on or off; a disabled one gets
 // no new events, and its pending deliveries wait.
 func (s *Service) SetWebhookEnabled(ctx context.Context, a Actor, id string, enabled bool) (store.WebhookEndpoint, error) {
-	if _, err := s.webhook(ctx, a, id, ScopeWebhooksWrite); err != nil {
+	if _, err := s.webhook(ctx, a, id, OpWebhooksWrite); err != nil {
 		return store.WebhookEndpoint{}, err
 	}
 	w, err := s.opt.Store.SetWebhookEnabled(ctx, id, enabled)
@@ -175,7 +175,7 @@ func (s *Service) SetWebhookEnabled(ctx context.Context, a Actor, id string, ena
 
 // DeleteWebhook removes an endpoint and its delivery log.
 func (s *Service) DeleteWebhook(ctx context.Context, a Actor, id string) error {
-	w, err := s.webhook(ctx, a, id, ScopeWebhooksWrite)
+	w, err := s.webhook(ctx, a, id, OpWebhooksWrite)
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func (s *Service) DeleteWebhook(ctx context.Context, a Actor, id string) error {
 // tried once. ErrWebhookTestPending while the endpoint's last ping is not
 // sent yet.
 func (s *Service) TestWebhook(ctx context.Context, a Actor, id string) (store.AlertEvent, error) {
-	w, err := s.webhook(ctx, a, id, ScopeWebhooksWrite)
+	w, err := s.webhook(ctx, a, id, OpWebhooksWrite)
 	if err != nil {
 		return store.AlertEvent{}, err
 	}
@@ -222,7 +222,7 @@ func (s *Service) TestWebhook(ctx context.Context, a Actor, id string) (store.Al
 
 // WebhookDeliveries lists an endpoint's deliveries, newest first.
 func (s *Service) WebhookDeliveries(ctx context.Context, a Actor, id string, limit int) ([]store.AlertDelivery, error) {
-	if _, err := s.webhook(ctx, a, id, ScopeWebhooksRead); err != nil {
+	if _, err := s.webhook(ctx, a, id, OpWebhooksRead); err != nil {
 		return nil, err
 	}
 	ds, err := s.opt.Store.WebhookDeliveries(ctx, id, limit)
@@ -242,6 +242,9 @@ const maxLowBalance = maxCredit
 func (s *Service) SetLowBalanceThreshold(ctx context.Context, a Actor, accountID string, threshold *money.Nanos) (store.Account, error) {
 	if !a.Admin() && !(a.Kind == ActorUser && a.AccountID == accountID) {
 		return store.Account{}, ErrAdminOnly
+	}
+	if !a.may(OpBalanceWrite) {
+		return store.Account{}, ErrPermission
 	}
 	if err := s.checkLowBalance(threshold); err != nil {
 		return store.Account{}, err

@@ -36,8 +36,14 @@ func (s *sqlStore) CreateAccount(ctx context.Context, a Account) (Account, error
 			VALUES ($1, $2, $3, $4, $5)
 			RETURNING `+accountColumns,
 			id, a.Email, a.Plan, int64(a.Balance), dbTime(s.now())))
-		if err != nil || out.Balance == 0 {
+		if err != nil {
 			return err
+		}
+		if _, err := s.insertMember(ctx, q, OwnerMemberID(id), Member{AccountID: id, Email: a.Email, Role: RoleOwner}, out.CreatedAt); err != nil {
+			return fmt.Errorf("owner member: %w", err)
+		}
+		if out.Balance == 0 {
+			return nil
 		}
 		return s.addBalanceChange(ctx, q, out, BalanceOpening, out.Balance, out.CreatedAt)
 	})

@@ -14,18 +14,7 @@ import (
 func TestTheEndpointMigrationMakesEarlierUsageChatsAndKeepsItsRollups(t *testing.T) {
 	db := openTestSQLite(t)
 	ctx := t.Context()
-	ms, err := loadMigrations(dialectSQLite)
-	require.NoError(t, err)
-	var endpoint migration
-	for _, m := range ms {
-		if m.name == "0024_usage_endpoint" {
-			endpoint = m
-			break
-		}
-		_, err := db.write().exec(ctx, m.sql)
-		require.NoError(t, err, m.name)
-	}
-	require.NotEmpty(t, endpoint.sql)
+	endpoint := migrateUpTo(t, db, "0024_usage_endpoint")
 	hour := time.Date(2026, 4, 1, 10, 0, 0, 0, time.UTC)
 	for _, q := range []string{
 		`INSERT INTO accounts (id, email, plan, balance_nanos, created_at) VALUES ('acct_a', 'a@example.com', 'pro', 1000000000, $1)`,
@@ -38,7 +27,7 @@ func TestTheEndpointMigrationMakesEarlierUsageChatsAndKeepsItsRollups(t *testing
 		_, err := db.write().exec(ctx, q, dbTime(hour))
 		require.NoError(t, err)
 	}
-	_, err = db.write().exec(ctx, endpoint.sql)
+	_, err := db.write().exec(ctx, endpoint.sql)
 	require.NoError(t, err)
 
 	s := &sqlStore{db: db, now: time.Now}

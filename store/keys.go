@@ -12,7 +12,7 @@ import (
 )
 
 const keyColumns = `id, account_id, description, rate_limit_rpm, ip_restrictions, models,
-	expires_at, enabled, hint, created_at, last_used_at, version, tpm_limit, tokens_per_day,
+	expires_at, enabled, hint, created_at, last_used_at, version, tpm_limit, tokens_per_day, created_by,
 	team_id, (SELECT teams.models FROM teams WHERE teams.id = keys.team_id)`
 
 func scanKey(row scanner) (Key, error) {
@@ -21,11 +21,13 @@ func scanKey(row scanner) (Key, error) {
 		rpm          *int64
 		ips          string
 		models       *string
+		by           *string
 		team, tmodel *string
 	)
 	err := row.Scan(&k.ID, &k.AccountID, &k.Description, &rpm, &ips, &models,
-		&k.ExpiresAt, &k.Enabled, &k.Hint, &k.CreatedAt, &k.LastUsedAt, &k.Version, &k.TPMLimit, &k.TokensPerDay,
+		&k.ExpiresAt, &k.Enabled, &k.Hint, &k.CreatedAt, &k.LastUsedAt, &k.Version, &k.TPMLimit, &k.TokensPerDay, &by,
 		&team, &tmodel)
+	k.CreatedBy = deref(by)
 	if err != nil {
 		return Key{}, err
 	}
@@ -99,7 +101,7 @@ func (s *sqlStore) CreateKeyWithin(ctx context.Context, k Key, hash apikey.Hash,
 	if err != nil {
 		return Key{}, fmt.Errorf("store: create key: %w", err)
 	}
-	args := append([]any{id, k.AccountID, hash[:], k.Hint, dbTime(s.now())}, opts...)
+	args := append(append([]any{id, k.AccountID, hash[:], k.Hint, dbTime(s.now())}, opts...), nullable(k.CreatedBy))
 	var out Key
 	err = s.changeTx(ctx, Change{Kind: ChangeKey, ID: id}, func(q querier) error {
 		if err := s.underCap(ctx, q, k.AccountID, `SELECT COUNT(*) FROM keys WHERE account_id = $1 AND deleted_at IS NULL`, limit); err != nil {
@@ -108,8 +110,8 @@ func (s *sqlStore) CreateKeyWithin(ctx context.Context, k Key, hash apikey.Hash,
 		var err error
 		out, err = scanKey(q.queryRow(ctx,
 			`INSERT INTO keys (id, account_id, secret_hash, hint, created_at,
-				description, rate_limit_rpm, ip_restrictions, models, expires_at, enabled, tpm_limit, tokens_per_day)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+				description, rate_limit_rpm, ip_restrictions, models, expires_at, enabled, tpm_limit, tokens_per_day, created_by)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 			RETURNING `+keyColumns,
 			args...))
 		return err

@@ -31,6 +31,10 @@ type ManagementToken struct {
 	CreatedAt time.Time
 	// ExpiresAt is nil for never; the token stops working at this instant.
 	ExpiresAt *time.Time
+	// CreatedBy is the member who made the token, "" for none (the CLI, an
+	// admin token, tokens of before members): a member's token may never
+	// do more than the member's role, and ends with the member.
+	CreatedBy string
 }
 
 // Admin reports whether the token acts for every account.
@@ -41,8 +45,16 @@ type AuditEntry struct {
 	ID string
 	// AccountID is the account acted on, "" for none.
 	AccountID string
-	// Actor is who acted: "token:<id>", "user:<account id>" or "cli".
+	// Actor is who acted: "token:<id>", "user:<member id>" (a dashboard
+	// session; "user:<account id>" before members) or "cli".
 	Actor string
+	// MemberID is the person who acted, "" for none (the CLI, an admin
+	// token, entries of before members); SSOSubject is its single sign-on
+	// subject when it signed in so.
+	MemberID, SSOSubject string
+	// Door is how the actor came in: "dashboard", "api" or "cli" ("" for
+	// entries of before).
+	Door string
 	// Action names what was done: "key.create", "token.revoke"…
 	Action string
 	// Target is the id of the object acted on.
@@ -59,27 +71,31 @@ type AuditEntry struct {
 // MaxAuditDetail bounds an audit entry's Detail; AddAudit refuses more.
 const MaxAuditDetail = 4096
 
-// AuditFilter narrows ListAuditWhere: one action ("" for any) and a range
-// of times [From, To) (a zero bound is open).
+// AuditFilter narrows ListAuditWhere: one action ("" for any), a range
+// of times [From, To) (a zero bound is open) and one member.
 type AuditFilter struct {
 	Action   string
 	From, To time.Time
+	// MemberID selects one person's entries ("" for anyone's).
+	MemberID string
 }
 
 // MaxAuditEntries bounds one ListAudit call.
 const MaxAuditEntries = 1000
 
-const tokenColumns = `id, account_id, name, scopes, hint, created_at, expires_at`
+const tokenColumns = `id, account_id, name, scopes, hint, created_at, expires_at, created_by`
 
 func scanToken(row scanner) (ManagementToken, error) {
 	var (
 		t       ManagementToken
 		account *string
 		scopes  string
+		by      *string
 	)
-	if err := row.Scan(&t.ID, &account, &t.Name, &scopes, &t.Hint, &t.CreatedAt, &t.ExpiresAt); err != nil {
+	if err := row.Scan(&t.ID, &account, &t.Name, &scopes, &t.Hint, &t.CreatedAt, &t.ExpiresAt, &by); err != nil {
 		return ManagementToken{}, err
 	}
+	t.CreatedBy = deref(by)
 	if account != nil {
 		t.AccountID = *account
 	}
@@ -115,10 +131,10 @@ func (s *sqlStore) CreateTokenWithin(ctx context.Context, t ManagementToken, has
 		}
 		var err error
 		out, err = scanToken(q.queryRow(ctx,
-			`INSERT INTO management_tokens (id, account_id, name, scopes, secret_hash, hint, created_at, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			`INSERT INTO management_tokens (id, account_id, name, scopes, secret_hash, hint, created_at, expires_at, created_by)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 			RETURNING `+tokenColumns,
-			id, nullable(t.AccountID), t.Name, strings.Join(t.Scopes, " "), hash[:], t.Hint, dbTime(s.now()), dbTimePtr(t.ExpiresAt)))
+			id, nullable(t.AccountID), t.Name, strings.Join(t.Scopes, " "), hash[:], t.Hint, dbTime(s.now()), dbTimePtr(t.ExpiresAt), nullable(t.CreatedBy)))
 		return err
 	})
 	if err != nil {
@@ -222,8 +238,10 @@ func (s *sqlStore) AddAudit(ctx context.Context, e AuditEntry) error {
 		return fmt.Errorf("store: add audit: detail of %d bytes exceeds %d", len(e.Detail), MaxAuditDetail)
 	}
 	_, err = s.db.write().exec(ctx,
-		`INSERT INTO audit_log (id, account_id, actor, action, target, address, at, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		id, nullable(e.AccountID), e.Actor, e.Action, e.Target, e.Address, dbTime(at), nullable(e.Detail))
+		`INSERT INTO audit_log (id, account_id, actor, action, target, address, at, detail, member_id, sso_subject, door)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		id, nullable(e.AccountID), e.Actor, e.Action, e.Target, e.Address, dbTime(at), nullable(e.Detail),
+		nullable(e.MemberID), nullable(e.SSOSubject), nullable(e.Door))
 	if err != nil {
 		return fmt.Errorf("store: add audit: %w", err)
 	}
@@ -238,7 +256,8 @@ func (s *sqlStore) ListAuditWhere(ctx context.Context, accountID string, f Audit
 	if limit <= 0 || limit > MaxAuditEntries {
 		limit = MaxAuditEntries
 	}
-	q := `SELECT id, account_id, actor, action, target, address, at, COALESCE(detail, '') FROM audit_log WHERE `
+	q := `SELECT id, account_id, actor, action, target, address, at, COALESCE(detail, ''),
+		COALESCE(member_id, ''), COALESCE(sso_subject, ''), COALESCE(door, '') FROM audit_log WHERE `
 	var args []any
 	if accountID == "" {
 		q += `account_id IS NULL`
@@ -255,6 +274,10 @@ func (s *sqlStore) ListAuditWhere(ctx context.Context, accountID string, f Audit
 		args = append(args, f.Action)
 		q += fmt.Sprintf(` AND action = $%d`, len(args))
 	}
+	if f.MemberID != "" {
+		args = append(args, f.MemberID)
+		q += fmt.Sprintf(` AND member_id = $%d`, len(args))
+	}
 	if !f.From.IsZero() {
 		args = append(args, dbTime(f.From))
 		q += fmt.Sprintf(` AND at >= $%d`, len(args))
@@ -270,7 +293,7 @@ func (s *sqlStore) ListAuditWhere(ctx context.Context, accountID string, f Audit
 			e       AuditEntry
 			account *string
 		)
-		if err := row.Scan(&e.ID, &account, &e.Actor, &e.Action, &e.Target, &e.Address, &e.At, &e.Detail); err != nil {
+		if err := row.Scan(&e.ID, &account, &e.Actor, &e.Action, &e.Target, &e.Address, &e.At, &e.Detail, &e.MemberID, &e.SSOSubject, &e.Door); err != nil {
 			return err
 		}
 		if account != nil {

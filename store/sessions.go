@@ -23,6 +23,10 @@ func (s *sqlStore) SetPassword(ctx context.Context, accountID, passwordHash stri
 		if n == 0 {
 			return ErrNotFound
 		}
+		// The account's password is its first owner's.
+		if _, err := q.exec(ctx, `UPDATE members SET password_hash = $2 WHERE id = $1`, OwnerMemberID(accountID), passwordHash); err != nil {
+			return fmt.Errorf("owner's password: %w", err)
+		}
 		if _, err := q.exec(ctx, `DELETE FROM sessions WHERE account_id = $1`, accountID); err != nil {
 			return fmt.Errorf("delete sessions: %w", err)
 		}
@@ -59,8 +63,8 @@ func (s *sqlStore) CreateSession(ctx context.Context, hash apikey.Hash, sess Ses
 		return fmt.Errorf("store: create session: expiry %v is not after creation %v", expires, created)
 	}
 	_, err := s.db.write().exec(ctx,
-		`INSERT INTO sessions (secret_hash, account_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
-		hash[:], sess.AccountID, created, expires)
+		`INSERT INTO sessions (secret_hash, account_id, created_at, expires_at, member_id) VALUES ($1, $2, $3, $4, $5)`,
+		hash[:], sess.AccountID, created, expires, nullable(sess.MemberID))
 	if err != nil {
 		return fmt.Errorf("store: create session: %w", err)
 	}
@@ -68,10 +72,14 @@ func (s *sqlStore) CreateSession(ctx context.Context, hash apikey.Hash, sess Ses
 }
 
 func (s *sqlStore) SessionByHash(ctx context.Context, hash apikey.Hash, now time.Time) (Session, error) {
-	var sess Session
+	var (
+		sess   Session
+		member *string
+	)
 	err := s.db.read().queryRow(ctx,
-		`SELECT account_id, created_at, expires_at FROM sessions WHERE secret_hash = $1 AND expires_at > $2`,
-		hash[:], dbTime(now)).Scan(&sess.AccountID, &sess.CreatedAt, &sess.ExpiresAt)
+		`SELECT account_id, created_at, expires_at, member_id FROM sessions WHERE secret_hash = $1 AND expires_at > $2`,
+		hash[:], dbTime(now)).Scan(&sess.AccountID, &sess.CreatedAt, &sess.ExpiresAt, &member)
+	sess.MemberID = deref(member)
 	if err != nil {
 		return Session{}, fmt.Errorf("store: session by hash: %w", err)
 	}

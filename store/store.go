@@ -90,6 +90,10 @@ type Key struct {
 	// admission checks beside Models.
 	TeamID     string
 	TeamModels []string
+	// CreatedBy is the member who made the key, "" for none (the CLI, an
+	// admin token, keys of before members). CreateKey stores it; it never
+	// changes.
+	CreatedBy string
 	// GraceUntil is set only by KeyByHash, when the secret given is the
 	// one a rotation replaced: it works until this instant, not after.
 	GraceUntil *time.Time
@@ -271,6 +275,9 @@ type UsageSummary struct {
 // Session is a signed-in dashboard session. Only the hash of its secret (the cookie value) is stored.
 type Session struct {
 	AccountID string
+	// MemberID is the member signed in; "" for a session made without one
+	// (CreateSession with none).
+	MemberID  string
 	CreatedAt time.Time
 	ExpiresAt time.Time
 }
@@ -325,7 +332,10 @@ const (
 type Store interface {
 	// Alerts are the webhook endpoints and the alert outbox (alerts.go).
 	Alerts
-	// CreateAccount stores a new account; ID and CreatedAt are assigned.
+	// Members are the accounts' people and invitations (members.go).
+	Members
+	// CreateAccount stores a new account and its owner member (of the
+	// account's email, id OwnerMemberID); ID and CreatedAt are assigned.
 	// ErrConflict if the email is taken.
 	CreateAccount(ctx context.Context, a Account) (Account, error)
 	AccountByEmail(ctx context.Context, email string) (Account, error)
@@ -482,9 +492,10 @@ type Store interface {
 	// zone it replaced.
 	SetAccountTimezone(ctx context.Context, accountID, tz string) (string, error)
 
-	// SetPassword stores the encoded hash of the account's dashboard password,
-	// replacing any, and deletes the account's sessions in the same
-	// transaction (a new password signs the account out everywhere).
+	// SetPassword stores the encoded hash of the account's dashboard password
+	// (its owner member's, OwnerMemberID), replacing any, and deletes the
+	// account's sessions in the same transaction (a new password signs the
+	// account out everywhere).
 	// ErrNotFound if there is no such account.
 	SetPassword(ctx context.Context, accountID, passwordHash string) error
 	// PasswordHash returns the account's encoded password hash; ErrNotFound

@@ -149,6 +149,12 @@ func (api *API) routes() []route {
 		{"DELETE /api/v1/webhooks/{id}", api.deleteWebhook},
 		{"POST /api/v1/webhooks/{id}/test", api.testWebhook},
 		{"GET /api/v1/webhooks/{id}/deliveries", api.webhookDeliveries},
+		{"GET /api/v1/accounts/{id}/members", api.listMembers},
+		{"PATCH /api/v1/accounts/{id}/members/{member_id}", api.patchMember},
+		{"DELETE /api/v1/accounts/{id}/members/{member_id}", api.deleteMember},
+		{"GET /api/v1/accounts/{id}/invitations", api.listInvitations},
+		{"POST /api/v1/accounts/{id}/invitations", api.createInvitation},
+		{"DELETE /api/v1/accounts/{id}/invitations/{invitation_id}", api.deleteInvitation},
 	}
 }
 
@@ -687,6 +693,11 @@ type auditJSON struct {
 	At        time.Time `json:"at"`
 	// Detail is what the action changed, when it was recorded.
 	Detail *manage.AuditDetail `json:"detail,omitempty"`
+	// MemberID is the person who acted, SSOSubject its single sign-on
+	// subject when it signed in so; Door how it came in.
+	MemberID   *string `json:"member_id"`
+	SSOSubject *string `json:"sso_subject"`
+	Door       *string `json:"door"`
 }
 
 func (api *API) listAudit(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
@@ -699,7 +710,7 @@ func (api *API) listAudit(w http.ResponseWriter, r *http.Request, a manage.Actor
 	if err != nil {
 		return err
 	}
-	f := store.AuditFilter{Action: q.Get("action")}
+	f := store.AuditFilter{Action: q.Get("action"), MemberID: q.Get("member_id")}
 	if q.Has("action") && !auditActionRE.MatchString(f.Action) {
 		return oaierror.Invalid("invalid_request", "action", "action must be an action's name, such as key.update.")
 	}
@@ -712,7 +723,8 @@ func (api *API) listAudit(w http.ResponseWriter, r *http.Request, a manage.Actor
 	}
 	views := make([]auditJSON, len(page.Entries))
 	for i, e := range page.Entries {
-		views[i] = auditJSON{ID: e.ID, Object: "audit_entry", Actor: e.Actor, Action: e.Action, Target: e.Target, Address: e.Address, At: e.At}
+		views[i] = auditJSON{ID: e.ID, Object: "audit_entry", Actor: e.Actor, Action: e.Action, Target: e.Target, Address: e.Address, At: e.At,
+			MemberID: manage.OrNull(e.MemberID), SSOSubject: manage.OrNull(e.SSOSubject), Door: manage.OrNull(e.Door)}
 		if d, ok := manage.ParseAuditDetail(e.Detail); ok {
 			views[i].Detail = &d
 		}

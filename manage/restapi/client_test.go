@@ -99,7 +99,7 @@ func TestTheGeneratedClientDrivesEveryEndpoint(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, got.JSON200)
 	assert.Equal(t, "team@example.com", got.JSON200.Email)
-	scopes := []apiclient.TokenCreateScopes{manage.ScopeKeysRead, manage.ScopeKeysWrite, manage.ScopeUsageRead}
+	scopes := []apiclient.TokenCreateScopes{apiclient.TokenCreateScopes(manage.ScopeKeysRead), apiclient.TokenCreateScopes(manage.ScopeKeysWrite), apiclient.TokenCreateScopes(manage.ScopeUsageRead)}
 	tok, err := admin.CreateTokenWithResponse(ctx, &apiclient.CreateTokenParams{},
 		apiclient.TokenCreate{Name: "ci", AccountId: &id, Scopes: &scopes})
 	require.NoError(t, err)
@@ -204,6 +204,7 @@ func TestTheGeneratedClientDrivesEveryEndpoint(t *testing.T) {
 	assert.Equal(t, "Europe/Paris", readAcct.JSON200.Timezone)
 	driveWebhooks(t, admin, id)
 	driveTeams(t, team, key.Id)
+	driveMembers(t, e, admin, id)
 	tokens, err := admin.ListTokensWithResponse(ctx, &apiclient.ListTokensParams{AccountId: &id})
 	require.NoError(t, err)
 	require.NotNil(t, tokens.JSON200)

@@ -56,6 +56,8 @@ var onPostgreSQL = map[string]func(*testing.T){
 	"PlanBudgets":    TestANewKeyGetsItsPlansDefaultBudgets,
 	"AuditDetail":    TestAuditEntriesSayWhatChangedWithoutSecrets,
 	"BudgetAudit":    TestBudgetAndTimezoneChangesAreAuditedBeforeAndAfter,
+	"Roles":          TestAMembersTokenIsAllowedWhatItsRoleAllowsThroughTheAPI,
+	"MemberAudit":    TestTheAuditLogNamesTheMemberBehindAToken,
 }
 
 // runs records, per database, the tests (by function name) that built an

@@ -32,6 +32,8 @@ func scopeProbeBodies(accountID string) map[string]string {
 		"setTeamBudgets":    `{"budgets":[{"period":"day","amount_usd":1}]}`,
 		"setKeyTeam":        `{"team_id":null}`,
 		"updateWebhook":     `{"enabled":false}`,
+		"createInvitation":  `{"email":"probe@example.org","role":"viewer"}`,
+		"patchMember":       `{"role":"viewer"}`,
 	}
 }
 

@@ -61,6 +61,15 @@ type Service interface {
 	DeleteWebhook(ctx context.Context, a manage.Actor, id string) error
 	TestWebhook(ctx context.Context, a manage.Actor, id string) (store.AlertEvent, error)
 	WebhookDeliveries(ctx context.Context, a manage.Actor, id string, limit int) ([]store.AlertDelivery, error)
+
+	ListMembers(ctx context.Context, a manage.Actor, accountID string) ([]store.Member, error)
+	GetMember(ctx context.Context, a manage.Actor, id string) (store.Member, error)
+	SetMemberRole(ctx context.Context, a manage.Actor, id, role string) (store.Member, error)
+	SetMemberStatus(ctx context.Context, a manage.Actor, id, status string) (store.Member, error)
+	RemoveMember(ctx context.Context, a manage.Actor, id string) error
+	ListInvitations(ctx context.Context, a manage.Actor, accountID string) ([]store.Invitation, error)
+	Invite(ctx context.Context, a manage.Actor, r manage.InviteRequest) (store.Invitation, string, error)
+	WithdrawInvitation(ctx context.Context, a manage.Actor, accountID, id string) error
 }
 
 var _ Service = (*manage.Service)(nil)

@@ -32,6 +32,30 @@ func (e AccountObject) Valid() bool {
 	}
 }
 
+// Defines values for AuditEntryDoor.
+const (
+	Api         AuditEntryDoor = "api"
+	Cli         AuditEntryDoor = "cli"
+	Dashboard   AuditEntryDoor = "dashboard"
+	LessThannil AuditEntryDoor = "<nil>"
+)
+
+// Valid indicates whether the value is a known member of the AuditEntryDoor enum.
+func (e AuditEntryDoor) Valid() bool {
+	switch e {
+	case Api:
+		return true
+	case Cli:
+		return true
+	case Dashboard:
+		return true
+	case LessThannil:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AuditEntryObject.
 const (
 	AuditEntryObjectAuditEntry AuditEntryObject = "audit_entry"
@@ -239,6 +263,132 @@ func (e Endpoint) Valid() bool {
 	}
 }
 
+// Defines values for InvitationObject.
+const (
+	InvitationObjectInvitation InvitationObject = "invitation"
+)
+
+// Valid indicates whether the value is a known member of the InvitationObject enum.
+func (e InvitationObject) Valid() bool {
+	switch e {
+	case InvitationObjectInvitation:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InvitationRole.
+const (
+	InvitationRoleAdmin     InvitationRole = "admin"
+	InvitationRoleBilling   InvitationRole = "billing"
+	InvitationRoleDeveloper InvitationRole = "developer"
+	InvitationRoleOwner     InvitationRole = "owner"
+	InvitationRoleViewer    InvitationRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the InvitationRole enum.
+func (e InvitationRole) Valid() bool {
+	switch e {
+	case InvitationRoleAdmin:
+		return true
+	case InvitationRoleBilling:
+		return true
+	case InvitationRoleDeveloper:
+		return true
+	case InvitationRoleOwner:
+		return true
+	case InvitationRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InvitationCreateRole.
+const (
+	InvitationCreateRoleAdmin     InvitationCreateRole = "admin"
+	InvitationCreateRoleBilling   InvitationCreateRole = "billing"
+	InvitationCreateRoleDeveloper InvitationCreateRole = "developer"
+	InvitationCreateRoleOwner     InvitationCreateRole = "owner"
+	InvitationCreateRoleViewer    InvitationCreateRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the InvitationCreateRole enum.
+func (e InvitationCreateRole) Valid() bool {
+	switch e {
+	case InvitationCreateRoleAdmin:
+		return true
+	case InvitationCreateRoleBilling:
+		return true
+	case InvitationCreateRoleDeveloper:
+		return true
+	case InvitationCreateRoleOwner:
+		return true
+	case InvitationCreateRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InvitationCreatedObject.
+const (
+	InvitationCreatedObjectInvitation InvitationCreatedObject = "invitation"
+)
+
+// Valid indicates whether the value is a known member of the InvitationCreatedObject enum.
+func (e InvitationCreatedObject) Valid() bool {
+	switch e {
+	case InvitationCreatedObjectInvitation:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InvitationCreatedRole.
+const (
+	InvitationCreatedRoleAdmin     InvitationCreatedRole = "admin"
+	InvitationCreatedRoleBilling   InvitationCreatedRole = "billing"
+	InvitationCreatedRoleDeveloper InvitationCreatedRole = "developer"
+	InvitationCreatedRoleOwner     InvitationCreatedRole = "owner"
+	InvitationCreatedRoleViewer    InvitationCreatedRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the InvitationCreatedRole enum.
+func (e InvitationCreatedRole) Valid() bool {
+	switch e {
+	case InvitationCreatedRoleAdmin:
+		return true
+	case InvitationCreatedRoleBilling:
+		return true
+	case InvitationCreatedRoleDeveloper:
+		return true
+	case InvitationCreatedRoleOwner:
+		return true
+	case InvitationCreatedRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InvitationListObject.
+const (
+	InvitationListObjectList InvitationListObject = "list"
+)
+
+// Valid indicates whether the value is a known member of the InvitationListObject enum.
+func (e InvitationListObject) Valid() bool {
+	switch e {
+	case InvitationListObjectList:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for KeyObject.
 const (
 	KeyObjectKey KeyObject = "key"
@@ -362,6 +512,126 @@ func (e KeyRotatedStatus) Valid() bool {
 	}
 }
 
+// Defines values for MemberObject.
+const (
+	MemberObjectMember MemberObject = "member"
+)
+
+// Valid indicates whether the value is a known member of the MemberObject enum.
+func (e MemberObject) Valid() bool {
+	switch e {
+	case MemberObjectMember:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MemberRole.
+const (
+	MemberRoleAdmin     MemberRole = "admin"
+	MemberRoleBilling   MemberRole = "billing"
+	MemberRoleDeveloper MemberRole = "developer"
+	MemberRoleOwner     MemberRole = "owner"
+	MemberRoleViewer    MemberRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the MemberRole enum.
+func (e MemberRole) Valid() bool {
+	switch e {
+	case MemberRoleAdmin:
+		return true
+	case MemberRoleBilling:
+		return true
+	case MemberRoleDeveloper:
+		return true
+	case MemberRoleOwner:
+		return true
+	case MemberRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MemberStatus.
+const (
+	MemberStatusActive    MemberStatus = "active"
+	MemberStatusSuspended MemberStatus = "suspended"
+)
+
+// Valid indicates whether the value is a known member of the MemberStatus enum.
+func (e MemberStatus) Valid() bool {
+	switch e {
+	case MemberStatusActive:
+		return true
+	case MemberStatusSuspended:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MemberListObject.
+const (
+	MemberListObjectList MemberListObject = "list"
+)
+
+// Valid indicates whether the value is a known member of the MemberListObject enum.
+func (e MemberListObject) Valid() bool {
+	switch e {
+	case MemberListObjectList:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MemberPatchRole.
+const (
+	MemberPatchRoleAdmin     MemberPatchRole = "admin"
+	MemberPatchRoleBilling   MemberPatchRole = "billing"
+	MemberPatchRoleDeveloper MemberPatchRole = "developer"
+	MemberPatchRoleOwner     MemberPatchRole = "owner"
+	MemberPatchRoleViewer    MemberPatchRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the MemberPatchRole enum.
+func (e MemberPatchRole) Valid() bool {
+	switch e {
+	case MemberPatchRoleAdmin:
+		return true
+	case MemberPatchRoleBilling:
+		return true
+	case MemberPatchRoleDeveloper:
+		return true
+	case MemberPatchRoleOwner:
+		return true
+	case MemberPatchRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MemberPatchStatus.
+const (
+	MemberPatchStatusActive    MemberPatchStatus = "active"
+	MemberPatchStatusSuspended MemberPatchStatus = "suspended"
+)
+
+// Valid indicates whether the value is a known member of the MemberPatchStatus enum.
+func (e MemberPatchStatus) Valid() bool {
+	switch e {
+	case MemberPatchStatusActive:
+		return true
+	case MemberPatchStatusSuspended:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ModelKind.
 const (
 	ModelKindChat       ModelKind = "chat"
@@ -468,6 +738,8 @@ func (e TokenObject) Valid() bool {
 const (
 	TokenScopesKeysRead      TokenScopes = "keys:read"
 	TokenScopesKeysWrite     TokenScopes = "keys:write"
+	TokenScopesMembersRead   TokenScopes = "members:read"
+	TokenScopesMembersWrite  TokenScopes = "members:write"
 	TokenScopesUsageRead     TokenScopes = "usage:read"
 	TokenScopesWebhooksRead  TokenScopes = "webhooks:read"
 	TokenScopesWebhooksWrite TokenScopes = "webhooks:write"
@@ -479,6 +751,10 @@ func (e TokenScopes) Valid() bool {
 	case TokenScopesKeysRead:
 		return true
 	case TokenScopesKeysWrite:
+		return true
+	case TokenScopesMembersRead:
+		return true
+	case TokenScopesMembersWrite:
 		return true
 	case TokenScopesUsageRead:
 		return true
@@ -495,6 +771,8 @@ func (e TokenScopes) Valid() bool {
 const (
 	TokenCreateScopesKeysRead      TokenCreateScopes = "keys:read"
 	TokenCreateScopesKeysWrite     TokenCreateScopes = "keys:write"
+	TokenCreateScopesMembersRead   TokenCreateScopes = "members:read"
+	TokenCreateScopesMembersWrite  TokenCreateScopes = "members:write"
 	TokenCreateScopesUsageRead     TokenCreateScopes = "usage:read"
 	TokenCreateScopesWebhooksRead  TokenCreateScopes = "webhooks:read"
 	TokenCreateScopesWebhooksWrite TokenCreateScopes = "webhooks:write"
@@ -506,6 +784,10 @@ func (e TokenCreateScopes) Valid() bool {
 	case TokenCreateScopesKeysRead:
 		return true
 	case TokenCreateScopesKeysWrite:
+		return true
+	case TokenCreateScopesMembersRead:
+		return true
+	case TokenCreateScopesMembersWrite:
 		return true
 	case TokenCreateScopesUsageRead:
 		return true
@@ -537,6 +819,8 @@ func (e TokenCreatedObject) Valid() bool {
 const (
 	TokenCreatedScopesKeysRead      TokenCreatedScopes = "keys:read"
 	TokenCreatedScopesKeysWrite     TokenCreatedScopes = "keys:write"
+	TokenCreatedScopesMembersRead   TokenCreatedScopes = "members:read"
+	TokenCreatedScopesMembersWrite  TokenCreatedScopes = "members:write"
 	TokenCreatedScopesUsageRead     TokenCreatedScopes = "usage:read"
 	TokenCreatedScopesWebhooksRead  TokenCreatedScopes = "webhooks:read"
 	TokenCreatedScopesWebhooksWrite TokenCreatedScopes = "webhooks:write"
@@ -548,6 +832,10 @@ func (e TokenCreatedScopes) Valid() bool {
 	case TokenCreatedScopesKeysRead:
 		return true
 	case TokenCreatedScopesKeysWrite:
+		return true
+	case TokenCreatedScopesMembersRead:
+		return true
+	case TokenCreatedScopesMembersWrite:
 		return true
 	case TokenCreatedScopesUsageRead:
 		return true
@@ -925,7 +1213,7 @@ type AuditEntry struct {
 	// Action Examples: key.create, key.update, key.enable, key.disable, key.delete, token.create, token.revoke
 	Action string `json:"action"`
 
-	// Actor token:<id>, user:<account id> or cli.
+	// Actor token:<id>, user:<member id> (user:<account id> before members) or cli.
 	Actor   string    `json:"actor"`
 	Address string    `json:"address"`
 	At      time.Time `json:"at"`
@@ -935,10 +1223,22 @@ type AuditEntry struct {
 		Changes *map[string][]string `json:"changes,omitempty"`
 		Name    *string              `json:"name,omitempty"`
 	} `json:"detail,omitempty"`
-	Id     string           `json:"id"`
-	Object AuditEntryObject `json:"object"`
-	Target string           `json:"target"`
+
+	// Door How the actor came in; null for entries of before.
+	Door *AuditEntryDoor `json:"door"`
+	Id   string          `json:"id"`
+
+	// MemberId The person who acted; null for the CLI, an admin token and entries of before members.
+	MemberId *string          `json:"member_id"`
+	Object   AuditEntryObject `json:"object"`
+
+	// SsoSubject The person's single sign-on subject, when it signed in so.
+	SsoSubject *string `json:"sso_subject"`
+	Target     string  `json:"target"`
 }
+
+// AuditEntryDoor How the actor came in; null for entries of before.
+type AuditEntryDoor string
 
 // AuditEntryObject defines model for AuditEntry.Object.
 type AuditEntryObject string
@@ -1074,6 +1374,70 @@ type Error struct {
 		Type    string  `json:"type"`
 	} `json:"error"`
 }
+
+// Invitation defines model for Invitation.
+type Invitation struct {
+	AccountId string           `json:"account_id"`
+	CreatedAt time.Time        `json:"created_at"`
+	Email     string           `json:"email"`
+	ExpiresAt time.Time        `json:"expires_at"`
+	Id        string           `json:"id"`
+	InvitedBy *string          `json:"invited_by"`
+	Object    InvitationObject `json:"object"`
+	Role      InvitationRole   `json:"role"`
+}
+
+// InvitationObject defines model for Invitation.Object.
+type InvitationObject string
+
+// InvitationRole defines model for Invitation.Role.
+type InvitationRole string
+
+// InvitationCreate defines model for InvitationCreate.
+type InvitationCreate struct {
+	Email string `json:"email"`
+
+	// ExpiresInSeconds How long the link works; 604800 (7 days) when left out.
+	ExpiresInSeconds *int                 `json:"expires_in_seconds,omitempty"`
+	Role             InvitationCreateRole `json:"role"`
+}
+
+// InvitationCreateRole defines model for InvitationCreate.Role.
+type InvitationCreateRole string
+
+// InvitationCreated defines model for InvitationCreated.
+type InvitationCreated struct {
+	AccountId string                  `json:"account_id"`
+	CreatedAt time.Time               `json:"created_at"`
+	Email     string                  `json:"email"`
+	ExpiresAt time.Time               `json:"expires_at"`
+	Id        string                  `json:"id"`
+	InvitedBy *string                 `json:"invited_by"`
+	Object    InvitationCreatedObject `json:"object"`
+	Role      InvitationCreatedRole   `json:"role"`
+
+	// Secret The link's secret, shown this once: the invitee opens the dashboard's /invitations/{secret}.
+	Secret string `json:"secret"`
+}
+
+// InvitationCreatedObject defines model for InvitationCreated.Object.
+type InvitationCreatedObject string
+
+// InvitationCreatedRole defines model for InvitationCreated.Role.
+type InvitationCreatedRole string
+
+// InvitationList defines model for InvitationList.
+type InvitationList struct {
+	Data    []Invitation `json:"data"`
+	HasMore bool         `json:"has_more"`
+
+	// Next Pass as after for the next page; null on the last.
+	Next   *string              `json:"next"`
+	Object InvitationListObject `json:"object"`
+}
+
+// InvitationListObject defines model for InvitationList.Object.
+type InvitationListObject string
 
 // Key defines model for Key.
 type Key struct {
@@ -1276,6 +1640,58 @@ type KeyTeamPut struct {
 	// TeamId A team of the key's account; null moves the key out of its team.
 	TeamId *string `json:"team_id"`
 }
+
+// Member defines model for Member.
+type Member struct {
+	AccountId string    `json:"account_id"`
+	CreatedAt time.Time `json:"created_at"`
+	Email     string    `json:"email"`
+	Id        string    `json:"id"`
+
+	// InvitedBy The member who invited this one; null for the account's first owner.
+	InvitedBy *string      `json:"invited_by"`
+	Name      string       `json:"name"`
+	Object    MemberObject `json:"object"`
+	Role      MemberRole   `json:"role"`
+
+	// Sso Whether the member signs in by single sign-on.
+	Sso    bool         `json:"sso"`
+	Status MemberStatus `json:"status"`
+}
+
+// MemberObject defines model for Member.Object.
+type MemberObject string
+
+// MemberRole defines model for Member.Role.
+type MemberRole string
+
+// MemberStatus defines model for Member.Status.
+type MemberStatus string
+
+// MemberList defines model for MemberList.
+type MemberList struct {
+	Data    []Member `json:"data"`
+	HasMore bool     `json:"has_more"`
+
+	// Next Pass as after for the next page; null on the last.
+	Next   *string          `json:"next"`
+	Object MemberListObject `json:"object"`
+}
+
+// MemberListObject defines model for MemberList.Object.
+type MemberListObject string
+
+// MemberPatch defines model for MemberPatch.
+type MemberPatch struct {
+	Role   *MemberPatchRole   `json:"role,omitempty"`
+	Status *MemberPatchStatus `json:"status,omitempty"`
+}
+
+// MemberPatchRole defines model for MemberPatch.Role.
+type MemberPatchRole string
+
+// MemberPatchStatus defines model for MemberPatch.Status.
+type MemberPatchStatus string
 
 // Model defines model for Model.
 type Model struct {
@@ -1772,6 +2188,9 @@ type ListAuditParams struct {
 
 	// To Only the entries before this RFC 3339 time or date (its start, UTC).
 	To *string `form:"to,omitempty" json:"to,omitempty"`
+
+	// MemberId Only this person's entries.
+	MemberId *string `form:"member_id,omitempty" json:"member_id,omitempty"`
 }
 
 // ListKeysParams defines parameters for ListKeys.
@@ -1952,6 +2371,12 @@ type SetAccountBudgetsJSONRequestBody = AccountBudgetsPut
 
 // CreditAccountJSONRequestBody defines body for CreditAccount for application/json ContentType.
 type CreditAccountJSONRequestBody CreditAccountJSONBody
+
+// CreateInvitationJSONRequestBody defines body for CreateInvitation for application/json ContentType.
+type CreateInvitationJSONRequestBody = InvitationCreate
+
+// PatchMemberJSONRequestBody defines body for PatchMember for application/json ContentType.
+type PatchMemberJSONRequestBody = MemberPatch
 
 // CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
 type CreateKeyJSONRequestBody = KeyCreate
@@ -2152,6 +2577,70 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/accounts/{id}/credit (the `CreditAccount` operationId).
 	CreditAccount(ctx context.Context, id string, params *CreditAccountParams, body CreditAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListInvitations List an account's pending invitations
+	//
+	// Newest first; accepted, withdrawn and expired ones are not listed.
+	//
+	// Corresponds with GET /api/v1/accounts/{id}/invitations (the `ListInvitations` operationId).
+	ListInvitations(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateInvitationWithBody Invite a person
+	//
+	// Owners and admins (only an owner invites an owner). The answer holds the link's secret, shown this once: the invitee opens the dashboard's /invitations/{secret} before it expires (7 days by default), once.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/accounts/{id}/invitations (the `CreateInvitation` operationId).
+	CreateInvitationWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateInvitation Invite a person
+	//
+	// Owners and admins (only an owner invites an owner). The answer holds the link's secret, shown this once: the invitee opens the dashboard's /invitations/{secret} before it expires (7 days by default), once.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/accounts/{id}/invitations (the `CreateInvitation` operationId).
+	CreateInvitation(ctx context.Context, id string, body CreateInvitationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteInvitation Withdraw a pending invitation
+	//
+	// Its link stops working at once.
+	//
+	// Corresponds with DELETE /api/v1/accounts/{id}/invitations/{invitation_id} (the `DeleteInvitation` operationId).
+	DeleteInvitation(ctx context.Context, id string, invitationId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListMembers List an account's people
+	//
+	// Oldest first. Every role may list the people of its account.
+	//
+	// Corresponds with GET /api/v1/accounts/{id}/members (the `ListMembers` operationId).
+	ListMembers(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteMember Remove a member
+	//
+	// Its sessions and tokens end at once; the keys it made stay the account's. The last active owner cannot leave.
+	//
+	// Corresponds with DELETE /api/v1/accounts/{id}/members/{member_id} (the `DeleteMember` operationId).
+	DeleteMember(ctx context.Context, id string, memberId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchMemberWithBody Change a member's role or status
+	//
+	// Owners and admins; only an owner makes or changes an owner. Suspending ends the member's sessions and tokens at once. The last active owner cannot be demoted or suspended.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /api/v1/accounts/{id}/members/{member_id} (the `PatchMember` operationId).
+	PatchMemberWithBody(ctx context.Context, id string, memberId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchMember Change a member's role or status
+	//
+	// Owners and admins; only an owner makes or changes an owner. Suspending ends the member's sessions and tokens at once. The last active owner cannot be demoted or suspended.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /api/v1/accounts/{id}/members/{member_id} (the `PatchMember` operationId).
+	PatchMember(ctx context.Context, id string, memberId string, body PatchMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListAudit An account's audit log, newest first
 	//
@@ -2693,6 +3182,150 @@ func (c *Client) CreditAccountWithBody(ctx context.Context, id string, params *C
 // Corresponds with POST /api/v1/accounts/{id}/credit (the `CreditAccount` operationId).
 func (c *Client) CreditAccount(ctx context.Context, id string, params *CreditAccountParams, body CreditAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreditAccountRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListInvitations List an account's pending invitations
+//
+// Newest first; accepted, withdrawn and expired ones are not listed.
+//
+// Corresponds with GET /api/v1/accounts/{id}/invitations (the `ListInvitations` operationId).
+func (c *Client) ListInvitations(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListInvitationsRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateInvitationWithBody Invite a person
+//
+// Owners and admins (only an owner invites an owner). The answer holds the link's secret, shown this once: the invitee opens the dashboard's /invitations/{secret} before it expires (7 days by default), once.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/accounts/{id}/invitations (the `CreateInvitation` operationId).
+func (c *Client) CreateInvitationWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateInvitationRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateInvitation Invite a person
+//
+// Owners and admins (only an owner invites an owner). The answer holds the link's secret, shown this once: the invitee opens the dashboard's /invitations/{secret} before it expires (7 days by default), once.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/accounts/{id}/invitations (the `CreateInvitation` operationId).
+func (c *Client) CreateInvitation(ctx context.Context, id string, body CreateInvitationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateInvitationRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteInvitation Withdraw a pending invitation
+//
+// Its link stops working at once.
+//
+// Corresponds with DELETE /api/v1/accounts/{id}/invitations/{invitation_id} (the `DeleteInvitation` operationId).
+func (c *Client) DeleteInvitation(ctx context.Context, id string, invitationId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteInvitationRequest(c.Server, id, invitationId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListMembers List an account's people
+//
+// Oldest first. Every role may list the people of its account.
+//
+// Corresponds with GET /api/v1/accounts/{id}/members (the `ListMembers` operationId).
+func (c *Client) ListMembers(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListMembersRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteMember Remove a member
+//
+// Its sessions and tokens end at once; the keys it made stay the account's. The last active owner cannot leave.
+//
+// Corresponds with DELETE /api/v1/accounts/{id}/members/{member_id} (the `DeleteMember` operationId).
+func (c *Client) DeleteMember(ctx context.Context, id string, memberId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteMemberRequest(c.Server, id, memberId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchMemberWithBody Change a member's role or status
+//
+// Owners and admins; only an owner makes or changes an owner. Suspending ends the member's sessions and tokens at once. The last active owner cannot be demoted or suspended.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /api/v1/accounts/{id}/members/{member_id} (the `PatchMember` operationId).
+func (c *Client) PatchMemberWithBody(ctx context.Context, id string, memberId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchMemberRequestWithBody(c.Server, id, memberId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchMember Change a member's role or status
+//
+// Owners and admins; only an owner makes or changes an owner. Suspending ends the member's sessions and tokens at once. The last active owner cannot be demoted or suspended.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /api/v1/accounts/{id}/members/{member_id} (the `PatchMember` operationId).
+func (c *Client) PatchMember(ctx context.Context, id string, memberId string, body PatchMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchMemberRequest(c.Server, id, memberId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3853,6 +4486,257 @@ func NewCreditAccountRequestWithBody(server string, id string, params *CreditAcc
 	return req, nil
 }
 
+// NewListInvitationsRequest constructs an http.Request for the ListInvitations method
+func NewListInvitationsRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/accounts/%s/invitations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateInvitationRequest calls the generic CreateInvitation builder with application/json body
+func NewCreateInvitationRequest(server string, id string, body CreateInvitationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateInvitationRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewCreateInvitationRequestWithBody constructs an http.Request for the CreateInvitation method, with any body, and a specified content type
+func NewCreateInvitationRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/accounts/%s/invitations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteInvitationRequest constructs an http.Request for the DeleteInvitation method
+func NewDeleteInvitationRequest(server string, id string, invitationId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "invitation_id", invitationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/accounts/%s/invitations/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListMembersRequest constructs an http.Request for the ListMembers method
+func NewListMembersRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/accounts/%s/members", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteMemberRequest constructs an http.Request for the DeleteMember method
+func NewDeleteMemberRequest(server string, id string, memberId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "member_id", memberId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/accounts/%s/members/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPatchMemberRequest calls the generic PatchMember builder with application/json body
+func NewPatchMemberRequest(server string, id string, memberId string, body PatchMemberJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchMemberRequestWithBody(server, id, memberId, "application/json", bodyReader)
+}
+
+// NewPatchMemberRequestWithBody constructs an http.Request for the PatchMember method, with any body, and a specified content type
+func NewPatchMemberRequestWithBody(server string, id string, memberId string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "member_id", memberId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/accounts/%s/members/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListAuditRequest constructs an http.Request for the ListAudit method
 func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request, error) {
 	var err error
@@ -3944,6 +4828,18 @@ func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request,
 		if params.To != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.MemberId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "member_id", *params.MemberId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -5834,6 +6730,78 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/accounts/{id}/credit (the `CreditAccount` operationId).
 	CreditAccountWithResponse(ctx context.Context, id string, params *CreditAccountParams, body CreditAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*CreditAccountResponse, error)
 
+	// ListInvitationsWithResponse List an account's pending invitations
+	//
+	// Newest first; accepted, withdrawn and expired ones are not listed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/accounts/{id}/invitations (the `ListInvitations` operationId).
+	ListInvitationsWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListInvitationsResponse, error)
+
+	// CreateInvitationWithBodyWithResponse Invite a person
+	//
+	// Owners and admins (only an owner invites an owner). The answer holds the link's secret, shown this once: the invitee opens the dashboard's /invitations/{secret} before it expires (7 days by default), once.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/accounts/{id}/invitations (the `CreateInvitation` operationId).
+	CreateInvitationWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateInvitationResponse, error)
+
+	// CreateInvitationWithResponse Invite a person
+	//
+	// Owners and admins (only an owner invites an owner). The answer holds the link's secret, shown this once: the invitee opens the dashboard's /invitations/{secret} before it expires (7 days by default), once.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/accounts/{id}/invitations (the `CreateInvitation` operationId).
+	CreateInvitationWithResponse(ctx context.Context, id string, body CreateInvitationJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateInvitationResponse, error)
+
+	// DeleteInvitationWithResponse Withdraw a pending invitation
+	//
+	// Its link stops working at once.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/accounts/{id}/invitations/{invitation_id} (the `DeleteInvitation` operationId).
+	DeleteInvitationWithResponse(ctx context.Context, id string, invitationId string, reqEditors ...RequestEditorFn) (*DeleteInvitationResponse, error)
+
+	// ListMembersWithResponse List an account's people
+	//
+	// Oldest first. Every role may list the people of its account.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/accounts/{id}/members (the `ListMembers` operationId).
+	ListMembersWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListMembersResponse, error)
+
+	// DeleteMemberWithResponse Remove a member
+	//
+	// Its sessions and tokens end at once; the keys it made stay the account's. The last active owner cannot leave.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/accounts/{id}/members/{member_id} (the `DeleteMember` operationId).
+	DeleteMemberWithResponse(ctx context.Context, id string, memberId string, reqEditors ...RequestEditorFn) (*DeleteMemberResponse, error)
+
+	// PatchMemberWithBodyWithResponse Change a member's role or status
+	//
+	// Owners and admins; only an owner makes or changes an owner. Suspending ends the member's sessions and tokens at once. The last active owner cannot be demoted or suspended.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/accounts/{id}/members/{member_id} (the `PatchMember` operationId).
+	PatchMemberWithBodyWithResponse(ctx context.Context, id string, memberId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchMemberResponse, error)
+
+	// PatchMemberWithResponse Change a member's role or status
+	//
+	// Owners and admins; only an owner makes or changes an owner. Suspending ends the member's sessions and tokens at once. The last active owner cannot be demoted or suspended.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/accounts/{id}/members/{member_id} (the `PatchMember` operationId).
+	PatchMemberWithResponse(ctx context.Context, id string, memberId string, body PatchMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchMemberResponse, error)
+
 	// ListAuditWithResponse An account's audit log, newest first
 	//
 	// Every management action, by the API, the dashboard or the CLI. Scope keys:read.
@@ -6821,6 +7789,511 @@ func (r CreditAccountResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreditAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListInvitationsResponse429Headers the declared response headers of an HTTP 429 response for ListInvitations
+type ListInvitationsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListInvitationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *InvitationList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListInvitationsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListInvitationsResponse) GetJSON200() *InvitationList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListInvitationsResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListInvitationsResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListInvitationsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListInvitationsResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r ListInvitationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListInvitationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListInvitationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListInvitationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateInvitationResponse429Headers the declared response headers of an HTTP 429 response for CreateInvitation
+type CreateInvitationResponse429Headers struct {
+	RetryAfter *int
+}
+
+type CreateInvitationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *InvitationCreated
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateInvitationResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateInvitationResponse) GetJSON201() *InvitationCreated {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateInvitationResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateInvitationResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateInvitationResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateInvitationResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateInvitationResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateInvitationResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateInvitationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateInvitationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateInvitationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateInvitationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteInvitationResponse429Headers the declared response headers of an HTTP 429 response for DeleteInvitation
+type DeleteInvitationResponse429Headers struct {
+	RetryAfter *int
+}
+
+type DeleteInvitationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Deleted
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteInvitationResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteInvitationResponse) GetJSON200() *Deleted {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteInvitationResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteInvitationResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteInvitationResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteInvitationResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteInvitationResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteInvitationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteInvitationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteInvitationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteInvitationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListMembersResponse429Headers the declared response headers of an HTTP 429 response for ListMembers
+type ListMembersResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListMembersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MemberList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListMembersResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListMembersResponse) GetJSON200() *MemberList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListMembersResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListMembersResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListMembersResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListMembersResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r ListMembersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListMembersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListMembersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListMembersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteMemberResponse429Headers the declared response headers of an HTTP 429 response for DeleteMember
+type DeleteMemberResponse429Headers struct {
+	RetryAfter *int
+}
+
+type DeleteMemberResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Deleted
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteMemberResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteMemberResponse) GetJSON200() *Deleted {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteMemberResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteMemberResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteMemberResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteMemberResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DeleteMemberResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteMemberResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteMemberResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteMemberResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteMemberResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteMemberResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PatchMemberResponse429Headers the declared response headers of an HTTP 429 response for PatchMember
+type PatchMemberResponse429Headers struct {
+	RetryAfter *int
+}
+
+type PatchMemberResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Member
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PatchMemberResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PatchMemberResponse) GetJSON200() *Member {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PatchMemberResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PatchMemberResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PatchMemberResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PatchMemberResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PatchMemberResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PatchMemberResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r PatchMemberResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PatchMemberResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PatchMemberResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PatchMemberResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9871,6 +11344,126 @@ func (c *ClientWithResponses) CreditAccountWithResponse(ctx context.Context, id 
 	return ParseCreditAccountResponse(rsp)
 }
 
+// ListInvitationsWithResponse List an account's pending invitations
+//
+// Newest first; accepted, withdrawn and expired ones are not listed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/accounts/{id}/invitations (the `ListInvitations` operationId).
+func (c *ClientWithResponses) ListInvitationsWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListInvitationsResponse, error) {
+	rsp, err := c.ListInvitations(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListInvitationsResponse(rsp)
+}
+
+// CreateInvitationWithBodyWithResponse Invite a person
+//
+// Owners and admins (only an owner invites an owner). The answer holds the link's secret, shown this once: the invitee opens the dashboard's /invitations/{secret} before it expires (7 days by default), once.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/accounts/{id}/invitations (the `CreateInvitation` operationId).
+func (c *ClientWithResponses) CreateInvitationWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateInvitationResponse, error) {
+	rsp, err := c.CreateInvitationWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateInvitationResponse(rsp)
+}
+
+// CreateInvitationWithResponse Invite a person
+//
+// Owners and admins (only an owner invites an owner). The answer holds the link's secret, shown this once: the invitee opens the dashboard's /invitations/{secret} before it expires (7 days by default), once.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/accounts/{id}/invitations (the `CreateInvitation` operationId).
+func (c *ClientWithResponses) CreateInvitationWithResponse(ctx context.Context, id string, body CreateInvitationJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateInvitationResponse, error) {
+	rsp, err := c.CreateInvitation(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateInvitationResponse(rsp)
+}
+
+// DeleteInvitationWithResponse Withdraw a pending invitation
+//
+// Its link stops working at once.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/accounts/{id}/invitations/{invitation_id} (the `DeleteInvitation` operationId).
+func (c *ClientWithResponses) DeleteInvitationWithResponse(ctx context.Context, id string, invitationId string, reqEditors ...RequestEditorFn) (*DeleteInvitationResponse, error) {
+	rsp, err := c.DeleteInvitation(ctx, id, invitationId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteInvitationResponse(rsp)
+}
+
+// ListMembersWithResponse List an account's people
+//
+// Oldest first. Every role may list the people of its account.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/accounts/{id}/members (the `ListMembers` operationId).
+func (c *ClientWithResponses) ListMembersWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListMembersResponse, error) {
+	rsp, err := c.ListMembers(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListMembersResponse(rsp)
+}
+
+// DeleteMemberWithResponse Remove a member
+//
+// Its sessions and tokens end at once; the keys it made stay the account's. The last active owner cannot leave.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/accounts/{id}/members/{member_id} (the `DeleteMember` operationId).
+func (c *ClientWithResponses) DeleteMemberWithResponse(ctx context.Context, id string, memberId string, reqEditors ...RequestEditorFn) (*DeleteMemberResponse, error) {
+	rsp, err := c.DeleteMember(ctx, id, memberId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteMemberResponse(rsp)
+}
+
+// PatchMemberWithBodyWithResponse Change a member's role or status
+//
+// Owners and admins; only an owner makes or changes an owner. Suspending ends the member's sessions and tokens at once. The last active owner cannot be demoted or suspended.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/accounts/{id}/members/{member_id} (the `PatchMember` operationId).
+func (c *ClientWithResponses) PatchMemberWithBodyWithResponse(ctx context.Context, id string, memberId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchMemberResponse, error) {
+	rsp, err := c.PatchMemberWithBody(ctx, id, memberId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchMemberResponse(rsp)
+}
+
+// PatchMemberWithResponse Change a member's role or status
+//
+// Owners and admins; only an owner makes or changes an owner. Suspending ends the member's sessions and tokens at once. The last active owner cannot be demoted or suspended.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/accounts/{id}/members/{member_id} (the `PatchMember` operationId).
+func (c *ClientWithResponses) PatchMemberWithResponse(ctx context.Context, id string, memberId string, body PatchMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchMemberResponse, error) {
+	rsp, err := c.PatchMember(ctx, id, memberId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchMemberResponse(rsp)
+}
+
 // ListAuditWithResponse An account's audit log, newest first
 //
 // Every management action, by the API, the dashboard or the CLI. Scope keys:read.
@@ -11051,6 +12644,457 @@ func ParseCreditAccountResponse(rsp *http.Response) (*CreditAccountResponse, err
 	switch {
 	case rsp.StatusCode == 429:
 		var headers CreditAccountResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListInvitationsResponse parses an HTTP response from a ListInvitationsWithResponse call
+func ParseListInvitationsResponse(rsp *http.Response) (*ListInvitationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListInvitationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest InvitationList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListInvitationsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateInvitationResponse parses an HTTP response from a CreateInvitationWithResponse call
+func ParseCreateInvitationResponse(rsp *http.Response) (*CreateInvitationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateInvitationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest InvitationCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateInvitationResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteInvitationResponse parses an HTTP response from a DeleteInvitationWithResponse call
+func ParseDeleteInvitationResponse(rsp *http.Response) (*DeleteInvitationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteInvitationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Deleted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteInvitationResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListMembersResponse parses an HTTP response from a ListMembersWithResponse call
+func ParseListMembersResponse(rsp *http.Response) (*ListMembersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListMembersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MemberList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListMembersResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteMemberResponse parses an HTTP response from a DeleteMemberWithResponse call
+func ParseDeleteMemberResponse(rsp *http.Response) (*DeleteMemberResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteMemberResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Deleted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteMemberResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePatchMemberResponse parses an HTTP response from a PatchMemberWithResponse call
+func ParsePatchMemberResponse(rsp *http.Response) (*PatchMemberResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PatchMemberResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Member
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PatchMemberResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
