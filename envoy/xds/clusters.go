@@ -230,6 +230,31 @@ func modelCluster(cfg *config.Config, m *config.Model, name string, upstreamOpti
 	return c, nil
 }
 
+// MarkUnhealthy marks UNHEALTHY the endpoint of every deployment health
+// says is not available (its circuit is open), and returns their ids in
+// the clusters' order. Envoy's load balancer leaves such an endpoint out:
+// its model's requests go to the deployments left in its priority, or to
+// the next priority; with none left (and no panic mode) Envoy answers 503
+// itself. A nil health marks nothing.
+func MarkUnhealthy(clusters []*clusterv3.Cluster, health Health) []string {
+	if health == nil {
+		return nil
+	}
+	var down []string
+	for _, c := range clusters {
+		for _, l := range c.GetLoadAssignment().GetEndpoints() {
+			for _, e := range l.GetLbEndpoints() {
+				id := e.GetMetadata().GetFilterMetadata()[contract.MetadataNamespace].GetFields()[contract.MetadataDeploymentKey].GetStringValue()
+				if id != "" && !health.Available(id) {
+					e.HealthStatus = corev3.HealthStatus_UNHEALTHY
+					down = append(down, id)
+				}
+			}
+		}
+	}
+	return down
+}
+
 // localities groups the endpoints by priority. Envoy wants priorities
 // 0..N without gaps, so the configuration's priorities (any non-negative
 // numbers, some of them perhaps on disabled providers only) are replaced by
