@@ -26,6 +26,18 @@ type step struct {
 	want string
 }
 
+// play does the step to the deployment's circuit.
+func (s step) play(tr *Tracker, clk *testclock.Clock, id string) {
+	switch s.do {
+	case "fail":
+		tr.Failure(id)
+	case "ok":
+		tr.Success(id)
+	case "wait":
+		clk.Advance(s.wait)
+	}
+}
+
 func fail(want string) step                  { return step{do: "fail", want: want} }
 func ok(want string) step                    { return step{do: "ok", want: want} }
 func wait(d time.Duration, want string) step { return step{do: "wait", wait: d, want: want} }
@@ -115,14 +127,7 @@ func TestCircuitLifecycle(t *testing.T) {
 			tr, clk := newTracker(tt.opt)
 			const id = "gpt-4o#0"
 			for i, s := range tt.steps {
-				switch s.do {
-				case "fail":
-					tr.Failure(id)
-				case "ok":
-					tr.Success(id)
-				case "wait":
-					clk.Advance(s.wait)
-				}
+				s.play(tr, clk, id)
 				require.Equal(t, s.want, tr.State(id), "after step %d (%s %v)", i, s.do, s.wait)
 				require.Equal(t, s.want != StateOpen, tr.Available(id), "Available after step %d", i)
 			}
@@ -209,14 +214,7 @@ func TestOnChangeHearsOfTheChangesOutcomesMake(t *testing.T) {
 			tr, clk := newTracker(Options{OnChange: func(got string) { told = append(told, got) }})
 			for i, s := range tt.steps {
 				before := len(told)
-				switch s.do {
-				case "fail":
-					tr.Failure(id)
-				case "ok":
-					tr.Success(id)
-				case "wait":
-					clk.Advance(s.wait)
-				}
+				s.play(tr, clk, id)
 				require.Equal(t, s.want, tr.State(id), "after step %d", i)
 				require.Equal(t, tt.told[i], len(told) > before, "told after step %d (%s)", i, s.do)
 			}

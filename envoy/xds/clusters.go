@@ -2,15 +2,20 @@
 // production Envoys receive over ADS, and serves them. Clusters and Snapshot
 // are pure builders (tested without an Envoy); Server is the runner that
 // registers ADS on Tollgate's gRPC server and pushes a new snapshot whenever
-// the configuration changes.
+// the configuration changes, or a deployment's circuit (package health)
+// opens or closes.
 //
 // Every public model becomes one cluster, contract.ClusterName(model.ID),
 // with one endpoint per deployment of an enabled provider. The endpoint's
 // priority is the deployment's priority rank, its load-balancing weight the
 // deployment's weight, and its metadata names the deployment, so the upstream
 // ext_proc step (which every cluster runs per attempt) knows which deployment
-// Envoy picked. The listener, the filter chain in front of the router and the
-// routes are static, in envoy/envoy.yaml.
+// Envoy picked; a deployment whose circuit is open has its endpoint
+// UNHEALTHY (MarkUnhealthy), so Envoy leaves it out. The endpoints stay
+// inline (CDS, not EDS): an EDS endpoint must be an IP address, and the
+// providers are host names that STRICT_DNS resolves. The listener, the
+// filter chain in front of the router and the routes are static, in
+// envoy/envoy.yaml.
 package xds
 
 import (
