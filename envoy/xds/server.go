@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -189,8 +190,11 @@ func (s *Server) Run(ctx context.Context) {
 func (s *Server) syncHealth(ctx context.Context) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cfg == nil {
+	if s.cfg == nil || s.health == nil {
 		return false
+	}
+	if slices.Equal(s.unhealthy(s.cfg), slices.Sorted(slices.Values(s.down))) {
+		return false // asked every interval: nothing to build for no change
 	}
 	before := s.version
 	if err := s.publish(ctx, s.cfg, "pushing deployment health to envoy"); err != nil {
@@ -199,6 +203,26 @@ func (s *Server) syncHealth(ctx context.Context) bool {
 		return false
 	}
 	return s.version != before
+}
+
+// unhealthy is, sorted, the deployments of cfg with an endpoint that Health
+// says are not available: what MarkUnhealthy would mark, without building
+// the clusters.
+func (s *Server) unhealthy(cfg *config.Config) []string {
+	var down []string
+	for i := range cfg.Models {
+		eps, err := ModelEndpoints(cfg, &cfg.Models[i])
+		if err != nil {
+			continue // not in force: Update refused it
+		}
+		for _, e := range eps {
+			if !s.health.Available(e.Deployment.ID) {
+				down = append(down, e.Deployment.ID)
+			}
+		}
+	}
+	slices.Sort(down)
+	return down
 }
 
 // publish builds cfg's resources with the deployments' health and sets
