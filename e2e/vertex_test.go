@@ -54,7 +54,9 @@ func serviceAccountFile(t *testing.T, key *rsa.PrivateKey, mock *mockProvider) s
 // endpoint, billed exactly; a provider whose key the token endpoint does
 // not know fails loudly — 503 no_available_workers, no request reaches
 // Vertex, nothing is billed — and counts against its deployment; the
-// built-in edge then tries the model's other deployment, which answers.
+// built-in edge then tries the model's other deployment, which answers, and
+// behind Envoy, once the failures opened the deployment's circuit, Envoy
+// holds its endpoint unhealthy and sends the requests to the other.
 func TestVertexServesGeminiAndClaudeWithGooglesCredentials(t *testing.T) {
 	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
