@@ -202,6 +202,43 @@ func (e *envoyProc) stat(t *testing.T, name string) int {
 	return n
 }
 
+// hostHealth reads the health flags of one host of a cluster from Envoy's
+// admin /clusters: "healthy", or flags such as "/failed_eds_health" (the
+// endpoint Tollgate serves UNHEALTHY); "" when the cluster has no such
+// host.
+func (e *envoyProc) hostHealth(t *testing.T, cluster, host string) string {
+	t.Helper()
+	body, err := get(&http.Client{Timeout: 2 * time.Second}, e.Admin+"/clusters")
+	require.NoError(t, err)
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(cluster) + `::` + regexp.QuoteMeta(host) + `::health_flags::(\S+)$`)
+	if m := re.FindStringSubmatch(body); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// waitHostHealth waits until Envoy holds the host of the cluster as
+// healthy (or, when !healthy, with its endpoint marked UNHEALTHY by
+// Tollgate).
+func (e *envoyProc) waitHostHealth(t *testing.T, cluster, host string, healthy bool) {
+	t.Helper()
+	want := "healthy"
+	if !healthy {
+		want = "/failed_eds_health"
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := e.hostHealth(t, cluster, host)
+		if strings.Contains(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("envoy's %s::%s is %q, not %s, after 20s", cluster, host, got, want)
+		}
+		time.Sleep(20 * time.Millisecond) // polling Envoy's admin, as waitFor does
+	}
+}
+
 // When Tollgate's gRPC port cannot be reached, Envoy answers every request
 // with an OpenAI-shaped 503 and forwards nothing to a provider.
 func TestEnvoyWithoutTollgatesGRPCPortAnswers503AndForwardsNothing(t *testing.T) {

@@ -164,7 +164,7 @@ func serve(t testing.TB, cfg string, db string, extra ...string) *tollgate {
 	done := make(chan error, 1)
 	args := append([]string{"serve", "--config", cfgPath, "--db", db, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, extra...)
 	go func() {
-		err := cli.RunWith(ctx, args, pw, logs, cli.Hooks{RateLimitClock: windowsOf(t).Now})
+		err := cli.RunWith(ctx, args, pw, logs, cli.Hooks{RateLimitClock: windowsOf(t).Now, HealthClock: circuitsOf(t).Now})
 		pw.Close()
 		done <- err
 	}()

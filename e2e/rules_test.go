@@ -172,6 +172,26 @@ func (c *windowClock) freshWindow() {
 	c.offset += now.Truncate(time.Minute).Add(time.Minute).Sub(now)
 }
 
+// circuitsOf is the clock of the deployments' circuits (package health) of
+// every server a top-level test runs: real time, moved forward by advance,
+// so a test ends a circuit's cooldown without waiting for it.
+func circuitsOf(t testing.TB) *windowClock {
+	top, _, _ := strings.Cut(t.Name(), "/")
+	c, _ := circuitClocks.LoadOrStore(top, &windowClock{})
+	return c.(*windowClock)
+}
+
+// circuitClocks holds each top-level test's circuit clock by the test's
+// name.
+var circuitClocks sync.Map
+
+// advance moves the clock forward by d.
+func (c *windowClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}
+
 func TestPerKeyRateLimitAndItsHeaders(t *testing.T) {
 	t.Parallel()
 	p := newMockOpenAI(t)

@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
 
+	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/health"
 	"github.com/tollgate/tollgate/internal/mockllm"
 	"github.com/tollgate/tollgate/money"
 )
@@ -54,7 +56,9 @@ func serviceAccountFile(t *testing.T, key *rsa.PrivateKey, mock *mockProvider) s
 // through to rawPredict, its answer Anthropic's own; a provider whose key the token endpoint does
 // not know fails loudly — 503 no_available_workers, no request reaches
 // Vertex, nothing is billed — and counts against its deployment; the
-// built-in edge then tries the model's other deployment, which answers.
+// built-in edge then tries the model's other deployment, which answers, and
+// behind Envoy, once the failures opened the deployment's circuit, Envoy
+// holds its endpoint unhealthy and sends the requests to the other.
 func TestVertexServesGeminiAndClaudeWithGooglesCredentials(t *testing.T) {
 	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -202,24 +206,19 @@ plans:
 	// does: the built-in edge tries the model's next deployment, which
 	// answers, and the record names it. Envoy 1.40 cannot retry it (an
 	// upstream filter's own reply goes to the client past the router's
-	// retry policy): the client gets 503 every time, nothing billed.
+	// retry policy): there the client gets 503 until the failures open the
+	// deployment's circuit, which Tollgate then serves Envoy as an
+	// UNHEALTHY endpoint.
 	email := "failover@example.com"
 	secret = tg.newAccount(t, email, "10")
 	keyID = tg.onlyKeyID(t, email)
 	client := tg.client(secret)
+	want := usageRecord{Model: "claude-failover", Provider: "vertex", PromptTokens: 25, Completion: 12, Cost: cost, Status: 200}
 	if binding() == bindingEnvoy {
-		for i := range 2 {
-			_, err := client.Chat.Completions.New(context.Background(), paramsFor("claude-failover"))
-			var apiErr *openai.Error
-			require.True(t, errors.As(err, &apiErr), "request %d: %v", i, err)
-			assert.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode)
-			assert.Empty(t, apiErr.Response.Header.Get("x-tollgate-failover"), "an internal header")
-		}
-		tg.waitRecords(t, keyID, 2)
-		assert.Equal(t, 10*money.PerDollar, tg.balance(t, email), "nothing billed")
+		envoyFailsOverOnceTheCircuitOpens(t, tg, client, keyID, want, wrong)
+		assert.Equal(t, 10*money.PerDollar-3*cost, tg.balance(t, email), "billed once for each answer, exactly")
 		return
 	}
-	want := usageRecord{Model: "claude-failover", Provider: "vertex", PromptTokens: 25, Completion: 12, Cost: cost, Status: 200}
 	resp, err := client.Chat.Completions.New(context.Background(), paramsFor("claude-failover"))
 	require.NoError(t, err, "the deployment with a token answers in place of the one without")
 	assert.Equal(t, mockFullText(), resp.Choices[0].Message.Content)
@@ -228,4 +227,56 @@ plans:
 	assert.Equal(t, []usageRecord{want, want}, tg.waitRecords(t, keyID, 2), "each request recorded once, on the deployment that answered")
 	assert.Equal(t, 10*money.PerDollar-2*cost, tg.balance(t, email), "billed once each, exactly")
 	assert.Empty(t, wrong.received())
+}
+
+// envoyFailsOverOnceTheCircuitOpens plays claude-failover behind Envoy:
+// the deployment without a token fails each request (503, nothing billed)
+// until its circuit opens; Envoy then holds its endpoint unhealthy and the
+// requests go to the next priority, which answers (want); when the
+// circuit half-opens Envoy sends the deployment its probe, whose failure
+// opens the circuit again, and the next request is answered again.
+func envoyFailsOverOnceTheCircuitOpens(t *testing.T, tg *tollgate, client *openai.Client, keyID string, want usageRecord, wrong *mockProvider) {
+	t.Helper()
+	cluster, broken := contract.ClusterName("claude-failover"), strings.TrimPrefix(wrong.URL, "http://")
+	fails := func(why string) {
+		t.Helper()
+		_, err := client.Chat.Completions.New(context.Background(), paramsFor("claude-failover"))
+		var apiErr *openai.Error
+		require.True(t, errors.As(err, &apiErr), "%s: %v", why, err)
+		assert.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode, why)
+		assert.Equal(t, "no_available_workers", apiErr.Code, why)
+		assert.Empty(t, apiErr.Response.Header.Get("x-tollgate-failover"), "an internal header")
+	}
+	answers := func(why string) {
+		t.Helper()
+		resp, err := client.Chat.Completions.New(context.Background(), paramsFor("claude-failover"))
+		require.NoError(t, err, why)
+		assert.Equal(t, mockFullText(), resp.Choices[0].Message.Content, why)
+	}
+
+	assert.Equal(t, "healthy", tg.envoy.hostHealth(t, cluster, broken))
+	for i := range health.DefaultFailureThreshold {
+		fails(fmt.Sprintf("attempt %d, circuit closed", i))
+	}
+	tg.envoy.waitHostHealth(t, cluster, broken, false)
+	answers("the circuit is open: the next priority answers")
+	got := readStream(t, client.Chat.Completions.NewStreaming(context.Background(), paramsFor("claude-failover")))
+	assert.Equal(t, mockFullText(), got.text, "streamed too")
+	records := tg.waitRecords(t, keyID, health.DefaultFailureThreshold+2)
+	assert.Equal(t, []usageRecord{want, want}, records[health.DefaultFailureThreshold:],
+		"each answer recorded once, on the deployment that answered; the broken one had no attempt")
+	for _, r := range records[:health.DefaultFailureThreshold] {
+		assert.Equal(t, http.StatusServiceUnavailable, r.Status, "%+v", r)
+		assert.Zero(t, r.Cost, "%+v", r)
+	}
+
+	circuitsOf(t).advance(health.DefaultCooldown)
+	tg.envoy.waitHostHealth(t, cluster, broken, true)
+	fails("half-open: the request is the broken deployment's probe")
+	tg.envoy.waitHostHealth(t, cluster, broken, false)
+	answers("the failed probe opened the circuit again")
+	records = tg.waitRecords(t, keyID, health.DefaultFailureThreshold+4)
+	assert.Equal(t, http.StatusServiceUnavailable, records[health.DefaultFailureThreshold+2].Status)
+	assert.Equal(t, want, records[health.DefaultFailureThreshold+3])
+	assert.Empty(t, wrong.received(), "no request reached Vertex without a token")
 }

@@ -7,7 +7,9 @@
 // next requests probe it). A failure while half-open opens the circuit again
 // with the cooldown doubled, up to a maximum; a success closes it and resets
 // the cooldown. Nothing runs in the background: states follow from the
-// recorded outcomes and the clock, read when asked.
+// recorded outcomes and the clock, read when asked. Options.OnChange hears
+// of the changes an outcome makes (a circuit opening or closing); the end
+// of a cooldown is the clock's doing and is seen only by asking.
 package health
 
 import (
@@ -43,6 +45,13 @@ type Options struct {
 	MaxCooldown time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// OnChange, when set, is called with a deployment's id after an
+	// outcome opened its circuit (or opened it again from half-open) or
+	// closed an open one; outcomes that change no state are not told. It
+	// runs on the caller's goroutine, outside the Tracker's lock, so it
+	// must return quickly (a non-blocking send, say) and may call the
+	// Tracker.
+	OnChange func(id string)
 }
 
 // Tracker holds one circuit per deployment id. It is safe for concurrent
@@ -108,9 +117,13 @@ func (t *Tracker) State(id string) string {
 // closes and its failure count and cooldown start over.
 func (t *Tracker) Success(id string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	c, ok := t.circuits[id]
 	// A closed circuit with no failures is the same as no entry.
 	delete(t.circuits, id)
+	t.mu.Unlock()
+	if ok && c.open {
+		t.changed(id)
+	}
 }
 
 // Failure records a failed attempt. A closed circuit opens at the
@@ -118,6 +131,14 @@ func (t *Tracker) Success(id string) {
 // for twice its last cooldown (at most MaxCooldown). A failure while open
 // (an attempt that began before the circuit opened) changes nothing.
 func (t *Tracker) Failure(id string) {
+	if t.failure(id) {
+		t.changed(id)
+	}
+}
+
+// failure records a failed attempt and reports whether it opened the
+// circuit.
+func (t *Tracker) failure(id string) (opened bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c, ok := t.circuits[id]
@@ -132,11 +153,20 @@ func (t *Tracker) Failure(id string) {
 		if c.failures >= t.opt.FailureThreshold {
 			c.open, c.cooldown = true, t.opt.Cooldown
 			c.openUntil = now.Add(c.cooldown)
+			return true
 		}
 	case now.Before(c.openUntil):
 		// Still open: the outcome of a request sent before it opened.
 	default:
 		c.cooldown = min(2*c.cooldown, t.opt.MaxCooldown)
 		c.openUntil = now.Add(c.cooldown)
+		return true
+	}
+	return false
+}
+
+func (t *Tracker) changed(id string) {
+	if t.opt.OnChange != nil {
+		t.opt.OnChange(id)
 	}
 }

@@ -26,6 +26,18 @@ type step struct {
 	want string
 }
 
+// play does the step to the deployment's circuit.
+func (s step) play(tr *Tracker, clk *testclock.Clock, id string) {
+	switch s.do {
+	case "fail":
+		tr.Failure(id)
+	case "ok":
+		tr.Success(id)
+	case "wait":
+		clk.Advance(s.wait)
+	}
+}
+
 func fail(want string) step                  { return step{do: "fail", want: want} }
 func ok(want string) step                    { return step{do: "ok", want: want} }
 func wait(d time.Duration, want string) step { return step{do: "wait", wait: d, want: want} }
@@ -115,14 +127,7 @@ func TestCircuitLifecycle(t *testing.T) {
 			tr, clk := newTracker(tt.opt)
 			const id = "gpt-4o#0"
 			for i, s := range tt.steps {
-				switch s.do {
-				case "fail":
-					tr.Failure(id)
-				case "ok":
-					tr.Success(id)
-				case "wait":
-					clk.Advance(s.wait)
-				}
+				s.play(tr, clk, id)
 				require.Equal(t, s.want, tr.State(id), "after step %d (%s %v)", i, s.do, s.wait)
 				require.Equal(t, s.want != StateOpen, tr.Available(id), "Available after step %d", i)
 			}
@@ -177,4 +182,54 @@ func TestTrackerIsSafeForConcurrentUse(t *testing.T) {
 		id := fmt.Sprintf("m#%d", i)
 		assert.Contains(t, []string{StateClosed, StateOpen, StateHalfOpen}, tr.State(id))
 	}
+}
+
+func TestOnChangeHearsOfTheChangesOutcomesMake(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []step
+		told  []bool // after each step, whether OnChange was called
+	}{
+		{
+			name:  "failures below the threshold change nothing",
+			steps: []step{fail(StateClosed), fail(StateClosed), ok(StateClosed)},
+			told:  []bool{false, false, false},
+		},
+		{
+			name:  "the failure that opens the circuit is told",
+			steps: []step{fail(StateClosed), fail(StateClosed), fail(StateOpen), fail(StateOpen)},
+			told:  []bool{false, false, true, false},
+		},
+		{
+			name: "the end of the cooldown is not told; a failed probe and a successful one are",
+			steps: []step{fail(StateClosed), fail(StateClosed), fail(StateOpen), wait(30*time.Second, StateHalfOpen),
+				fail(StateOpen), wait(time.Minute, StateHalfOpen), ok(StateClosed), ok(StateClosed)},
+			told: []bool{false, false, true, false, true, false, true, false},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const id = "gpt-4o#0"
+			var told []string
+			tr, clk := newTracker(Options{OnChange: func(got string) { told = append(told, got) }})
+			for i, s := range tt.steps {
+				before := len(told)
+				s.play(tr, clk, id)
+				require.Equal(t, s.want, tr.State(id), "after step %d", i)
+				require.Equal(t, tt.told[i], len(told) > before, "told after step %d (%s)", i, s.do)
+			}
+			for _, got := range told {
+				assert.Equal(t, id, got)
+			}
+		})
+	}
+}
+
+func TestOnChangeMayAskTheTracker(t *testing.T) {
+	var tr *Tracker
+	var states []string
+	tr, _ = newTracker(Options{FailureThreshold: 1, OnChange: func(id string) { states = append(states, tr.State(id)) }})
+	tr.Failure("d")
+	tr.Success("d")
+	assert.Equal(t, []string{StateOpen, StateClosed}, states, "called outside the lock, after the change")
 }

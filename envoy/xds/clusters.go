@@ -2,15 +2,20 @@
 // production Envoys receive over ADS, and serves them. Clusters and Snapshot
 // are pure builders (tested without an Envoy); Server is the runner that
 // registers ADS on Tollgate's gRPC server and pushes a new snapshot whenever
-// the configuration changes.
+// the configuration changes, or a deployment's circuit (package health)
+// opens or closes.
 //
 // Every public model becomes one cluster, contract.ClusterName(model.ID),
 // with one endpoint per deployment of an enabled provider. The endpoint's
 // priority is the deployment's priority rank, its load-balancing weight the
 // deployment's weight, and its metadata names the deployment, so the upstream
 // ext_proc step (which every cluster runs per attempt) knows which deployment
-// Envoy picked. The listener, the filter chain in front of the router and the
-// routes are static, in envoy/envoy.yaml.
+// Envoy picked; a deployment whose circuit is open has its endpoint
+// UNHEALTHY (MarkUnhealthy), so Envoy leaves it out. The endpoints stay
+// inline (CDS, not EDS): an EDS endpoint must be an IP address, and the
+// providers are host names that STRICT_DNS resolves. The listener, the
+// filter chain in front of the router and the routes are static, in
+// envoy/envoy.yaml.
 package xds
 
 import (
@@ -228,6 +233,31 @@ func modelCluster(cfg *config.Config, m *config.Model, name string, upstreamOpti
 		}}
 	}
 	return c, nil
+}
+
+// MarkUnhealthy marks UNHEALTHY the endpoint of every deployment health
+// says is not available (its circuit is open), and returns their ids in
+// the clusters' order. Envoy's load balancer leaves such an endpoint out:
+// its model's requests go to the deployments left in its priority, or to
+// the next priority; with none left (and no panic mode) Envoy answers 503
+// itself. A nil health marks nothing.
+func MarkUnhealthy(clusters []*clusterv3.Cluster, health Health) []string {
+	if health == nil {
+		return nil
+	}
+	var down []string
+	for _, c := range clusters {
+		for _, l := range c.GetLoadAssignment().GetEndpoints() {
+			for _, e := range l.GetLbEndpoints() {
+				id := e.GetMetadata().GetFilterMetadata()[contract.MetadataNamespace].GetFields()[contract.MetadataDeploymentKey].GetStringValue()
+				if id != "" && !health.Available(id) {
+					e.HealthStatus = corev3.HealthStatus_UNHEALTHY
+					down = append(down, id)
+				}
+			}
+		}
+	}
+	return down
 }
 
 // localities groups the endpoints by priority. Envoy wants priorities

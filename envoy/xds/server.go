@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
@@ -36,19 +38,50 @@ type Options struct {
 	Logger *slog.Logger
 	// Listener places the public listener every snapshot carries.
 	Listener ListenerOptions
+	// Health says which deployments take requests (a health.Tracker):
+	// the endpoint of one that does not is served UNHEALTHY, so Envoy
+	// sends its model's requests to the other deployments. nil: every
+	// deployment is healthy.
+	Health Health
+	// PushInterval is the least time between two pushes that Run makes
+	// for health changes (changes within it are coalesced into one push),
+	// and how often Run asks Health again for the changes nobody tells
+	// it of (a circuit whose cooldown ended); 0 means DefaultPushInterval.
+	PushInterval time.Duration
+
+	// after is Run's timer; nil means time.After. Tests set one they
+	// fire.
+	after func(time.Duration) <-chan time.Time
+}
+
+// DefaultPushInterval is Options.PushInterval's default: a deployment
+// whose circuit flaps costs Envoy at most one cluster update a second.
+const DefaultPushInterval = time.Second
+
+// Health is the passive health of deployments, by deployment id.
+type Health interface {
+	Available(deployment string) bool
 }
 
 // Server serves the model clusters to Envoys over ADS (state of the world
 // and delta), plus the standalone CDS service for on-demand cluster
 // discovery (used by the mesh examples).
 type Server struct {
-	cache cachev3.SnapshotCache
-	xds   serverv3.Server
-	log   *slog.Logger
-	lis   ListenerOptions
+	cache  cachev3.SnapshotCache
+	xds    serverv3.Server
+	log    *slog.Logger
+	lis    ListenerOptions
+	health Health
+	every  time.Duration
+	after  func(time.Duration) <-chan time.Time
+	// changed holds one wake-up for Run: HealthChanged calls made before
+	// Run takes it coalesce into one.
+	changed chan struct{}
 
 	mu      sync.Mutex
 	version string
+	cfg     *config.Config // the configuration in force; nil before the first Update
+	down    []string       // deployments served UNHEALTHY in the snapshot in force
 }
 
 // New returns a Server with an empty cache: Envoys that connect before the
@@ -59,7 +92,13 @@ func New(ctx context.Context, opt Options) *Server {
 		log = slog.Default()
 	}
 	log = log.With("component", "xds")
-	s := &Server{log: log, lis: opt.Listener}
+	s := &Server{log: log, lis: opt.Listener, health: opt.Health, every: opt.PushInterval, after: opt.after, changed: make(chan struct{}, 1)}
+	if s.every <= 0 {
+		s.every = DefaultPushInterval
+	}
+	if s.after == nil {
+		s.after = time.After
+	}
 	s.cache = cachev3.NewSnapshotCache(true, anyNode{}, cacheLogger{log})
 	s.xds = serverv3.NewServer(ctx, s.cache, serverv3.CallbackFuncs{
 		StreamOpenFunc: func(_ context.Context, id int64, typeURL string) error {
@@ -97,22 +136,109 @@ func (s *Server) Register(g *grpc.Server) {
 	clusterservice.RegisterClusterDiscoveryServiceServer(g, s.xds)
 }
 
-// Update builds and validates the listener, routes and clusters for cfg and, when they differ
-// from what Envoys have, sets a new snapshot for every node. A
+// Update builds and validates the listener, routes and clusters for cfg,
+// each deployment's endpoint healthy or not as Health says now, and, when
+// they differ from what Envoys have, sets a new snapshot for every node. A
 // configuration that cannot be served returns an error and leaves the
 // snapshot in force untouched.
 func (s *Server) Update(ctx context.Context, cfg *config.Config) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.publish(ctx, cfg, "pushing listener, routes and clusters to envoy")
+}
+
+// HealthChanged tells the server that a deployment's health changed (wire
+// it to health.Options.OnChange): Run pushes the change. It never blocks.
+func (s *Server) HealthChanged() {
+	select {
+	case s.changed <- struct{}{}:
+	default: // a wake-up is pending already; it will read the change too
+	}
+}
+
+// Run pushes health changes until ctx ends: at once when HealthChanged
+// tells of one, and every PushInterval for the ones nobody tells (a
+// circuit's cooldown ending makes it half-open: its endpoint is healthy
+// again, and the requests Envoy then sends it are the probes). After a
+// push it waits PushInterval before the next, so a flapping deployment
+// costs Envoy at most one cluster update per interval, its changes
+// coalesced. Without Health it returns at once.
+func (s *Server) Run(ctx context.Context) {
+	if s.health == nil {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.changed:
+		case <-s.after(s.every):
+		}
+		if !s.syncHealth(ctx) {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.after(s.every):
+		}
+	}
+}
+
+// syncHealth pushes the configuration in force again if Health changed
+// which of its deployments are down, and reports whether it pushed.
+func (s *Server) syncHealth(ctx context.Context) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg == nil || s.health == nil {
+		return false
+	}
+	if slices.Equal(s.unhealthy(s.cfg), slices.Sorted(slices.Values(s.down))) {
+		return false // asked every interval: nothing to build for no change
+	}
+	before := s.version
+	if err := s.publish(ctx, s.cfg, "pushing deployment health to envoy"); err != nil {
+		// The configuration was served before: only the cache can fail.
+		s.log.Error("pushing deployment health to envoy", "error", err)
+		return false
+	}
+	return s.version != before
+}
+
+// unhealthy is, sorted, the deployments of cfg with an endpoint that Health
+// says are not available: what MarkUnhealthy would mark, without building
+// the clusters.
+func (s *Server) unhealthy(cfg *config.Config) []string {
+	var down []string
+	for i := range cfg.Models {
+		eps, err := ModelEndpoints(cfg, &cfg.Models[i])
+		if err != nil {
+			continue // not in force: Update refused it
+		}
+		for _, e := range eps {
+			if !s.health.Available(e.Deployment.ID) {
+				down = append(down, e.Deployment.ID)
+			}
+		}
+	}
+	slices.Sort(down)
+	return down
+}
+
+// publish builds cfg's resources with the deployments' health and sets
+// them as the snapshot if they changed. The caller holds s.mu.
+func (s *Server) publish(ctx context.Context, cfg *config.Config, msg string) error {
 	res, err := Build(cfg, s.lis)
 	if err != nil {
 		return err
 	}
+	down := MarkUnhealthy(res.Clusters, s.health)
 	version, err := Version(res)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if version == s.version {
+		s.cfg = cfg
 		return nil
 	}
 	snap, err := snapshotOf(res, version)
@@ -122,8 +248,8 @@ func (s *Server) Update(ctx context.Context, cfg *config.Config) error {
 	if err := s.cache.SetSnapshot(ctx, NodeGroup, snap); err != nil {
 		return fmt.Errorf("xds: setting snapshot %s: %w", version, err)
 	}
-	s.log.Info("pushing listener, routes and clusters to envoy", "version", version, "previous", s.version, "clusters", len(res.Clusters))
-	s.version = version
+	s.log.Info(msg, "version", version, "previous", s.version, "clusters", len(res.Clusters), "unhealthy", down, "unhealthy_before", s.down)
+	s.cfg, s.version, s.down = cfg, version, down
 	return nil
 }
 

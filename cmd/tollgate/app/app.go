@@ -91,6 +91,9 @@ type Options struct {
 	// of the return of idle Redis permits); nil: time.Now. Tests set one
 	// that starts a fresh window when they need their requests in one.
 	RateLimitClock func() time.Time
+	// HealthClock is the clock of the deployments' circuits (their
+	// cooldowns); nil: time.Now. Tests move it past a cooldown.
+	HealthClock func() time.Time
 }
 
 // App is a built server: every part it owns, and what closes them.
@@ -172,6 +175,7 @@ func New(ctx context.Context, opt Options) (*App, error) {
 		a.buildLimiter,
 		a.buildObservability,
 		a.buildUsage,
+		a.buildHealth,
 		a.buildGRPC,
 		a.buildServers,
 		a.buildAlerts,

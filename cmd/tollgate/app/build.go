@@ -226,6 +226,16 @@ func (a *App) sweepEveryMinute(what string, sweep func(context.Context, time.Tim
 	})
 }
 
+// buildHealth makes the passive health of deployments, one for the
+// edge's failover, admission, /v1/models, the dashboard and Envoy's
+// clusters: a circuit that opens or closes wakes the xDS push (which
+// buildGRPC wires when there is an Envoy to tell).
+func (a *App) buildHealth(context.Context) error {
+	a.grpc.healthChanged = func() {}
+	a.deployments = health.New(health.Options{Now: a.opt.HealthClock, OnChange: func(string) { a.grpc.healthChanged() }})
+	return nil
+}
+
 // buildServers makes ext_authz and ext_proc, and registers them on the
 // gRPC server for Envoy when there is one. The key the router step signs
 // what it hands the upstream step with, and ext_authz its decisions, is
@@ -251,7 +261,6 @@ func (a *App) buildServers(ctx context.Context) error {
 		Keys:      a.cache, Limiter: clockedLimiter{a.limiter, a.opt.RateLimitClock}, Config: a.cfg.Load, Toucher: a.lastUsed, Logger: a.log,
 		Refusals: a.refusals, Spare: a.leaser.Spare, DecisionKey: stepKey,
 	}), Metrics: m}
-	a.deployments = health.New(health.Options{})
 	a.extproc = extproc.New(extproc.Options{
 		Config: a.cfg.Load, InFlight: a.gate, Keys: a.cache, Balance: a.leaser, Budgets: a.budgets, BudgetRefused: m.BudgetRefused, Logger: a.log,
 		// Every refusal before admission: counted in the metrics, logged

@@ -29,6 +29,9 @@ type grpcParts struct {
 	// xdsUpdate hands a reloaded configuration to Envoy (a no-op without
 	// a gRPC server).
 	xdsUpdate func(context.Context, *config.Config) error
+	// healthChanged tells the xDS server that a deployment's circuit
+	// changed (a no-op without a gRPC server).
+	healthChanged func()
 }
 
 // msgLimit bounds a gRPC message. Messages carry whole bodies (the router
@@ -68,7 +71,9 @@ func (a *App) buildGRPC(ctx context.Context) error {
 	a.grpc.lis = lis
 	a.onClose(func() { _ = lis.Close() })
 	a.grpc.server = grpc.NewServer(append(a.serverOptions(), creds...)...)
-	xdsServer := xds.New(ctx, xds.Options{Logger: a.log, Listener: xds.ListenerOptions{
+	// Envoy's clusters carry this replica's view of the deployments'
+	// circuits: a deployment whose circuit is open is UNHEALTHY there.
+	xdsServer := xds.New(ctx, xds.Options{Logger: a.log, Health: a.deployments, Listener: xds.ListenerOptions{
 		Address: a.opt.EnvoyListen, XFFTrustedHops: uint32(a.opt.XFFTrustedHops),
 	}})
 	xdsServer.Register(a.grpc.server)
@@ -76,6 +81,8 @@ func (a *App) buildGRPC(ctx context.Context) error {
 		return fmt.Errorf("xds: %w", err)
 	}
 	a.grpc.xdsUpdate = xdsServer.Update
+	a.grpc.healthChanged = xdsServer.HealthChanged
+	a.goBackground(xdsServer.Run)
 	return nil
 }
 

@@ -188,6 +188,9 @@ type Hooks struct {
 	// RateLimitClock is serve's clock of rate-limit windows; nil:
 	// time.Now. See app.Options.
 	RateLimitClock func() time.Time
+	// HealthClock is serve's clock of the deployments' circuits; nil:
+	// time.Now. See app.Options.
+	HealthClock func() time.Time
 }
 
 // RunWith is Run with hooks.

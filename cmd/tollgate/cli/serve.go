@@ -19,7 +19,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	o.Stdout, o.Stderr, o.RateLimitClock = e.stdout, e.stderr, e.hooks.RateLimitClock
+	o.Stdout, o.Stderr, o.RateLimitClock, o.HealthClock = e.stdout, e.stderr, e.hooks.RateLimitClock, e.hooks.HealthClock
 	return app.Serve(ctx, o)
 }
 
