@@ -140,7 +140,7 @@ func serve(mode string) error {
 	cache := store.NewCache(st, time.Hour, time.Now)
 	cfgNow := func() *config.Config { return cfg }
 	usage := &countingUsage{}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(workers)
 	authv3.RegisterAuthorizationServer(srv, authz.New(authz.Options{Keys: cache, Limiter: ratelimit.NewMemory(), Config: cfgNow}))
 	extprocv3.RegisterExternalProcessorServer(srv, extproc.New(extproc.Options{Config: cfgNow, Keys: cache, Usage: usage}))
 	healthpb.RegisterHealthServer(srv, grpchealth.NewServer())
@@ -155,6 +155,11 @@ func serve(mode string) error {
 	fmt.Printf("%d\n", usage.n.Load())
 	return nil
 }
+
+// workers runs every bench server's calls as `tollgate serve` runs
+// them, on reused goroutines (extproc.StreamWorkers): Tollgate's servers
+// and the no-op floors alike.
+var workers = grpc.NumStreamWorkers(extproc.StreamWorkers)
 
 func newRig(b testing.TB) *rig { return newRigMode(b, childGRPC) }
 
@@ -413,7 +418,7 @@ func BenchmarkStreamed100(b *testing.B) { run(b, true, streamPieces(100)) }
 // server that answers every message with an empty response of its kind —
 // the same message sequence as Tollgate's servers, with no work behind it.
 func serveNoop() error {
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(workers)
 	authv3.RegisterAuthorizationServer(srv, noopAuthz{})
 	extprocv3.RegisterExternalProcessorServer(srv, noopProc{})
 	healthpb.RegisterHealthServer(srv, grpchealth.NewServer())
