@@ -140,7 +140,7 @@ func serve(mode string) error {
 	cache := store.NewCache(st, time.Hour, time.Now)
 	cfgNow := func() *config.Config { return cfg }
 	usage := &countingUsage{}
-	srv := grpc.NewServer(workers)
+	srv := grpc.NewServer(workers, grpc.ForceServerCodecV2(extproc.Codec()))
 	authv3.RegisterAuthorizationServer(srv, authz.New(authz.Options{Keys: cache, Limiter: ratelimit.NewMemory(), Config: cfgNow}))
 	extprocv3.RegisterExternalProcessorServer(srv, extproc.New(extproc.Options{Config: cfgNow, Keys: cache, Usage: usage}))
 	healthpb.RegisterHealthServer(srv, grpchealth.NewServer())
