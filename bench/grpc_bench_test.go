@@ -322,7 +322,9 @@ func (r *rig) request(ctx context.Context, stream bool, pieces [][]byte) error {
 		RequestHeaders: &extprocv3.HttpHeaders{Headers: hdrs(up...)}}}); err != nil {
 		return err
 	}
-	upr, err := exchange(ups, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+	// Envoy forwards the router step's metadata with every message of the
+	// upstream step, each chunk's included.
+	upr, err := exchange(ups, &extprocv3.ProcessingRequest{MetadataContext: forward, Request: &extprocv3.ProcessingRequest_RequestBody{
 		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}})
 	if err != nil {
 		return err
@@ -334,12 +336,12 @@ func (r *rig) request(ctx context.Context, stream bool, pieces [][]byte) error {
 	if stream {
 		ct = "text/event-stream"
 	}
-	if _, err := exchange(ups, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+	if _, err := exchange(ups, &extprocv3.ProcessingRequest{MetadataContext: forward, Request: &extprocv3.ProcessingRequest_ResponseHeaders{
 		ResponseHeaders: &extprocv3.HttpHeaders{Headers: hdrs(":status", "200", "content-type", ct)}}}); err != nil {
 		return err
 	}
 	for i, p := range pieces {
-		if _, err := exchange(ups, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+		if _, err := exchange(ups, &extprocv3.ProcessingRequest{MetadataContext: forward, Request: &extprocv3.ProcessingRequest_ResponseBody{
 			ResponseBody: &extprocv3.HttpBody{Body: p, EndOfStream: i == len(pieces)-1}}}); err != nil {
 			return err
 		}
