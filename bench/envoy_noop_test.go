@@ -288,7 +288,7 @@ func serveNoopEnvoy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv := grpc.NewServer(opts...)
+	srv := grpc.NewServer(append(opts, workers)...)
 	x := xds.New(ctx, xds.Options{Listener: xds.ListenerOptions{Address: "127.0.0.1:0"}})
 	x.Register(srv)
 	if err := x.Update(ctx, cfg); err != nil {

@@ -542,6 +542,11 @@ func envoyMemoryPerStream(b testing.TB, p *envoyPath, m *mock, n int) (envoy, se
 	cl := p.cl
 	require.NoError(b, cl.do(p.api, requestBody))
 	idleE, idleS := p.rss(b)
+	idleHeap := p.envoy.allocated(b)
+	var idleGo childStats
+	if p.server != nil {
+		idleGo = p.server.readStats(b)
+	}
 	slow := strings.Replace(streamBody, "Say hello in five words.", "slow", 1)
 	var (
 		wg      sync.WaitGroup
@@ -577,10 +582,38 @@ func envoyMemoryPerStream(b testing.TB, p *envoyPath, m *mock, n int) (envoy, se
 	}
 	started.Wait()
 	openE, openS := p.rss(b)
+	// What the resident figures are made of, per stream: Envoy's heap
+	// (its allocator's count), and the server's Go memory in use after a
+	// GC (heap and stacks; with TOLLGATE_BENCH_MEMPROFILE its profile)
+	// and its goroutines.
+	b.Logf("%s, per open stream: Envoy RSS %.1f KiB, heap allocated %.1f KiB", p.name,
+		float64(openE-idleE)/1024/float64(n), float64(p.envoy.allocated(b)-idleHeap)/1024/float64(n))
+	if p.server != nil {
+		open := p.server.readStatsQuery(b, "open")
+		per := func(open, idle uint64) float64 { return (float64(open) - float64(idle)) / 1024 / float64(n) }
+		b.Logf("%s, per open stream: server RSS %.1f KiB, Go heap %.1f KiB and stacks %.1f KiB in use, goroutines %.2f", p.name,
+			float64(openS-idleS)/1024/float64(n), per(open.InUse-open.Stacks, idleGo.InUse-idleGo.Stacks), per(open.Stacks, idleGo.Stacks),
+			float64(open.Goroutines-idleGo.Goroutines)/float64(n))
+	}
 	close(m.release)
 	wg.Wait()
 	require.Empty(b, errs, "every slow stream opened")
 	return float64(openE-idleE) / float64(n), float64(openS-idleS) / float64(n)
+}
+
+// allocated is the bytes Envoy's allocator has handed out and not taken
+// back (the admin's /memory), without what it keeps free.
+func (e *envoyProc) allocated(b testing.TB) int64 {
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(e.admin + "/memory")
+	require.NoError(b, err)
+	defer resp.Body.Close()
+	var m struct {
+		Allocated string `json:"allocated"`
+	}
+	require.NoError(b, json.NewDecoder(resp.Body).Decode(&m))
+	n, err := strconv.ParseInt(m.Allocated, 10, 64)
+	require.NoError(b, err)
+	return n
 }
 
 // extProcMessages sums Envoy's ext_proc message counters (sent and

@@ -140,7 +140,7 @@ func serve(mode string) error {
 	cache := store.NewCache(st, time.Hour, time.Now)
 	cfgNow := func() *config.Config { return cfg }
 	usage := &countingUsage{}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(workers, grpc.ForceServerCodecV2(extproc.Codec()))
 	authv3.RegisterAuthorizationServer(srv, authz.New(authz.Options{Keys: cache, Limiter: ratelimit.NewMemory(), Config: cfgNow}))
 	extprocv3.RegisterExternalProcessorServer(srv, extproc.New(extproc.Options{Config: cfgNow, Keys: cache, Usage: usage}))
 	healthpb.RegisterHealthServer(srv, grpchealth.NewServer())
@@ -155,6 +155,11 @@ func serve(mode string) error {
 	fmt.Printf("%d\n", usage.n.Load())
 	return nil
 }
+
+// workers runs every bench server's calls as `tollgate serve` runs
+// them, on reused goroutines (extproc.StreamWorkers): Tollgate's servers
+// and the no-op floors alike.
+var workers = grpc.NumStreamWorkers(extproc.StreamWorkers)
 
 func newRig(b testing.TB) *rig { return newRigMode(b, childGRPC) }
 
@@ -317,7 +322,9 @@ func (r *rig) request(ctx context.Context, stream bool, pieces [][]byte) error {
 		RequestHeaders: &extprocv3.HttpHeaders{Headers: hdrs(up...)}}}); err != nil {
 		return err
 	}
-	upr, err := exchange(ups, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+	// Envoy forwards the router step's metadata with every message of the
+	// upstream step, each chunk's included.
+	upr, err := exchange(ups, &extprocv3.ProcessingRequest{MetadataContext: forward, Request: &extprocv3.ProcessingRequest_RequestBody{
 		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}})
 	if err != nil {
 		return err
@@ -329,12 +336,12 @@ func (r *rig) request(ctx context.Context, stream bool, pieces [][]byte) error {
 	if stream {
 		ct = "text/event-stream"
 	}
-	if _, err := exchange(ups, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+	if _, err := exchange(ups, &extprocv3.ProcessingRequest{MetadataContext: forward, Request: &extprocv3.ProcessingRequest_ResponseHeaders{
 		ResponseHeaders: &extprocv3.HttpHeaders{Headers: hdrs(":status", "200", "content-type", ct)}}}); err != nil {
 		return err
 	}
 	for i, p := range pieces {
-		if _, err := exchange(ups, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+		if _, err := exchange(ups, &extprocv3.ProcessingRequest{MetadataContext: forward, Request: &extprocv3.ProcessingRequest_ResponseBody{
 			ResponseBody: &extprocv3.HttpBody{Body: p, EndOfStream: i == len(pieces)-1}}}); err != nil {
 			return err
 		}
@@ -413,7 +420,7 @@ func BenchmarkStreamed100(b *testing.B) { run(b, true, streamPieces(100)) }
 // server that answers every message with an empty response of its kind —
 // the same message sequence as Tollgate's servers, with no work behind it.
 func serveNoop() error {
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(workers)
 	authv3.RegisterAuthorizationServer(srv, noopAuthz{})
 	extprocv3.RegisterExternalProcessorServer(srv, noopProc{})
 	healthpb.RegisterHealthServer(srv, grpchealth.NewServer())

@@ -83,6 +83,23 @@ func runChild(mode string) error {
 			}
 		}()
 	}
+	// TOLLGATE_BENCH_CONTENTION=FILE writes the child's block and mutex
+	// profiles when it ends (FILE.block.<mode>.<pid>, FILE.mutex.…):
+	// where its goroutines waited, on channels and locks, and for how
+	// long. Every wait of 10 µs or more is recorded, and one in ten
+	// contended locks.
+	if path := os.Getenv("TOLLGATE_BENCH_CONTENTION"); path != "" {
+		runtime.SetBlockProfileRate(int(10 * time.Microsecond))
+		runtime.SetMutexProfileFraction(10)
+		defer func() {
+			for _, p := range []string{"block", "mutex"} {
+				if f, err := os.Create(fmt.Sprintf("%s.%s.%s.%d", path, p, mode, os.Getpid())); err == nil {
+					_ = pprof.Lookup(p).WriteTo(f, 0)
+					_ = f.Close()
+				}
+			}
+		}()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
@@ -160,7 +177,7 @@ func serveStats(mode string) (net.Listener, error) {
 			}
 			var m runtime.MemStats
 			runtime.ReadMemStats(&m)
-			_ = json.NewEncoder(w).Encode(childStats{Mallocs: m.Mallocs, Bytes: m.TotalAlloc, InUse: m.HeapInuse + m.StackInuse, Goroutines: runtime.NumGoroutine(),
+			_ = json.NewEncoder(w).Encode(childStats{Mallocs: m.Mallocs, Bytes: m.TotalAlloc, InUse: m.HeapInuse + m.StackInuse, Stacks: m.StackInuse, Goroutines: runtime.NumGoroutine(),
 				Forwarded: forwarded.Load()})
 		}))
 	}()
@@ -171,6 +188,7 @@ type childStats struct {
 	Mallocs    uint64 `json:"mallocs"`
 	Bytes      uint64 `json:"bytes"` // allocated in all
 	InUse      uint64 `json:"in_use"`
+	Stacks     uint64 `json:"stacks"` // of InUse
 	Goroutines int    `json:"goroutines"`
 	// Forwarded counts the checks and streams the no-op servers behind
 	// Envoy passed to the real ones, to record their answers

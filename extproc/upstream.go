@@ -46,6 +46,8 @@ type upstreamStep struct {
 	resp   provider.Response
 	status int  // the status the client gets
 	ended  bool // the response body reached its end
+	// chunk answers the body's pieces before its last.
+	chunk *chunkAnswer
 	// shape is the error shape the request's path's clients read.
 	shape oaierror.Shape
 	// anthropicVersion and anthropicBeta are the client's headers, which
@@ -323,18 +325,22 @@ func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 	if len(out) > 0 && u.firstByte.IsZero() {
 		u.firstByte = u.s.opt.Now()
 	}
+	if !end {
+		if u.chunk == nil {
+			u.chunk = newChunkAnswer()
+		}
+		return u.chunk.answer(out, !sameBytes(out, piece)), nil
+	}
 	ans := newAnswer(phaseResponseBody)
 	if !sameBytes(out, piece) {
 		ans.replaceBody(out)
 	}
 	resp := ans.msg()
-	if end {
-		u.ended = true
-		if rec, ok := u.record(u.status, ""); ok {
-			resp.DynamicMetadata = usageMetadata(rec)
-		}
-		u.part.completed(ctx, u)
+	u.ended = true
+	if rec, ok := u.record(u.status, ""); ok {
+		resp.DynamicMetadata = usageMetadata(rec)
 	}
+	u.part.completed(ctx, u)
 	return resp, nil
 }
 
@@ -380,6 +386,42 @@ func (u *upstreamStep) record(st int, code string) (store.UsageRecord, bool) {
 		o.ttft = u.firstByte.Sub(u.started)
 	}
 	return u.s.record(contract.StepUpstream, &u.admission, o)
+}
+
+// chunkAnswer is the answer to each piece of an answer's body before its
+// last, made once per step and reused: a streamed answer is a message each
+// way per chunk, and most chunks go on unchanged or renamed in the
+// translator's reused buffer. Reusing it is safe because an answer is out
+// before the next piece comes in: gRPC's Send has marshalled it when it
+// returns, and the in-process binding's edge writes it before it hands the
+// session the next piece (as it must already: the translated bytes are
+// the translator's buffer, which the next piece overwrites).
+type chunkAnswer struct {
+	resp   extprocv3.ProcessingResponse
+	body   extprocv3.ProcessingResponse_ResponseBody
+	reply  extprocv3.BodyResponse
+	common extprocv3.CommonResponse
+	mut    extprocv3.BodyMutation
+	with   extprocv3.BodyMutation_Body
+}
+
+func newChunkAnswer() *chunkAnswer {
+	a := &chunkAnswer{}
+	a.resp.Response = &a.body
+	a.body.ResponseBody = &a.reply
+	a.reply.Response = &a.common
+	a.mut.Mutation = &a.with
+	return a
+}
+
+// answer is the piece's answer: out replaces the piece when changed, else
+// the piece goes on as it came.
+func (a *chunkAnswer) answer(out []byte, changed bool) *extprocv3.ProcessingResponse {
+	a.common.BodyMutation, a.with.Body = nil, nil
+	if changed {
+		a.common.BodyMutation, a.with.Body = &a.mut, out
+	}
+	return &a.resp
 }
 
 func sameBytes(a, b []byte) bool {

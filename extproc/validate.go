@@ -90,8 +90,8 @@ var validRoles = map[string]bool{"system": true, "developer": true, "user": true
 // decoding it into structs. The first problem found is returned as the
 // client-facing error; a nil error means the body may go to a provider.
 func validate(body []byte, cfg *config.Config) (validChat, *oaierror.Error) {
-	top, e := topLevel(body)
-	if e != nil {
+	var top fields
+	if e := topLevel(body, &top); e != nil {
 		return validChat{}, e
 	}
 	var r validChat
@@ -131,24 +131,25 @@ func invalid(code, param, format string, args ...any) *oaierror.Error {
 	return &e
 }
 
-// topLevel reads the body's top-level values, once: each later check
-// reads them from the table it returns.
-func topLevel(body []byte) (fields, *oaierror.Error) {
-	var top fields
+// topLevel reads the body's top-level values, once, into top: each later
+// check reads them from that table (filled in place: a copy of it returned
+// would put the table twice on the stack of a stream's goroutine, which
+// keeps the size it grows to).
+func topLevel(body []byte, top *fields) *oaierror.Error {
 	// Nesting first, without recursion: the JSON validator and every walk
 	// after it recurse, and a body of a few megabytes of brackets would
 	// otherwise cost gigabytes of stack, or the process.
 	if tooDeep(body, MaxJSONDepth) {
-		return top, invalid("invalid_request", "", "The request body nests JSON deeper than %d levels.", MaxJSONDepth)
+		return invalid("invalid_request", "", "The request body nests JSON deeper than %d levels.", MaxJSONDepth)
 	}
 	if !gjson.ValidBytes(body) {
-		return top, invalid("invalid_request", "", "The request body is not valid JSON.")
+		return invalid("invalid_request", "", "The request body is not valid JSON.")
 	}
 	// Read the body in place (no copy into a string) and walk its top
 	// level once; a value is looked up later by name from this table.
 	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
 	if !root.IsObject() {
-		return top, invalid("invalid_request", "", "The request body must be a JSON object.")
+		return invalid("invalid_request", "", "The request body must be a JSON object.")
 	}
 	dup := ""
 	root.ForEach(func(k, v gjson.Result) bool {
@@ -161,9 +162,9 @@ func topLevel(body []byte) (fields, *oaierror.Error) {
 	if dup != "" {
 		// Parsers disagree on which copy wins; a validated value must be
 		// the one the provider uses, so an ambiguous body is refused.
-		return top, invalid("invalid_request", dup, "The request body gives %q more than once.", dup)
+		return invalid("invalid_request", dup, "The request body gives %q more than once.", dup)
 	}
-	return top, nil
+	return nil
 }
 
 func validateStream(top *fields, r *validChat) *oaierror.Error {

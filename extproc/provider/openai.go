@@ -292,7 +292,11 @@ type chunkFields struct {
 	usageKey                           int          // where the "usage" key begins
 }
 
-func readChunk(data []byte) (f chunkFields) {
+// readChunk reads a chunk's top-level fields into f, in place: the table
+// returned by value would sit twice on the stack of the stream's goroutine,
+// which keeps the size it grows to.
+func readChunk(data []byte, f *chunkFields) {
+	*f = chunkFields{}
 	parseInPlace(data).ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "error":
@@ -310,7 +314,6 @@ func readChunk(data []byte) (f chunkFields) {
 		}
 		return true
 	})
-	return f
 }
 
 // withModel names model in a JSON object's "model" field, when it has one
@@ -353,7 +356,7 @@ func (r *openAIResponse) event(data []byte) bool {
 		r.out = append(r.out, StreamErrorEvent("The provider sent an event Tollgate could not read.")...)
 		return false
 	}
-	r.fields = readChunk(data)
+	readChunk(data, &r.fields)
 	f := &r.fields
 	if f.err.IsObject() {
 		r.failed = true // the provider's own error event, passed on as it is

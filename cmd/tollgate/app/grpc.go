@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/xds"
+	"github.com/tollgate/tollgate/extproc"
 	"github.com/tollgate/tollgate/internal/guard"
 )
 
@@ -43,12 +44,16 @@ func msgLimit(cfg *config.Config) int {
 
 // serverOptions are every gRPC server's. WaitForHandlers: a forced stop
 // still lets each handler return, so the ext_proc steps cut off by it
-// write their usage records. A panic in a call fails that call, never the
-// process (guard); the ext_proc steps recover their own first, answering
-// and recording the request.
+// write their usage records. Calls run on extproc.StreamWorkers reused
+// goroutines, whose stacks stay grown, before new ones; messages decode
+// with extproc.Codec (an upstream step's forwarded metadata is read on
+// its request headers alone). A panic in a call fails that call, never
+// the process (guard); the ext_proc steps recover their own first,
+// answering and recording the request.
 func (a *App) serverOptions() []grpc.ServerOption {
 	limit := msgLimit(a.cfg.Load())
 	return []grpc.ServerOption{grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit), grpc.WaitForHandlers(true),
+		grpc.NumStreamWorkers(extproc.StreamWorkers), grpc.ForceServerCodecV2(extproc.Codec()),
 		grpc.ChainUnaryInterceptor(guard.UnaryServerInterceptor("grpc_unary", a.log)),
 		grpc.ChainStreamInterceptor(guard.StreamServerInterceptor("grpc_stream", a.log))}
 }

@@ -1,0 +1,102 @@
+package extproc
+
+import (
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/tollgate/tollgate/envoy/contract"
+)
+
+// forwarded is the metadata Envoy forwards with every message of the
+// upstream step: the router step's signed state.
+func forwarded(t *testing.T) *corev3.Metadata {
+	t.Helper()
+	s, err := structpb.NewStruct(map[string]any{"key_id": "key_1", "account_id": "acct_1", "request_id": "req_1",
+		"model": "gpt-4o-mini", "stream": true, "held": "0.0001", "sig": "c2lnbmF0dXJlLXNpZ25hdHVyZS1zaWduYXR1cmU="})
+	require.NoError(t, err)
+	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{contract.RequestMetadataNamespace: s}}
+}
+
+// TestTheCodecReadsForwardedMetadataOnlyOnRequestHeaders: the upstream
+// step reads Envoy's forwarded metadata on the request headers; on every
+// other message (each chunk of a streamed answer) it is left unread, and
+// the rest of the message reads as protobuf reads it.
+func TestTheCodecReadsForwardedMetadataOnlyOnRequestHeaders(t *testing.T) {
+	meta := forwarded(t)
+	attrs := map[string]*structpb.Struct{contract.AttributesNamespace: {Fields: map[string]*structpb.Value{"x": structpb.NewStringValue("y")}}}
+	tests := []struct {
+		name     string
+		msg      *extprocv3.ProcessingRequest
+		keepMeta bool
+	}{
+		{name: "request headers keep it", keepMeta: true, msg: &extprocv3.ProcessingRequest{
+			Request:         &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{Headers: headerList(":path", "/v1/chat/completions")}},
+			MetadataContext: meta, Attributes: attrs}},
+		{name: "a request body leaves it", msg: &extprocv3.ProcessingRequest{
+			Request:         &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(`{"a":1}`), EndOfStream: true}},
+			MetadataContext: meta}},
+		{name: "a streamed chunk leaves it, and what follows it is read", msg: &extprocv3.ProcessingRequest{
+			Request:         &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{Body: []byte(chunkHello)}},
+			MetadataContext: meta, Attributes: attrs, ObservabilityMode: true}},
+		{name: "response headers leave it", msg: &extprocv3.ProcessingRequest{
+			Request:         &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{Headers: headerList(":status", "200")}},
+			MetadataContext: meta}},
+		{name: "a message without it is read whole", keepMeta: true, msg: &extprocv3.ProcessingRequest{
+			Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{Body: []byte(chunkEnd), EndOfStream: true}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := proto.Marshal(tt.msg)
+			require.NoError(t, err)
+			var got extprocv3.ProcessingRequest
+			require.NoError(t, Codec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &got))
+			want := proto.Clone(tt.msg).(*extprocv3.ProcessingRequest)
+			if !tt.keepMeta {
+				want.MetadataContext = nil
+			}
+			assert.True(t, proto.Equal(want, &got), "want %v\ngot %v", want, &got)
+		})
+	}
+}
+
+// TestTheCodecReadsOtherMessagesAsProtobufDoes: a check, and a message
+// protobuf refuses, are protobuf's business.
+func TestTheCodecReadsOtherMessagesAsProtobufDoes(t *testing.T) {
+	var req extprocv3.ProcessingRequest
+	assert.Error(t, Codec().Unmarshal(mem.BufferSlice{mem.SliceBuffer([]byte{0x2a, 0x05, 0x01})}, &req), "a truncated field")
+	hc := &corev3.HeaderValue{Key: "a", Value: "b"}
+	b, err := proto.Marshal(hc)
+	require.NoError(t, err)
+	var got corev3.HeaderValue
+	require.NoError(t, Codec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &got))
+	assert.Equal(t, "b", got.GetValue())
+}
+
+// TestAStreamedChunkDecodesWithoutTheForwardedMetadata: decoding a chunk's
+// message allocates a few times (the message, its body), not once per
+// forwarded field.
+func TestAStreamedChunkDecodesWithoutTheForwardedMetadata(t *testing.T) {
+	b, err := proto.Marshal(&extprocv3.ProcessingRequest{
+		Request:         &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{Body: []byte(chunkHello)}},
+		MetadataContext: forwarded(t)})
+	require.NoError(t, err)
+	decode := func(un func([]byte, *extprocv3.ProcessingRequest) error) float64 {
+		return testing.AllocsPerRun(100, func() {
+			var req extprocv3.ProcessingRequest
+			if err := un(b, &req); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	whole := decode(func(b []byte, m *extprocv3.ProcessingRequest) error { return proto.Unmarshal(b, m) })
+	lean := decode(unmarshalRequest)
+	t.Logf("allocations per chunk: %.0f with the metadata, %.0f without", whole, lean)
+	assert.LessOrEqual(t, lean, 4.0)
+}
