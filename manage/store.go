@@ -21,6 +21,7 @@ type Store interface {
 	Budgets
 	Webhooks
 	Members
+	store.SingleSignOn
 }
 
 // Members are the accounts' people and their invitations.
