@@ -52,6 +52,8 @@ type memberInvitedPage struct {
 type invitationPage struct {
 	Secret, Email, Role, Name, Error string
 	Account                          string
+	// SSO are the providers to accept with instead of a password.
+	SSO []ssoLink
 }
 
 // roleWhat says what each role may do, for the pages.
@@ -250,7 +252,8 @@ func (d *Dashboard) showAccept(w http.ResponseWriter, r *http.Request) {
 		d.renderError(w, r, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, "invitation", nil, "Join", invitationPage{Secret: secret, Email: inv.Email, Role: inv.Role})
+	d.render(w, r, http.StatusOK, "invitation", nil, "Join", invitationPage{Secret: secret, Email: inv.Email, Role: inv.Role,
+		SSO: d.ssoLinks("", "", secret)})
 }
 
 // accept makes the invited member with the password chosen and signs it
