@@ -2,11 +2,16 @@ package dashboard
 
 import (
 	"net/http"
+
+	"github.com/tollgate/tollgate/manage"
 )
 
 // newKey shows the create form with its defaults, and the plan's default
 // budgets as its spend budgets.
 func (d *Dashboard) newKey(w http.ResponseWriter, r *http.Request, s *session) error {
+	if err := d.actor(r, s).Check(manage.OpKeysCreate); err != nil {
+		return err // a role that may not make keys is told so before the form
+	}
 	f := newKeyForm()
 	f.Budgets = budgetFieldsOf(planBudgets(d.config(), s.account.Plan))
 	d.renderKeyForm(w, r, s, http.StatusOK, nil, f, nil)

@@ -125,6 +125,7 @@ func TestEveryRoleGetsThePagesAndChangesItsRoleAllowsAndNoOthers(t *testing.T) {
 			reqs := []req{
 				{"keys page", "GET", "/keys", nil, "OADVB"},
 				{"another's key", "GET", "/keys/" + ownerKey.ID, nil, "OAVB"},
+				{"new key form", "GET", "/keys/new", nil, "OAD"},
 				{"new key", "POST", "/keys", url.Values{"description": {"mine"}}, "OAD"},
 				{"disable another's key", "POST", "/keys/" + ownerKey.ID + "/disable", nil, "OA"},
 				{"usage", "GET", "/usage", nil, "OADVB"},

@@ -54,6 +54,8 @@ var scopeWhat = map[string]string{
 	manage.ScopeUsageRead:     "read usage and the balance",
 	manage.ScopeWebhooksRead:  "list webhook endpoints and their delivery logs",
 	manage.ScopeWebhooksWrite: "add, switch, test and delete webhook endpoints",
+	manage.ScopeMembersRead:   "list the account's people and invitations",
+	manage.ScopeMembersWrite:  "invite people, change their roles, suspend and remove them",
 }
 
 // actor is the signed-in member as the management service knows them.
@@ -131,6 +133,8 @@ func (d *Dashboard) createToken(w http.ResponseWriter, r *http.Request, s *sessi
 		case !errors.As(err, &oe):
 		case oe.Code == manage.ErrTokenLimit.Code:
 			form.Error, err = d.tokenLimitSentence(), nil
+		case oe.Code == manage.ErrPermission.Code && oe.Param == "scopes":
+			form.Errors["scopes"], err = "Tick only scopes your role allows: "+oe.Message, nil
 		case oe.Status == http.StatusBadRequest && tokenFields[oe.Param] != "":
 			form.Errors[tokenFields[oe.Param]], err = tokenSentence(oe.Param, oe.Message), nil
 		case oe.Status == http.StatusBadRequest:

@@ -77,7 +77,8 @@ func TestTheManagementAPIHoldsToItsDocumentUnderGeneratedCalls(t *testing.T) {
 	tg.run(t, "account", "create", "--email", "team@example.com", "--plan", "pro", "--balance", "10")
 	admin := strings.TrimSpace(tg.run(t, "token", "create", "--admin"))
 	account := strings.TrimSpace(tg.run(t, "token", "create", "--account", "team@example.com",
-		"--scope", "keys:read", "--scope", "keys:write", "--scope", "usage:read", "--scope", "webhooks:read", "--scope", "webhooks:write"))
+		"--scope", "keys:read", "--scope", "keys:write", "--scope", "usage:read", "--scope", "webhooks:read", "--scope", "webhooks:write",
+		"--scope", "members:read", "--scope", "members:write"))
 	doc := strings.TrimSuffix(tg.BaseURL, "/v1") + "/api/v1/openapi.json"
 	for _, run := range []struct {
 		name, token string

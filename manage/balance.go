@@ -50,6 +50,9 @@ func (s *Service) BalanceHistoryOf(ctx context.Context, a Actor, r UsageRequest)
 	if err != nil {
 		return BalanceHistory{}, err
 	}
+	if !a.may(OpBalanceRead) {
+		return BalanceHistory{}, ErrPermission
+	}
 	acct, err := s.opt.Store.AccountByID(ctx, q.AccountID)
 	if err != nil {
 		return BalanceHistory{}, s.fail(ctx, "balance history", err)

@@ -259,3 +259,55 @@ func RecordView(u store.UsageRecord) RecordJSON {
 		CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens, CostUSD: u.Cost, Estimated: u.Estimated, LatencyMS: u.Latency.Milliseconds(),
 		TTFTMS: u.TTFT.Milliseconds(), Attempts: u.Attempts, RequestID: u.RequestID}
 }
+
+// MemberJSON is a member on the wire (never its password hash).
+type MemberJSON struct {
+	ID        string `json:"id"`
+	Object    string `json:"object"`
+	AccountID string `json:"account_id"`
+	Email     string `json:"email"`
+	Name      string `json:"name"`
+	Role      string `json:"role"`
+	Status    string `json:"status"`
+	// SSO says whether the member signs in by single sign-on.
+	SSO       bool      `json:"sso"`
+	CreatedAt time.Time `json:"created_at"`
+	// InvitedBy is the inviting member; null for the account's first owner.
+	InvitedBy *string `json:"invited_by"`
+}
+
+// MemberView is a member's wire view.
+func MemberView(m store.Member) MemberJSON {
+	return MemberJSON{ID: m.ID, Object: "member", AccountID: m.AccountID, Email: m.Email, Name: m.Name, Role: m.Role,
+		Status: m.Status, SSO: m.SSOSubject != "", CreatedAt: m.CreatedAt, InvitedBy: orNull(m.CreatedBy)}
+}
+
+// InvitationJSON is a pending invitation on the wire; Secret only in the
+// answer that made it.
+type InvitationJSON struct {
+	ID        string    `json:"id"`
+	Object    string    `json:"object"`
+	AccountID string    `json:"account_id"`
+	Email     string    `json:"email"`
+	Role      string    `json:"role"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	InvitedBy *string   `json:"invited_by"`
+	// Secret is the link's secret: the invitee opens the dashboard's
+	// /invitations/{secret}.
+	Secret string `json:"secret,omitempty"`
+}
+
+// InvitationView is an invitation's wire view (without its secret).
+func InvitationView(inv store.Invitation) InvitationJSON {
+	return InvitationJSON{ID: inv.ID, Object: "invitation", AccountID: inv.AccountID, Email: inv.Email, Role: inv.Role,
+		CreatedAt: inv.CreatedAt, ExpiresAt: inv.ExpiresAt, InvitedBy: orNull(inv.CreatedBy)}
+}
+
+// orNull is s, or null when it is empty.
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

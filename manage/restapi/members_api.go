@@ -12,52 +12,14 @@ import (
 // The REST API's people calls (/api/v1/accounts/{id}/members and
 // /invitations).
 
-// memberJSON is a member on the wire (never its password hash).
-type memberJSON struct {
-	ID        string    `json:"id"`
-	Object    string    `json:"object"`
-	AccountID string    `json:"account_id"`
-	Email     string    `json:"email"`
-	Name      string    `json:"name"`
-	Role      string    `json:"role"`
-	Status    string    `json:"status"`
-	SSO       bool      `json:"sso"`
-	CreatedAt time.Time `json:"created_at"`
-	InvitedBy *string   `json:"invited_by"`
-}
-
-// invitationJSON is a pending invitation; Secret only in the answer that
-// made it.
-type invitationJSON struct {
-	ID        string    `json:"id"`
-	Object    string    `json:"object"`
-	AccountID string    `json:"account_id"`
-	Email     string    `json:"email"`
-	Role      string    `json:"role"`
-	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at"`
-	InvitedBy *string   `json:"invited_by"`
-	// Secret is the link's secret: the invitee opens the dashboard's
-	// /invitations/{secret}.
-	Secret string `json:"secret,omitempty"`
-}
-
-func orNull(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
 func (api *API) listMembers(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
 	ms, err := api.svc.ListMembers(r.Context(), a, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	out := make([]memberJSON, len(ms))
+	out := make([]manage.MemberJSON, len(ms))
 	for i, m := range ms {
-		out[i] = memberJSON{ID: m.ID, Object: "member", AccountID: m.AccountID, Email: m.Email, Name: m.Name, Role: m.Role,
-			Status: m.Status, SSO: m.SSOSubject != "", CreatedAt: m.CreatedAt, InvitedBy: orNull(m.CreatedBy)}
+		out[i] = manage.MemberView(m)
 	}
 	return writeJSON(w, http.StatusOK, list(out, ""))
 }
@@ -118,8 +80,7 @@ func (api *API) patchMember(w http.ResponseWriter, r *http.Request, a manage.Act
 			return err
 		}
 	}
-	return writeJSON(w, http.StatusOK, memberJSON{ID: m.ID, Object: "member", AccountID: m.AccountID, Email: m.Email, Name: m.Name,
-		Role: m.Role, Status: m.Status, SSO: m.SSOSubject != "", CreatedAt: m.CreatedAt, InvitedBy: orNull(m.CreatedBy)})
+	return writeJSON(w, http.StatusOK, manage.MemberView(m))
 }
 
 func (api *API) deleteMember(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
@@ -141,10 +102,9 @@ func (api *API) listInvitations(w http.ResponseWriter, r *http.Request, a manage
 	if err != nil {
 		return err
 	}
-	out := make([]invitationJSON, len(invs))
+	out := make([]manage.InvitationJSON, len(invs))
 	for i, inv := range invs {
-		out[i] = invitationJSON{ID: inv.ID, Object: "invitation", AccountID: inv.AccountID, Email: inv.Email, Role: inv.Role,
-			CreatedAt: inv.CreatedAt, ExpiresAt: inv.ExpiresAt, InvitedBy: orNull(inv.CreatedBy)}
+		out[i] = manage.InvitationView(inv)
 	}
 	return writeJSON(w, http.StatusOK, list(out, ""))
 }
@@ -170,8 +130,9 @@ func (api *API) createInvitation(w http.ResponseWriter, r *http.Request, a manag
 		return err
 	}
 	w.Header().Set("Location", "/api/v1/accounts/"+inv.AccountID+"/invitations")
-	return writeJSON(w, http.StatusCreated, invitationJSON{ID: inv.ID, Object: "invitation", AccountID: inv.AccountID, Email: inv.Email,
-		Role: inv.Role, CreatedAt: inv.CreatedAt, ExpiresAt: inv.ExpiresAt, InvitedBy: orNull(inv.CreatedBy), Secret: secret})
+	v := manage.InvitationView(inv)
+	v.Secret = secret
+	return writeJSON(w, http.StatusCreated, v)
 }
 
 func (api *API) deleteInvitation(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
@@ -180,4 +141,12 @@ func (api *API) deleteInvitation(w http.ResponseWriter, r *http.Request, a manag
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "invitation", "deleted": true})
+}
+
+// orNull is s, or null when it is empty.
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -1,6 +1,6 @@
 // Package cli is the tollgate command line: it parses "serve"'s flags into
 // the server's options (package cmd/tollgate/app runs the server) and runs the
-// administrator's account, key, usage and token commands. Run is the whole
+// administrator's account, key, usage, token, member and webhook commands. Run is the whole
 // program minus signals and the exit code, so tests call it directly.
 package cli
 
@@ -104,6 +104,17 @@ var commands = []command{
 	{"token list", "[--account EMAIL] [--json]",
 		"list the admin tokens, or an account's (never their secrets)", runTokenList},
 	{"token revoke", "ID", "revoke a management token at once", runTokenRevoke},
+	{"member list", "--account EMAIL [--json]",
+		"list an account's people and pending invitations", runMemberList},
+	{"member invite", "--account EMAIL --email EMAIL --role ROLE [--expires-in DURATION] [--json]",
+		"invite a person; prints the link's secret (the dashboard's /invitations/SECRET), shown only this once", runMemberInvite},
+	{"member role", "--account EMAIL --email EMAIL --role ROLE",
+		"change a member's role (owner, admin, developer, viewer, billing)", runMemberRole},
+	{"member suspend", "--account EMAIL --email EMAIL",
+		"suspend a member: its sessions and tokens end at once", runMemberSuspend},
+	{"member activate", "--account EMAIL --email EMAIL", "reactivate a suspended member", runMemberActivate},
+	{"member remove", "--account EMAIL --email EMAIL",
+		"remove a member: its sessions and tokens end at once; its keys stay", runMemberRemove},
 	{"webhook add", "--account EMAIL --url URL [--description TEXT] [--json]",
 		"add an alert webhook endpoint; prints its signing secret, shown only this once", runWebhookAdd},
 	{"webhook list", "--account EMAIL [--json]", "list an account's webhook endpoints", runWebhookList},
@@ -213,7 +224,7 @@ func (e *env) run(ctx context.Context, args []string) error {
 			return nil
 		}
 		return err
-	case "account", "key", "usage", "token", "webhook":
+	case "account", "key", "usage", "token", "webhook", "member":
 	default:
 		return usagef("unknown command %q", args[0])
 	}

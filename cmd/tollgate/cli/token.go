@@ -36,7 +36,7 @@ func parseTokenExpiry(v string) (*time.Time, error) {
 func runTokenCreate(ctx context.Context, e *env, f *flags, args []string) error {
 	admin := f.fs.Bool("admin", false, "an admin token: every account, every scope")
 	account := f.fs.String("account", "", "email of the account the token acts for")
-	scopes := f.list("scope", "keys:read, keys:write, usage:read, webhooks:read or webhooks:write (repeatable; an account token needs one)")
+	scopes := f.list("scope", "keys:read, keys:write, usage:read, webhooks:read, webhooks:write, members:read or members:write (repeatable; an account token needs one)")
 	name := f.fs.String("name", "", "what the token is for (default: admin or the account's email)")
 	expires := f.fs.String("expires", "never", "last day (YYYY-MM-DD, UTC) or instant (RFC 3339) the token works, or never")
 	asJSON := f.fs.Bool("json", false, "print the token's fields and its secret (token) as JSON")
