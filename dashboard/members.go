@@ -275,7 +275,8 @@ func (d *Dashboard) accept(w http.ResponseWriter, r *http.Request) {
 		d.renderError(w, r, err)
 		return
 	}
-	page := invitationPage{Secret: secret, Email: inv.Email, Role: inv.Role, Name: strings.TrimSpace(r.PostForm.Get("name"))}
+	page := invitationPage{Secret: secret, Email: inv.Email, Role: inv.Role, Name: strings.TrimSpace(r.PostForm.Get("name")),
+		SSO: d.ssoLinks("", "", secret)}
 	password := r.PostForm.Get("password")
 	switch {
 	case len(password) < MinPasswordLen || len(password) > MaxPasswordLen:
@@ -304,7 +305,7 @@ func (d *Dashboard) accept(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.As(err, &oe) && oe.Code == manage.ErrMemberExists.Code:
 			page.Error = "This email is a member of the account already: sign in instead."
-		case errors.As(err, &oe) && oe.Status == http.StatusBadRequest:
+		case errors.As(err, &oe) && (oe.Status == http.StatusBadRequest || oe.Code == manage.ErrSSORequired.Code):
 			page.Error = oe.Message
 		case err != nil:
 			d.renderError(w, r, err)

@@ -267,9 +267,8 @@ func (d *Dashboard) ssoCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	m, err := d.manage.SSOSignIn(ctx, id)
-	var oe oaierror.Error
-	if errors.As(err, &oe) && oe.Status == http.StatusForbidden || errors.Is(err, manage.ErrInvitationInvalid) || errors.Is(err, manage.ErrMemberExists) {
-		errors.As(err, &oe)
+	if oe := (oaierror.Error{}); errors.As(err, &oe) && oe.Status < http.StatusInternalServerError {
+		// The service's refusal says what the person can do.
 		d.log.InfoContext(ctx, "dashboard: single sign-on refused", "provider", p.ID, "code", oe.Code)
 		d.renderError(w, r, &pageError{status: http.StatusForbidden, title: "Not signed in", message: oe.Message})
 		return

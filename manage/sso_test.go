@@ -136,3 +136,19 @@ func TestSSORequiredIsAnOwnersSwitchAndNeedsAProvider(t *testing.T) {
 	assert.ErrorIs(t, e.svc.SetSSORequired(ctx, tm.actors[store.RoleOwner], tm.account.ID, true), ErrSSONoProvider)
 	require.NoError(t, e.svc.SetSSORequired(ctx, tm.actors[store.RoleOwner], tm.account.ID, false), "switching off always works")
 }
+
+func TestAnAccountThatRequiresSSOTakesNoPasswordForAnInvitation(t *testing.T) {
+	e, tm := newSSOEnv(t)
+	ctx := context.Background()
+	_, secret, err := e.svc.Invite(ctx, tm.actors[store.RoleOwner], InviteRequest{AccountID: tm.account.ID, Email: "late@corp.example", Role: store.RoleViewer})
+	require.NoError(t, err)
+	require.NoError(t, e.svc.SetSSORequired(ctx, tm.actors[store.RoleOwner], tm.account.ID, true))
+	_, err = e.svc.AcceptInvitation(ctx, secret, store.Member{PasswordHash: "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA"}, "")
+	require.ErrorIs(t, err, ErrSSORequired)
+
+	id := corpIdentity("s-late", "late@corp.example")
+	id.Invitation = secret
+	m, err := e.svc.SSOSignIn(ctx, id)
+	require.NoError(t, err, "the invitation is still pending, for single sign-on")
+	assert.Equal(t, store.RoleViewer, m.Role)
+}
