@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"net"
@@ -50,7 +51,7 @@ func newSSOEnv(t *testing.T) *ssoEnv {
 	require.NoError(t, op.Start(ln, nil))
 	t.Cleanup(func() { _ = op.Shutdown() })
 	e.op = op
-	e.account = e.withPassword("owner@corp.example")
+	e.account = e.testEnv.account("owner@corp.example", "pro", 0)
 	e.cfg.SSO.Providers = []config.SSOProvider{{ID: "corp", DisplayName: "Corp Login", Issuer: op.Issuer(), ClientID: op.ClientID,
 		ClientSecret: config.Secret(op.ClientSecret), Scopes: []string{"openid", "email", "profile", "groups"},
 		AllowedDomains: []string{"corp.example"}, Account: e.account.ID, GroupsClaim: "groups",
@@ -253,6 +254,9 @@ func requireSSORefused(t *testing.T, e *ssoEnv, b *browser, w *httptest.Response
 
 func TestSSORequiredTurnsPasswordsOffForTheAccount(t *testing.T) {
 	e := newSSOEnv(t)
+	h, err := HashPassword(password, rand.Reader)
+	require.NoError(t, err)
+	require.NoError(t, e.st.SetPassword(context.Background(), e.account.ID, h))
 	owner := e.anonymous()
 	requireRedirect(t, owner.post("/login", url.Values{"email": {"owner@corp.example"}, "password": {password}}), "/keys")
 	settings := owner.get("/members/sso")
