@@ -77,7 +77,11 @@ type SSOIdentity struct {
 // member, is refused; so is anyone when none of these applies. The
 // sign-in is audited, naming the member and its subject.
 func (s *Service) SSOSignIn(ctx context.Context, id SSOIdentity) (store.Member, error) {
-	p := s.opt.Config().SSOProvider(id.Provider)
+	cfg := s.opt.Config()
+	if cfg == nil {
+		return store.Member{}, ErrNotFound
+	}
+	p := cfg.SSOProvider(id.Provider)
 	if p == nil || id.Issuer == "" || id.Subject == "" {
 		return store.Member{}, ErrNotFound
 	}
@@ -207,7 +211,7 @@ func (s *Service) SetSSORequired(ctx context.Context, a Actor, accountID string,
 	if _, err := s.account(ctx, a, accountID, OpMembersOwners); err != nil {
 		return err
 	}
-	if required && len(s.opt.Config().SSO.Providers) == 0 {
+	if cfg := s.opt.Config(); required && (cfg == nil || len(cfg.SSO.Providers) == 0) {
 		return ErrSSONoProvider
 	}
 	before, err := s.opt.Store.SSORequired(ctx, accountID)
