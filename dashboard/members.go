@@ -241,38 +241,42 @@ const msgInvitationInvalid = "This invitation link is not valid: it was used, wi
 // showAccept shows an invitation's page: who is invited, and the form to
 // choose a name and a password. No session is needed.
 func (d *Dashboard) showAccept(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
 	secret := r.PathValue("secret")
-	inv, err := d.manage.Invitation(r.Context(), secret)
-	if errors.Is(err, manage.ErrInvitationInvalid) {
-		d.render(w, r, http.StatusNotFound, "error", nil, "Invitation not valid", errorPage{Title: "Invitation not valid", Message: msgInvitationInvalid})
-		return
-	}
-	if err != nil {
-		d.renderError(w, r, err)
+	inv, ok := d.pendingInvitation(w, r, secret)
+	if !ok {
 		return
 	}
 	d.render(w, r, http.StatusOK, "invitation", nil, "Join", invitationPage{Secret: secret, Email: inv.Email, Role: inv.Role,
 		SSO: d.ssoLinks("", "", secret)})
 }
 
+// pendingInvitation is the invitation of the link's secret; without one
+// (used, withdrawn, expired) it answers the page that says so, and false.
+func (d *Dashboard) pendingInvitation(w http.ResponseWriter, r *http.Request, secret string) (store.Invitation, bool) {
+	w.Header().Set("Cache-Control", "no-store")
+	inv, err := d.manage.Invitation(r.Context(), secret)
+	if errors.Is(err, manage.ErrInvitationInvalid) {
+		d.render(w, r, http.StatusNotFound, "error", nil, "Invitation not valid", errorPage{Title: "Invitation not valid", Message: msgInvitationInvalid})
+		return store.Invitation{}, false
+	}
+	if err != nil {
+		d.renderError(w, r, err)
+		return store.Invitation{}, false
+	}
+	return inv, true
+}
+
 // accept makes the invited member with the password chosen and signs it
 // in. Cross-origin posts were refused by ServeHTTP already.
 func (d *Dashboard) accept(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
 		d.renderError(w, r, errBadRequest)
 		return
 	}
 	ctx, secret := r.Context(), r.PathValue("secret")
-	inv, err := d.manage.Invitation(ctx, secret)
-	if errors.Is(err, manage.ErrInvitationInvalid) {
-		d.render(w, r, http.StatusNotFound, "error", nil, "Invitation not valid", errorPage{Title: "Invitation not valid", Message: msgInvitationInvalid})
-		return
-	}
-	if err != nil {
-		d.renderError(w, r, err)
+	inv, ok := d.pendingInvitation(w, r, secret)
+	if !ok {
 		return
 	}
 	page := invitationPage{Secret: secret, Email: inv.Email, Role: inv.Role, Name: strings.TrimSpace(r.PostForm.Get("name")),
@@ -284,7 +288,11 @@ func (d *Dashboard) accept(w http.ResponseWriter, r *http.Request) {
 	case password != r.PostForm.Get("confirm"):
 		page.Error = "The two passwords differ: type the same one twice."
 	}
-	var hash string
+	var (
+		hash string
+		m    store.Member
+		err  error
+	)
 	if page.Error == "" {
 		err = d.hashing(ctx, func() error {
 			var err error
@@ -298,7 +306,6 @@ func (d *Dashboard) accept(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var m store.Member
 	if page.Error == "" {
 		m, err = d.manage.AcceptInvitation(ctx, secret, store.Member{Name: page.Name, PasswordHash: hash}, d.actorOf(r, "").Address)
 		var oe oaierror.Error

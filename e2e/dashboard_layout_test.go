@@ -11,6 +11,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/store"
 )
 
 // axeViolation is one finding of axe-core, as the test reports it.
@@ -60,6 +62,7 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 	tokens, err := tg.Store.ListTokens(ctx, account.ID)
 	require.NoError(t, err)
 	require.NotEmpty(t, tokens)
+	invitation := strings.TrimSpace(tg.run(t, "member", "invite", "--account", "me@example.com", "--email", "a.rather.long.address.of.a.new.colleague@example.com", "--role", "developer"))
 
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -76,7 +79,8 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 	pages := []string{"/keys", "/keys/new", "/keys/" + keyID, "/keys/" + keyID + "/requests", "/usage", "/keys/" + keyID + "/edit", "/keys/" + keyID + "/rotate",
 		"/keys/" + keyID + "/delete", "/models", "/tokens", "/tokens/" + tokens[0].ID + "/revoke", "/activity", "/activity?action=key.create",
 		"/keys/" + keyID + "/budgets", "/budgets", "/billing",
-		"/webhooks", "/webhooks/" + webhooks[0].ID + "/deliveries", "/webhooks/" + webhooks[0].ID + "/delete", "/no-such-page"}
+		"/webhooks", "/webhooks/" + webhooks[0].ID + "/deliveries", "/webhooks/" + webhooks[0].ID + "/delete",
+		"/members", "/members/" + store.OwnerMemberID(account.ID) + "/remove", "/invitations/" + invitation, "/no-such-page"}
 	for _, width := range []int64{1280, 390} {
 		do(fmt.Sprintf("a %d px wide window", width), chromedp.EmulateViewport(width, 844))
 		for _, page := range pages {

@@ -96,7 +96,7 @@ var leaks = []string{`"object":"list"`, `"object":"account"`, "tg_sk_…", `"gpt
 // protectedTargets are clean paths that answer only with a credential.
 func (s *pathSite) protectedTargets() []string {
 	return []string{"/v1/models", "/api/v1/accounts/" + s.accountID, "/api/v1/keys?account_id=" + s.accountID,
-		"/api/v1/tokens", "/keys", "/tokens", "/usage", "/usage.csv", "/activity"}
+		"/api/v1/tokens", "/api/v1/accounts/" + s.accountID + "/members", "/keys", "/tokens", "/usage", "/usage.csv", "/activity", "/members"}
 }
 
 // mutations are the forms of a clean path that a parser might route

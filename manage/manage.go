@@ -1,8 +1,9 @@
 // Package manage is the management service: the one door through which
 // accounts, API keys, management tokens and usage are read and written.
 // It owns the rules (key options and the plan, scopes, caps, who may do
-// what), the wire views of these objects, and the audit log of every
-// action. Its methods take typed inputs and return typed results and
+// what: the people of an account and the one table of what each role may
+// do, roles.go), the wire views of these objects, and the audit log of
+// every action, which names the person who acted. Its methods take typed inputs and return typed results and
 // errors (ErrNotFound, ErrScope, ...: OpenAI-shaped, so that every door
 // answers alike). The REST API (package manage/restapi) is its HTTP door;
 // the dashboard and the CLI call the Service directly. A serving process

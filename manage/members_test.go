@@ -250,6 +250,19 @@ func TestADeveloperSeesAndManagesOnlyItsOwnKeys(t *testing.T) {
 	all, err := e.svc.AccountKeys(ctx, tm.actors[store.RoleOwner], tm.account.ID)
 	require.NoError(t, err)
 	assert.Len(t, all, 2, "the owner sees every key")
+	var records []store.UsageRecord
+	for i, k := range all {
+		records = append(records, store.UsageRecord{ID: fmt.Sprint("use_", i), KeyID: k.ID, AccountID: tm.account.ID, Model: "gpt-4o-mini",
+			Provider: "openai", Status: 200, Cost: 1, CreatedAt: e.clock.Now().Add(-time.Minute)})
+	}
+	require.NoError(t, e.st.RecordUsage(ctx, records))
+	totals, err := e.svc.KeyTotals(ctx, dev, UsageRequest{AccountID: tm.account.ID})
+	require.NoError(t, err)
+	assert.Len(t, totals, 1, "the account's usage by key names the developer's own key only")
+	assert.Contains(t, totals, mine.ID)
+	summary, err := e.svc.Summary(ctx, dev, UsageRequest{AccountID: tm.account.ID})
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, summary.TotalRequests, "the account's usage is the whole account's")
 	require.NoError(t, e.svc.DeleteKey(ctx, dev, mine.ID))
 }
 

@@ -5,7 +5,9 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -211,7 +213,8 @@ func (s *Service) UsageErrors(ctx context.Context, a Actor, r UsageRequest) ([]s
 }
 
 // KeyTotals sums an account's usage r selects per key (keys without
-// usage are absent).
+// usage are absent; with keys.read.own only, so are the keys the actor
+// may not see).
 func (s *Service) KeyTotals(ctx context.Context, a Actor, r UsageRequest) (map[string]store.KeyTotal, error) {
 	r.KeyID = ""
 	q, err := s.usageQuery(ctx, a, r)
@@ -221,6 +224,15 @@ func (s *Service) KeyTotals(ctx context.Context, a Actor, r UsageRequest) (map[s
 	totals, err := s.opt.Store.KeyTotals(ctx, q)
 	if err != nil {
 		return nil, s.fail(ctx, "key totals", err)
+	}
+	if !a.may(OpKeysRead) {
+		keys, err := s.AccountKeys(ctx, a, q.AccountID)
+		if err != nil {
+			return nil, err
+		}
+		maps.DeleteFunc(totals, func(id string, _ store.KeyTotal) bool {
+			return !slices.ContainsFunc(keys, func(k store.Key) bool { return k.ID == id })
+		})
 	}
 	return totals, nil
 }

@@ -279,7 +279,7 @@ type MemberJSON struct {
 // MemberView is a member's wire view.
 func MemberView(m store.Member) MemberJSON {
 	return MemberJSON{ID: m.ID, Object: "member", AccountID: m.AccountID, Email: m.Email, Name: m.Name, Role: m.Role,
-		Status: m.Status, SSO: m.SSOSubject != "", CreatedAt: m.CreatedAt, InvitedBy: orNull(m.CreatedBy)}
+		Status: m.Status, SSO: m.SSOSubject != "", CreatedAt: m.CreatedAt, InvitedBy: OrNull(m.CreatedBy)}
 }
 
 // InvitationJSON is a pending invitation on the wire; Secret only in the
@@ -301,11 +301,11 @@ type InvitationJSON struct {
 // InvitationView is an invitation's wire view (without its secret).
 func InvitationView(inv store.Invitation) InvitationJSON {
 	return InvitationJSON{ID: inv.ID, Object: "invitation", AccountID: inv.AccountID, Email: inv.Email, Role: inv.Role,
-		CreatedAt: inv.CreatedAt, ExpiresAt: inv.ExpiresAt, InvitedBy: orNull(inv.CreatedBy)}
+		CreatedAt: inv.CreatedAt, ExpiresAt: inv.ExpiresAt, InvitedBy: OrNull(inv.CreatedBy)}
 }
 
-// orNull is s, or null when it is empty.
-func orNull(s string) *string {
+// OrNull is s, or null (on the wire) when it is empty.
+func OrNull(s string) *string {
 	if s == "" {
 		return nil
 	}

@@ -45,7 +45,8 @@ type AuditEntry struct {
 	ID string
 	// AccountID is the account acted on, "" for none.
 	AccountID string
-	// Actor is who acted: "token:<id>", "user:<account id>" or "cli".
+	// Actor is who acted: "token:<id>", "user:<member id>" (a dashboard
+	// session; "user:<account id>" before members) or "cli".
 	Actor string
 	// MemberID is the person who acted, "" for none (the CLI, an admin
 	// token, entries of before members); SSOSubject is its single sign-on

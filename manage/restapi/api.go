@@ -716,7 +716,7 @@ func (api *API) listAudit(w http.ResponseWriter, r *http.Request, a manage.Actor
 	views := make([]auditJSON, len(page.Entries))
 	for i, e := range page.Entries {
 		views[i] = auditJSON{ID: e.ID, Object: "audit_entry", Actor: e.Actor, Action: e.Action, Target: e.Target, Address: e.Address, At: e.At,
-			MemberID: orNull(e.MemberID), SSOSubject: orNull(e.SSOSubject), Door: orNull(e.Door)}
+			MemberID: manage.OrNull(e.MemberID), SSOSubject: manage.OrNull(e.SSOSubject), Door: manage.OrNull(e.Door)}
 		if d, ok := manage.ParseAuditDetail(e.Detail); ok {
 			views[i].Detail = &d
 		}

@@ -142,11 +142,3 @@ func (api *API) deleteInvitation(w http.ResponseWriter, r *http.Request, a manag
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "invitation", "deleted": true})
 }
-
-// orNull is s, or null when it is empty.
-func orNull(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
