@@ -183,6 +183,7 @@ func TestSSOLinksTheMemberOfItsEmailAndKeepsTheSubjectOnItsSession(t *testing.T)
 	page := b.get("/keys")
 	assert.Contains(t, page.Body.String(), "owner@corp.example (owner)")
 
+	e.clock.Advance(time.Second) // the invitation's entry is the newest
 	assert.Equal(t, http.StatusSeeOther, b.post("/members/invite", url.Values{"email": {"x@corp.example"}, "role": {"viewer"}}).Code)
 	entries, err := e.st.ListAuditWhere(context.Background(), e.account.ID, store.AuditFilter{}, nil, 1)
 	require.NoError(t, err)
