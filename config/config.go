@@ -85,6 +85,8 @@ type Config struct {
 	Dashboard Dashboard `yaml:"dashboard"`
 	// Alerts configure the webhook deliveries of alerts.
 	Alerts Alerts `yaml:"alerts"`
+	// SSO is single sign-on to the dashboard (config/sso.go).
+	SSO SSO `yaml:"sso"`
 	// LoadedAt is when the configuration was parsed: the created time of
 	// the models that give none.
 	LoadedAt time.Time `yaml:"-"`

@@ -63,6 +63,9 @@ func (c *Config) validate() error {
 	if err := c.Alerts.validate(); err != nil {
 		return err
 	}
+	if err := c.SSO.validate(); err != nil {
+		return err
+	}
 
 	if err := c.validateProviders(); err != nil {
 		return err

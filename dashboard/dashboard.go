@@ -11,7 +11,8 @@
 // Pages are rendered on the server from templates embedded in the binary and
 // parsed once by New, so a broken template fails at start-up. Every page
 // works without JavaScript; one static script (never inline) only adds
-// conveniences: copy buttons, local times, form choices. Sign-in is by email and password (argon2id); a session's
+// conveniences: copy buttons, local times, form choices. Sign-in is by email and password (argon2id), or by single
+// sign-on with OpenID Connect providers (sso.go); a session's
 // cookie holds a random secret of which the store keeps only a SHA-256 hash.
 // Every POST carries a CSRF token derived from that secret, and cross-origin
 // POSTs are refused.
@@ -21,12 +22,14 @@ import (
 	"cmp"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/seal"
 	"github.com/tollgate/tollgate/ratelimit"
 )
 
@@ -70,6 +73,11 @@ type Options struct {
 	Random io.Reader
 	// SessionLifetime is how long a sign-in lasts; 0 → 7 days.
 	SessionLifetime time.Duration
+	// SSOKey seals single sign-on's flow cookies (derive it for this
+	// purpose from a secret every replica shares, so that a sign-in
+	// started on one replica finishes on another); nil → a random key of
+	// this process.
+	SSOKey []byte
 	// Available reports whether a deployment (by id) is up: the passive
 	// health ext_proc admits requests by, so the model list says what
 	// GET /v1/models says. Nil → every deployment of an enabled provider.
@@ -89,6 +97,10 @@ type Dashboard struct {
 	available func(string) bool
 	// manage is the one door to keys, accounts, tokens and usage.
 	manage Manage
+	// sso are the single sign-on providers, discovered; ssoKey seals their
+	// flows' cookies.
+	sso    *ssoProviders
+	ssoKey []byte
 
 	// hashSlots bounds concurrent password hashes, so a spray of sign-ins
 	// cannot exhaust memory.
@@ -146,6 +158,13 @@ func New(opt Options) (*Dashboard, error) {
 	if d.lifetime == 0 {
 		d.lifetime = DefaultSessionLifetime
 	}
+	d.sso, d.ssoKey = newSSOProviders(), seal.Key(opt.SSOKey, "tollgate sso flow")
+	if opt.SSOKey == nil {
+		d.ssoKey = make([]byte, 32)
+		if _, err := io.ReadFull(d.random, d.ssoKey); err != nil {
+			return nil, fmt.Errorf("dashboard: a key for single sign-on: %w", err)
+		}
+	}
 	p, err := parsePages(d.static.url, d.script.url)
 	if err != nil {
 		return nil, err
@@ -164,6 +183,10 @@ func (d *Dashboard) routes() {
 	m.HandleFunc("GET /login", d.showLogin)
 	m.HandleFunc("POST /login", d.checkLogin)
 	m.HandleFunc("POST /logout", d.logout)
+	m.HandleFunc("GET /sso/{id}/start", d.ssoStart)
+	m.HandleFunc("GET /sso/{id}/callback", d.ssoCallback)
+	m.Handle("GET /members/sso", d.signedIn(d.showSSOSettings))
+	m.Handle("POST /members/sso", d.signedIn(d.setSSORequired))
 
 	m.Handle("GET /keys", d.signedIn(d.listKeys))
 	m.Handle("GET /models", d.signedIn(d.listModels))

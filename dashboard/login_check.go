@@ -19,6 +19,7 @@ import (
 const (
 	msgBadCredentials = "Email or password is incorrect."
 	msgTooManyLogins  = "Too many sign-in attempts; try again in a minute."
+	msgSSORequired    = "Your account signs in with single sign-on only: use your organization's button below."
 )
 
 // Sign-in attempts allowed per minute: per email, per client address, and
@@ -47,7 +48,9 @@ func (d *Dashboard) checkLogin(w http.ResponseWriter, r *http.Request) {
 	password := r.PostForm.Get("password")
 	next := safeNext(r.PostForm.Get("next"))
 	fail := func(status int, msg string) {
-		d.render(w, r, status, "login", nil, "Sign in", loginPage{Email: email, Next: next, Error: msg, Account: accountParam(r.PostForm.Get("account"))})
+		account := accountParam(r.PostForm.Get("account"))
+		d.render(w, r, status, "login", nil, "Sign in", loginPage{Email: email, Next: next, Error: msg, Account: account,
+			SSO: d.ssoLinks(next, account, "")})
 	}
 
 	ctx := r.Context()
@@ -82,6 +85,16 @@ func (d *Dashboard) checkLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		d.renderError(w, r, err)
+		return
+	}
+	// Told only to whom knows the password: the account wants SSO.
+	required, err := d.store.SSORequired(ctx, member.AccountID)
+	if err != nil {
+		d.renderError(w, r, fmt.Errorf("sso required: %w", err))
+		return
+	}
+	if required {
+		fail(http.StatusForbidden, msgSSORequired)
 		return
 	}
 

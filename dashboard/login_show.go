@@ -14,6 +14,8 @@ type loginPage struct {
 	// Account, when set (the sign-in link's ?account=), is the account to
 	// sign in to, for an email that is a member of several.
 	Account string
+	// SSO are the single sign-on providers to sign in with.
+	SSO []ssoLink
 }
 
 // showLogin shows the sign-in form, or sends a visitor who is already
@@ -24,7 +26,8 @@ func (d *Dashboard) showLogin(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, orKeys(next), http.StatusSeeOther)
 		return
 	}
-	d.render(w, r, http.StatusOK, "login", nil, "Sign in", loginPage{Next: next, Account: accountParam(r.URL.Query().Get("account"))})
+	account := accountParam(r.URL.Query().Get("account"))
+	d.render(w, r, http.StatusOK, "login", nil, "Sign in", loginPage{Next: next, Account: account, SSO: d.ssoLinks(next, account, "")})
 }
 
 // accountParam is an account id as a sign-in form may name it, "" for

@@ -52,6 +52,8 @@ type memberInvitedPage struct {
 type invitationPage struct {
 	Secret, Email, Role, Name, Error string
 	Account                          string
+	// SSO are the providers to accept with instead of a password.
+	SSO []ssoLink
 }
 
 // roleWhat says what each role may do, for the pages.
@@ -244,7 +246,8 @@ func (d *Dashboard) showAccept(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	d.render(w, r, http.StatusOK, "invitation", nil, "Join", invitationPage{Secret: secret, Email: inv.Email, Role: inv.Role})
+	d.render(w, r, http.StatusOK, "invitation", nil, "Join", invitationPage{Secret: secret, Email: inv.Email, Role: inv.Role,
+		SSO: d.ssoLinks("", "", secret)})
 }
 
 // pendingInvitation is the invitation of the link's secret; without one
@@ -276,7 +279,8 @@ func (d *Dashboard) accept(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	page := invitationPage{Secret: secret, Email: inv.Email, Role: inv.Role, Name: strings.TrimSpace(r.PostForm.Get("name"))}
+	page := invitationPage{Secret: secret, Email: inv.Email, Role: inv.Role, Name: strings.TrimSpace(r.PostForm.Get("name")),
+		SSO: d.ssoLinks("", "", secret)}
 	password := r.PostForm.Get("password")
 	switch {
 	case len(password) < MinPasswordLen || len(password) > MaxPasswordLen:
@@ -308,7 +312,7 @@ func (d *Dashboard) accept(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.As(err, &oe) && oe.Code == manage.ErrMemberExists.Code:
 			page.Error = "This email is a member of the account already: sign in instead."
-		case errors.As(err, &oe) && oe.Status == http.StatusBadRequest:
+		case errors.As(err, &oe) && (oe.Status == http.StatusBadRequest || oe.Code == manage.ErrSSORequired.Code):
 			page.Error = oe.Message
 		case err != nil:
 			d.renderError(w, r, err)

@@ -122,6 +122,7 @@ func (d *Dashboard) currentSession(r *http.Request) (*session, error) {
 		if err != nil {
 			return nil, fmt.Errorf("look up the session's member: %w", err)
 		}
+		actor.SSOSubject = sess.SSOSubject
 	}
 	a, err := d.manage.GetAccount(ctx, actor, sess.AccountID)
 	if errors.Is(err, manage.ErrNotFound) {
@@ -158,13 +159,19 @@ func sessionSecret(r *http.Request) ([]byte, bool) {
 // startSession stores a new session for the member and returns its
 // secret, which only the cookie will hold.
 func (d *Dashboard) startSession(ctx context.Context, m store.Member) ([]byte, time.Time, error) {
+	return d.startSessionWith(ctx, m, "")
+}
+
+// startSessionWith is startSession for a member signed in by single
+// sign-on with subject ("" for a password).
+func (d *Dashboard) startSessionWith(ctx context.Context, m store.Member, subject string) ([]byte, time.Time, error) {
 	secret := make([]byte, sessionSecretLen)
 	if _, err := io.ReadFull(d.random, secret); err != nil {
 		return nil, time.Time{}, fmt.Errorf("read random bytes for a session: %w", err)
 	}
 	now := d.now()
 	expires := now.Add(d.lifetime)
-	err := d.store.CreateSession(ctx, sessionHash(secret), store.Session{AccountID: m.AccountID, MemberID: m.ID, CreatedAt: now, ExpiresAt: expires})
+	err := d.store.CreateSession(ctx, sessionHash(secret), store.Session{AccountID: m.AccountID, MemberID: m.ID, SSOSubject: subject, CreatedAt: now, ExpiresAt: expires})
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("create session: %w", err)
 	}

@@ -78,15 +78,21 @@ type Manage interface {
 	SetMemberRole(ctx context.Context, a manage.Actor, id, role string) (store.Member, error)
 	SetMemberStatus(ctx context.Context, a manage.Actor, id, status string) (store.Member, error)
 	RemoveMember(ctx context.Context, a manage.Actor, id string) error
+
+	SSOSignIn(ctx context.Context, id manage.SSOIdentity) (store.Member, error)
+	SSORequired(ctx context.Context, a manage.Actor, accountID string) (bool, error)
+	SetSSORequired(ctx context.Context, a manage.Actor, accountID string, required bool) error
 }
 
 var _ Manage = (*manage.Service)(nil)
 
 // SignIn is what the dashboard reads and writes itself, before anyone is
 // signed in and to keep them so: the members signing in (with their
-// password hashes), and sessions. Each is documented on store.Store.
+// password hashes, whether their accounts require single sign-on), and
+// sessions. Each is documented on store.Store.
 type SignIn interface {
 	MembersByEmail(ctx context.Context, email string) ([]store.Member, error)
+	SSORequired(ctx context.Context, accountID string) (bool, error)
 	CreateSession(ctx context.Context, hash apikey.Hash, s store.Session) error
 	SessionByHash(ctx context.Context, hash apikey.Hash, now time.Time) (store.Session, error)
 	DeleteSession(ctx context.Context, hash apikey.Hash) error

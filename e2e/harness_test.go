@@ -100,6 +100,7 @@ var coveredByAnotherRun = map[string]map[string]string{
 		"TestDashboardPeopleInviteJoinAndLoseAccess":                 sameListener,
 		"TestTheManagementAPIHoldsToItsDocumentUnderGeneratedCalls":  sameListener,
 		"TestAPrivateAddressWebhookIsRefused":                        sameListener,
+		"TestDashboardSignsInWithSingleSignOn":                       sameListener,
 		"TestAnthropicClientMatricesPassAgainstTheMessagesAPIItself": noTollgate,
 		"TestClaudeCodeAnswersTheMessagesAPIItself":                  noTollgate,
 		// A client's compatibility is the bytes ext_proc writes, the same
@@ -128,6 +129,7 @@ var coveredByAnotherRun = map[string]map[string]string{
 		"TestDashboardPeopleInviteJoinAndLoseAccess":                 samePages,
 		"TestAnthropicClientMatricesPassAgainstTheMessagesAPIItself": noTollgate,
 		"TestClaudeCodeAnswersTheMessagesAPIItself":                  noTollgate,
+		"TestDashboardSignsInWithSingleSignOn":                       sameSSO,
 	},
 }
 
@@ -135,6 +137,7 @@ const (
 	sameListener = "the dashboard and the management API are the same under the gRPC binding: the in-process run covers it"
 	sameBytes    = "a client sees the bytes ext_proc writes, the same over gRPC as in process: the in-process and Envoy runs cover it"
 	noTollgate   = "the test runs clients straight against a provider mock, without Tollgate: the in-process run covers it"
+	sameSSO      = "single sign-on is the dashboard's, behind Envoy's route unchanged: the in-process run covers it"
 	samePages    = "a page's layout and words do not change behind Envoy: the in-process run covers it, " +
 		"and TestDashboardManagesAKeyInABrowser proves the dashboard's route through Envoy"
 )

@@ -20,6 +20,7 @@ import (
 type fakeStore struct {
 	// Members are not kept: the member rules are tested on SQLite.
 	store.Members
+	store.SingleSignOn
 	mu       sync.Mutex
 	accounts map[string]store.Account
 	keys     map[string]store.Key

@@ -242,8 +242,18 @@ func (s *Service) Invitation(ctx context.Context, secret string) (store.Invitati
 // once: m gives its name and how it signs in (PasswordHash, an encoded
 // password hash, or SSOIssuer and SSOSubject). address is the invitee's.
 func (s *Service) AcceptInvitation(ctx context.Context, secret string, m store.Member, address string) (store.Member, error) {
-	if _, err := s.Invitation(ctx, secret); err != nil {
+	inv, err := s.Invitation(ctx, secret)
+	if err != nil {
 		return store.Member{}, err
+	}
+	if m.PasswordHash != "" {
+		// An account that requires single sign-on takes no password.
+		switch required, err := s.opt.Store.SSORequired(ctx, inv.AccountID); {
+		case err != nil:
+			return store.Member{}, s.fail(ctx, "sso required", err)
+		case required:
+			return store.Member{}, ErrSSORequired
+		}
 	}
 	m.Name = strings.TrimSpace(m.Name)
 	if n := len([]rune(m.Name)); n > 100 || strings.ContainsFunc(m.Name, unicode.IsControl) {

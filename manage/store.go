@@ -22,6 +22,7 @@ type Store interface {
 	Teams
 	Webhooks
 	Members
+	store.SingleSignOn
 }
 
 // Members are the accounts' people and their invitations.

@@ -63,8 +63,8 @@ func (s *sqlStore) CreateSession(ctx context.Context, hash apikey.Hash, sess Ses
 		return fmt.Errorf("store: create session: expiry %v is not after creation %v", expires, created)
 	}
 	_, err := s.db.write().exec(ctx,
-		`INSERT INTO sessions (secret_hash, account_id, created_at, expires_at, member_id) VALUES ($1, $2, $3, $4, $5)`,
-		hash[:], sess.AccountID, created, expires, nullable(sess.MemberID))
+		`INSERT INTO sessions (secret_hash, account_id, created_at, expires_at, member_id, sso_subject) VALUES ($1, $2, $3, $4, $5, $6)`,
+		hash[:], sess.AccountID, created, expires, nullable(sess.MemberID), nullable(sess.SSOSubject))
 	if err != nil {
 		return fmt.Errorf("store: create session: %w", err)
 	}
@@ -73,13 +73,13 @@ func (s *sqlStore) CreateSession(ctx context.Context, hash apikey.Hash, sess Ses
 
 func (s *sqlStore) SessionByHash(ctx context.Context, hash apikey.Hash, now time.Time) (Session, error) {
 	var (
-		sess   Session
-		member *string
+		sess            Session
+		member, subject *string
 	)
 	err := s.db.read().queryRow(ctx,
-		`SELECT account_id, created_at, expires_at, member_id FROM sessions WHERE secret_hash = $1 AND expires_at > $2`,
-		hash[:], dbTime(now)).Scan(&sess.AccountID, &sess.CreatedAt, &sess.ExpiresAt, &member)
-	sess.MemberID = deref(member)
+		`SELECT account_id, created_at, expires_at, member_id, sso_subject FROM sessions WHERE secret_hash = $1 AND expires_at > $2`,
+		hash[:], dbTime(now)).Scan(&sess.AccountID, &sess.CreatedAt, &sess.ExpiresAt, &member, &subject)
+	sess.MemberID, sess.SSOSubject = deref(member), deref(subject)
 	if err != nil {
 		return Session{}, fmt.Errorf("store: session by hash: %w", err)
 	}

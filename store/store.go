@@ -277,9 +277,12 @@ type Session struct {
 	AccountID string
 	// MemberID is the member signed in; "" for a session made without one
 	// (CreateSession with none).
-	MemberID  string
-	CreatedAt time.Time
-	ExpiresAt time.Time
+	MemberID string
+	// SSOSubject is the single sign-on subject the member signed in with;
+	// "" for a password.
+	SSOSubject string
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
 }
 
 // UsageBucket is one step of a key's usage timeline.
@@ -334,6 +337,8 @@ type Store interface {
 	Alerts
 	// Members are the accounts' people and invitations (members.go).
 	Members
+	// SingleSignOn is whether an account requires single sign-on (sso.go).
+	SingleSignOn
 	// CreateAccount stores a new account and its owner member (of the
 	// account's email, id OwnerMemberID); ID and CreatedAt are assigned.
 	// ErrConflict if the email is taken.

@@ -289,3 +289,47 @@ func testCreatedBy(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	assert.Len(t, all, 2)
 }
+
+// ssoTests are Run's subtests for single sign-on's own columns.
+var ssoTests = []struct {
+	name string
+	run  func(t *testing.T, s store.Store)
+}{
+	{"SSORequiredIsOffUntilSetAndPerAccount", testSSORequired},
+	{"SessionKeepsTheSSOSubjectItWasSignedInWith", testSessionSSOSubject},
+}
+
+func testSSORequired(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "sso-a@example.com", 0)
+	b := newAccount(t, s, "sso-b@example.com", 0)
+	is := func(id string, want bool, why string) {
+		t.Helper()
+		on, err := s.SSORequired(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, want, on, why)
+	}
+	is(a.ID, false, "off by default")
+	require.NoError(t, s.SetSSORequired(ctx, a.ID, true))
+	is(a.ID, true, "set")
+	is(b.ID, false, "another account keeps its own")
+	require.NoError(t, s.SetSSORequired(ctx, a.ID, false))
+	is(a.ID, false, "unset")
+	require.ErrorIs(t, s.SetSSORequired(ctx, "acct_nope", true), store.ErrNotFound)
+	_, err := s.SSORequired(ctx, "acct_nope")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func testSessionSSOSubject(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "sso-session@example.com", 0)
+	now := time.Now().UTC()
+	for _, subject := range []string{"", "248289761001"} {
+		h := apikey.HashOf("session " + subject)
+		require.NoError(t, s.CreateSession(ctx, h, store.Session{AccountID: a.ID, MemberID: store.OwnerMemberID(a.ID),
+			SSOSubject: subject, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}))
+		got, err := s.SessionByHash(ctx, h, now)
+		require.NoError(t, err)
+		assert.Equal(t, subject, got.SSOSubject)
+	}
+}

@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests = append(tests, endpointTests...)
 	tests = append(tests, teamTests...)
 	tests = append(tests, memberTests...)
+	tests = append(tests, ssoTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

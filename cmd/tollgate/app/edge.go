@@ -138,6 +138,9 @@ func (a *App) buildHTTP(context.Context) error {
 	dash, err := dashboard.New(dashboard.Options{
 		Manage: svc, Store: a.st, Config: a.cfg.Load, Limiter: a.limiter, Logger: a.log,
 		Available: a.deployments.Available, XFFTrustedHops: dashboardHops(a.opt),
+		// Every replica shares the alerts' key, so a single sign-on
+		// started on one finishes on any.
+		SSOKey: a.alertsKey,
 	})
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)

@@ -78,6 +78,8 @@ var commands = []command{
 		"move an account to another plan", runAccountPlan},
 	{"account alerts", "--email EMAIL --low-balance USD|off [--json]",
 		"set the balance below which the account's webhooks get a balance.low alert, or turn it off", runAccountAlerts},
+	{"account sso", "--email EMAIL --required on|off",
+		"require single sign-on for the account's members (their passwords stop working), or stop requiring it", runAccountSSO},
 	{"account password", "--email EMAIL",
 		"set the password the account holder signs in to the dashboard with (read from stdin)", runAccountPassword},
 	{"account budget", "set|list|remove --email EMAIL [--period day|week|month|total] [--amount USD]\n" +
