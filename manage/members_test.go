@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/store/storetest"
 )
 
 // The people rules, over SQLite: roles, invitations, the last owner, and
@@ -33,7 +34,7 @@ func newPeopleEnv(t *testing.T) *peopleEnv {
 	t.Helper()
 	cfg, err := config.Parse([]byte(testConfig), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	st, err := store.Open(context.Background(), "sqlite://"+t.TempDir()+"/t.db")
+	st, err := store.Open(context.Background(), storetest.SQLite(t))
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	clock := testclock.New(time.Now().UTC().Truncate(time.Second))

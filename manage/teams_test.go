@@ -3,7 +3,6 @@ package manage
 import (
 	"context"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/keyopts"
 	"github.com/tollgate/tollgate/oaierror"
 	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/store/storetest"
 )
 
 // teamEnv is a Service over a SQLite store with testConfig, account a on
@@ -30,7 +30,7 @@ func newTeamEnv(t *testing.T) *teamEnv {
 	t.Helper()
 	cfg, err := config.Parse([]byte(testConfig), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	st, err := store.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "t.db"))
+	st, err := store.Open(t.Context(), storetest.SQLite(t))
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	e := &teamEnv{st: st}

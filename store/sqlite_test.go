@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -10,10 +9,11 @@ import (
 	"github.com/tollgate/tollgate/store/storetest"
 )
 
-// openSQLite opens a store on a fresh SQLite file in t's temporary directory.
+// openSQLite opens a store on a fresh, migrated SQLite file in t's temporary
+// directory (a copy of one migrated once: the tests of Open migrate their own).
 func openSQLite(t *testing.T) store.Store {
 	t.Helper()
-	s, err := store.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "tollgate.db"))
+	s, err := store.Open(t.Context(), storetest.SQLite(t))
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 	return s
