@@ -57,12 +57,16 @@ services: ## install (Debian) and start PostgreSQL, Redis, Chromium and Node.js 
 test: tools ## vet and run every test, then every fuzz target for FUZZTIME_TEST (PostgreSQL and Redis tests need the servers; CI starts them)
 	@# Two at a time (the machine's two cores), each printing its output
 	@# whole when it ends: the race run of every package but the
-	@# end-to-end suite, that suite once per binding (its tests run in
+	@# end-to-end suite and the benchmarks' harness (their tests run
+	@# without the race detector: they check the harness, whose children
+	@# are race-built test binaries ten times slower, and the servers they
+	@# run are the e2e suite's, race-checked there), that suite once per
+	@# binding (its tests run in
 	@# parallel within each run, every one with a Tollgate, ports and a
 	@# database of its own), vet, the Helm chart's tests, and every fuzz
 	@# target for FUZZTIME_TEST (a crash fails the build).
 	@# The longest first; each says how long it took.
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test-e2e-envoy test-e2e-in-process test-race test-e2e-grpc test-fuzz test-vet test-helm
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-e2e-envoy test-e2e-in-process test-race test-e2e-grpc test-fuzz test-vet test-bench-harness test-helm
 
 # The build cache keys no absolute path, so a fresh clone anywhere (CI's)
 # reuses what earlier runs on the machine compiled.
@@ -75,15 +79,17 @@ test: export GOFLAGS := -trimpath $(shell $(GO) env GOFLAGS)
 # --edge off, mutual TLS, the listener, routes and clusters over xDS.
 E2E_BINDINGS = in-process grpc envoy
 # Every package of PKGS but the end-to-end suite, which test-e2e-* run.
-UNIT_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/e2e$$')
+UNIT_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/e2e$$' | grep -v '/bench$$')
 
-.PHONY: test-vet test-race test-helm test-fuzz e2e-binary $(E2E_BINDINGS:%=test-e2e-%)
+.PHONY: test-vet test-race test-bench-harness test-helm test-fuzz e2e-binary $(E2E_BINDINGS:%=test-e2e-%)
 # TIMED runs a recipe's command and prints how long it took.
 TIMED = s=$$(date +%s); trap 'echo "== $@: $$(( $$(date +%s) - s )) s"' EXIT;
 test-vet:
 	@$(TIMED) $(GO) vet $(PKGS)
 test-race:
 	@$(TIMED) $(GO) test -race -count=1 -timeout 10m $(UNIT_PKGS)
+test-bench-harness:
+	@$(TIMED) $(GO) test -count=1 -timeout 10m ./bench/
 test-fuzz:
 	@$(TIMED) $(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
 test-helm:

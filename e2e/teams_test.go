@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,7 +54,9 @@ plans:`, 1)
 	served := map[string]int{}
 	var refusal []byte
 	turn := 0
-	eventually(t, func() bool {
+	// About six requests are served before the budget runs out, each
+	// slowly on a loaded machine: a minute, not eventually's seconds.
+	waitFor(t, time.Minute, 20*time.Millisecond, func() bool {
 		k := []key{a, b}[turn%2]
 		turn++
 		resp, got := tg.post(t, k.secret, body)
@@ -68,7 +71,7 @@ plans:`, 1)
 	assert.Positive(t, served[a.id], "the first key spent some of it")
 	assert.Positive(t, served[b.id], "and the second")
 	for _, k := range []key{a, b} {
-		eventually(t, func() bool {
+		waitFor(t, time.Minute, 20*time.Millisecond, func() bool {
 			resp, got := tg.post(t, k.secret, body)
 			refusal = got
 			return resp.StatusCode == http.StatusTooManyRequests && strings.Contains(string(got), `"code":"budget_exceeded"`)
