@@ -8,10 +8,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -154,4 +157,33 @@ func TestEveryRoleGetsThePagesAndChangesItsRoleAllowsAndNoOthers(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestTheAccountUsagePageSplitsByTeamAndByPersonAndADeveloperSeesItsOwnShare(t *testing.T) {
+	e := newEnv(t)
+	a := e.account("me@example.com", "pro", 100*money.PerDollar)
+	dev, devBrowser := e.member(a, "dev@example.com", store.RoleDeveloper)
+	ctx := context.Background()
+	tm, err := e.st.CreateTeam(ctx, store.Team{AccountID: a.ID, Name: "research"})
+	require.NoError(t, err)
+	ops := e.createKey(a, "operator's")
+	mine, err := e.st.CreateKey(ctx, store.Key{AccountID: a.ID, Description: "dev's", Enabled: true, IPRestrictions: []string{},
+		CreatedBy: dev.ID}, apikey.HashOf("tt-dev"))
+	require.NoError(t, err)
+	_, err = e.st.SetKeyTeam(ctx, mine.ID, tm.ID)
+	require.NoError(t, err)
+	e.recordUsage(ops, record{"o3", 200, start.Add(-time.Hour), 3 * money.PerDollar})
+	e.recordUsage(mine, record{"o3", 200, start.Add(-time.Hour), money.PerDollar})
+
+	body := e.signedIn(a).get("/usage").Body.String()
+	assert.Contains(t, body, `<tr><th scope="row">research</th><td>1</td><td>$1.00</td></tr>`)
+	assert.Contains(t, body, `<tr><th scope="row">(no team)</th><td>1</td><td>$3.00</td></tr>`)
+	assert.Contains(t, body, `<tr><th scope="row">dev@example.com</th><td>1</td><td>$1.00</td></tr>`)
+	assert.Contains(t, body, `<tr><th scope="row">(no one: the operator&#39;s keys)</th><td>1</td><td>$3.00</td></tr>`)
+
+	body = devBrowser.get("/usage").Body.String()
+	assert.Contains(t, body, `id="total-cost">$4.00<`, "the totals are the account's")
+	assert.Contains(t, body, `<tr><th scope="row">You</th><td>1</td><td>$1.00</td></tr>`)
+	assert.NotContains(t, body, "(no one", "not the others' share")
+	assert.NotContains(t, body, "(no team)")
 }

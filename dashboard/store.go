@@ -32,6 +32,7 @@ type Manage interface {
 	SetAccountBudgets(ctx context.Context, a manage.Actor, accountID string, timezone *string, budgets []store.Budget) (manage.BudgetReport, error)
 
 	Summary(ctx context.Context, a manage.Actor, r manage.UsageRequest) (store.UsageSummary, error)
+	UsageSplit(ctx context.Context, a manage.Actor, r manage.UsageRequest) ([]manage.TeamUsage, []manage.MemberUsage, error)
 	Timeline(ctx context.Context, a manage.Actor, r manage.UsageRequest, step time.Duration) ([]store.UsageBucket, error)
 	KeyTotals(ctx context.Context, a manage.Actor, r manage.UsageRequest) (map[string]store.KeyTotal, error)
 	Records(ctx context.Context, a manage.Actor, r manage.UsageRequest, before *store.UsageRecord, limit int) ([]store.UsageRecord, error)

@@ -410,3 +410,43 @@ func TestTheAuditLogNamesThePersonTheDoorAndTheAddress(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, len(all.Entries), 1)
 }
+
+func TestAccountUsageIsSplitByTheMemberWhoMadeEachKeyAndADeveloperSeesItsOwnShare(t *testing.T) {
+	e := newPeopleEnv(t)
+	ctx := context.Background()
+	tm := e.newTeam(t, "split.example.com")
+	owner, dev := tm.actors[store.RoleOwner], tm.actors[store.RoleDeveloper]
+	mine, _, err := e.svc.CreateKey(ctx, dev, tm.account.ID, keyopts.Patch{Description: ptr("dev's")})
+	require.NoError(t, err)
+	_, err = e.svc.SetKeyTeam(ctx, owner, mine.ID, tm.crew.ID)
+	require.NoError(t, err)
+	cli, _, err := e.svc.CreateKey(ctx, admin, tm.account.ID, keyopts.Patch{Description: ptr("operator's")})
+	require.NoError(t, err)
+	var records []store.UsageRecord
+	for i, k := range []store.Key{tm.ownerKey, tm.ownerKey, mine, cli} {
+		records = append(records, store.UsageRecord{ID: fmt.Sprint("use_", i), KeyID: k.ID, AccountID: tm.account.ID, Model: "gpt-4o-mini",
+			Provider: "openai", Status: 200, Cost: 10, CreatedAt: e.clock.Now().Add(-time.Minute)})
+	}
+	require.NoError(t, e.st.RecordUsage(ctx, records))
+	require.NoError(t, e.svc.DeleteKey(ctx, owner, tm.ownerKey.ID), "a deleted key's usage stays its maker's")
+
+	rep, err := e.svc.Usage(ctx, owner, UsageRequest{AccountID: tm.account.ID})
+	require.NoError(t, err)
+	assert.Equal(t, []MemberUsage{
+		{MemberID: owner.MemberID, Email: "owner@split.example.com", Requests: 2, Cost: 20},
+		{MemberID: dev.MemberID, Email: "developer@split.example.com", Requests: 1, Cost: 10},
+		{Requests: 1, Cost: 10}, // the operator's key: no one
+	}, rep.ByMember)
+	assert.Equal(t, []TeamUsage{{TeamID: tm.crew.ID, Name: "crew", Requests: 1, Cost: 10}, {Requests: 3, Cost: 30}}, rep.ByTeam)
+
+	rep, err = e.svc.Usage(ctx, dev, UsageRequest{AccountID: tm.account.ID})
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, rep.Summary.TotalRequests, "the totals are the whole account's")
+	assert.Equal(t, []MemberUsage{{MemberID: dev.MemberID, Email: "developer@split.example.com", Requests: 1, Cost: 10}}, rep.ByMember,
+		"a developer sees its own keys' share only")
+	assert.Equal(t, []TeamUsage{{TeamID: tm.crew.ID, Name: "crew", Requests: 1, Cost: 10}}, rep.ByTeam)
+
+	rep, err = e.svc.Usage(ctx, owner, UsageRequest{KeyID: mine.ID})
+	require.NoError(t, err)
+	assert.Empty(t, rep.ByMember, "a key's usage is not split")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -33,6 +34,7 @@ type Teams interface {
 	SetTeamBudgets(ctx context.Context, accountID, teamID string, budgets []store.Budget) ([]store.Budget, error)
 	TeamBudgets(ctx context.Context, accountID, teamID string) ([]store.Budget, error)
 	KeyTeams(ctx context.Context, accountID string) (map[string]string, error)
+	KeyMakers(ctx context.Context, accountID string) (map[string]string, error)
 }
 
 // Audit log actions of teams.
@@ -367,21 +369,94 @@ type TeamUsage struct {
 	Cost         money.Nanos
 }
 
-// byTeam splits an account's usage by its keys' teams, teams by name,
-// the keys in none last.
-func (s *Service) byTeam(ctx context.Context, q store.UsageQuery) ([]TeamUsage, error) {
+// MemberUsage is one member's share of an account's usage: the records
+// of the keys it made (deleted ones included), refusals not counted.
+// MemberID "" is the keys no member made (the operator's: the CLI, an
+// admin token, or before members).
+type MemberUsage struct {
+	MemberID, Name, Email string
+	Requests              int64
+	Cost                  money.Nanos
+}
+
+// UsageSplit splits the account's usage r selects by team and by member
+// (see splitUsage).
+func (s *Service) UsageSplit(ctx context.Context, a Actor, r UsageRequest) ([]TeamUsage, []MemberUsage, error) {
+	r.KeyID = ""
+	q, err := s.usageQuery(ctx, a, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.splitUsage(ctx, a, q)
+}
+
+// splitUsage splits an account's usage by its keys' teams (teams by name,
+// the keys in none last) and by the members who made them (oldest member
+// first, the keys of no one last). With keys.read.own only, the actor's
+// own keys alone are counted. A key's usage is not split.
+func (s *Service) splitUsage(ctx context.Context, a Actor, q store.UsageQuery) ([]TeamUsage, []MemberUsage, error) {
 	if q.KeyID != "" {
-		return []TeamUsage{}, nil
+		return []TeamUsage{}, []MemberUsage{}, nil
 	}
 	totals, err := s.opt.Store.KeyTotals(ctx, q)
 	if err != nil {
-		return nil, s.fail(ctx, "key totals", err)
+		return nil, nil, s.fail(ctx, "key totals", err)
 	}
-	teamOf, err := s.opt.Store.KeyTeams(ctx, q.AccountID)
+	makerOf, err := s.opt.Store.KeyMakers(ctx, q.AccountID)
+	if err != nil {
+		return nil, nil, s.fail(ctx, "key makers", err)
+	}
+	if !a.may(OpKeysRead) {
+		maps.DeleteFunc(totals, func(id string, _ store.KeyTotal) bool {
+			return a.MemberID == "" || makerOf[id] != a.MemberID
+		})
+	}
+	byTeam, err := s.byTeam(ctx, q.AccountID, totals)
+	if err != nil {
+		return nil, nil, err
+	}
+	members, err := s.opt.Store.ListMembers(ctx, q.AccountID)
+	if err != nil {
+		return nil, nil, s.fail(ctx, "list members", err)
+	}
+	sums := map[string]*MemberUsage{}
+	for id, t := range totals {
+		m := makerOf[id]
+		u := sums[m]
+		if u == nil {
+			u = &MemberUsage{MemberID: m}
+			sums[m] = u
+		}
+		u.Requests += t.Requests
+		u.Cost = money.Add(u.Cost, t.Cost)
+	}
+	byMember := []MemberUsage{}
+	for _, m := range members { // oldest first
+		if u := sums[m.ID]; u != nil {
+			u.Name, u.Email = m.Name, m.Email
+			byMember = append(byMember, *u)
+			delete(sums, m.ID)
+		}
+	}
+	var gone MemberUsage // the keys of no one, and of members removed since
+	for _, u := range sums {
+		gone.Requests += u.Requests
+		gone.Cost = money.Add(gone.Cost, u.Cost)
+	}
+	if len(sums) > 0 {
+		byMember = append(byMember, gone)
+	}
+	return byTeam, byMember, nil
+}
+
+// byTeam splits an account's key totals by its keys' teams, teams by
+// name, the keys in none last.
+func (s *Service) byTeam(ctx context.Context, accountID string, totals map[string]store.KeyTotal) ([]TeamUsage, error) {
+	teamOf, err := s.opt.Store.KeyTeams(ctx, accountID)
 	if err != nil {
 		return nil, s.fail(ctx, "key teams", err)
 	}
-	teams, err := s.opt.Store.ListTeams(ctx, q.AccountID)
+	teams, err := s.opt.Store.ListTeams(ctx, accountID)
 	if err != nil {
 		return nil, s.fail(ctx, "list teams", err)
 	}

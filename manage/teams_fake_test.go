@@ -42,3 +42,7 @@ func (f *fakeStore) TeamBudgets(context.Context, string, string) ([]store.Budget
 func (f *fakeStore) KeyTeams(context.Context, string) (map[string]string, error) {
 	return map[string]string{}, nil
 }
+
+func (f *fakeStore) KeyMakers(context.Context, string) (map[string]string, error) {
+	return map[string]string{}, nil
+}

@@ -1900,6 +1900,16 @@ type Usage struct {
 		RefusedRequests int `json:"refused_requests"`
 		Requests        int `json:"requests"`
 	} `json:"by_endpoint"`
+
+	// ByMember An account's usage split by the member who made each key (deleted keys included): members oldest first, then the keys no member made (the operator's: the CLI, an admin token) or made by members removed since, with member_id null. Of the records only. With keys.read.own only (a developer), of the caller's own keys alone, and by_team too. Empty for a key's usage.
+	ByMember []struct {
+		// CostUsd US dollars, exact to the nano-dollar.
+		CostUsd  float64 `json:"cost_usd"`
+		Email    *string `json:"email"`
+		MemberId *string `json:"member_id"`
+		Name     *string `json:"name"`
+		Requests int     `json:"requests"`
+	} `json:"by_member"`
 	ByModel []struct {
 		// CacheWriteTokens Of the prompt tokens, written to the provider's cache.
 		CacheWriteTokens int `json:"cache_write_tokens"`
