@@ -35,6 +35,9 @@ type Teams interface {
 	TeamBudgets(ctx context.Context, accountID, teamID string) ([]store.Budget, error)
 	KeyTeams(ctx context.Context, accountID string) (map[string]string, error)
 	KeyMakers(ctx context.Context, accountID string) (map[string]string, error)
+	AddTeamMember(ctx context.Context, accountID, teamID, memberID string) error
+	RemoveTeamMember(ctx context.Context, accountID, teamID, memberID string) error
+	TeamMembers(ctx context.Context, teamID string) ([]store.Member, error)
 }
 
 // Audit log actions of teams.
@@ -43,7 +46,11 @@ const (
 	ActionTeamUpdate  = "team.update"
 	ActionTeamDelete  = "team.delete"
 	ActionTeamBudgets = "team.budgets"
-	ActionKeyTeam     = "key.team"
+	// ActionTeamMemberAdd and ActionTeamMemberRemove put a member in a
+	// team and take it out (the entry's target is the team).
+	ActionTeamMemberAdd    = "team.member_add"
+	ActionTeamMemberRemove = "team.member_remove"
+	ActionKeyTeam          = "key.team"
 )
 
 // Team errors.
@@ -482,4 +489,70 @@ func (s *Service) byTeam(ctx context.Context, accountID string, totals map[strin
 		out = append(out, *u)
 	}
 	return out, nil
+}
+
+// TeamMembers lists the people in a team, oldest first (no password
+// hashes). Membership groups people; it changes nothing their roles allow.
+func (s *Service) TeamMembers(ctx context.Context, a Actor, teamID string) ([]store.Member, error) {
+	t, err := s.team(ctx, a, teamID, OpMembersRead)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := s.opt.Store.TeamMembers(ctx, t.ID)
+	if err != nil {
+		return nil, s.fail(ctx, "team members", err)
+	}
+	for i := range ms {
+		ms[i].PasswordHash = ""
+	}
+	return ms, nil
+}
+
+// AddTeamMember puts a member of the team's account in the team (one in
+// it already stays, and nothing is audited).
+func (s *Service) AddTeamMember(ctx context.Context, a Actor, teamID, memberID string) error {
+	return s.changeTeamMember(ctx, a, teamID, memberID, true)
+}
+
+// RemoveTeamMember takes a member out of a team (ErrNotFound if it is not
+// in it).
+func (s *Service) RemoveTeamMember(ctx context.Context, a Actor, teamID, memberID string) error {
+	return s.changeTeamMember(ctx, a, teamID, memberID, false)
+}
+
+func (s *Service) changeTeamMember(ctx context.Context, a Actor, teamID, memberID string, add bool) error {
+	t, err := s.team(ctx, a, teamID, OpTeamMembers)
+	if err != nil {
+		return err
+	}
+	in, err := s.opt.Store.TeamMembers(ctx, t.ID)
+	if err != nil {
+		return s.fail(ctx, "team members", err)
+	}
+	i := slices.IndexFunc(in, func(m store.Member) bool { return m.ID == memberID })
+	if add && i >= 0 {
+		return nil
+	}
+	action, do := ActionTeamMemberAdd, s.opt.Store.AddTeamMember
+	if !add {
+		action, do = ActionTeamMemberRemove, s.opt.Store.RemoveTeamMember
+	}
+	err = do(ctx, t.AccountID, t.ID, memberID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return ErrNotFound
+	case err != nil:
+		return s.fail(ctx, "team member", err)
+	}
+	s.auditWith(ctx, a, t.AccountID, action, t.ID, AuditDetail{Name: t.Name, Changes: map[string][2]string{"member_id": teamMemberChange(memberID, add)}})
+	return nil
+}
+
+// teamMemberChange is the audit's change of a team's member: from none to
+// it, or from it to none.
+func teamMemberChange(memberID string, add bool) [2]string {
+	if add {
+		return [2]string{"", memberID}
+	}
+	return [2]string{memberID, ""}
 }

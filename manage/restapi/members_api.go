@@ -142,3 +142,36 @@ func (api *API) deleteInvitation(w http.ResponseWriter, r *http.Request, a manag
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "invitation", "deleted": true})
 }
+
+// accountSSO is whether an account requires single sign-on, on the wire.
+func accountSSO(id string, required bool) map[string]any {
+	return map[string]any{"object": "account.sso", "account_id": id, "sso_required": required}
+}
+
+func (api *API) getAccountSSO(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
+	id := r.PathValue("id")
+	on, err := api.svc.SSORequired(r.Context(), a, id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, accountSSO(id, on))
+}
+
+func (api *API) patchAccountSSO(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
+	fields, err := readBody(r, "sso_required")
+	if err != nil {
+		return err
+	}
+	var on *bool
+	if _, err := field(fields, "sso_required", &on); err != nil {
+		return err
+	}
+	if on == nil {
+		return oaierror.Invalid("invalid_request", "sso_required", "Give sso_required: true or false.")
+	}
+	id := r.PathValue("id")
+	if err := api.svc.SetSSORequired(r.Context(), a, id, *on); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, accountSSO(id, *on))
+}
