@@ -52,6 +52,9 @@ type Manage interface {
 
 	ListTeams(ctx context.Context, a manage.Actor, accountID string) ([]store.Team, error)
 	GetTeam(ctx context.Context, a manage.Actor, id string) (store.Team, error)
+	TeamMembers(ctx context.Context, a manage.Actor, teamID string) ([]store.Member, error)
+	AddTeamMember(ctx context.Context, a manage.Actor, teamID, memberID string) error
+	RemoveTeamMember(ctx context.Context, a manage.Actor, teamID, memberID string) error
 	CreateTeam(ctx context.Context, a manage.Actor, accountID string, in manage.TeamInput) (store.Team, error)
 	UpdateTeam(ctx context.Context, a manage.Actor, id string, in manage.TeamInput) (store.Team, error)
 	DeleteTeam(ctx context.Context, a manage.Actor, id string) error
