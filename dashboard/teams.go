@@ -42,9 +42,9 @@ type teamPage struct {
 	// People are the team's members, Outsiders the account's others.
 	People, Outsiders []teamPersonRow
 	// Saved says what was just saved: team, budgets or keys.
-	Saved                          string
+	Saved                                       string
 	Error, KeyError, PersonError, DeleteRefusal string
-	ModelsText                     string
+	ModelsText                                  string
 }
 
 // teamModelsLabel is a team's allow-list as the pages show it.
