@@ -426,22 +426,11 @@ func (s *Service) splitUsage(ctx context.Context, a Actor, q store.UsageQuery) (
 	if err != nil {
 		return nil, nil, s.fail(ctx, "list members", err)
 	}
-	sums := map[string]*MemberUsage{}
-	for id, t := range totals {
-		m := makerOf[id]
-		u := sums[m]
-		if u == nil {
-			u = &MemberUsage{MemberID: m}
-			sums[m] = u
-		}
-		u.Requests += t.Requests
-		u.Cost = money.Add(u.Cost, t.Cost)
-	}
+	sums := sumBy(totals, makerOf)
 	byMember := []MemberUsage{}
 	for _, m := range members { // oldest first
-		if u := sums[m.ID]; u != nil {
-			u.Name, u.Email = m.Name, m.Email
-			byMember = append(byMember, *u)
+		if u, ok := sums[m.ID]; ok {
+			byMember = append(byMember, MemberUsage{MemberID: m.ID, Name: m.Name, Email: m.Email, Requests: u.Requests, Cost: u.Cost})
 			delete(sums, m.ID)
 		}
 	}
@@ -467,28 +456,30 @@ func (s *Service) byTeam(ctx context.Context, accountID string, totals map[strin
 	if err != nil {
 		return nil, s.fail(ctx, "list teams", err)
 	}
-	sums := map[string]*TeamUsage{}
-	for id, t := range totals {
-		team := teamOf[id]
-		u := sums[team]
-		if u == nil {
-			u = &TeamUsage{TeamID: team}
-			sums[team] = u
-		}
-		u.Requests += t.Requests
-		u.Cost = money.Add(u.Cost, t.Cost)
-	}
+	sums := sumBy(totals, teamOf)
 	out := []TeamUsage{}
 	for _, t := range teams { // by name
-		if u := sums[t.ID]; u != nil {
-			u.Name = t.Name
-			out = append(out, *u)
+		if u, ok := sums[t.ID]; ok {
+			out = append(out, TeamUsage{TeamID: t.ID, Name: t.Name, Requests: u.Requests, Cost: u.Cost})
 		}
 	}
-	if u := sums[""]; u != nil {
-		out = append(out, *u)
+	if u, ok := sums[""]; ok {
+		out = append(out, TeamUsage{Requests: u.Requests, Cost: u.Cost})
 	}
 	return out, nil
+}
+
+// sumBy sums the keys' totals by the group groupOf gives each key ("" for
+// a key it does not name).
+func sumBy(totals map[string]store.KeyTotal, groupOf map[string]string) map[string]store.KeyTotal {
+	out := map[string]store.KeyTotal{}
+	for id, t := range totals {
+		g := out[groupOf[id]]
+		g.Requests += t.Requests
+		g.Cost = money.Add(g.Cost, t.Cost)
+		out[groupOf[id]] = g
+	}
+	return out
 }
 
 // TeamMembers lists the people in a team, oldest first (no password

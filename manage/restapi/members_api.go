@@ -17,6 +17,11 @@ func (api *API) listMembers(w http.ResponseWriter, r *http.Request, a manage.Act
 	if err != nil {
 		return err
 	}
+	return writeMembers(w, ms)
+}
+
+// writeMembers answers a list of members, in one page.
+func writeMembers(w http.ResponseWriter, ms []store.Member) error {
 	out := make([]manage.MemberJSON, len(ms))
 	for i, m := range ms {
 		out[i] = manage.MemberView(m)

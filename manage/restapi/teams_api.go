@@ -134,11 +134,7 @@ func (api *API) writeTeamMembers(w http.ResponseWriter, r *http.Request, a manag
 	if err != nil {
 		return err
 	}
-	out := make([]manage.MemberJSON, len(ms))
-	for i, m := range ms {
-		out[i] = manage.MemberView(m)
-	}
-	return writeJSON(w, http.StatusOK, list(out, ""))
+	return writeMembers(w, ms)
 }
 
 func (api *API) listTeamMembers(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
