@@ -19,7 +19,15 @@ type accountUsagePage struct {
 	Today   string
 	usageFigures
 	TopKeys []topRow
-	CSV     string
+	// ByTeam and ByPerson split the records by the keys' teams and by the
+	// members who made them (a developer's own keys only).
+	ByTeam, ByPerson []splitRow
+	CSV              string
+}
+
+// splitRow is one team's or one person's share of the account's usage.
+type splitRow struct {
+	Name, Requests, Cost string
 }
 
 type topRow struct {
@@ -41,6 +49,9 @@ func (d *Dashboard) accountUsage(w http.ResponseWriter, r *http.Request, s *sess
 		return fmt.Errorf("account usage: %w", err)
 	}
 	if page.TopKeys, err = d.topKeys(r, s, q); err != nil {
+		return err
+	}
+	if page.ByTeam, page.ByPerson, err = d.usageSplit(r, s, q); err != nil {
 		return err
 	}
 	acct, err := d.manage.GetAccount(ctx, a, s.account.ID)
@@ -88,6 +99,35 @@ func (d *Dashboard) topKeys(r *http.Request, s *session, q manage.UsageRequest) 
 		out = append(out, topRow{ID: id, Name: name, Requests: count(totals[id].Requests), Cost: usd(totals[id].Cost)})
 	}
 	return out, nil
+}
+
+// usageSplit are the rows of the account's usage by team and by person.
+func (d *Dashboard) usageSplit(r *http.Request, s *session, q manage.UsageRequest) (byTeam, byPerson []splitRow, err error) {
+	a := d.actor(r, s)
+	teams, members, err := d.manage.UsageSplit(r.Context(), a, q)
+	if err != nil {
+		return nil, nil, fmt.Errorf("account usage split: %w", err)
+	}
+	for _, t := range teams {
+		name := t.Name
+		if t.TeamID == "" {
+			name = "(no team)"
+		}
+		byTeam = append(byTeam, splitRow{Name: name, Requests: count(t.Requests), Cost: usd(t.Cost)})
+	}
+	for _, m := range members {
+		var name string
+		switch {
+		case m.MemberID == "":
+			name = "(no one: the operator's keys)"
+		case m.MemberID == a.MemberID:
+			name = "You"
+		default:
+			name = cmp.Or(m.Name, m.Email)
+		}
+		byPerson = append(byPerson, splitRow{Name: name, Requests: count(m.Requests), Cost: usd(m.Cost)})
+	}
+	return byTeam, byPerson, nil
 }
 
 // accountUsageCSV sends the window's records (of its endpoint) as CSV, through the

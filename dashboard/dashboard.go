@@ -217,6 +217,8 @@ func (d *Dashboard) routes() {
 	m.Handle("POST /teams/{id}/budgets", d.signedIn(d.setTeamBudgets))
 	m.Handle("POST /teams/{id}/keys", d.signedIn(d.addTeamKey))
 	m.Handle("POST /teams/{id}/keys/{key}/remove", d.signedIn(d.removeTeamKey))
+	m.Handle("POST /teams/{id}/members", d.signedIn(d.addTeamPerson))
+	m.Handle("POST /teams/{id}/members/{member}/remove", d.signedIn(d.removeTeamPerson))
 	m.Handle("POST /teams/{id}/delete", d.signedIn(d.deleteTeam))
 	m.Handle("GET /activity", d.signedIn(d.listActivity))
 	m.Handle("GET /usage", d.signedIn(d.accountUsage))

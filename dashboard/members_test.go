@@ -8,10 +8,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -116,6 +119,8 @@ func TestEveryRoleGetsThePagesAndChangesItsRoleAllowsAndNoOthers(t *testing.T) {
 			ownerKey := e.createKey(a, "owner's")
 			target, err := e.st.CreateMember(context.Background(), store.Member{AccountID: a.ID, Email: "target@example.com", Role: store.RoleViewer})
 			require.NoError(t, err)
+			crew, err := e.st.CreateTeam(context.Background(), store.Team{AccountID: a.ID, Name: "crew"})
+			require.NoError(t, err)
 			var b *browser
 			if role == store.RoleOwner {
 				b = e.signedIn(a)
@@ -138,6 +143,9 @@ func TestEveryRoleGetsThePagesAndChangesItsRoleAllowsAndNoOthers(t *testing.T) {
 				{"invite", "POST", "/members/invite", url.Values{"email": {"new@example.org"}, "role": {"viewer"}}, "OA"},
 				{"invite an owner", "POST", "/members/invite", url.Values{"email": {"new2@example.org"}, "role": {"owner"}}, "O"},
 				{"change a role", "POST", "/members/" + target.ID + "/role", url.Values{"role": {"billing"}}, "OA"},
+				{"a team's page", "GET", "/teams/" + crew.ID, nil, "OADVB"},
+				{"add a person to a team", "POST", "/teams/" + crew.ID + "/members", url.Values{"member_id": {target.ID}}, "OA"},
+				{"take a person out of a team", "POST", "/teams/" + crew.ID + "/members/" + target.ID + "/remove", nil, "OA"},
 				{"suspend", "POST", "/members/" + target.ID + "/suspend", nil, "OA"},
 			}
 			for _, r := range reqs {
@@ -154,4 +162,58 @@ func TestEveryRoleGetsThePagesAndChangesItsRoleAllowsAndNoOthers(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestTheAccountUsagePageSplitsByTeamAndByPersonAndADeveloperSeesItsOwnShare(t *testing.T) {
+	e := newEnv(t)
+	a := e.account("me@example.com", "pro", 100*money.PerDollar)
+	dev, devBrowser := e.member(a, "dev@example.com", store.RoleDeveloper)
+	ctx := context.Background()
+	tm, err := e.st.CreateTeam(ctx, store.Team{AccountID: a.ID, Name: "research"})
+	require.NoError(t, err)
+	ops := e.createKey(a, "operator's")
+	mine, err := e.st.CreateKey(ctx, store.Key{AccountID: a.ID, Description: "dev's", Enabled: true, IPRestrictions: []string{},
+		CreatedBy: dev.ID}, apikey.HashOf("tt-dev"))
+	require.NoError(t, err)
+	_, err = e.st.SetKeyTeam(ctx, mine.ID, tm.ID)
+	require.NoError(t, err)
+	e.recordUsage(ops, record{"o3", 200, start.Add(-time.Hour), 3 * money.PerDollar})
+	e.recordUsage(mine, record{"o3", 200, start.Add(-time.Hour), money.PerDollar})
+
+	body := e.signedIn(a).get("/usage").Body.String()
+	assert.Contains(t, body, `<tr><th scope="row">research</th><td>1</td><td>$1.00</td></tr>`)
+	assert.Contains(t, body, `<tr><th scope="row">(no team)</th><td>1</td><td>$3.00</td></tr>`)
+	assert.Contains(t, body, `<tr><th scope="row">dev@example.com</th><td>1</td><td>$1.00</td></tr>`)
+	assert.Contains(t, body, `<tr><th scope="row">(no one: the operator&#39;s keys)</th><td>1</td><td>$3.00</td></tr>`)
+
+	body = devBrowser.get("/usage").Body.String()
+	assert.Contains(t, body, `id="total-cost">$4.00<`, "the totals are the account's")
+	assert.Contains(t, body, `<tr><th scope="row">You</th><td>1</td><td>$1.00</td></tr>`)
+	assert.NotContains(t, body, "(no one", "not the others' share")
+	assert.NotContains(t, body, "(no team)")
+}
+
+func TestATeamsPageShowsItsPeopleAndAddsAndTakesOutOne(t *testing.T) {
+	e := newEnv(t)
+	a := e.account("me@example.com", "pro", 0)
+	dev, _ := e.member(a, "dev@example.com", store.RoleDeveloper)
+	tm, err := e.st.CreateTeam(context.Background(), store.Team{AccountID: a.ID, Name: "crew"})
+	require.NoError(t, err)
+	b := e.signedIn(a)
+	page := b.get("/teams/" + tm.ID).Body.String()
+	assert.Contains(t, page, `id="no-team-people"`)
+	assert.Contains(t, page, `<option value="`+dev.ID+`">dev@example.com</option>`, "the account's people may be added")
+
+	added := b.post("/teams/"+tm.ID+"/members", url.Values{"member_id": {dev.ID}})
+	require.Equal(t, http.StatusSeeOther, added.Code, added.Body.String())
+	page = b.get("/teams/" + tm.ID).Body.String()
+	assert.Contains(t, page, `<tr data-member-id="`+dev.ID+`">`)
+	assert.Contains(t, page, `<td data-field="role">developer</td>`)
+	assert.NotContains(t, page, `<option value="`+dev.ID+`"`, "not offered again")
+	stranger := e.account("other@example.com", "pro", 0)
+	assert.Equal(t, http.StatusNotFound, b.post("/teams/"+tm.ID+"/members", url.Values{"member_id": {store.OwnerMemberID(stranger.ID)}}).Code,
+		"another account's person")
+
+	require.Equal(t, http.StatusSeeOther, b.post("/teams/"+tm.ID+"/members/"+dev.ID+"/remove", nil).Code)
+	assert.Contains(t, b.get("/teams/"+tm.ID).Body.String(), `id="no-team-people"`)
 }

@@ -32,6 +32,7 @@ type Manage interface {
 	SetAccountBudgets(ctx context.Context, a manage.Actor, accountID string, timezone *string, budgets []store.Budget) (manage.BudgetReport, error)
 
 	Summary(ctx context.Context, a manage.Actor, r manage.UsageRequest) (store.UsageSummary, error)
+	UsageSplit(ctx context.Context, a manage.Actor, r manage.UsageRequest) ([]manage.TeamUsage, []manage.MemberUsage, error)
 	Timeline(ctx context.Context, a manage.Actor, r manage.UsageRequest, step time.Duration) ([]store.UsageBucket, error)
 	KeyTotals(ctx context.Context, a manage.Actor, r manage.UsageRequest) (map[string]store.KeyTotal, error)
 	Records(ctx context.Context, a manage.Actor, r manage.UsageRequest, before *store.UsageRecord, limit int) ([]store.UsageRecord, error)
@@ -51,6 +52,9 @@ type Manage interface {
 
 	ListTeams(ctx context.Context, a manage.Actor, accountID string) ([]store.Team, error)
 	GetTeam(ctx context.Context, a manage.Actor, id string) (store.Team, error)
+	TeamMembers(ctx context.Context, a manage.Actor, teamID string) ([]store.Member, error)
+	AddTeamMember(ctx context.Context, a manage.Actor, teamID, memberID string) error
+	RemoveTeamMember(ctx context.Context, a manage.Actor, teamID, memberID string) error
 	CreateTeam(ctx context.Context, a manage.Actor, accountID string, in manage.TeamInput) (store.Team, error)
 	UpdateTeam(ctx context.Context, a manage.Actor, id string, in manage.TeamInput) (store.Team, error)
 	DeleteTeam(ctx context.Context, a manage.Actor, id string) error

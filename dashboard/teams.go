@@ -12,7 +12,8 @@ import (
 // The Teams page (/teams): the account's teams of keys, each with its
 // model allow-list and how many keys it has, and a form to make one; and
 // a team's page (/teams/{id}): its budgets and their form, its keys (add
-// one, move one out) and its deletion, through the management service.
+// one, move one out), its people (add one, take one out: for grouping,
+// roles unchanged) and its deletion, through the management service.
 
 type teamRow struct {
 	ID, Name, Models string
@@ -28,16 +29,22 @@ type teamKeyRow struct {
 	ID, Description, Hint string
 }
 
+type teamPersonRow struct {
+	ID, Name, Email, Role string
+}
+
 type teamPage struct {
 	Team         teamRow
 	Timezone     string
 	Rows         []budgetRow
 	Fields       []budgetField
 	Keys, Others []teamKeyRow
+	// People are the team's members, Outsiders the account's others.
+	People, Outsiders []teamPersonRow
 	// Saved says what was just saved: team, budgets or keys.
-	Saved                          string
-	Error, KeyError, DeleteRefusal string
-	ModelsText                     string
+	Saved                                       string
+	Error, KeyError, PersonError, DeleteRefusal string
+	ModelsText                                  string
 }
 
 // teamModelsLabel is a team's allow-list as the pages show it.
@@ -137,6 +144,9 @@ func (d *Dashboard) renderTeam(w http.ResponseWriter, r *http.Request, s *sessio
 		}
 	}
 	form.Team.Keys = len(form.Keys)
+	if form.People, form.Outsiders, err = d.teamPeople(r, s, t); err != nil {
+		return err
+	}
 	d.render(w, r, status, "team", s, "Team "+t.Name, form)
 	return nil
 }
@@ -233,6 +243,61 @@ func (d *Dashboard) moveTeamKey(w http.ResponseWriter, r *http.Request, s *sessi
 		return d.renderTeam(w, r, s, http.StatusUnprocessableEntity, t, teamPage{KeyError: msg}, false)
 	}
 	http.Redirect(w, r, "/teams/"+t.ID+"?saved=keys", http.StatusSeeOther)
+	return nil
+}
+
+// teamPeople are the team's members and the account's others.
+func (d *Dashboard) teamPeople(r *http.Request, s *session, t store.Team) (in, out []teamPersonRow, err error) {
+	ctx, a := r.Context(), d.actor(r, s)
+	people, err := d.manage.TeamMembers(ctx, a, t.ID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("team members: %w", err)
+	}
+	all, err := d.manage.ListMembers(ctx, a, s.account.ID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list members: %w", err)
+	}
+	in, out = []teamPersonRow{}, []teamPersonRow{}
+	inTeam := map[string]bool{}
+	for _, m := range people {
+		inTeam[m.ID] = true
+		in = append(in, teamPersonRow{ID: m.ID, Name: m.Name, Email: m.Email, Role: m.Role})
+	}
+	for _, m := range all {
+		if !inTeam[m.ID] {
+			out = append(out, teamPersonRow{ID: m.ID, Name: m.Name, Email: m.Email, Role: m.Role})
+		}
+	}
+	return in, out, nil
+}
+
+// addTeamPerson puts the form's member in the team; removeTeamPerson takes
+// the path's member out of it.
+func (d *Dashboard) addTeamPerson(w http.ResponseWriter, r *http.Request, s *session) error {
+	return d.changeTeamPerson(w, r, s, r.PostForm.Get("member_id"), true)
+}
+
+func (d *Dashboard) removeTeamPerson(w http.ResponseWriter, r *http.Request, s *session) error {
+	return d.changeTeamPerson(w, r, s, r.PathValue("member"), false)
+}
+
+func (d *Dashboard) changeTeamPerson(w http.ResponseWriter, r *http.Request, s *session, memberID string, in bool) error {
+	t, err := d.ownTeam(r, s)
+	if err != nil {
+		return err
+	}
+	change := d.manage.AddTeamMember
+	if !in {
+		change = d.manage.RemoveTeamMember
+	}
+	if err := change(r.Context(), d.actor(r, s), t.ID, memberID); err != nil {
+		msg, err := formError(err)
+		if err != nil {
+			return err
+		}
+		return d.renderTeam(w, r, s, http.StatusUnprocessableEntity, t, teamPage{PersonError: msg}, false)
+	}
+	http.Redirect(w, r, "/teams/"+t.ID+"?saved=people", http.StatusSeeOther)
 	return nil
 }
 

@@ -62,6 +62,7 @@ func TestDashboardPagesFitAPhoneAndPassAxe(t *testing.T) {
 	tg.run(t, "account", "budget", "set", "--email", "me@example.com", "--period", "month", "--amount", "50", "--timezone", "America/New_York")
 	team := gjson.Get(tg.run(t, "team", "create", "--account", "me@example.com", "--name", "a team of the billing services", "--json"), "id").String()
 	tg.run(t, "team", "add", team, keyID)
+	tg.run(t, "team", "member", "add", team, "--email", "me@example.com") // the team's page lists its people
 	tg.run(t, "team", "budget", "set", team, "--period", "week", "--amount", "20")
 	tokens, err := tg.Store.ListTokens(ctx, account.ID)
 	require.NoError(t, err)

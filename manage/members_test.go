@@ -131,6 +131,19 @@ var matrixOps = []matrixOp{
 		_, err := s.SetTeamBudgets(ctx, a, tm.crew.ID, []store.Budget{{Period: "day", Amount: 5_000_000_000}})
 		return err
 	}},
+	{"list a team's people", "OADVB", func(ctx context.Context, s *Service, a Actor, tm team) error {
+		_, err := s.TeamMembers(ctx, a, tm.crew.ID)
+		return err
+	}},
+	{"add a person to a team", "OA", func(ctx context.Context, s *Service, a Actor, tm team) error {
+		return s.AddTeamMember(ctx, a, tm.crew.ID, tm.target.ID)
+	}},
+	{"take a person out of a team", "OA", func(ctx context.Context, s *Service, a Actor, tm team) error {
+		if err := s.opt.Store.AddTeamMember(ctx, tm.account.ID, tm.crew.ID, tm.target.ID); err != nil {
+			return err
+		}
+		return s.RemoveTeamMember(ctx, a, tm.crew.ID, tm.target.ID)
+	}},
 	{"delete a team", "OA", func(ctx context.Context, s *Service, a Actor, tm team) error {
 		return s.DeleteTeam(ctx, a, tm.crew.ID)
 	}},
@@ -410,4 +423,76 @@ func TestTheAuditLogNamesThePersonTheDoorAndTheAddress(t *testing.T) {
 	all, err := e.svc.ListAuditWhere(ctx, tm.actors[store.RoleOwner], tm.account.ID, store.AuditFilter{}, "", 0)
 	require.NoError(t, err)
 	assert.Greater(t, len(all.Entries), 1)
+}
+
+func TestAccountUsageIsSplitByTheMemberWhoMadeEachKeyAndADeveloperSeesItsOwnShare(t *testing.T) {
+	e := newPeopleEnv(t)
+	ctx := context.Background()
+	tm := e.newTeam(t, "split.example.com")
+	owner, dev := tm.actors[store.RoleOwner], tm.actors[store.RoleDeveloper]
+	mine, _, err := e.svc.CreateKey(ctx, dev, tm.account.ID, keyopts.Patch{Description: ptr("dev's")})
+	require.NoError(t, err)
+	_, err = e.svc.SetKeyTeam(ctx, owner, mine.ID, tm.crew.ID)
+	require.NoError(t, err)
+	cli, _, err := e.svc.CreateKey(ctx, admin, tm.account.ID, keyopts.Patch{Description: ptr("operator's")})
+	require.NoError(t, err)
+	var records []store.UsageRecord
+	for i, k := range []store.Key{tm.ownerKey, tm.ownerKey, mine, cli} {
+		records = append(records, store.UsageRecord{ID: fmt.Sprint("use_", i), KeyID: k.ID, AccountID: tm.account.ID, Model: "gpt-4o-mini",
+			Provider: "openai", Status: 200, Cost: 10, CreatedAt: e.clock.Now().Add(-time.Minute)})
+	}
+	require.NoError(t, e.st.RecordUsage(ctx, records))
+	require.NoError(t, e.svc.DeleteKey(ctx, owner, tm.ownerKey.ID), "a deleted key's usage stays its maker's")
+
+	rep, err := e.svc.Usage(ctx, owner, UsageRequest{AccountID: tm.account.ID})
+	require.NoError(t, err)
+	assert.Equal(t, []MemberUsage{
+		{MemberID: owner.MemberID, Email: "owner@split.example.com", Requests: 2, Cost: 20},
+		{MemberID: dev.MemberID, Email: "developer@split.example.com", Requests: 1, Cost: 10},
+		{Requests: 1, Cost: 10}, // the operator's key: no one
+	}, rep.ByMember)
+	assert.Equal(t, []TeamUsage{{TeamID: tm.crew.ID, Name: "crew", Requests: 1, Cost: 10}, {Requests: 3, Cost: 30}}, rep.ByTeam)
+
+	rep, err = e.svc.Usage(ctx, dev, UsageRequest{AccountID: tm.account.ID})
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, rep.Summary.TotalRequests, "the totals are the whole account's")
+	assert.Equal(t, []MemberUsage{{MemberID: dev.MemberID, Email: "developer@split.example.com", Requests: 1, Cost: 10}}, rep.ByMember,
+		"a developer sees its own keys' share only")
+	assert.Equal(t, []TeamUsage{{TeamID: tm.crew.ID, Name: "crew", Requests: 1, Cost: 10}}, rep.ByTeam)
+
+	rep, err = e.svc.Usage(ctx, owner, UsageRequest{KeyID: mine.ID})
+	require.NoError(t, err)
+	assert.Empty(t, rep.ByMember, "a key's usage is not split")
+}
+
+func TestATeamListsItsPeopleAddedOnceAndAuditedWithoutChangingWhatTheyMayDo(t *testing.T) {
+	e := newPeopleEnv(t)
+	ctx := context.Background()
+	tm := e.newTeam(t, "people.example.com")
+	other := e.newTeam(t, "other.example.com")
+	owner, dev := tm.actors[store.RoleOwner], tm.actors[store.RoleDeveloper]
+	require.NoError(t, e.svc.AddTeamMember(ctx, owner, tm.crew.ID, dev.MemberID))
+	require.NoError(t, e.svc.AddTeamMember(ctx, owner, tm.crew.ID, dev.MemberID), "again: it stays")
+	require.ErrorIs(t, e.svc.AddTeamMember(ctx, owner, tm.crew.ID, other.target.ID), ErrNotFound, "another account's member")
+	require.ErrorIs(t, e.svc.AddTeamMember(ctx, owner, other.crew.ID, dev.MemberID), ErrNotFound, "another account's team")
+
+	people, err := e.svc.TeamMembers(ctx, dev, tm.crew.ID)
+	require.NoError(t, err)
+	require.Len(t, people, 1)
+	assert.Equal(t, dev.MemberID, people[0].ID)
+	assert.Empty(t, people[0].PasswordHash)
+	_, err = e.svc.CreateTeam(ctx, dev, tm.account.ID, TeamInput{Name: ptr("mine")})
+	assert.True(t, refused(err), "being in a team gives a developer nothing more: %v", err)
+
+	require.NoError(t, e.svc.RemoveTeamMember(ctx, owner, tm.crew.ID, dev.MemberID))
+	require.ErrorIs(t, e.svc.RemoveTeamMember(ctx, owner, tm.crew.ID, dev.MemberID), ErrNotFound)
+	added, err := e.st.ListAuditWhere(ctx, tm.account.ID, store.AuditFilter{Action: ActionTeamMemberAdd}, nil, 10)
+	require.NoError(t, err)
+	require.Len(t, added, 1, "the second add changed nothing")
+	d, ok := ParseAuditDetail(added[0].Detail)
+	require.True(t, ok)
+	assert.Equal(t, [2]string{"", dev.MemberID}, d.Changes["member_id"])
+	removed, err := e.st.ListAuditWhere(ctx, tm.account.ID, store.AuditFilter{Action: ActionTeamMemberRemove}, nil, 10)
+	require.NoError(t, err)
+	require.Len(t, removed, 1)
 }

@@ -37,12 +37,13 @@ const (
 	OpMembersOwners Op = "members.owners" // invite owners, act on owners
 	OpTeamsRead     Op = "teams.read"     // the teams, their models and keys
 	OpTeamsWrite    Op = "teams.write"    // create, change, delete teams; move keys in and out
+	OpTeamMembers   Op = "teams.members"  // add people to a team, take them out
 )
 
 // Ops are the operations, in the order the documentation lists them.
 var Ops = []Op{OpAccountRead, OpKeysRead, OpKeysReadOwn, OpKeysCreate, OpKeysWrite, OpKeysWriteOwn, OpUsageRead,
 	OpBudgetsRead, OpBudgetsWrite, OpBalanceRead, OpBalanceWrite, OpWebhooksRead, OpWebhooksWrite, OpAuditRead,
-	OpTokensOwn, OpTokensAll, OpMembersRead, OpMembersWrite, OpMembersOwners, OpTeamsRead, OpTeamsWrite}
+	OpTokensOwn, OpTokensAll, OpMembersRead, OpMembersWrite, OpMembersOwners, OpTeamsRead, OpTeamsWrite, OpTeamMembers}
 
 // Permissions is the table: what each role may do. The owner may do
 // everything; an admin everything but act on owners; a developer makes
@@ -52,7 +53,7 @@ var Permissions = map[string][]Op{
 	store.RoleOwner: Ops,
 	store.RoleAdmin: {OpAccountRead, OpKeysRead, OpKeysReadOwn, OpKeysCreate, OpKeysWrite, OpKeysWriteOwn, OpUsageRead,
 		OpBudgetsRead, OpBudgetsWrite, OpBalanceRead, OpBalanceWrite, OpWebhooksRead, OpWebhooksWrite, OpAuditRead,
-		OpTokensOwn, OpTokensAll, OpMembersRead, OpMembersWrite, OpTeamsRead, OpTeamsWrite},
+		OpTokensOwn, OpTokensAll, OpMembersRead, OpMembersWrite, OpTeamsRead, OpTeamsWrite, OpTeamMembers},
 	store.RoleDeveloper: {OpAccountRead, OpKeysReadOwn, OpKeysCreate, OpKeysWriteOwn, OpUsageRead, OpBudgetsRead,
 		OpBalanceRead, OpTokensOwn, OpMembersRead, OpTeamsRead},
 	store.RoleViewer: {OpAccountRead, OpKeysRead, OpKeysReadOwn, OpUsageRead, OpBudgetsRead, OpBalanceRead,
@@ -88,6 +89,7 @@ var opScope = map[Op]string{
 	OpMembersOwners: ScopeMembersWrite,
 	OpTeamsRead:     ScopeKeysRead,
 	OpTeamsWrite:    ScopeKeysWrite,
+	OpTeamMembers:   ScopeMembersWrite,
 }
 
 // scopeOps are, for each scope, the operations it grants: a member's
@@ -99,7 +101,7 @@ var scopeOps = map[string][]Op{
 	ScopeWebhooksRead:  {OpWebhooksRead},
 	ScopeWebhooksWrite: {OpWebhooksWrite},
 	ScopeMembersRead:   {OpMembersRead},
-	ScopeMembersWrite:  {OpMembersWrite},
+	ScopeMembersWrite:  {OpMembersWrite, OpTeamMembers},
 }
 
 // roleHasScope reports whether a member of role may hold a token of scope.

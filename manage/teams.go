@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -33,6 +34,10 @@ type Teams interface {
 	SetTeamBudgets(ctx context.Context, accountID, teamID string, budgets []store.Budget) ([]store.Budget, error)
 	TeamBudgets(ctx context.Context, accountID, teamID string) ([]store.Budget, error)
 	KeyTeams(ctx context.Context, accountID string) (map[string]string, error)
+	KeyMakers(ctx context.Context, accountID string) (map[string]string, error)
+	AddTeamMember(ctx context.Context, accountID, teamID, memberID string) error
+	RemoveTeamMember(ctx context.Context, accountID, teamID, memberID string) error
+	TeamMembers(ctx context.Context, teamID string) ([]store.Member, error)
 }
 
 // Audit log actions of teams.
@@ -41,7 +46,11 @@ const (
 	ActionTeamUpdate  = "team.update"
 	ActionTeamDelete  = "team.delete"
 	ActionTeamBudgets = "team.budgets"
-	ActionKeyTeam     = "key.team"
+	// ActionTeamMemberAdd and ActionTeamMemberRemove put a member in a
+	// team and take it out (the entry's target is the team).
+	ActionTeamMemberAdd    = "team.member_add"
+	ActionTeamMemberRemove = "team.member_remove"
+	ActionKeyTeam          = "key.team"
 )
 
 // Team errors.
@@ -367,44 +376,174 @@ type TeamUsage struct {
 	Cost         money.Nanos
 }
 
-// byTeam splits an account's usage by its keys' teams, teams by name,
-// the keys in none last.
-func (s *Service) byTeam(ctx context.Context, q store.UsageQuery) ([]TeamUsage, error) {
+// MemberUsage is one member's share of an account's usage: the records
+// of the keys it made (deleted ones included), refusals not counted.
+// MemberID "" is the keys no member made (the operator's: the CLI, an
+// admin token, or before members).
+type MemberUsage struct {
+	MemberID, Name, Email string
+	Requests              int64
+	Cost                  money.Nanos
+}
+
+// UsageSplit splits the account's usage r selects by team and by member
+// (see splitUsage).
+func (s *Service) UsageSplit(ctx context.Context, a Actor, r UsageRequest) ([]TeamUsage, []MemberUsage, error) {
+	r.KeyID = ""
+	q, err := s.usageQuery(ctx, a, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.splitUsage(ctx, a, q)
+}
+
+// splitUsage splits an account's usage by its keys' teams (teams by name,
+// the keys in none last) and by the members who made them (oldest member
+// first, the keys of no one last). With keys.read.own only, the actor's
+// own keys alone are counted. A key's usage is not split.
+func (s *Service) splitUsage(ctx context.Context, a Actor, q store.UsageQuery) ([]TeamUsage, []MemberUsage, error) {
 	if q.KeyID != "" {
-		return []TeamUsage{}, nil
+		return []TeamUsage{}, []MemberUsage{}, nil
 	}
 	totals, err := s.opt.Store.KeyTotals(ctx, q)
 	if err != nil {
-		return nil, s.fail(ctx, "key totals", err)
+		return nil, nil, s.fail(ctx, "key totals", err)
 	}
-	teamOf, err := s.opt.Store.KeyTeams(ctx, q.AccountID)
+	makerOf, err := s.opt.Store.KeyMakers(ctx, q.AccountID)
+	if err != nil {
+		return nil, nil, s.fail(ctx, "key makers", err)
+	}
+	if !a.may(OpKeysRead) {
+		maps.DeleteFunc(totals, func(id string, _ store.KeyTotal) bool {
+			return a.MemberID == "" || makerOf[id] != a.MemberID
+		})
+	}
+	byTeam, err := s.byTeam(ctx, q.AccountID, totals)
+	if err != nil {
+		return nil, nil, err
+	}
+	members, err := s.opt.Store.ListMembers(ctx, q.AccountID)
+	if err != nil {
+		return nil, nil, s.fail(ctx, "list members", err)
+	}
+	sums := sumBy(totals, makerOf)
+	byMember := []MemberUsage{}
+	for _, m := range members { // oldest first
+		if u, ok := sums[m.ID]; ok {
+			byMember = append(byMember, MemberUsage{MemberID: m.ID, Name: m.Name, Email: m.Email, Requests: u.Requests, Cost: u.Cost})
+			delete(sums, m.ID)
+		}
+	}
+	var gone MemberUsage // the keys of no one, and of members removed since
+	for _, u := range sums {
+		gone.Requests += u.Requests
+		gone.Cost = money.Add(gone.Cost, u.Cost)
+	}
+	if len(sums) > 0 {
+		byMember = append(byMember, gone)
+	}
+	return byTeam, byMember, nil
+}
+
+// byTeam splits an account's key totals by its keys' teams, teams by
+// name, the keys in none last.
+func (s *Service) byTeam(ctx context.Context, accountID string, totals map[string]store.KeyTotal) ([]TeamUsage, error) {
+	teamOf, err := s.opt.Store.KeyTeams(ctx, accountID)
 	if err != nil {
 		return nil, s.fail(ctx, "key teams", err)
 	}
-	teams, err := s.opt.Store.ListTeams(ctx, q.AccountID)
+	teams, err := s.opt.Store.ListTeams(ctx, accountID)
 	if err != nil {
 		return nil, s.fail(ctx, "list teams", err)
 	}
-	sums := map[string]*TeamUsage{}
-	for id, t := range totals {
-		team := teamOf[id]
-		u := sums[team]
-		if u == nil {
-			u = &TeamUsage{TeamID: team}
-			sums[team] = u
-		}
-		u.Requests += t.Requests
-		u.Cost = money.Add(u.Cost, t.Cost)
-	}
+	sums := sumBy(totals, teamOf)
 	out := []TeamUsage{}
 	for _, t := range teams { // by name
-		if u := sums[t.ID]; u != nil {
-			u.Name = t.Name
-			out = append(out, *u)
+		if u, ok := sums[t.ID]; ok {
+			out = append(out, TeamUsage{TeamID: t.ID, Name: t.Name, Requests: u.Requests, Cost: u.Cost})
 		}
 	}
-	if u := sums[""]; u != nil {
-		out = append(out, *u)
+	if u, ok := sums[""]; ok {
+		out = append(out, TeamUsage{Requests: u.Requests, Cost: u.Cost})
 	}
 	return out, nil
+}
+
+// sumBy sums the keys' totals by the group groupOf gives each key ("" for
+// a key it does not name).
+func sumBy(totals map[string]store.KeyTotal, groupOf map[string]string) map[string]store.KeyTotal {
+	out := map[string]store.KeyTotal{}
+	for id, t := range totals {
+		g := out[groupOf[id]]
+		g.Requests += t.Requests
+		g.Cost = money.Add(g.Cost, t.Cost)
+		out[groupOf[id]] = g
+	}
+	return out
+}
+
+// TeamMembers lists the people in a team, oldest first (no password
+// hashes). Membership groups people; it changes nothing their roles allow.
+func (s *Service) TeamMembers(ctx context.Context, a Actor, teamID string) ([]store.Member, error) {
+	t, err := s.team(ctx, a, teamID, OpMembersRead)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := s.opt.Store.TeamMembers(ctx, t.ID)
+	if err != nil {
+		return nil, s.fail(ctx, "team members", err)
+	}
+	for i := range ms {
+		ms[i].PasswordHash = ""
+	}
+	return ms, nil
+}
+
+// AddTeamMember puts a member of the team's account in the team (one in
+// it already stays, and nothing is audited).
+func (s *Service) AddTeamMember(ctx context.Context, a Actor, teamID, memberID string) error {
+	return s.changeTeamMember(ctx, a, teamID, memberID, true)
+}
+
+// RemoveTeamMember takes a member out of a team (ErrNotFound if it is not
+// in it).
+func (s *Service) RemoveTeamMember(ctx context.Context, a Actor, teamID, memberID string) error {
+	return s.changeTeamMember(ctx, a, teamID, memberID, false)
+}
+
+func (s *Service) changeTeamMember(ctx context.Context, a Actor, teamID, memberID string, add bool) error {
+	t, err := s.team(ctx, a, teamID, OpTeamMembers)
+	if err != nil {
+		return err
+	}
+	in, err := s.opt.Store.TeamMembers(ctx, t.ID)
+	if err != nil {
+		return s.fail(ctx, "team members", err)
+	}
+	i := slices.IndexFunc(in, func(m store.Member) bool { return m.ID == memberID })
+	if add && i >= 0 {
+		return nil
+	}
+	action, do := ActionTeamMemberAdd, s.opt.Store.AddTeamMember
+	if !add {
+		action, do = ActionTeamMemberRemove, s.opt.Store.RemoveTeamMember
+	}
+	err = do(ctx, t.AccountID, t.ID, memberID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return ErrNotFound
+	case err != nil:
+		return s.fail(ctx, "team member", err)
+	}
+	s.auditWith(ctx, a, t.AccountID, action, t.ID, AuditDetail{Name: t.Name, Changes: map[string][2]string{"member_id": teamMemberChange(memberID, add)}})
+	return nil
+}
+
+// teamMemberChange is the audit's change of a team's member: from none to
+// it, or from it to none.
+func teamMemberChange(memberID string, add bool) [2]string {
+	if add {
+		return [2]string{"", memberID}
+	}
+	return [2]string{memberID, ""}
 }

@@ -42,3 +42,15 @@ func (f *fakeStore) TeamBudgets(context.Context, string, string) ([]store.Budget
 func (f *fakeStore) KeyTeams(context.Context, string) (map[string]string, error) {
 	return map[string]string{}, nil
 }
+
+func (f *fakeStore) KeyMakers(context.Context, string) (map[string]string, error) {
+	return map[string]string{}, nil
+}
+
+func (f *fakeStore) AddTeamMember(context.Context, string, string, string) error { return errFake }
+
+func (f *fakeStore) RemoveTeamMember(context.Context, string, string, string) error { return errFake }
+
+func (f *fakeStore) TeamMembers(context.Context, string) ([]store.Member, error) {
+	return []store.Member{}, nil
+}

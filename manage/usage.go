@@ -68,8 +68,11 @@ type UsageReport struct {
 	// refusals by status, code and model asked for.
 	Buckets []store.UsageBucket
 	Refused []store.RefusalCount
-	// ByTeam splits an account's usage by team (none for a key's).
-	ByTeam []TeamUsage
+	// ByTeam and ByMember split an account's usage by team and by the
+	// member who made each key (none for a key's; with keys.read.own
+	// only, of the actor's own keys alone).
+	ByTeam   []TeamUsage
+	ByMember []MemberUsage
 }
 
 // usageQuery checks the actor may read the usage asked for and returns the
@@ -284,11 +287,11 @@ func (s *Service) Usage(ctx context.Context, a Actor, r UsageRequest) (UsageRepo
 	if err != nil {
 		return UsageReport{}, s.fail(ctx, "refusal totals", err)
 	}
-	byTeam, err := s.byTeam(ctx, q)
+	byTeam, byMember, err := s.splitUsage(ctx, a, q)
 	if err != nil {
 		return UsageReport{}, err
 	}
-	return UsageReport{Query: q, Group: r.Group, Summary: sum, Buckets: buckets, Refused: refused, ByTeam: byTeam}, nil
+	return UsageReport{Query: q, Group: r.Group, Summary: sum, Buckets: buckets, Refused: refused, ByTeam: byTeam, ByMember: byMember}, nil
 }
 
 // UsageRecords lists the records of a range, newest first, in pages; after

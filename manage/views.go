@@ -178,8 +178,22 @@ type UsageJSON struct {
 	ByEndpoint []EndpointUsageJSON `json:"by_endpoint"`
 	// ByTeam splits an account's usage by the teams its keys are in now
 	// (records only); empty for a key's.
-	ByTeam  []TeamUsageJSON `json:"by_team"`
-	Buckets []BucketJSON    `json:"buckets"`
+	ByTeam []TeamUsageJSON `json:"by_team"`
+	// ByMember splits an account's usage by the members who made its
+	// keys (records only); empty for a key's.
+	ByMember []MemberUsageJSON `json:"by_member"`
+	Buckets  []BucketJSON      `json:"buckets"`
+}
+
+// MemberUsageJSON is one member's share of an account's usage; MemberID,
+// Name and Email are null for the keys no member made (or made by
+// members removed since).
+type MemberUsageJSON struct {
+	MemberID *string     `json:"member_id"`
+	Name     *string     `json:"name"`
+	Email    *string     `json:"email"`
+	Requests int64       `json:"requests"`
+	CostUSD  money.Nanos `json:"cost_usd"`
 }
 
 // TeamUsageJSON is one team's share of an account's usage; TeamID and
@@ -216,6 +230,11 @@ func UsageView(rep UsageReport) UsageJSON {
 	out.ByTeam = make([]TeamUsageJSON, len(rep.ByTeam))
 	for i, t := range rep.ByTeam {
 		out.ByTeam[i] = TeamUsageJSON{TeamID: nullable(t.TeamID), Name: nullable(t.Name), Requests: t.Requests, CostUSD: t.Cost}
+	}
+	out.ByMember = make([]MemberUsageJSON, len(rep.ByMember))
+	for i, m := range rep.ByMember {
+		out.ByMember[i] = MemberUsageJSON{MemberID: nullable(m.MemberID), Name: nullable(m.Name), Email: nullable(m.Email),
+			Requests: m.Requests, CostUSD: m.Cost}
 	}
 	for _, r := range rep.Refused {
 		out.Totals.refuse(r.Count)

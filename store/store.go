@@ -473,6 +473,17 @@ type Store interface {
 	// KeyTeams maps the account's keys that are in a team, deleted ones
 	// included, to their team.
 	KeyTeams(ctx context.Context, accountID string) (map[string]string, error)
+	// AddTeamMember puts a member of the account in a team of it (again:
+	// nothing changes), RemoveTeamMember takes it out (ErrNotFound if it
+	// is not in it), TeamMembers lists a team's members, oldest first
+	// (password hashes included). A team or member of another account is
+	// ErrNotFound.
+	AddTeamMember(ctx context.Context, accountID, teamID, memberID string) error
+	RemoveTeamMember(ctx context.Context, accountID, teamID, memberID string) error
+	TeamMembers(ctx context.Context, teamID string) ([]Member, error)
+	// KeyMakers maps the account's keys that a member made, deleted ones
+	// included, to that member.
+	KeyMakers(ctx context.Context, accountID string) (map[string]string, error)
 	// BudgetsFor are the budgets that apply to the key's requests: its
 	// own and its account's.
 	BudgetsFor(ctx context.Context, accountID, keyID string) ([]Budget, error)

@@ -165,6 +165,7 @@ func (s *sqlStore) DeleteTeam(ctx context.Context, accountID, id string) error {
 		for _, stmt := range []string{
 			`UPDATE keys SET team_id = NULL WHERE team_id = $1`,
 			`DELETE FROM budgets WHERE team_id = $1`,
+			`DELETE FROM team_members WHERE team_id = $1`,
 			`DELETE FROM teams WHERE id = $1`,
 		} {
 			if _, err := q.exec(ctx, stmt, id); err != nil {
@@ -226,4 +227,69 @@ func (s *sqlStore) KeyTeams(ctx context.Context, accountID string) (map[string]s
 		return nil, fmt.Errorf("store: key teams: %w", err)
 	}
 	return out, nil
+}
+
+// KeyMakers are the members who made the account's keys that one made,
+// deleted keys included (their usage stays).
+func (s *sqlStore) KeyMakers(ctx context.Context, accountID string) (map[string]string, error) {
+	out := map[string]string{}
+	err := s.db.read().queryEach(ctx, `SELECT id, created_by FROM keys WHERE account_id = $1 AND created_by IS NOT NULL`,
+		[]any{accountID}, func(row scanner) error {
+			var k, m string
+			if err := row.Scan(&k, &m); err != nil {
+				return err
+			}
+			out[k] = m
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("store: key makers: %w", err)
+	}
+	return out, nil
+}
+
+// AddTeamMember puts a member of the team's account in the team (again:
+// nothing changes); ErrNotFound if the team or the member is not the
+// account's.
+func (s *sqlStore) AddTeamMember(ctx context.Context, accountID, teamID, memberID string) error {
+	err := s.db.inTx(ctx, func(q querier) error {
+		// Locks the team's row against a delete at the same time.
+		var one int
+		if err := q.queryRow(ctx, `UPDATE teams SET name = name WHERE id = $1 AND account_id = $2 RETURNING 1`,
+			teamID, accountID).Scan(&one); err != nil {
+			return err
+		}
+		if err := q.queryRow(ctx, `SELECT 1 FROM members WHERE id = $1 AND account_id = $2`, memberID, accountID).Scan(&one); err != nil {
+			return err
+		}
+		_, err := q.exec(ctx, `INSERT INTO team_members (team_id, member_id, created_at) VALUES ($1, $2, $3)
+			ON CONFLICT (team_id, member_id) DO NOTHING`, teamID, memberID, dbTime(s.now()))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: add team member: %w", err)
+	}
+	return nil
+}
+
+// RemoveTeamMember takes a member out of a team of the account;
+// ErrNotFound if it is not in it.
+func (s *sqlStore) RemoveTeamMember(ctx context.Context, accountID, teamID, memberID string) error {
+	err := s.db.inTx(ctx, func(q querier) error {
+		n, err := q.exec(ctx, `DELETE FROM team_members WHERE team_id = $2 AND member_id = $3
+			AND team_id IN (SELECT id FROM teams WHERE account_id = $1)`, accountID, teamID, memberID)
+		if err == nil && n == 0 {
+			err = ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: remove team member: %w", err)
+	}
+	return nil
+}
+
+// TeamMembers are the members in the team, oldest first.
+func (s *sqlStore) TeamMembers(ctx context.Context, teamID string) ([]Member, error) {
+	return s.members(ctx, "team members", `id IN (SELECT member_id FROM team_members WHERE team_id = $1)`, teamID)
 }

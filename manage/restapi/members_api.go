@@ -17,6 +17,11 @@ func (api *API) listMembers(w http.ResponseWriter, r *http.Request, a manage.Act
 	if err != nil {
 		return err
 	}
+	return writeMembers(w, ms)
+}
+
+// writeMembers answers a list of members, in one page.
+func writeMembers(w http.ResponseWriter, ms []store.Member) error {
 	out := make([]manage.MemberJSON, len(ms))
 	for i, m := range ms {
 		out[i] = manage.MemberView(m)
@@ -141,4 +146,37 @@ func (api *API) deleteInvitation(w http.ResponseWriter, r *http.Request, a manag
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "invitation", "deleted": true})
+}
+
+// accountSSO is whether an account requires single sign-on, on the wire.
+func accountSSO(id string, required bool) map[string]any {
+	return map[string]any{"object": "account.sso", "account_id": id, "sso_required": required}
+}
+
+func (api *API) getAccountSSO(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
+	id := r.PathValue("id")
+	on, err := api.svc.SSORequired(r.Context(), a, id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, accountSSO(id, on))
+}
+
+func (api *API) patchAccountSSO(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
+	fields, err := readBody(r, "sso_required")
+	if err != nil {
+		return err
+	}
+	var on *bool
+	if _, err := field(fields, "sso_required", &on); err != nil {
+		return err
+	}
+	if on == nil {
+		return oaierror.Invalid("invalid_request", "sso_required", "Give sso_required: true or false.")
+	}
+	id := r.PathValue("id")
+	if err := api.svc.SetSSORequired(r.Context(), a, id, *on); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, accountSSO(id, *on))
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/manage/restapi/internal/apiclient"
 	"github.com/tollgate/tollgate/store"
 )
@@ -52,6 +53,43 @@ func driveMembers(t *testing.T, e *apiEnv, admin *apiclient.ClientWithResponses,
 	last, err := admin.PatchMemberWithResponse(ctx, accountID, owner.Id, apiclient.MemberPatch{Role: &demote})
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusConflict, last.StatusCode(), "the last owner stays: %s", last.Body)
+
+	// A team's people.
+	crew, err := e.svc.CreateTeam(ctx, manage.Actor{Kind: manage.ActorCLI}, accountID, manage.TeamInput{Name: ptr("crew")})
+	require.NoError(t, err)
+	put, err := admin.AddTeamMemberWithResponse(ctx, crew.ID, m.ID)
+	require.NoError(t, err)
+	require.NotNil(t, put.JSON200, "%s", put.Body)
+	require.Len(t, put.JSON200.Data, 1)
+	assert.Equal(t, m.ID, put.JSON200.Data[0].Id)
+	stranger, err := admin.AddTeamMemberWithResponse(ctx, crew.ID, "mem_nobody")
+	require.NoError(t, err)
+	require.NotNil(t, stranger.JSON404, "%s", stranger.Body)
+	people, err := admin.ListTeamMembersWithResponse(ctx, crew.ID)
+	require.NoError(t, err)
+	require.NotNil(t, people.JSON200, "%s", people.Body)
+	require.Len(t, people.JSON200.Data, 1)
+	out, err := admin.RemoveTeamMemberWithResponse(ctx, crew.ID, m.ID)
+	require.NoError(t, err)
+	require.NotNil(t, out.JSON200, "%s", out.Body)
+	out, err = admin.RemoveTeamMemberWithResponse(ctx, crew.ID, m.ID)
+	require.NoError(t, err)
+	require.NotNil(t, out.JSON404, "not in it any more: %s", out.Body)
+
+	// Single sign-on required: not without a provider.
+	sso, err := admin.GetAccountSSOWithResponse(ctx, accountID)
+	require.NoError(t, err)
+	require.NotNil(t, sso.JSON200, "%s", sso.Body)
+	assert.False(t, sso.JSON200.SsoRequired)
+	on, err := admin.SetAccountSSOWithResponse(ctx, accountID, apiclient.AccountSSOPatch{SsoRequired: true})
+	require.NoError(t, err)
+	require.NotNil(t, on.JSON409, "no provider is configured: %s", on.Body)
+	assert.Equal(t, "sso_not_configured", on.JSON409.Error.Code)
+	off, err := admin.SetAccountSSOWithResponse(ctx, accountID, apiclient.AccountSSOPatch{SsoRequired: false})
+	require.NoError(t, err)
+	require.NotNil(t, off.JSON200, "%s", off.Body)
+	assert.False(t, off.JSON200.SsoRequired)
+
 	removed, err := admin.DeleteMemberWithResponse(ctx, accountID, m.ID)
 	require.NoError(t, err)
 	require.NotNil(t, removed.JSON200, "%s", removed.Body)

@@ -59,6 +59,8 @@ func TestAMembersTokenIsAllowedWhatItsRoleAllowsThroughTheAPI(t *testing.T) {
 			require.NoError(t, err)
 			owner2, err := e.st.CreateMember(ctx, store.Member{AccountID: acct, Email: "owner2@example.com", Role: store.RoleOwner})
 			require.NoError(t, err)
+			crew, err := e.svc.CreateTeam(ctx, manage.Actor{Kind: manage.ActorCLI}, acct, manage.TeamInput{Name: ptr("crew")})
+			require.NoError(t, err)
 			_, tok := e.memberToken(acct, role)
 			calls := []struct{ name, method, path, body, allowed string }{
 				{"read the account", "GET", "/api/v1/accounts/" + acct, "", "OADVB"},
@@ -74,6 +76,10 @@ func TestAMembersTokenIsAllowedWhatItsRoleAllowsThroughTheAPI(t *testing.T) {
 				{"invite a viewer", "POST", "/api/v1/accounts/" + acct + "/invitations", `{"email":"new@example.org","role":"viewer"}`, "OA"},
 				{"invite an owner", "POST", "/api/v1/accounts/" + acct + "/invitations", `{"email":"new2@example.org","role":"owner"}`, "O"},
 				{"change a role", "PATCH", "/api/v1/accounts/" + acct + "/members/" + target.ID, `{"role":"billing"}`, "OA"},
+				{"list a team's people", "GET", "/api/v1/teams/" + crew.ID + "/members", "", "OADVB"},
+				{"add a person to a team", "PUT", "/api/v1/teams/" + crew.ID + "/members/" + target.ID, "", "OA"},
+				{"read single sign-on required", "GET", "/api/v1/accounts/" + acct + "/sso", "", "OADVB"},
+				{"set single sign-on required", "PATCH", "/api/v1/accounts/" + acct + "/sso", `{"sso_required":false}`, "O"},
 				{"remove an owner", "DELETE", "/api/v1/accounts/" + acct + "/members/" + owner2.ID, "", "O"},
 			}
 			for _, c := range calls {

@@ -34,6 +34,7 @@ func scopeProbeBodies(accountID string) map[string]string {
 		"updateWebhook":     `{"enabled":false}`,
 		"createInvitation":  `{"email":"probe@example.org","role":"viewer"}`,
 		"patchMember":       `{"role":"viewer"}`,
+		"setAccountSSO":     `{"sso_required":false}`,
 	}
 }
 

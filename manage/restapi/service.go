@@ -53,6 +53,11 @@ type Service interface {
 	SetKeyTeam(ctx context.Context, a manage.Actor, keyID, teamID string) (store.Key, error)
 	TeamBudgets(ctx context.Context, a manage.Actor, teamID string) (manage.BudgetReport, error)
 	SetTeamBudgets(ctx context.Context, a manage.Actor, teamID string, budgets []store.Budget) (manage.BudgetReport, error)
+	TeamMembers(ctx context.Context, a manage.Actor, teamID string) ([]store.Member, error)
+	SSORequired(ctx context.Context, a manage.Actor, accountID string) (bool, error)
+	SetSSORequired(ctx context.Context, a manage.Actor, accountID string, required bool) error
+	AddTeamMember(ctx context.Context, a manage.Actor, teamID, memberID string) error
+	RemoveTeamMember(ctx context.Context, a manage.Actor, teamID, memberID string) error
 
 	ListWebhooks(ctx context.Context, a manage.Actor, accountID string) ([]store.WebhookEndpoint, error)
 	CreateWebhook(ctx context.Context, a manage.Actor, r manage.WebhookRequest) (store.WebhookEndpoint, string, error)

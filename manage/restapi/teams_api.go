@@ -128,3 +128,30 @@ func (api *API) putKeyTeam(w http.ResponseWriter, r *http.Request, a manage.Acto
 	w.Header().Set("ETag", manage.ETag(k))
 	return writeJSON(w, http.StatusOK, manage.KeyView(k, api.opt.Now()))
 }
+
+func (api *API) writeTeamMembers(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
+	ms, err := api.svc.TeamMembers(r.Context(), a, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeMembers(w, ms)
+}
+
+func (api *API) listTeamMembers(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
+	return api.writeTeamMembers(w, r, a)
+}
+
+func (api *API) putTeamMember(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
+	if err := api.svc.AddTeamMember(r.Context(), a, r.PathValue("id"), r.PathValue("member_id")); err != nil {
+		return err
+	}
+	return api.writeTeamMembers(w, r, a)
+}
+
+func (api *API) deleteTeamMember(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
+	id := r.PathValue("member_id")
+	if err := api.svc.RemoveTeamMember(r.Context(), a, r.PathValue("id"), id); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "team.member", "deleted": true})
+}

@@ -21,6 +21,8 @@ var teamTests = []struct {
 	{"TeamBudgetsApplyToTheTeamsKeysOnly", testTeamBudgets},
 	{"ATeamWithKeysIsNotDeletedAndADeletedTeamTakesItsBudgets", testDeleteTeam},
 	{"ATeamBudgetsCrossingIsAnAlertNamingTheTeam", testTeamBudgetAlert},
+	{"ATeamListsMembersOfItsAccountUntilTheyOrItAreGone", testTeamMembers},
+	{"KeyMakersNameTheMemberWhoMadeEachKeyDeletedOnesIncluded", testKeyMakers},
 }
 
 func newTeam(t *testing.T, s store.Store, accountID, name string, models []string) store.Team {
@@ -241,4 +243,68 @@ func testTeamBudgetAlert(t *testing.T, s store.Store) {
 	assert.Equal(t, team.ID, data["team_id"])
 	assert.Equal(t, bs[0].ID, data["budget_id"])
 	assert.NotContains(t, data, "key_id", "a team's budget is no key's")
+}
+
+func testTeamMembers(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 0)
+	b := newAccount(t, s, "bob@example.com", 0)
+	lab, ops := newTeam(t, s, a.ID, "lab", nil), newTeam(t, s, a.ID, "ops", nil)
+	theirs := newTeam(t, s, b.ID, "lab", nil)
+	dev := newMember(t, s, a.ID, "dev@example.com", store.RoleDeveloper)
+	viewer := newMember(t, s, a.ID, "viewer@example.com", store.RoleViewer)
+	stranger := newMember(t, s, b.ID, "stranger@example.com", store.RoleViewer)
+
+	require.NoError(t, s.AddTeamMember(ctx, a.ID, lab.ID, viewer.ID))
+	require.NoError(t, s.AddTeamMember(ctx, a.ID, lab.ID, dev.ID))
+	require.NoError(t, s.AddTeamMember(ctx, a.ID, lab.ID, dev.ID), "again: nothing changes")
+	require.NoError(t, s.AddTeamMember(ctx, a.ID, ops.ID, dev.ID), "a member may be in several teams")
+	require.ErrorIs(t, s.AddTeamMember(ctx, a.ID, lab.ID, stranger.ID), store.ErrNotFound, "another account's member")
+	require.ErrorIs(t, s.AddTeamMember(ctx, a.ID, theirs.ID, dev.ID), store.ErrNotFound, "another account's team")
+	require.ErrorIs(t, s.AddTeamMember(ctx, b.ID, theirs.ID, dev.ID), store.ErrNotFound)
+
+	got, err := s.TeamMembers(ctx, lab.ID)
+	require.NoError(t, err)
+	assert.Equal(t, []string{dev.ID, viewer.ID}, memberIDs(got), "oldest first")
+	none, err := s.TeamMembers(ctx, theirs.ID)
+	require.NoError(t, err)
+	assert.Empty(t, none)
+
+	require.ErrorIs(t, s.RemoveTeamMember(ctx, b.ID, lab.ID, dev.ID), store.ErrNotFound, "not from another account")
+	require.NoError(t, s.RemoveTeamMember(ctx, a.ID, lab.ID, viewer.ID))
+	require.ErrorIs(t, s.RemoveTeamMember(ctx, a.ID, lab.ID, viewer.ID), store.ErrNotFound, "not in it any more")
+	got, err = s.TeamMembers(ctx, lab.ID)
+	require.NoError(t, err)
+	assert.Equal(t, []string{dev.ID}, memberIDs(got))
+
+	require.NoError(t, s.DeleteMember(ctx, dev.ID))
+	got, err = s.TeamMembers(ctx, ops.ID)
+	require.NoError(t, err)
+	assert.Empty(t, got, "a removed member leaves its teams")
+	require.NoError(t, s.AddTeamMember(ctx, a.ID, ops.ID, viewer.ID))
+	require.NoError(t, s.DeleteTeam(ctx, a.ID, ops.ID), "a team with people and no key is deleted")
+	require.ErrorIs(t, s.AddTeamMember(ctx, a.ID, ops.ID, viewer.ID), store.ErrNotFound)
+}
+
+func memberIDs(ms []store.Member) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.ID
+	}
+	return out
+}
+
+func testKeyMakers(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", 0)
+	dev := newMember(t, s, a.ID, "dev@example.com", store.RoleDeveloper)
+	made, _ := newKey(t, s, a.ID, store.Key{CreatedBy: dev.ID})
+	newKey(t, s, a.ID, store.Key{}) // no one's
+	gone, _ := newKey(t, s, a.ID, store.Key{CreatedBy: store.OwnerMemberID(a.ID)})
+	require.NoError(t, s.DeleteKey(ctx, gone.ID))
+	newKey(t, s, newAccount(t, s, "bob@example.com", 0).ID, store.Key{})
+
+	got, err := s.KeyMakers(ctx, a.ID)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{made.ID: dev.ID, gone.ID: store.OwnerMemberID(a.ID)}, got)
 }

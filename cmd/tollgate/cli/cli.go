@@ -114,6 +114,8 @@ var commands = []command{
 	{"team delete", "ID", "delete a team with no keys, and its budgets", runTeamDelete},
 	{"team add", "ID KEY_ID [--json]", "move a key into the team (its models must be within the team's)", runTeamAdd},
 	{"team remove", "ID KEY_ID [--json]", "move a key out of the team", runTeamRemove},
+	{"team member", "add|remove|list ID [--email EMAIL] [--json]",
+		"list a team's people, or put a member of its account in it or take one out (roles are unchanged)", runTeamMember},
 	{"team budget", "set|list|remove ID [--period day|week|month|total] [--amount USD] [--threshold PCT]... [--json]",
 		"list a team's spend budgets (over all its keys), or set or remove the one of a period", runTeamBudget},
 	{"member list", "--account EMAIL [--json]",

@@ -197,3 +197,62 @@ func teamModels(models []string) string {
 	}
 	return strings.Join(models, ", ")
 }
+
+// runTeamMember lists a team's people, or adds or removes one (by email).
+// Being in a team changes nothing a member's role allows.
+func runTeamMember(ctx context.Context, e *env, f *flags, args []string) error {
+	email := f.fs.String("email", "", "email of the member of the team's account (add, remove)")
+	asJSON := f.fs.Bool("json", false, "print the team's people as a JSON array")
+	pos, err := f.parse(args, "ACTION", "ID")
+	if err != nil {
+		return err
+	}
+	action, teamID := pos[0], pos[1]
+	switch action {
+	case "list":
+	case "add", "remove":
+		if *email == "" {
+			return usagef("team member %s needs --email EMAIL", action)
+		}
+	default:
+		return usagef("team member needs an action: add, remove or list")
+	}
+	svc, done, err := openService(ctx, e, f)
+	if err != nil {
+		return err
+	}
+	defer done()
+	t, err := svc.GetTeam(ctx, cliActor, teamID)
+	if err != nil {
+		return notFound(err, "no team with id %q", teamID)
+	}
+	if action != "list" {
+		m, err := svc.MemberByEmail(ctx, cliActor, t.AccountID, *email)
+		if err != nil {
+			return serviceError(err)
+		}
+		change, said := svc.AddTeamMember, "is in"
+		if action == "remove" {
+			change, said = svc.RemoveTeamMember, "left"
+		}
+		if err := change(ctx, cliActor, t.ID, m.ID); err != nil {
+			return notFound(err, "%s is not in team "+t.ID, m.Email)
+		}
+		fmt.Fprintf(e.stderr, "tollgate: %s %s team %s\n", m.Email, said, t.Name)
+	}
+	ms, err := svc.TeamMembers(ctx, cliActor, t.ID)
+	if err != nil {
+		return serviceError(err)
+	}
+	if *asJSON {
+		views := make([]manage.MemberJSON, len(ms))
+		for i, m := range ms {
+			views[i] = manage.MemberView(m)
+		}
+		return writeJSON(e.stdout, views)
+	}
+	for _, m := range ms {
+		fmt.Fprintf(e.stdout, "%s  %-30s  %s\n", m.ID, m.Email, m.Role)
+	}
+	return nil
+}

@@ -37,3 +37,21 @@ func TestATeamIsMadeGivenKeysAndBudgetsAndDeletedOnceEmpty(t *testing.T) {
 	h.fails(`no team with id "`+id+`"`, "team", "budget", "list", id)
 	assert.Empty(t, h.ok("team", "list", "--account", "a@example.com"), "no team left")
 }
+
+func TestTeamMemberPutsAPersonInATeamListsAndTakesItOut(t *testing.T) {
+	h := newHarness(t)
+	h.newKey() // makes the account a@example.com
+	id := h.obj("team", "create", "--account", "a@example.com", "--name", "crew", "--json")["id"].(string)
+	out := h.ok("team", "member", "add", id, "--email", "A@example.com")
+	assert.Contains(t, out, "a@example.com", "the owner, found in any case")
+	assert.Contains(t, out, "owner")
+	people, ok := h.json("team", "member", "list", id, "--json").([]any)
+	require.True(t, ok)
+	require.Len(t, people, 1)
+	assert.Equal(t, "a@example.com", people[0].(map[string]any)["email"])
+	h.fails("needs --email", "team", "member", "add", id)
+	h.fails("No member of this account has the email", "team", "member", "add", id, "--email", "nobody@example.com")
+	assert.Empty(t, h.ok("team", "member", "remove", id, "--email", "a@example.com"), "no one left")
+	h.fails("a@example.com is not in team "+id, "team", "member", "remove", id, "--email", "a@example.com")
+	h.fails(`no team with id "team_nope"`, "team", "member", "list", "team_nope")
+}

@@ -32,6 +32,21 @@ func (e AccountObject) Valid() bool {
 	}
 }
 
+// Defines values for AccountSSOObject.
+const (
+	AccountSso AccountSSOObject = "account.sso"
+)
+
+// Valid indicates whether the value is a known member of the AccountSSOObject enum.
+func (e AccountSSOObject) Valid() bool {
+	switch e {
+	case AccountSso:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AuditEntryDoor.
 const (
 	Api         AuditEntryDoor = "api"
@@ -1206,6 +1221,23 @@ type AccountBudgetsPut struct {
 	Timezone *string `json:"timezone,omitempty"`
 }
 
+// AccountSSO defines model for AccountSSO.
+type AccountSSO struct {
+	AccountId string           `json:"account_id"`
+	Object    AccountSSOObject `json:"object"`
+
+	// SsoRequired Whether the account's members sign in to the dashboard by single sign-on only (their passwords refused).
+	SsoRequired bool `json:"sso_required"`
+}
+
+// AccountSSOObject defines model for AccountSSO.Object.
+type AccountSSOObject string
+
+// AccountSSOPatch defines model for AccountSSOPatch.
+type AccountSSOPatch struct {
+	SsoRequired bool `json:"sso_required"`
+}
+
 // AuditEntry defines model for AuditEntry.
 type AuditEntry struct {
 	AccountId *string `json:"account_id"`
@@ -1900,6 +1932,16 @@ type Usage struct {
 		RefusedRequests int `json:"refused_requests"`
 		Requests        int `json:"requests"`
 	} `json:"by_endpoint"`
+
+	// ByMember An account's usage split by the member who made each key (deleted keys included): members oldest first, then the keys no member made (the operator's: the CLI, an admin token) or made by members removed since, with member_id null. Of the records only. With keys.read.own only (a developer), of the caller's own keys alone, and by_team too. Empty for a key's usage.
+	ByMember []struct {
+		// CostUsd US dollars, exact to the nano-dollar.
+		CostUsd  float64 `json:"cost_usd"`
+		Email    *string `json:"email"`
+		MemberId *string `json:"member_id"`
+		Name     *string `json:"name"`
+		Requests int     `json:"requests"`
+	} `json:"by_member"`
 	ByModel []struct {
 		// CacheWriteTokens Of the prompt tokens, written to the provider's cache.
 		CacheWriteTokens int `json:"cache_write_tokens"`
@@ -2378,6 +2420,9 @@ type CreateInvitationJSONRequestBody = InvitationCreate
 // PatchMemberJSONRequestBody defines body for PatchMember for application/json ContentType.
 type PatchMemberJSONRequestBody = MemberPatch
 
+// SetAccountSSOJSONRequestBody defines body for SetAccountSSO for application/json ContentType.
+type SetAccountSSOJSONRequestBody = AccountSSOPatch
+
 // CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
 type CreateKeyJSONRequestBody = KeyCreate
 
@@ -2642,6 +2687,31 @@ type ClientInterface interface {
 	// Corresponds with PATCH /api/v1/accounts/{id}/members/{member_id} (the `PatchMember` operationId).
 	PatchMember(ctx context.Context, id string, memberId string, body PatchMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetAccountSSO Whether the account requires single sign-on
+	//
+	// Every role may read it.
+	//
+	// Corresponds with GET /api/v1/accounts/{id}/sso (the `GetAccountSSO` operationId).
+	GetAccountSSO(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetAccountSSOWithBody Require single sign-on, or stop requiring it
+	//
+	// Owners only (as acting on the owners is). On, the account's members' passwords no longer sign them in to the dashboard. Audited as account.sso_required.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /api/v1/accounts/{id}/sso (the `SetAccountSSO` operationId).
+	SetAccountSSOWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetAccountSSO Require single sign-on, or stop requiring it
+	//
+	// Owners only (as acting on the owners is). On, the account's members' passwords no longer sign them in to the dashboard. Audited as account.sso_required.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /api/v1/accounts/{id}/sso (the `SetAccountSSO` operationId).
+	SetAccountSSO(ctx context.Context, id string, body SetAccountSSOJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListAudit An account's audit log, newest first
 	//
 	// Every management action, by the API, the dashboard or the CLI. Scope keys:read.
@@ -2872,6 +2942,27 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/v1/teams/{id}/budgets (the `SetTeamBudgets` operationId).
 	SetTeamBudgets(ctx context.Context, id string, body SetTeamBudgetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTeamMembers List a team's people
+	//
+	// Oldest first. Every role may list them. A team's people group members for the views; being in a team changes nothing a member's role allows.
+	//
+	// Corresponds with GET /api/v1/teams/{id}/members (the `ListTeamMembers` operationId).
+	ListTeamMembers(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RemoveTeamMember Take a person out of a team
+	//
+	// Owners and admins. 404 if the member is not in the team.
+	//
+	// Corresponds with DELETE /api/v1/teams/{id}/members/{member_id} (the `RemoveTeamMember` operationId).
+	RemoveTeamMember(ctx context.Context, id string, memberId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AddTeamMember Put a person in a team
+	//
+	// Owners and admins. A member already in the team stays (nothing is audited). Answers the team's people.
+	//
+	// Corresponds with PUT /api/v1/teams/{id}/members/{member_id} (the `AddTeamMember` operationId).
+	AddTeamMember(ctx context.Context, id string, memberId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTokens List an account's live management tokens
 	//
@@ -3326,6 +3417,61 @@ func (c *Client) PatchMemberWithBody(ctx context.Context, id string, memberId st
 // Corresponds with PATCH /api/v1/accounts/{id}/members/{member_id} (the `PatchMember` operationId).
 func (c *Client) PatchMember(ctx context.Context, id string, memberId string, body PatchMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPatchMemberRequest(c.Server, id, memberId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetAccountSSO Whether the account requires single sign-on
+//
+// Every role may read it.
+//
+// Corresponds with GET /api/v1/accounts/{id}/sso (the `GetAccountSSO` operationId).
+func (c *Client) GetAccountSSO(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAccountSSORequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetAccountSSOWithBody Require single sign-on, or stop requiring it
+//
+// Owners only (as acting on the owners is). On, the account's members' passwords no longer sign them in to the dashboard. Audited as account.sso_required.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /api/v1/accounts/{id}/sso (the `SetAccountSSO` operationId).
+func (c *Client) SetAccountSSOWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetAccountSSORequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetAccountSSO Require single sign-on, or stop requiring it
+//
+// Owners only (as acting on the owners is). On, the account's members' passwords no longer sign them in to the dashboard. Audited as account.sso_required.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /api/v1/accounts/{id}/sso (the `SetAccountSSO` operationId).
+func (c *Client) SetAccountSSO(ctx context.Context, id string, body SetAccountSSOJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetAccountSSORequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3847,6 +3993,57 @@ func (c *Client) SetTeamBudgetsWithBody(ctx context.Context, id string, contentT
 // Corresponds with PUT /api/v1/teams/{id}/budgets (the `SetTeamBudgets` operationId).
 func (c *Client) SetTeamBudgets(ctx context.Context, id string, body SetTeamBudgetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetTeamBudgetsRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTeamMembers List a team's people
+//
+// Oldest first. Every role may list them. A team's people group members for the views; being in a team changes nothing a member's role allows.
+//
+// Corresponds with GET /api/v1/teams/{id}/members (the `ListTeamMembers` operationId).
+func (c *Client) ListTeamMembers(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTeamMembersRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RemoveTeamMember Take a person out of a team
+//
+// Owners and admins. 404 if the member is not in the team.
+//
+// Corresponds with DELETE /api/v1/teams/{id}/members/{member_id} (the `RemoveTeamMember` operationId).
+func (c *Client) RemoveTeamMember(ctx context.Context, id string, memberId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRemoveTeamMemberRequest(c.Server, id, memberId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AddTeamMember Put a person in a team
+//
+// Owners and admins. A member already in the team stays (nothing is audited). Answers the team's people.
+//
+// Corresponds with PUT /api/v1/teams/{id}/members/{member_id} (the `AddTeamMember` operationId).
+func (c *Client) AddTeamMember(ctx context.Context, id string, memberId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddTeamMemberRequest(c.Server, id, memberId)
 	if err != nil {
 		return nil, err
 	}
@@ -4718,6 +4915,87 @@ func NewPatchMemberRequestWithBody(server string, id string, memberId string, co
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/accounts/%s/members/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetAccountSSORequest constructs an http.Request for the GetAccountSSO method
+func NewGetAccountSSORequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/accounts/%s/sso", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetAccountSSORequest calls the generic SetAccountSSO builder with application/json body
+func NewSetAccountSSORequest(server string, id string, body SetAccountSSOJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetAccountSSORequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewSetAccountSSORequestWithBody constructs an http.Request for the SetAccountSSO method, with any body, and a specified content type
+func NewSetAccountSSORequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/accounts/%s/sso", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -5858,6 +6136,122 @@ func NewSetTeamBudgetsRequestWithBody(server string, id string, contentType stri
 	return req, nil
 }
 
+// NewListTeamMembersRequest constructs an http.Request for the ListTeamMembers method
+func NewListTeamMembersRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/teams/%s/members", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRemoveTeamMemberRequest constructs an http.Request for the RemoveTeamMember method
+func NewRemoveTeamMemberRequest(server string, id string, memberId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "member_id", memberId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/teams/%s/members/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAddTeamMemberRequest constructs an http.Request for the AddTeamMember method
+func NewAddTeamMemberRequest(server string, id string, memberId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "member_id", memberId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/teams/%s/members/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListTokensRequest constructs an http.Request for the ListTokens method
 func NewListTokensRequest(server string, params *ListTokensParams) (*http.Request, error) {
 	var err error
@@ -6802,6 +7196,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /api/v1/accounts/{id}/members/{member_id} (the `PatchMember` operationId).
 	PatchMemberWithResponse(ctx context.Context, id string, memberId string, body PatchMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchMemberResponse, error)
 
+	// GetAccountSSOWithResponse Whether the account requires single sign-on
+	//
+	// Every role may read it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/accounts/{id}/sso (the `GetAccountSSO` operationId).
+	GetAccountSSOWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetAccountSSOResponse, error)
+
+	// SetAccountSSOWithBodyWithResponse Require single sign-on, or stop requiring it
+	//
+	// Owners only (as acting on the owners is). On, the account's members' passwords no longer sign them in to the dashboard. Audited as account.sso_required.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/accounts/{id}/sso (the `SetAccountSSO` operationId).
+	SetAccountSSOWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetAccountSSOResponse, error)
+
+	// SetAccountSSOWithResponse Require single sign-on, or stop requiring it
+	//
+	// Owners only (as acting on the owners is). On, the account's members' passwords no longer sign them in to the dashboard. Audited as account.sso_required.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/accounts/{id}/sso (the `SetAccountSSO` operationId).
+	SetAccountSSOWithResponse(ctx context.Context, id string, body SetAccountSSOJSONRequestBody, reqEditors ...RequestEditorFn) (*SetAccountSSOResponse, error)
+
 	// ListAuditWithResponse An account's audit log, newest first
 	//
 	// Every management action, by the API, the dashboard or the CLI. Scope keys:read.
@@ -7058,6 +7479,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /api/v1/teams/{id}/budgets (the `SetTeamBudgets` operationId).
 	SetTeamBudgetsWithResponse(ctx context.Context, id string, body SetTeamBudgetsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetTeamBudgetsResponse, error)
+
+	// ListTeamMembersWithResponse List a team's people
+	//
+	// Oldest first. Every role may list them. A team's people group members for the views; being in a team changes nothing a member's role allows.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/teams/{id}/members (the `ListTeamMembers` operationId).
+	ListTeamMembersWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListTeamMembersResponse, error)
+
+	// RemoveTeamMemberWithResponse Take a person out of a team
+	//
+	// Owners and admins. 404 if the member is not in the team.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/teams/{id}/members/{member_id} (the `RemoveTeamMember` operationId).
+	RemoveTeamMemberWithResponse(ctx context.Context, id string, memberId string, reqEditors ...RequestEditorFn) (*RemoveTeamMemberResponse, error)
+
+	// AddTeamMemberWithResponse Put a person in a team
+	//
+	// Owners and admins. A member already in the team stays (nothing is audited). Answers the team's people.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/teams/{id}/members/{member_id} (the `AddTeamMember` operationId).
+	AddTeamMemberWithResponse(ctx context.Context, id string, memberId string, reqEditors ...RequestEditorFn) (*AddTeamMemberResponse, error)
 
 	// ListTokensWithResponse List an account's live management tokens
 	//
@@ -8294,6 +8742,172 @@ func (r PatchMemberResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PatchMemberResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetAccountSSOResponse429Headers the declared response headers of an HTTP 429 response for GetAccountSSO
+type GetAccountSSOResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetAccountSSOResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AccountSSO
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetAccountSSOResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAccountSSOResponse) GetJSON200() *AccountSSO {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetAccountSSOResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetAccountSSOResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetAccountSSOResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetAccountSSOResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAccountSSOResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAccountSSOResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAccountSSOResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAccountSSOResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetAccountSSOResponse429Headers the declared response headers of an HTTP 429 response for SetAccountSSO
+type SetAccountSSOResponse429Headers struct {
+	RetryAfter *int
+}
+
+type SetAccountSSOResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AccountSSO
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetAccountSSOResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetAccountSSOResponse) GetJSON200() *AccountSSO {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetAccountSSOResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetAccountSSOResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetAccountSSOResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetAccountSSOResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SetAccountSSOResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetAccountSSOResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r SetAccountSSOResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetAccountSSOResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetAccountSSOResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetAccountSSOResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10141,6 +10755,255 @@ func (r SetTeamBudgetsResponse) ContentType() string {
 	return ""
 }
 
+// ListTeamMembersResponse429Headers the declared response headers of an HTTP 429 response for ListTeamMembers
+type ListTeamMembersResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListTeamMembersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MemberList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListTeamMembersResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTeamMembersResponse) GetJSON200() *MemberList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListTeamMembersResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListTeamMembersResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListTeamMembersResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListTeamMembersResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListTeamMembersResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTeamMembersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTeamMembersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTeamMembersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTeamMembersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RemoveTeamMemberResponse429Headers the declared response headers of an HTTP 429 response for RemoveTeamMember
+type RemoveTeamMemberResponse429Headers struct {
+	RetryAfter *int
+}
+
+type RemoveTeamMemberResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Deleted
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RemoveTeamMemberResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RemoveTeamMemberResponse) GetJSON200() *Deleted {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RemoveTeamMemberResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RemoveTeamMemberResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RemoveTeamMemberResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RemoveTeamMemberResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RemoveTeamMemberResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r RemoveTeamMemberResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RemoveTeamMemberResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RemoveTeamMemberResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RemoveTeamMemberResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AddTeamMemberResponse429Headers the declared response headers of an HTTP 429 response for AddTeamMember
+type AddTeamMemberResponse429Headers struct {
+	RetryAfter *int
+}
+
+type AddTeamMemberResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MemberList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AddTeamMemberResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AddTeamMemberResponse) GetJSON200() *MemberList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AddTeamMemberResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AddTeamMemberResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AddTeamMemberResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AddTeamMemberResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AddTeamMemberResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r AddTeamMemberResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AddTeamMemberResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AddTeamMemberResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AddTeamMemberResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListTokensResponse429Headers the declared response headers of an HTTP 429 response for ListTokens
 type ListTokensResponse429Headers struct {
 	RetryAfter *int
@@ -11464,6 +12327,51 @@ func (c *ClientWithResponses) PatchMemberWithResponse(ctx context.Context, id st
 	return ParsePatchMemberResponse(rsp)
 }
 
+// GetAccountSSOWithResponse Whether the account requires single sign-on
+//
+// Every role may read it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/accounts/{id}/sso (the `GetAccountSSO` operationId).
+func (c *ClientWithResponses) GetAccountSSOWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetAccountSSOResponse, error) {
+	rsp, err := c.GetAccountSSO(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAccountSSOResponse(rsp)
+}
+
+// SetAccountSSOWithBodyWithResponse Require single sign-on, or stop requiring it
+//
+// Owners only (as acting on the owners is). On, the account's members' passwords no longer sign them in to the dashboard. Audited as account.sso_required.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/accounts/{id}/sso (the `SetAccountSSO` operationId).
+func (c *ClientWithResponses) SetAccountSSOWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetAccountSSOResponse, error) {
+	rsp, err := c.SetAccountSSOWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetAccountSSOResponse(rsp)
+}
+
+// SetAccountSSOWithResponse Require single sign-on, or stop requiring it
+//
+// Owners only (as acting on the owners is). On, the account's members' passwords no longer sign them in to the dashboard. Audited as account.sso_required.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/accounts/{id}/sso (the `SetAccountSSO` operationId).
+func (c *ClientWithResponses) SetAccountSSOWithResponse(ctx context.Context, id string, body SetAccountSSOJSONRequestBody, reqEditors ...RequestEditorFn) (*SetAccountSSOResponse, error) {
+	rsp, err := c.SetAccountSSO(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetAccountSSOResponse(rsp)
+}
+
 // ListAuditWithResponse An account's audit log, newest first
 //
 // Every management action, by the API, the dashboard or the CLI. Scope keys:read.
@@ -11893,6 +12801,51 @@ func (c *ClientWithResponses) SetTeamBudgetsWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseSetTeamBudgetsResponse(rsp)
+}
+
+// ListTeamMembersWithResponse List a team's people
+//
+// Oldest first. Every role may list them. A team's people group members for the views; being in a team changes nothing a member's role allows.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/teams/{id}/members (the `ListTeamMembers` operationId).
+func (c *ClientWithResponses) ListTeamMembersWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListTeamMembersResponse, error) {
+	rsp, err := c.ListTeamMembers(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTeamMembersResponse(rsp)
+}
+
+// RemoveTeamMemberWithResponse Take a person out of a team
+//
+// Owners and admins. 404 if the member is not in the team.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/teams/{id}/members/{member_id} (the `RemoveTeamMember` operationId).
+func (c *ClientWithResponses) RemoveTeamMemberWithResponse(ctx context.Context, id string, memberId string, reqEditors ...RequestEditorFn) (*RemoveTeamMemberResponse, error) {
+	rsp, err := c.RemoveTeamMember(ctx, id, memberId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRemoveTeamMemberResponse(rsp)
+}
+
+// AddTeamMemberWithResponse Put a person in a team
+//
+// Owners and admins. A member already in the team stays (nothing is audited). Answers the team's people.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/teams/{id}/members/{member_id} (the `AddTeamMember` operationId).
+func (c *ClientWithResponses) AddTeamMemberWithResponse(ctx context.Context, id string, memberId string, reqEditors ...RequestEditorFn) (*AddTeamMemberResponse, error) {
+	rsp, err := c.AddTeamMember(ctx, id, memberId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAddTeamMemberResponse(rsp)
 }
 
 // ListTokensWithResponse List an account's live management tokens
@@ -13095,6 +14048,154 @@ func ParsePatchMemberResponse(rsp *http.Response) (*PatchMemberResponse, error) 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers PatchMemberResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetAccountSSOResponse parses an HTTP response from a GetAccountSSOWithResponse call
+func ParseGetAccountSSOResponse(rsp *http.Response) (*GetAccountSSOResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAccountSSOResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AccountSSO
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetAccountSSOResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetAccountSSOResponse parses an HTTP response from a SetAccountSSOWithResponse call
+func ParseSetAccountSSOResponse(rsp *http.Response) (*SetAccountSSOResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetAccountSSOResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AccountSSO
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SetAccountSSOResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -14759,6 +15860,228 @@ func ParseSetTeamBudgetsResponse(rsp *http.Response) (*SetTeamBudgetsResponse, e
 	switch {
 	case rsp.StatusCode == 429:
 		var headers SetTeamBudgetsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListTeamMembersResponse parses an HTTP response from a ListTeamMembersWithResponse call
+func ParseListTeamMembersResponse(rsp *http.Response) (*ListTeamMembersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTeamMembersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MemberList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListTeamMembersResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRemoveTeamMemberResponse parses an HTTP response from a RemoveTeamMemberWithResponse call
+func ParseRemoveTeamMemberResponse(rsp *http.Response) (*RemoveTeamMemberResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RemoveTeamMemberResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Deleted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RemoveTeamMemberResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAddTeamMemberResponse parses an HTTP response from a AddTeamMemberWithResponse call
+func ParseAddTeamMemberResponse(rsp *http.Response) (*AddTeamMemberResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AddTeamMemberResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MemberList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers AddTeamMemberResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
