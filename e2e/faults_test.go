@@ -436,10 +436,10 @@ func runChaos(t *testing.T, reset bool) {
 }
 
 // faultTimeouts are short per-attempt timeouts for the fault tests. The
-// first byte's is a second: under Envoy it counts the upstream step too,
-// which a race-built Tollgate on a loaded machine can take most of 400 ms
-// for, failing the good deployment as well.
-const faultTimeouts = "connect_timeout: 1s, first_byte_timeout: 1s, stream_idle_timeout: 400ms"
+// first byte's is three seconds: under Envoy it counts the upstream step
+// too, which a race-built Tollgate on a loaded machine has been seen to
+// take nearly two seconds for, failing the good deployment as well.
+const faultTimeouts = "connect_timeout: 1s, first_byte_timeout: 3s, stream_idle_timeout: 400ms"
 
 // faultConfig serves model "m" from the given providers in priority order
 // (OpenAI-type, named p0, p1, …) with faultTimeouts and the model's
