@@ -284,3 +284,11 @@ func TestTheSubjectCannotCarryAHeader(t *testing.T) {
 	head, _, _ := strings.Cut(string(msg), "\r\n\r\n")
 	assert.NotContains(t, head, "\r\nBcc:")
 }
+
+func TestMailerForIsNilWithoutSMTP(t *testing.T) {
+	assert.Nil(t, MailerFor(&config.Config{}), "an untyped nil: Invite then sends nothing")
+	m := MailerFor(&config.Config{SMTP: &config.SMTP{Host: "mail.example.com", Port: 587, From: "tg@example.com"},
+		Dashboard: config.Dashboard{PublicURL: "https://tg.example.com"}})
+	require.IsType(t, &SMTPMailer{}, m)
+	assert.Equal(t, "https://tg.example.com", m.(*SMTPMailer).PublicURL)
+}
