@@ -87,6 +87,8 @@ type Config struct {
 	Alerts Alerts `yaml:"alerts"`
 	// SSO is single sign-on to the dashboard (config/sso.go).
 	SSO SSO `yaml:"sso"`
+	// SMTP, when set, sends invitations by mail (config/smtp.go).
+	SMTP *SMTP `yaml:"smtp"`
 	// LoadedAt is when the configuration was parsed: the created time of
 	// the models that give none.
 	LoadedAt time.Time `yaml:"-"`

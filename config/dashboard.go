@@ -11,6 +11,10 @@ type Dashboard struct {
 	// the code snippets of a new key (e.g. https://llm.example.com/v1).
 	// Empty: the scheme and host the dashboard was reached at, plus /v1.
 	PublicBaseURL string `yaml:"public_base_url"`
+	// PublicURL is the dashboard's own base URL as people reach it (e.g.
+	// https://tollgate.example.com), the start of the invitation links
+	// sent by mail; required when smtp is set.
+	PublicURL string `yaml:"public_url"`
 	// AddCredit tells an account where to add credit: a URL (shown as a
 	// link) or a sentence, shown on the Billing page and beside a balance
 	// of $0 or less. Empty: "ask your administrator".
@@ -28,6 +32,13 @@ func (d *Dashboard) validate() error {
 		u, err := url.Parse(d.PublicBaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 			return fieldErr("dashboard.public_base_url", "must be an absolute http(s) URL without query, got %q", d.PublicBaseURL)
+		}
+	}
+	d.PublicURL = strings.TrimRight(strings.TrimSpace(d.PublicURL), "/")
+	if d.PublicURL != "" {
+		u, err := url.Parse(d.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return fieldErr("dashboard.public_url", "must be an absolute http(s) URL without query, got %q", d.PublicURL)
 		}
 	}
 	d.AddCredit = strings.TrimSpace(d.AddCredit)

@@ -66,6 +66,9 @@ func (c *Config) validate() error {
 	if err := c.SSO.validate(); err != nil {
 		return err
 	}
+	if err := c.validateSMTP(); err != nil {
+		return err
+	}
 
 	if err := c.validateProviders(); err != nil {
 		return err

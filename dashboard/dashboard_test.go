@@ -89,6 +89,13 @@ func newEnv(t *testing.T) *testEnv {
 // failures); the env keeps the real one.
 func newEnvWith(t *testing.T, wrap func(store.Store) store.Store) *testEnv {
 	t.Helper()
+	return newEnvMailing(t, wrap, nil)
+}
+
+// newEnvMailing is newEnvWith whose service mails invitations through
+// mailer (nil: none).
+func newEnvMailing(t *testing.T, wrap func(store.Store) store.Store, mailer manage.Mailer) *testEnv {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, storetest.SQLite(t))
 	require.NoError(t, err)
@@ -123,6 +130,7 @@ func newEnvWith(t *testing.T, wrap func(store.Store) store.Store) *testEnv {
 		Logger:     logger,
 		Now:        e.clock.Now,
 		WebhookKey: alerts.SecretKey([]byte("dashboard test key")),
+		Mailer:     mailer,
 	})
 	require.NoError(t, err)
 	e.d, err = New(Options{

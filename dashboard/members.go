@@ -46,7 +46,10 @@ type membersPage struct {
 
 type memberInvitedPage struct {
 	Email, Role, Link string
-	Expires           shownTime
+	// Mail is "sent" or "failed" when the invitation was mailed, "" when
+	// no mail server is configured.
+	Mail    string
+	Expires shownTime
 }
 
 type invitationPage struct {
@@ -115,11 +118,18 @@ func (d *Dashboard) listMembers(w http.ResponseWriter, r *http.Request, s *sessi
 func (d *Dashboard) invite(w http.ResponseWriter, r *http.Request, s *session) error {
 	f := r.PostForm
 	form := membersPage{Email: strings.TrimSpace(f.Get("email")), Role: f.Get("role")}
-	inv, secret, err := d.manage.Invite(r.Context(), d.actor(r, s), manage.InviteRequest{AccountID: s.account.ID, Email: form.Email, Role: form.Role})
+	got, err := d.manage.Invite(r.Context(), d.actor(r, s), manage.InviteRequest{AccountID: s.account.ID, Email: form.Email, Role: form.Role})
 	var oe oaierror.Error
 	switch {
 	case err == nil:
-		return d.showSecretAt(w, r, s, "/members/invitations/"+inv.ID+"/link", d.invitationLink(r, secret))
+		path := "/members/invitations/" + got.Invitation.ID + "/link"
+		switch {
+		case got.MailSent:
+			path += "?mail=sent"
+		case got.Mailed:
+			path += "?mail=failed"
+		}
+		return d.showSecretAt(w, r, s, path, d.invitationLink(r, got.Secret))
 	case errors.As(err, &oe) && oe.Code == manage.ErrMemberExists.Code:
 		form.Error = "This email is a member of the account already."
 	case errors.As(err, &oe) && oe.Status == http.StatusBadRequest && oe.Param == "email":
@@ -160,7 +170,7 @@ func (d *Dashboard) showInvitation(w http.ResponseWriter, r *http.Request, s *se
 	inv := invs[i]
 	w.Header().Set("Cache-Control", "no-store")
 	d.render(w, r, http.StatusOK, "member_invited", s, "Invitation made", memberInvitedPage{Email: inv.Email, Role: inv.Role,
-		Link: d.takeFlash(w, r, s), Expires: timeShown(&inv.ExpiresAt, func(t time.Time) string { return t.UTC().Format(timeLayout) })})
+		Mail: r.URL.Query().Get("mail"), Link: d.takeFlash(w, r, s), Expires: timeShown(&inv.ExpiresAt, func(t time.Time) string { return t.UTC().Format(timeLayout) })})
 	return nil
 }
 

@@ -3,6 +3,8 @@ package dashboard
 import (
 	"context"
 	"encoding/base64"
+	"errors"
+	"html"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/manage"
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/store"
 )
@@ -63,6 +66,47 @@ func TestAnOwnerInvitesAPersonWhoJoinsWithAPasswordAndIsSignedIn(t *testing.T) {
 
 	signIn := e.anonymous()
 	requireRedirect(t, signIn.post("/login", login("dev@example.com", "long enough")), "/keys")
+}
+
+// mailerFunc is a manage.Mailer of one function.
+type mailerFunc func(context.Context, manage.InvitationMail) error
+
+func (f mailerFunc) SendInvitation(ctx context.Context, m manage.InvitationMail) error {
+	return f(ctx, m)
+}
+
+func TestTheInvitedPageSaysWhetherTheMailWent(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		says     string
+		notSays  string
+		linkSent bool
+	}{
+		{"sent", nil, "A mail with this link was sent to dev@example.com.", "could not be sent", true},
+		{"failed", errors.New("mail: dial: refused"), "The mail could not be sent; share this link.", "was sent to", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []manage.InvitationMail
+			e := newEnvMailing(t, nil, mailerFunc(func(_ context.Context, m manage.InvitationMail) error {
+				got = append(got, m)
+				return tc.err
+			}))
+			owner := e.signedIn(e.account("owner@example.com", "pro", 0))
+			w := owner.post("/members/invite", url.Values{"email": {"dev@example.com"}, "role": {"developer"}})
+			require.Equal(t, http.StatusSeeOther, w.Code, w.Body.String())
+			shown := owner.follow(w)
+			body := shown.Body.String()
+			assert.Contains(t, body, html.EscapeString(tc.says))
+			assert.NotContains(t, body, tc.notSays)
+			m := invitationLinkRE.FindStringSubmatch(body)
+			require.NotNil(t, m, "the link is still shown once: %s", body)
+			require.Len(t, got, 1)
+			assert.Equal(t, "dev@example.com", got[0].To)
+			assert.Equal(t, m[1], got[0].Secret, "the mail carries the link shown")
+			assert.NotContains(t, e.logs.String(), m[1], "the secret is never logged")
+		})
+	}
 }
 
 func TestASuspendedOrRemovedPersonIsSignedOutAtOnce(t *testing.T) {

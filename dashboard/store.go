@@ -74,7 +74,7 @@ type Manage interface {
 	MemberActor(ctx context.Context, memberID, door, address string) (manage.Actor, error)
 	GetMember(ctx context.Context, a manage.Actor, id string) (store.Member, error)
 	ListMembers(ctx context.Context, a manage.Actor, accountID string) ([]store.Member, error)
-	Invite(ctx context.Context, a manage.Actor, r manage.InviteRequest) (store.Invitation, string, error)
+	Invite(ctx context.Context, a manage.Actor, r manage.InviteRequest) (manage.Invited, error)
 	ListInvitations(ctx context.Context, a manage.Actor, accountID string) ([]store.Invitation, error)
 	WithdrawInvitation(ctx context.Context, a manage.Actor, accountID, id string) error
 	Invitation(ctx context.Context, secret string) (store.Invitation, error)

@@ -180,6 +180,9 @@ type Options struct {
 	// WebhookKey seals the webhook endpoints' signing secrets
 	// (alerts.SecretKey); without it no endpoint can be added.
 	WebhookKey []byte
+	// Mailer sends invitations by mail (an SMTPMailer); nil → none is
+	// sent, the link is only shown to the inviter.
+	Mailer Mailer
 }
 
 // Service applies the management rules.

@@ -100,12 +100,20 @@ func (s *Service) member(ctx context.Context, a Actor, id string, op Op) (store.
 	return m, nil
 }
 
-// checkEmail refuses what is not an email address.
+// checkEmail refuses what is not an email address, and any character
+// that could break a mail's header or an SMTP command.
 func checkEmail(email string) error {
-	if at := strings.IndexByte(email, '@'); at < 1 || at == len(email)-1 || len(email) > 254 || strings.ContainsFunc(email, unicode.IsSpace) {
+	if at := strings.IndexByte(email, '@'); at < 1 || at == len(email)-1 || len(email) > 254 || strings.ContainsFunc(email, notInAddress) {
 		return oaierror.Invalid("invalid_request", "email", "email must be an email address.")
 	}
 	return nil
+}
+
+// notInAddress is a character Tollgate takes in no email address: a
+// space or control (a header's end), an angle bracket or a comma (a
+// second address).
+func notInAddress(r rune) bool {
+	return unicode.IsSpace(r) || unicode.IsControl(r) || r == '<' || r == '>' || r == ','
 }
 
 // checkRole refuses a role that is not one, or (without members.owners)
@@ -120,50 +128,93 @@ func (a Actor) checkRole(role string) error {
 	return nil
 }
 
+// Invited is a new invitation: its link's secret, shown this once, and
+// whether its mail went.
+type Invited struct {
+	Invitation store.Invitation
+	Secret     string
+	// Mailed says a Mailer is configured (and so a mail was tried);
+	// MailSent that the server took it.
+	Mailed, MailSent bool
+}
+
 // Invite makes an invitation for an email to join the account with a
-// role, and returns it with its link's secret, shown this once. Admins
-// invite any role but owner.
-func (s *Service) Invite(ctx context.Context, a Actor, r InviteRequest) (store.Invitation, string, error) {
-	if _, err := s.account(ctx, a, r.AccountID, OpMembersWrite); err != nil {
-		return store.Invitation{}, "", err
+// role, and returns it with its link's secret, shown this once; with a
+// Mailer, it then mails the link to the invitee (a failure is logged and
+// reported in MailSent: the invitation stays). Admins invite any role but
+// owner.
+func (s *Service) Invite(ctx context.Context, a Actor, r InviteRequest) (Invited, error) {
+	inv, secret, acc, err := s.invite(ctx, a, r)
+	if err != nil {
+		return Invited{}, err
+	}
+	out := Invited{Invitation: inv, Secret: secret}
+	if s.opt.Mailer != nil {
+		out.Mailed = true
+		out.MailSent = s.mailInvitation(ctx, a, acc, inv, secret)
+	}
+	return out, nil
+}
+
+// mailInvitation sends the invitation's mail (outside any transaction)
+// and reports whether it went; a failure is logged, without the secret.
+func (s *Service) mailInvitation(ctx context.Context, a Actor, acc store.Account, inv store.Invitation, secret string) bool {
+	m := InvitationMail{To: inv.Email, Account: acc.Email, Role: inv.Role, ExpiresAt: inv.ExpiresAt, Secret: secret}
+	if a.MemberID != "" {
+		if by, err := s.opt.Store.MemberByID(ctx, a.MemberID); err == nil {
+			m.InvitedBy = by.Email
+		}
+	}
+	if err := s.opt.Mailer.SendInvitation(ctx, m); err != nil {
+		s.opt.Logger.WarnContext(ctx, "manage: invitation mail not sent", "invitation", inv.ID, "account", inv.AccountID, "err", err)
+		return false
+	}
+	return true
+}
+
+// invite checks and makes the invitation.
+func (s *Service) invite(ctx context.Context, a Actor, r InviteRequest) (store.Invitation, string, store.Account, error) {
+	acc, err := s.account(ctx, a, r.AccountID, OpMembersWrite)
+	if err != nil {
+		return store.Invitation{}, "", store.Account{}, err
 	}
 	r.Email = strings.TrimSpace(r.Email)
 	if err := checkEmail(r.Email); err != nil {
-		return store.Invitation{}, "", err
+		return store.Invitation{}, "", store.Account{}, err
 	}
 	if err := a.checkRole(r.Role); err != nil {
-		return store.Invitation{}, "", err
+		return store.Invitation{}, "", store.Account{}, err
 	}
 	switch {
 	case r.TTL == 0:
 		r.TTL = DefaultInvitationTTL
 	case r.TTL < time.Minute || r.TTL > MaxInvitationTTL:
-		return store.Invitation{}, "", oaierror.Invalid("invalid_request", "expires_in_seconds", "expires_in_seconds must be from 60 to 2592000 (30 days).")
+		return store.Invitation{}, "", store.Account{}, oaierror.Invalid("invalid_request", "expires_in_seconds", "expires_in_seconds must be from 60 to 2592000 (30 days).")
 	}
 	ms, err := s.opt.Store.MembersByEmail(ctx, r.Email)
 	if err != nil {
-		return store.Invitation{}, "", s.fail(ctx, "members by email", err)
+		return store.Invitation{}, "", store.Account{}, s.fail(ctx, "members by email", err)
 	}
 	for _, m := range ms {
 		if m.AccountID == r.AccountID {
-			return store.Invitation{}, "", ErrMemberExists
+			return store.Invitation{}, "", store.Account{}, ErrMemberExists
 		}
 	}
 	secret, err := newInvitationSecret(s.opt.Random)
 	if err != nil {
-		return store.Invitation{}, "", s.fail(ctx, "invitation secret", err)
+		return store.Invitation{}, "", store.Account{}, s.fail(ctx, "invitation secret", err)
 	}
 	inv, err := s.opt.Store.CreateInvitation(ctx, store.Invitation{AccountID: r.AccountID, Email: r.Email, Role: r.Role,
 		ExpiresAt: s.opt.Now().Add(r.TTL).UTC(), CreatedBy: a.MemberID}, apikey.HashOf(secret))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return store.Invitation{}, "", ErrNotFound
+		return store.Invitation{}, "", store.Account{}, ErrNotFound
 	case err != nil:
-		return store.Invitation{}, "", s.fail(ctx, "create invitation", err)
+		return store.Invitation{}, "", store.Account{}, s.fail(ctx, "create invitation", err)
 	}
 	s.auditWith(ctx, a, r.AccountID, ActionMemberInvite, inv.ID, AuditDetail{Name: inv.Email,
 		Changes: map[string][2]string{"role": {"", inv.Role}}})
-	return inv, secret, nil
+	return inv, secret, acc, nil
 }
 
 // newInvitationSecret is InvitationSecretPrefix and 32 random bytes.

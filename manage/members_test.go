@@ -223,11 +223,11 @@ var matrixOps = []matrixOp{
 		return err
 	}},
 	{"invite a developer", "OA", func(ctx context.Context, s *Service, a Actor, tm team) error {
-		_, _, err := s.Invite(ctx, a, InviteRequest{AccountID: tm.account.ID, Email: "new@example.org", Role: store.RoleDeveloper})
+		_, err := s.Invite(ctx, a, InviteRequest{AccountID: tm.account.ID, Email: "new@example.org", Role: store.RoleDeveloper})
 		return err
 	}},
 	{"invite an owner", "O", func(ctx context.Context, s *Service, a Actor, tm team) error {
-		_, _, err := s.Invite(ctx, a, InviteRequest{AccountID: tm.account.ID, Email: "new@example.org", Role: store.RoleOwner})
+		_, err := s.Invite(ctx, a, InviteRequest{AccountID: tm.account.ID, Email: "new@example.org", Role: store.RoleOwner})
 		return err
 	}},
 	{"change a member's role", "OA", func(ctx context.Context, s *Service, a Actor, tm team) error {
@@ -371,14 +371,15 @@ func TestAnInvitationMakesItsMemberOnceBeforeItExpires(t *testing.T) {
 	ctx := context.Background()
 	tm := e.newTeam(t, "inv.example.com")
 	owner := tm.actors[store.RoleOwner]
-	inv, secret, err := e.svc.Invite(ctx, owner, InviteRequest{AccountID: tm.account.ID, Email: " Dev@Example.org ", Role: store.RoleDeveloper})
+	invited, err := e.svc.Invite(ctx, owner, InviteRequest{AccountID: tm.account.ID, Email: " Dev@Example.org ", Role: store.RoleDeveloper})
+	inv, secret := invited.Invitation, invited.Secret
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(secret, InvitationSecretPrefix))
 	assert.Equal(t, "Dev@Example.org", inv.Email)
 	assert.Equal(t, e.clock.Now().Add(DefaultInvitationTTL), inv.ExpiresAt)
-	_, _, err = e.svc.Invite(ctx, owner, InviteRequest{AccountID: tm.account.ID, Email: "viewer@inv.example.com", Role: store.RoleViewer})
+	_, err = e.svc.Invite(ctx, owner, InviteRequest{AccountID: tm.account.ID, Email: "viewer@inv.example.com", Role: store.RoleViewer})
 	assert.ErrorIs(t, err, ErrMemberExists)
-	_, _, err = e.svc.Invite(ctx, owner, InviteRequest{AccountID: tm.account.ID, Email: "x@example.org", Role: "root"})
+	_, err = e.svc.Invite(ctx, owner, InviteRequest{AccountID: tm.account.ID, Email: "x@example.org", Role: "root"})
 	assert.Error(t, err)
 
 	got, err := e.svc.Invitation(ctx, secret)
@@ -394,7 +395,8 @@ func TestAnInvitationMakesItsMemberOnceBeforeItExpires(t *testing.T) {
 	_, err = e.svc.AcceptInvitation(ctx, secret, store.Member{Name: "Dev", PasswordHash: "$argon2id$h"}, "192.0.2.7")
 	assert.ErrorIs(t, err, ErrInvitationInvalid, "once")
 
-	_, late, err := e.svc.Invite(ctx, owner, InviteRequest{AccountID: tm.account.ID, Email: "late@example.org", Role: store.RoleViewer, TTL: time.Hour})
+	invited, err = e.svc.Invite(ctx, owner, InviteRequest{AccountID: tm.account.ID, Email: "late@example.org", Role: store.RoleViewer, TTL: time.Hour})
+	late := invited.Secret
 	require.NoError(t, err)
 	e.clock.Advance(time.Hour)
 	_, err = e.svc.Invitation(ctx, late)

@@ -108,7 +108,8 @@ func TestSSOSignInRefusesWhatItMustNotLetIn(t *testing.T) {
 func TestSSOSignInAcceptsAnInvitationForItsEmailOnly(t *testing.T) {
 	e, tm := newSSOEnv(t)
 	ctx := context.Background()
-	inv, secret, err := e.svc.Invite(ctx, tm.actors[store.RoleOwner], InviteRequest{AccountID: tm.account.ID, Email: "invited@corp.example", Role: store.RoleBilling})
+	got, err := e.svc.Invite(ctx, tm.actors[store.RoleOwner], InviteRequest{AccountID: tm.account.ID, Email: "invited@corp.example", Role: store.RoleBilling})
+	inv, secret := got.Invitation, got.Secret
 	require.NoError(t, err)
 	id := corpIdentity("s-inv", "other@corp.example")
 	id.Invitation = secret
@@ -140,7 +141,8 @@ func TestSSORequiredIsAnOwnersSwitchAndNeedsAProvider(t *testing.T) {
 func TestAnAccountThatRequiresSSOTakesNoPasswordForAnInvitation(t *testing.T) {
 	e, tm := newSSOEnv(t)
 	ctx := context.Background()
-	_, secret, err := e.svc.Invite(ctx, tm.actors[store.RoleOwner], InviteRequest{AccountID: tm.account.ID, Email: "late@corp.example", Role: store.RoleViewer})
+	got, err := e.svc.Invite(ctx, tm.actors[store.RoleOwner], InviteRequest{AccountID: tm.account.ID, Email: "late@corp.example", Role: store.RoleViewer})
+	secret := got.Secret
 	require.NoError(t, err)
 	require.NoError(t, e.svc.SetSSORequired(ctx, tm.actors[store.RoleOwner], tm.account.ID, true))
 	_, err = e.svc.AcceptInvitation(ctx, secret, store.Member{PasswordHash: "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA"}, "")

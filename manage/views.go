@@ -341,6 +341,9 @@ type InvitationJSON struct {
 	// Secret is the link's secret: the invitee opens the dashboard's
 	// /invitations/{secret}.
 	Secret string `json:"secret,omitempty"`
+	// MailSent, in the answer that makes it, says whether the link went
+	// to the invitee by mail.
+	MailSent *bool `json:"mail_sent,omitempty"`
 }
 
 // InvitationView is an invitation's wire view (without its secret).

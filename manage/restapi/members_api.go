@@ -130,13 +130,13 @@ func (api *API) createInvitation(w http.ResponseWriter, r *http.Request, a manag
 		return oaierror.Invalid("invalid_request", "expires_in_seconds", "expires_in_seconds must be from 60 to 2592000 (30 days).")
 	}
 	req.TTL = time.Duration(seconds) * time.Second
-	inv, secret, err := api.svc.Invite(r.Context(), a, req)
+	got, err := api.svc.Invite(r.Context(), a, req)
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Location", "/api/v1/accounts/"+inv.AccountID+"/invitations")
-	v := manage.InvitationView(inv)
-	v.Secret = secret
+	w.Header().Set("Location", "/api/v1/accounts/"+got.Invitation.AccountID+"/invitations")
+	v := manage.InvitationView(got.Invitation)
+	v.Secret, v.MailSent = got.Secret, &got.MailSent
 	return writeJSON(w, http.StatusCreated, v)
 }
 

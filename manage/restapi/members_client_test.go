@@ -30,6 +30,8 @@ func driveMembers(t *testing.T, e *apiEnv, admin *apiclient.ClientWithResponses,
 	require.NoError(t, err)
 	require.NotNil(t, made.JSON201, "%s", made.Body)
 	assert.Regexp(t, `^tg_inv_`, made.JSON201.Secret)
+	assert.False(t, made.JSON201.MailSent, "no smtp, no mail")
+	assert.Contains(t, string(made.Body), `"mail_sent":false`)
 	listed, err := admin.ListInvitationsWithResponse(ctx, accountID)
 	require.NoError(t, err)
 	require.NotNil(t, listed.JSON200)

@@ -73,7 +73,7 @@ type Service interface {
 	SetMemberStatus(ctx context.Context, a manage.Actor, id, status string) (store.Member, error)
 	RemoveMember(ctx context.Context, a manage.Actor, id string) error
 	ListInvitations(ctx context.Context, a manage.Actor, accountID string) ([]store.Invitation, error)
-	Invite(ctx context.Context, a manage.Actor, r manage.InviteRequest) (store.Invitation, string, error)
+	Invite(ctx context.Context, a manage.Actor, r manage.InviteRequest) (manage.Invited, error)
 	WithdrawInvitation(ctx context.Context, a manage.Actor, accountID, id string) error
 }
 

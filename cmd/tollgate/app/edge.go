@@ -121,10 +121,11 @@ func dashboardHops(o Options) int {
 // buildManagement builds the management service, once for the process:
 // the dashboard and the REST API are two doors to the same one, and every
 // change made through either reaches this replica's caches at once (other
-// replicas hear it from the change feed).
+// replicas hear it from the change feed). Invitations are mailed through
+// the smtp section in force at start.
 func (a *App) buildManagement() (*manage.Service, error) {
 	return manage.New(manage.Options{Store: a.st, Config: a.cfg.Load, KeyChanged: a.keyChanged, AccountChanged: a.accountChanged,
-		Logger: a.log, Available: a.deployments.Available, WebhookKey: a.alertsKey})
+		Logger: a.log, Available: a.deployments.Available, WebhookKey: a.alertsKey, Mailer: manage.MailerFor(a.cfg.Load())})
 }
 
 // buildHTTP opens the HTTP listener, routed as Envoy's bootstrap routes

@@ -36,7 +36,8 @@ func openService(ctx context.Context, e *env, f *flags) (*manage.Service, func()
 	if s, err = f.openStore(ctx); err != nil {
 		return nil, nil, err
 	}
-	svc, err := manage.New(manage.Options{Store: s, Config: func() *config.Config { return cfg }, Now: e.now, Random: e.random})
+	svc, err := manage.New(manage.Options{Store: s, Config: func() *config.Config { return cfg }, Now: e.now, Random: e.random,
+		Mailer: manage.MailerFor(cfg)})
 	if err != nil {
 		s.Close()
 		return nil, nil, err

@@ -73,14 +73,26 @@ func runMemberInvite(ctx context.Context, e *env, f *flags, args []string) error
 		return err
 	}
 	defer done()
-	inv, secret, err := svc.Invite(ctx, cliActor, manage.InviteRequest{AccountID: a.ID, Email: *email, Role: *role, TTL: *expires})
+	got, err := svc.Invite(ctx, cliActor, manage.InviteRequest{AccountID: a.ID, Email: *email, Role: *role, TTL: *expires})
 	if err != nil {
 		return serviceError(err)
 	}
+	inv, secret := got.Invitation, got.Secret
 	v := manage.InvitationView(inv)
-	v.Secret = secret
-	return writeShownOnce(e, fmt.Sprintf("invited %s as %s; the invitee opens the dashboard's /invitations/<secret> before %s; the secret is shown only this once",
-		inv.Email, inv.Role, inv.ExpiresAt.UTC().Format(time.RFC3339)), secret, *asJSON, v)
+	v.Secret, v.MailSent = secret, &got.MailSent
+	return writeShownOnce(e, fmt.Sprintf("invited %s as %s; %sthe invitee opens the dashboard's /invitations/<secret> before %s; the secret is shown only this once",
+		inv.Email, inv.Role, mailFact(got), inv.ExpiresAt.UTC().Format(time.RFC3339)), secret, *asJSON, v)
+}
+
+// mailFact says whether the invitation's mail went ("" without SMTP).
+func mailFact(got manage.Invited) string {
+	switch {
+	case got.MailSent:
+		return "a mail with the link was sent to " + got.Invitation.Email + "; "
+	case got.Mailed:
+		return "the mail could not be sent (see the log): share the link; "
+	}
+	return ""
 }
 
 // memberCommand runs one change of a member named by its account's and

@@ -17,12 +17,13 @@ func TestMemberCommandsInviteListChangeSuspendAndRemovePeople(t *testing.T) {
 
 	var inv struct {
 		ID, Email, Role, Secret string
+		MailSent                *bool `json:"mail_sent"`
 	}
 	out := h.ok("member", "invite", "--account", "a@example.com", "--email", "dev@example.com", "--role", "developer", "--json")
 	if err := json.Unmarshal([]byte(out), &inv); err != nil {
 		t.Fatalf("member invite --json printed %q: %v", out, err)
 	}
-	if !strings.HasPrefix(inv.Secret, "tg_inv_") || inv.Role != "developer" {
+	if !strings.HasPrefix(inv.Secret, "tg_inv_") || inv.Role != "developer" || inv.MailSent == nil || *inv.MailSent {
 		t.Fatalf("invitation %+v", inv)
 	}
 	if list := h.ok("member", "list", "--account", "a@example.com"); !strings.Contains(list, "a@example.com") || !strings.Contains(list, "dev@example.com") ||

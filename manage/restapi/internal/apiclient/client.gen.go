@@ -1439,14 +1439,17 @@ type InvitationCreateRole string
 
 // InvitationCreated defines model for InvitationCreated.
 type InvitationCreated struct {
-	AccountId string                  `json:"account_id"`
-	CreatedAt time.Time               `json:"created_at"`
-	Email     string                  `json:"email"`
-	ExpiresAt time.Time               `json:"expires_at"`
-	Id        string                  `json:"id"`
-	InvitedBy *string                 `json:"invited_by"`
-	Object    InvitationCreatedObject `json:"object"`
-	Role      InvitationCreatedRole   `json:"role"`
+	AccountId string    `json:"account_id"`
+	CreatedAt time.Time `json:"created_at"`
+	Email     string    `json:"email"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Id        string    `json:"id"`
+	InvitedBy *string   `json:"invited_by"`
+
+	// MailSent Whether the link went to the invitee by mail (false without smtp in the configuration, or when the mail server refused or did not answer).
+	MailSent bool                    `json:"mail_sent"`
+	Object   InvitationCreatedObject `json:"object"`
+	Role     InvitationCreatedRole   `json:"role"`
 
 	// Secret The link's secret, shown this once: the invitee opens the dashboard's /invitations/{secret}.
 	Secret string `json:"secret"`
