@@ -456,6 +456,26 @@ func DeploymentID(modelID, providerName, providerModel string) string {
 	return modelID + "#" + providerName + "/" + providerModel
 }
 
+// OnlyDeployment is the model's one deployment of an enabled provider,
+// with its provider, when it has exactly one: such a model needs no
+// failover, and Envoy routes its requests straight to that deployment
+// (contract.DirectClusterName), the router step doing the attempt's work.
+func (c *Config) OnlyDeployment(m *Model) (*Deployment, *Provider, bool) {
+	var dep *Deployment
+	var prov *Provider
+	for i := range m.Deployments {
+		p, ok := c.providers[m.Deployments[i].Provider]
+		if !ok || !p.IsEnabled() {
+			continue
+		}
+		if dep != nil {
+			return nil, nil, false
+		}
+		dep, prov = &m.Deployments[i], p
+	}
+	return dep, prov, dep != nil
+}
+
 // Deployment finds a deployment by its ID, with its model and provider.
 func (c *Config) Deployment(id string) (*Model, *Deployment, *Provider, bool) {
 	modelID, _, ok := strings.Cut(id, "#")

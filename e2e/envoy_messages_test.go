@@ -56,12 +56,15 @@ func (e *envoyProc) extProcStats(t *testing.T) extProcStats {
 
 // TestEnvoySendsTheExtProcMessagesEachKindOfRequestNeeds pins, from Envoy's
 // own counters, the ext_proc messages each kind of request costs behind a
-// real Envoy (docs/architecture.md, "One request"), each way: a whole
-// answer 3 router-step and 4 upstream-step; a stream the same but one
-// upstream message per piece of the answer and its end; a request ext_authz
-// refuses none; one the router step refuses on its body 2 (request headers
-// and body), on its path 1, as GET /v1/models; a failed-over attempt its
-// own upstream messages. Every message is answered.
+// real Envoy (docs/architecture.md, "One request"), each way. A model
+// served by one deployment is routed straight to it: a whole answer is 4
+// router-step messages (request headers and body, response headers and
+// body) and no upstream step; a stream the same but one message per piece
+// of the answer and its end. A model with several deployments takes the
+// two-step route: 3 router-step messages and 4 upstream-step ones per
+// attempt, a failed-over attempt its own. A request ext_authz refuses
+// costs none; one the router step refuses on its body 2 (request headers
+// and body), on its path 1, as GET /v1/models. Every message is answered.
 func TestEnvoySendsTheExtProcMessagesEachKindOfRequestNeeds(t *testing.T) {
 	t.Parallel()
 	requireEnvoy(t)
@@ -94,15 +97,17 @@ func TestEnvoySendsTheExtProcMessagesEachKindOfRequestNeeds(t *testing.T) {
 		return costOf(http.MethodPost, "/chat/completions", secret, body, wantStatus)
 	}
 
-	got, _ := cost(secret, `{"model":"plain-model","messages":[{"role":"user","content":"hi"}]}`, http.StatusOK)
-	assert.Equal(t, extProcStats{3, 3, 4, 4}, got,
-		"a whole answer: router step request headers, body, response headers; upstream step request headers, body, response headers, body")
+	got, tgCounts := cost(secret, `{"model":"plain-model","messages":[{"role":"user","content":"hi"}]}`, http.StatusOK)
+	assert.Equal(t, extProcStats{4, 4, 0, 0}, got,
+		"a whole answer from a model's one deployment: the router step's request headers, body, response headers, body; no upstream step")
+	assert.Equal(t, 4.0, tgCounts.routerMessages, "Tollgate saw every message Envoy sent")
+	assert.Zero(t, tgCounts.upstreamStreams)
 
-	got, tgCounts := cost(secret, `{"model":"plain-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`, http.StatusOK)
-	assert.Equal(t, 3, got.routerSent, "a stream: the router step's three")
-	pieces := got.upstreamSent - 3
-	assert.GreaterOrEqual(t, pieces, 1, "a stream: the upstream step's three, then a message per piece and the end")
-	assert.Equal(t, float64(got.upstreamSent), tgCounts.upstreamMessages, "Tollgate saw every message Envoy sent")
+	got, tgCounts = cost(secret, `{"model":"plain-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`, http.StatusOK)
+	assert.Zero(t, got.upstreamSent, "a stream from a model's one deployment: no upstream step")
+	pieces := got.routerSent - 3
+	assert.GreaterOrEqual(t, pieces, 1, "a stream: the router step's three, then a message per piece and the end")
+	assert.Equal(t, float64(got.routerSent), tgCounts.routerMessages, "Tollgate saw every message Envoy sent")
 
 	got, _ = cost("tg-"+strings.Repeat("x", 40), `{"model":"plain-model","messages":[{"role":"user","content":"hi"}]}`, http.StatusUnauthorized)
 	assert.Equal(t, extProcStats{}, got, "ext_authz's refusal costs no ext_proc message")
@@ -116,5 +121,7 @@ func TestEnvoySendsTheExtProcMessagesEachKindOfRequestNeeds(t *testing.T) {
 	assert.Equal(t, extProcStats{1, 1, 0, 0}, got, "GET /v1/models: answered on the request headers")
 
 	got, _ = cost(secret, `{"model":"fallback-model","messages":[{"role":"user","content":"hi"}]}`, http.StatusOK)
-	assert.Equal(t, extProcStats{3, 3, 4 + 4, 4 + 4}, got, "a failed-over attempt: the upstream step's messages once more")
+	assert.Equal(t, extProcStats{3, 3, 4 + 4, 4 + 4}, got,
+		"a model with two deployments takes the two-step route: the router step's request headers, body, response headers; "+
+			"the upstream step's request headers, body, response headers, body for each attempt, the failed one included")
 }

@@ -94,7 +94,9 @@ func startStallingRelay(t *testing.T, backend, certs string) string {
 		grpc.UnknownServiceHandler(func(_ any, in grpc.ServerStream) error {
 			method, _ := grpc.MethodFromServerStream(in)
 			md, _ := metadata.FromIncomingContext(in.Context())
-			if method == "/envoy.service.ext_proc.v3.ExternalProcessor/Process" && slices.Contains(md.Get(contract.HeaderStep), contract.StepRouter) {
+			if method == "/envoy.service.ext_proc.v3.ExternalProcessor/Process" && slices.ContainsFunc(md.Get(contract.HeaderStep), func(step string) bool {
+				return step == contract.StepRouter || step == contract.StepRouterDirect
+			}) {
 				<-in.Context().Done() // stuck
 				return in.Context().Err()
 			}

@@ -207,8 +207,11 @@ func TestBootstrapRouterStepFollowsTheContract(t *testing.T) {
 	want, err := xds.ProcessingMode(contract.RouterMode)
 	require.NoError(t, err)
 	assert.True(t, proto.Equal(want, step.GetProcessingMode()), "processing mode %v, contract says %v", step.GetProcessingMode(), want)
-	assert.True(t, proto.Equal(xds.GRPCService(contract.StepRouter), step.GetGrpcService()),
-		"the router step's gRPC service must name cluster %s and carry %s: %s", contract.ClusterGRPC, contract.HeaderStep, contract.StepRouter)
+	assert.True(t, proto.Equal(xds.GRPCService(contract.StepRouterDirect), step.GetGrpcService()),
+		"the router step's gRPC service must name cluster %s and carry %s: %s (this Envoy has the direct clusters)",
+		contract.ClusterGRPC, contract.HeaderStep, contract.StepRouterDirect)
+	assert.Equal(t, []string{contract.AttrCodeDetails}, step.GetResponseAttributes(), "a request routed straight tells Envoy's replies by it")
+	assert.True(t, step.GetMutationRules().GetAllowAllRouting().GetValue(), "a request routed straight gets its deployment's :path and :authority")
 	assert.True(t, step.GetAllowModeOverride())
 	assert.False(t, step.GetFailureModeAllow())
 	assert.Equal(t, contract.MessageTimeout, step.GetMessageTimeout().AsDuration(), "the default 200ms is too short for a store lookup")
@@ -259,7 +262,22 @@ func TestBootstrapRoutesByTheClusterHeader(t *testing.T) {
 		names = append(names, r.GetName())
 	}
 	gpt, mini := contract.ClusterName("gpt-4o"), contract.ClusterName("mini")
-	assert.Equal(t, []string{gpt, mini, "chat-completions"}, names[:3])
+	assert.Equal(t, []string{gpt, mini, contract.DirectClusterName("mini"), "chat-completions"}, names[:4],
+		"mini, with one deployment, has its direct route too; gpt-4o, with two, has none")
+
+	// The direct route: any path (the router step set the deployment's),
+	// matched by the direct cluster's name alone, with the model's
+	// timeouts and no retry; the cluster header and Envoy's attempt count
+	// go before the request leaves.
+	direct := p.routes[contract.DirectClusterName("mini")]
+	require.NotNil(t, direct)
+	assert.Equal(t, "/", direct.GetMatch().GetPrefix())
+	require.Len(t, direct.GetMatch().GetHeaders(), 1)
+	assert.Equal(t, contract.DirectClusterName("mini"), direct.GetMatch().GetHeaders()[0].GetStringMatch().GetExact())
+	assert.Equal(t, contract.DirectClusterName("mini"), direct.GetRoute().GetCluster())
+	assert.Equal(t, p.routes[mini].GetRoute().GetTimeout().AsDuration(), direct.GetRoute().GetTimeout().AsDuration())
+	assert.Zero(t, direct.GetRoute().GetRetryPolicy().GetNumRetries().GetValue())
+	assert.ElementsMatch(t, []string{contract.HeaderCluster, contract.HeaderForwardedProto, contract.HeaderAttemptCount}, direct.GetRequestHeadersToRemove())
 	for _, tt := range []struct {
 		cluster                  string
 		retries                  uint32

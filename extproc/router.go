@@ -51,6 +51,14 @@ type routerStep struct {
 	// Anthropic SDK's): it reads GET /v1/models in Anthropic's shape, and
 	// its count_tokens request carries them to Anthropic.
 	anthropicVersion, anthropicBeta string
+	// direct: the proxy has direct clusters (contract.StepRouterDirect);
+	// up is the attempt of a request routed straight to its model's one
+	// deployment (direct.go), nil on the two-step route.
+	direct bool
+	up     *upstreamStep
+	// hm is the request's headers, read for the attempt of a request
+	// routed straight (kept only when direct).
+	hm map[string]string
 }
 
 func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
@@ -68,7 +76,12 @@ func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingReques
 		}
 		return r.requestBody(ctx, v.RequestBody)
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		if r.up != nil {
+			return r.directResponse(ctx, req), nil
+		}
 		return r.responseHeaders(v.ResponseHeaders)
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		return r.directResponse(ctx, req), nil
 	default:
 		// Modes we did not ask for: let them pass untouched.
 		return passThrough(req), nil
@@ -85,6 +98,9 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 	}
 	r.shape = oaierror.ShapeOf(path)
 	r.anthropicVersion, r.anthropicBeta = hm[messages.HeaderVersion], hm[messages.HeaderBeta]
+	if r.direct {
+		r.hm = hm
+	}
 	if e := r.authenticate(ctx, hm); e != nil {
 		return immediateIn(r.shape, e.ForRequest(r.clientRequestID), r.refusal), nil
 	}
@@ -154,6 +170,9 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 		}
 	}
 	hand := newHandover(&r.admission, cr, state)
+	if resp := r.straight(ctx, cr, send, state, &hand); resp != nil {
+		return resp, nil
+	}
 	ans := newAnswer(phaseRequestBody)
 	ans.common.ClearRouteCache = true
 	if r.ep.toChat != nil || !sameBytes(send, b.GetBody()) {
@@ -309,7 +328,10 @@ var internalAnswerHeaders = []string{contract.HeaderTranslated, contract.HeaderA
 // model, but the request is still recorded). Had the upstream step begun an
 // answer, it records the same request under the same id, so the request is
 // recorded once either way.
-func (r *routerStep) finish(context.Context, error) {
+func (r *routerStep) finish(ctx context.Context, err error) {
+	if r.up != nil {
+		r.up.finish(ctx, err)
+	}
 	if r.requestID != "" && !r.recorded && !r.answered {
 		// What the provider will charge: a reasoning model may have spent
 		// its held output thinking (see estimateUsage).

@@ -44,8 +44,9 @@ type upstreamStep struct {
 	ep     *endpoint
 	part   endpointAttempt
 	resp   provider.Response
-	status int  // the status the client gets
-	ended  bool // the response body reached its end
+	next   provider.Upstream // the attempt's request, made by prepare
+	status int               // the status the client gets
+	ended  bool              // the response body reached its end
 	// chunk answers the body's pieces before its last.
 	chunk *chunkAnswer
 	// shape is the error shape the request's path's clients read.
@@ -174,39 +175,74 @@ func notForwarded(hm map[string]string, extra []string) []string {
 }
 
 func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {
+	if f := u.prepare(ctx, b.GetBody()); f != nil {
+		return f.answer(u), nil
+	}
+	return u.send(u.next), nil
+}
+
+// attemptFailure is why an attempt's request could not be made: the
+// client's error, and whether the deployment itself failed (its
+// credential could not be had).
+type attemptFailure struct {
+	e oaierror.Error
+	// forRequest: the error names the request (an internal or
+	// availability error).
+	forRequest bool
+	// failover: the deployment failed, as if the provider had; the
+	// built-in edge tries the model's next one (contract.HeaderFailover).
+	failover bool
+}
+
+// answer is the upstream step's immediate answer of f, marked as
+// translated, so that the router step records it as it is.
+func (f *attemptFailure) answer(u *upstreamStep) *extprocv3.ProcessingResponse {
+	e := f.e
+	if f.forRequest {
+		e = e.ForRequest(u.clientRequestID)
+	}
+	set := contract.SetRawHeaders(contract.HeaderTranslated, "1")
+	if f.failover {
+		set = contract.SetRawHeaders(contract.HeaderTranslated, "1", contract.HeaderFailover, "1")
+	}
+	return immediateIn(u.shape, e, set)
+}
+
+// prepare makes the attempt's upstream request of body through the
+// provider adapter (u.next; u.resp is its answer's translator), or says
+// why it cannot be made.
+func (u *upstreamStep) prepare(ctx context.Context, body []byte) *attemptFailure {
 	adapter, err := provider.For(u.target.Provider.Type)
 	if err != nil {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: no adapter", "provider", u.target.Provider.Name, "err", err)
-		return u.failure(), nil
+		return &attemptFailure{e: oaierror.Internal, forRequest: true}
 	}
-	u.preq.Body = b.GetBody()
+	u.preq.Body = body
 	up, resp, err := u.part.translate(u, adapter)
 	if errors.Is(err, provider.ErrUnsupportedRequest) {
 		// The request is valid OpenAI but this provider cannot take it; the
 		// message is written for the client.
-		return immediateIn(u.shape, u.unsupported(err), contract.SetRawHeaders(contract.HeaderTranslated, "1")), nil
+		return &attemptFailure{e: u.unsupported(err)}
 	}
 	if errors.Is(err, provider.ErrCredential) {
 		// The provider's credential could not be had (its token endpoint
 		// failed, AWS credentials could not be fetched or expired): the
-		// deployment failed, as if the provider had, and the built-in edge
-		// tries the model's next one (contract.HeaderFailover). No request
-		// goes to the provider unsigned.
+		// deployment failed, as if the provider had. No request goes to
+		// the provider unsigned.
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: the provider's credential could not be had",
 			"provider", u.target.Provider.Name, "deployment", u.target.Deployment.ID, "err", err)
 		if h := u.s.opt.Health; h != nil {
 			h.Failure(u.target.Deployment.ID)
 		}
-		return immediateIn(u.shape, oaierror.NoAvailableWorkers.ForRequest(u.clientRequestID),
-			contract.SetRawHeaders(contract.HeaderTranslated, "1", contract.HeaderFailover, "1")), nil
+		return &attemptFailure{e: oaierror.NoAvailableWorkers, forRequest: true, failover: true}
 	}
 	if err != nil {
 		u.s.opt.Logger.ErrorContext(ctx, "upstream step: translating the request failed",
 			"provider", u.target.Provider.Name, "err", err)
-		return u.failure(), nil
+		return &attemptFailure{e: oaierror.Internal, forRequest: true}
 	}
-	u.resp = resp
-	return u.send(up), nil
+	u.resp, u.next = resp, up
+	return nil
 }
 
 // unsupported is the 400 of a request the provider cannot take, naming

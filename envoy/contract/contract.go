@@ -62,6 +62,12 @@ const (
 	// AttrUpstreamHostMetadata is the same attribute (kept for readers who
 	// look for Envoy's attribute name).
 	AttrUpstreamHostMetadata = AttrDeployment
+	// AttrCodeDetails is the router step's response attribute (its
+	// response_attributes): how Envoy came by the response. ViaUpstream
+	// is a provider's answer; anything else Envoy made itself (no healthy
+	// upstream, a timeout, a reset).
+	AttrCodeDetails = "response.code_details"
+	ViaUpstream     = "via_upstream"
 )
 
 // HeaderTranslated marks a response the upstream step has translated into
@@ -104,6 +110,12 @@ const (
 	HeaderStep   = "x-tollgate-step"
 	StepRouter   = "router"
 	StepUpstream = "upstream"
+	// StepRouterDirect is the router step of a proxy that has the direct
+	// clusters (Envoy configured by Tollgate's xDS): a request whose model
+	// has one deployment goes to that deployment's direct cluster, the
+	// router step rewriting it and translating and metering its answer
+	// (RouterDirectMode), with no upstream step.
+	StepRouterDirect = "router-direct"
 )
 
 // ClusterPrefix begins every model cluster's name.
@@ -135,6 +147,30 @@ func ClusterName(modelID string) string {
 	return b.String()
 }
 
+// HeaderForwardedProto is the scheme the client used, which Envoy's
+// connection manager sets; Envoy finds no route for a request without it.
+const HeaderForwardedProto = "x-forwarded-proto"
+
+// DirectRouteRemoves are the headers a direct route removes once it has
+// matched: what the router step could not remove before routing (the
+// cluster's name, which the route matches, and x-forwarded-proto, without
+// which Envoy matches none), and what Envoy's router adds after the step
+// (its attempt count). No upstream step runs there to remove them.
+var DirectRouteRemoves = []string{HeaderCluster, HeaderForwardedProto, HeaderAttemptCount}
+
+// DirectPrefix begins every direct cluster's name (never a model
+// cluster's: those begin with ClusterPrefix).
+const DirectPrefix = "tollgate-direct-"
+
+// DirectClusterName is the cluster of a model served by one deployment,
+// to which Envoy routes a request straight, with no upstream step: the
+// router step rewrote it for that deployment and sees its answer
+// (StepRouterDirect). Its own name, apart from the model's cluster, so
+// that a request the router step did not rewrite can never reach it.
+func DirectClusterName(modelID string) string {
+	return DirectPrefix + strings.TrimPrefix(ClusterName(modelID), ClusterPrefix)
+}
+
 // Processing modes, as Envoy's ext_proc ProcessingMode enums spell them. The
 // bootstrap, the xDS cluster filters and the built-in edge all use these.
 type Mode struct {
@@ -152,6 +188,14 @@ var (
 	// credentials for the deployment Envoy picked, and translates and meters
 	// the streamed response.
 	UpstreamMode = Mode{RequestHeader: "SEND", RequestBody: "BUFFERED", ResponseHeader: "SEND", ResponseBody: "STREAMED"}
+)
+
+// DirectResponseBody is the response body mode the direct router step asks
+// for in its answer to the response headers (mode_override): a whole
+// answer BUFFERED, a streamed one STREAMED.
+const (
+	DirectWhole    = "BUFFERED"
+	DirectStreamed = "STREAMED"
 )
 
 // Paths served by the edge.

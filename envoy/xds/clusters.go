@@ -97,6 +97,10 @@ func Clusters(cfg *config.Config) ([]*clusterv3.Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	directOptions, err := directHTTPOptions()
+	if err != nil {
+		return nil, err
+	}
 	tlsSocket, err := tlsTransportSocket()
 	if err != nil {
 		return nil, err
@@ -118,8 +122,30 @@ func Clusters(cfg *config.Config) ([]*clusterv3.Cluster, error) {
 			return nil, fmt.Errorf("%w: cluster %s (model %q): %v", ErrConfig, name, m.ID, err)
 		}
 		out = append(out, c)
+		if _, _, ok := cfg.OnlyDeployment(m); ok {
+			d, err := directCluster(cfg, m, directOptions, tlsSocket)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, d)
+		}
 	}
 	return out, nil
+}
+
+// directCluster is the model's direct cluster, for a model served by one
+// deployment: its endpoint without the upstream step, since the router
+// step makes a request it routes there ready for that deployment.
+func directCluster(cfg *config.Config, m *config.Model, directOptions *anypb.Any, tlsSocket *corev3.TransportSocket) (*clusterv3.Cluster, error) {
+	name := contract.DirectClusterName(m.ID)
+	c, err := modelCluster(cfg, m, name, directOptions, tlsSocket)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("%w: cluster %s (model %q): %v", ErrConfig, name, m.ID, err)
+	}
+	return c, nil
 }
 
 // Endpoint is one enabled deployment of a model, located: what Envoy's
@@ -394,6 +420,28 @@ func upstreamHTTPOptions() (*anypb.Any, error) {
 		},
 		HttpFilters: []*hcmv3.HttpFilter{
 			{Name: FilterExtProc, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: stepAny}},
+			{Name: FilterUpstreamCodec, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: codecAny}},
+		},
+	})
+}
+
+// directHTTPOptions is every direct cluster's HTTP protocol options:
+// upstreamHTTPOptions' without the upstream step.
+func directHTTPOptions() (*anypb.Any, error) {
+	codecAny, err := pack(&upstreamcodecv3.UpstreamCodec{})
+	if err != nil {
+		return nil, err
+	}
+	return pack(&upstreamhttpv3.HttpProtocolOptions{
+		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{IdleTimeout: durationpb.New(idleTimeout)},
+		UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+			ExplicitHttpConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{
+					HttpProtocolOptions: &corev3.Http1ProtocolOptions{},
+				},
+			},
+		},
+		HttpFilters: []*hcmv3.HttpFilter{
 			{Name: FilterUpstreamCodec, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: codecAny}},
 		},
 	})

@@ -221,7 +221,11 @@ func Routes(cfg *config.Config) (*routev3.RouteConfiguration, error) {
 	tmpl := vh.GetRoutes()[at]
 	perModel := make([]*routev3.Route, 0, len(cfg.Models))
 	for i := range cfg.Models {
-		perModel = append(perModel, modelRoute(cfg, &cfg.Models[i], tmpl))
+		m := &cfg.Models[i]
+		perModel = append(perModel, modelRoute(cfg, m, tmpl))
+		if _, _, ok := cfg.OnlyDeployment(m); ok {
+			perModel = append(perModel, directRoute(cfg, m, tmpl))
+		}
 	}
 	vh.Routes = append(append(append([]*routev3.Route{}, vh.GetRoutes()[:at]...), perModel...), vh.GetRoutes()[at:]...)
 	if err := rc.ValidateAll(); err != nil {
@@ -302,6 +306,26 @@ func modelRoute(cfg *config.Config, m *config.Model, tmpl *routev3.Route) *route
 	if idle > 0 {
 		rp.PerTryIdleTimeout = durationpb.New(idle)
 	}
+	return r
+}
+
+// directRoute is the route of a model's direct cluster: the model's
+// route, matched by the direct cluster's name alone (the router step has
+// set the path the deployment serves); it removes what the router step
+// could not (contract.DirectRouteRemoves) before the request leaves.
+func directRoute(cfg *config.Config, m *config.Model, tmpl *routev3.Route) *routev3.Route {
+	name := contract.DirectClusterName(m.ID)
+	r := modelRoute(cfg, m, tmpl)
+	r.Name = name
+	r.Match.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/"}
+	r.Match.Headers = []*routev3.HeaderMatcher{{
+		Name: contract.HeaderCluster,
+		HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
+			MatchPattern: &matcherv3.StringMatcher_Exact{Exact: name},
+		}},
+	}}
+	r.GetRoute().ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: name}
+	r.RequestHeadersToRemove = append(r.RequestHeadersToRemove, contract.DirectRouteRemoves...)
 	return r
 }
 

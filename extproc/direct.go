@@ -1,0 +1,163 @@
+package extproc
+
+import (
+	"context"
+	"slices"
+	"strconv"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/extproc/provider"
+	"github.com/tollgate/tollgate/oaierror"
+)
+
+// This file holds the router step's direct route (contract.StepRouterDirect):
+// a model served by one deployment has nothing to fail over to, so its
+// request needs no step per attempt. Behind an Envoy configured by
+// Tollgate's xDS, the router step makes the attempt itself: its body answer
+// rewrites the request for the deployment (path, host, credential, body)
+// and names the model's direct cluster, which has no upstream step; its
+// answer to the response headers asks for the response body, which it
+// translates and meters. A request is then 4 messages each way, not 7.
+// The attempt's work is the upstream step's own code (upstreamStep, run
+// inside the router step), so both routes rewrite, translate, meter and
+// record alike.
+
+// straight routes the admitted request to its model's only deployment when
+// the proxy has direct clusters: it returns the body answer, or nil when
+// the request takes the two-step route (the model has several
+// deployments). send is the body to send on, state the endpoint's state
+// for its attempt, hand what the router step hands over (the access log
+// reads it).
+//
+// Not inlined, as the two below: their frames stay off the two-step
+// route's stack (TestAStreamWaitingForItsNextMessageHoldsASmallStack).
+//
+//go:noinline
+func (r *routerStep) straight(ctx context.Context, cr validChat, send []byte, state string, hand *handover) *extprocv3.ProcessingResponse {
+	if !r.direct {
+		return nil
+	}
+	d, p, ok := r.cfg.OnlyDeployment(cr.Model)
+	if !ok {
+		return nil
+	}
+	u := &upstreamStep{s: r.s, cfg: r.cfg, admission: r.admission, attempt: 1, shape: r.shape,
+		anthropicVersion: r.anthropicVersion, anthropicBeta: r.anthropicBeta}
+	u.recorded = false
+	u.preq.Stream, u.preq.ClientUsage = hand.stream, hand.clientUsage
+	if e := u.endpoint(ctx, state); e != nil {
+		return r.reject(oaierror.Internal)
+	}
+	u.target = provider.Target{Model: cr.Model, Deployment: d, Provider: p}
+	if f := u.prepare(ctx, send); f != nil {
+		return r.reject(f.e)
+	}
+	up := &u.next
+	r.up = u
+
+	cluster := contract.DirectClusterName(cr.Model.ID)
+	var pairs [20]string // on the stack for up to 6 provider headers
+	kv := append(pairs[:0], contract.HeaderCluster, cluster, ":path", up.Path, ":authority", up.Authority,
+		"content-length", strconv.Itoa(len(up.Body)))
+	for _, h := range up.Headers {
+		kv = append(kv, h.Name, h.Value)
+	}
+	// Every client header but the forwarded ones goes, and every internal
+	// and credential header, but those set here (the deployment's
+	// credential, the cluster) and x-forwarded-proto: Envoy finds no route
+	// for a request without it. The direct route removes it and the
+	// cluster's name before the request leaves (contract.DirectRouteRemoves).
+	remove := append(notForwarded(r.hm, p.ForwardHeaders), removeForUpstream(up.Headers)...)
+	remove = slices.DeleteFunc(remove, func(name string) bool {
+		if name == contract.HeaderCluster || name == contract.HeaderForwardedProto {
+			return true
+		}
+		for i := 0; i < len(kv); i += 2 {
+			if kv[i] == name {
+				return true
+			}
+		}
+		return false
+	})
+	ans := newAnswer(phaseRequestBody)
+	ans.common.ClearRouteCache = true
+	ans.setHeaders(contract.SetRawHeaders(kv...), remove).replaceBody(up.Body)
+	resp := ans.msg()
+	resp.DynamicMetadata = hand.encode(r.s.opt.StepKey)
+	return resp
+}
+
+// directResponse answers the response's messages of a request routed
+// straight (a body message of any other is let through untouched).
+//
+//go:noinline
+func (r *routerStep) directResponse(ctx context.Context, req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+	switch v := req.Request.(type) {
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		return r.directResponseHeaders(req, v.ResponseHeaders)
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		if r.up != nil && r.up.status != 0 {
+			return r.directResponseBody(ctx, v.ResponseBody)
+		}
+	}
+	return passThrough(req)
+}
+
+// directResponseHeaders sees the answer of a request routed straight: the
+// attempt's translation of the status and headers (the upstream step's),
+// then the router step's own work on the final answer.
+func (r *routerStep) directResponseHeaders(req *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	r.answered = true
+	r.attempts = max(headerInt(h.GetHeaders(), contract.HeaderAttemptCount), 1)
+	details := req.GetAttributes()[contract.AttributesNamespace].GetFields()[contract.AttrCodeDetails].GetStringValue()
+	if details != contract.ViaUpstream {
+		// Envoy's own reply: connect failure, timeout, no healthy upstream.
+		return r.reject(oaierror.NoAvailableWorkers)
+	}
+	u := r.up
+	out, _ := u.responseHeaders(h)
+	mut := out.GetResponseHeaders().GetResponse().GetHeaderMutation()
+	mut.SetHeaders = append(withoutInternal(mut.SetHeaders), r.tokenHeaders...)
+	mut.RemoveHeaders = append(mut.RemoveHeaders, internalAnswerHeaders...)
+	body := extprocfilterv3.ProcessingMode_STREAMED
+	if out.ModeOverride != nil {
+		body = extprocfilterv3.ProcessingMode_BUFFERED // a whole answer, translated at once
+	}
+	out.ModeOverride = &extprocfilterv3.ProcessingMode{
+		RequestHeaderMode:  extprocfilterv3.ProcessingMode_SEND,
+		RequestBodyMode:    extprocfilterv3.ProcessingMode_BUFFERED,
+		ResponseHeaderMode: extprocfilterv3.ProcessingMode_SEND,
+		ResponseBodyMode:   body,
+	}
+	if u.status < 200 || u.status >= 300 {
+		// A failure is the router step's to record, as on the two-step
+		// route; its body is still translated.
+		r.record(u.status, errorCodeFor(u.status))
+	}
+	return out
+}
+
+// directResponseBody hands a piece of the answer to the attempt; an
+// answer it cannot translate becomes the client's 502, recorded here.
+func (r *routerStep) directResponseBody(ctx context.Context, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	resp, _ := r.up.responseBody(ctx, b)
+	if imm := resp.GetImmediateResponse(); imm != nil {
+		st := int(imm.GetStatus().GetCode())
+		r.record(st, errorCodeFor(st))
+		imm.GetHeaders().SetHeaders = withoutInternal(imm.GetHeaders().GetSetHeaders())
+	}
+	return resp
+}
+
+// withoutInternal is set without the internal answer headers the
+// attempt's code marks its answers with (the two-step route's router step
+// removes them; here nothing else would).
+func withoutInternal(set []*corev3.HeaderValueOption) []*corev3.HeaderValueOption {
+	return slices.DeleteFunc(set, func(h *corev3.HeaderValueOption) bool {
+		return slices.Contains(internalAnswerHeaders, h.GetHeader().GetKey())
+	})
+}
