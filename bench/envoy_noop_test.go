@@ -105,6 +105,36 @@ type recording struct {
 	mu     sync.Mutex
 	check  *authv3.CheckResponse
 	answer map[string]*[2][kinds]*extprocv3.ProcessingResponse // step → shape → kind
+	// started is every step a stream was opened for (the upstream step
+	// runs only for models with several deployments: Envoy routes a
+	// model served by one straight to it).
+	started map[string]bool
+}
+
+// start notes that a stream of step began.
+func (r *recording) start(step string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started == nil {
+		r.started = map[string]bool{}
+	}
+	r.started[step] = true
+}
+
+// allComplete says whether some step was recorded and every step begun is.
+func (r *recording) allComplete() bool {
+	r.mu.Lock()
+	steps := make([]string, 0, len(r.started))
+	for step := range r.started {
+		steps = append(steps, step)
+	}
+	r.mu.Unlock()
+	for _, step := range steps {
+		if !r.complete(step) {
+			return false
+		}
+	}
+	return len(steps) > 0
 }
 
 // complete says whether both shapes of a step are recorded.
@@ -154,7 +184,7 @@ func (s *replayAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*aut
 	s.rec.mu.Lock()
 	c := s.rec.check
 	s.rec.mu.Unlock()
-	if c != nil && s.rec.complete(contract.StepRouter) && s.rec.complete(contract.StepUpstream) {
+	if c != nil && s.rec.allComplete() {
 		return c, nil
 	}
 	forwarded.Add(1)
@@ -187,6 +217,7 @@ func stepOf(ctx context.Context) string {
 func (s *replayProc) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
 	step := stepOf(stream.Context())
 	if !s.rec.complete(step) {
+		s.rec.start(step)
 		forwarded.Add(1)
 		tap := &tapStream{ExternalProcessor_ProcessServer: stream}
 		err := s.real.Process(tap)

@@ -10,7 +10,11 @@
 // priority is the deployment's priority rank, its load-balancing weight the
 // deployment's weight, and its metadata names the deployment, so the upstream
 // ext_proc step (which every cluster runs per attempt) knows which deployment
-// Envoy picked; a deployment whose circuit is open has its endpoint
+// Envoy picked. A model with one deployment (of an enabled provider) has a
+// second cluster, contract.DirectClusterName(model.ID): the same endpoint
+// without the upstream step, where the router step routes its requests
+// ready-made (the router step's direct route: nothing to fail over to, so
+// no step per attempt). A deployment whose circuit is open has its endpoint
 // UNHEALTHY (MarkUnhealthy), so Envoy leaves it out. The endpoints stay
 // inline (CDS, not EDS): an EDS endpoint must be an IP address, and the
 // providers are host names that STRICT_DNS resolves. The listener, the

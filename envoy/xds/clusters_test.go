@@ -301,3 +301,41 @@ func TestAClustersConnectTimeoutIsTheLongestOfItsProviders(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, config.DefaultConnectTimeout, clusterByName(t, cs, contract.ClusterName("gpt-4o")).GetConnectTimeout().AsDuration())
 }
+
+// A model served by one deployment has a direct cluster besides its own:
+// the same endpoint, with no upstream step (the router step makes the
+// request ready for that deployment); a model with several has none, nor
+// one whose only deployment's provider is disabled. A deployment whose
+// circuit is open is UNHEALTHY in both.
+func TestAModelWithOneDeploymentGetsADirectClusterWithoutTheUpstreamStep(t *testing.T) {
+	cfg := parse(t, strings.Replace(testConfig, "plans:", `  - id: solo
+    max_tokens: 100
+    deployments:
+      - {provider: local, model: solo}
+plans:`, 1))
+	cs, err := Clusters(cfg)
+	require.NoError(t, err)
+	var names []string
+	for _, c := range cs {
+		names = append(names, c.GetName())
+	}
+	assert.Equal(t, []string{contract.ClusterName("gpt-4o"), contract.ClusterName("azure-only/model"),
+		contract.ClusterName("solo"), contract.DirectClusterName("solo")}, names)
+
+	direct := clusterByName(t, cs, contract.DirectClusterName("solo"))
+	require.NoError(t, direct.ValidateAll())
+	assert.Equal(t, endpointsOf(clusterByName(t, cs, contract.ClusterName("solo"))), endpointsOf(direct))
+	var opts upstreamhttpv3.HttpProtocolOptions
+	require.NoError(t, direct.GetTypedExtensionProtocolOptions()[HTTPProtocolOptions].UnmarshalTo(&opts))
+	require.Len(t, opts.GetHttpFilters(), 1, "no upstream step")
+	assert.Equal(t, FilterUpstreamCodec, opts.GetHttpFilters()[0].GetName())
+	assert.NotNil(t, opts.GetExplicitHttpConfig().GetHttpProtocolOptions(), "HTTP/1.1 to the provider, as every model cluster")
+
+	down := MarkUnhealthy(cs, downHealth{"solo#local/solo": true})
+	assert.Equal(t, []string{"solo#local/solo", "solo#local/solo"}, down, "the model's cluster and its direct one")
+}
+
+// downHealth says the deployments it holds are not available.
+type downHealth map[string]bool
+
+func (h downHealth) Available(id string) bool { return !h[id] }
