@@ -256,9 +256,11 @@ func exchange(s extprocv3.ExternalProcessor_ProcessClient, req *extprocv3.Proces
 	return s.Recv()
 }
 
-// request plays one request as Envoy does: Check, the router step, one
-// upstream attempt whose response body arrives in the given pieces, and the
-// router step's look at the final headers.
+// request plays one request as Envoy does for a model with one deployment
+// (the router step's direct route): Check, then the router step's one
+// stream — request headers, body, the provider's response headers (with
+// the attribute of a provider's answer) and the response body in the
+// given pieces.
 func (r *rig) request(ctx context.Context, stream bool, pieces [][]byte) error {
 	check, err := r.authz.Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
 		Source: &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
@@ -285,14 +287,15 @@ func (r *rig) request(ctx context.Context, stream bool, pieces [][]byte) error {
 		body = []byte(strings.Replace(requestBody, `"max_tokens":128`, `"max_tokens":128,"stream":true`, 1))
 	}
 
-	rctx, rcancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, contract.HeaderStep, contract.StepRouter))
+	rctx, rcancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, contract.HeaderStep, contract.StepRouterDirect))
 	defer rcancel()
 	router, err := r.extproc.Process(rctx)
 	if err != nil {
 		return err
 	}
 	base := []string{":method", "POST", ":path", contract.PathChatCompletions, ":authority", "localhost",
-		contract.HeaderKeyID, keyID, contract.HeaderAccountID, acctID, "content-type", "application/json"}
+		contract.HeaderKeyID, keyID, contract.HeaderAccountID, acctID, "content-type", "application/json",
+		"x-forwarded-proto", "http"}
 	if _, err := exchange(router, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
 		RequestHeaders: &extprocv3.HttpHeaders{Headers: hdrs(base...)}}}); err != nil {
 		return err
@@ -302,56 +305,30 @@ func (r *rig) request(ctx context.Context, stream bool, pieces [][]byte) error {
 	if err != nil {
 		return err
 	}
-	up := append([]string(nil), base...)
-	for _, h := range pr.GetRequestBody().GetResponse().GetHeaderMutation().GetSetHeaders() {
-		up = append(up, h.GetHeader().GetKey(), string(h.GetHeader().GetRawValue()))
-	}
-	forward := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
-		contract.RequestMetadataNamespace: pr.GetDynamicMetadata().GetFields()[contract.RequestMetadataNamespace].GetStructValue(),
-	}}
-
-	uctx, ucancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, contract.HeaderStep, contract.StepUpstream))
-	defer ucancel()
-	ups, err := r.extproc.Process(uctx)
-	if err != nil {
-		return err
-	}
-	attrs := map[string]*structpb.Struct{contract.AttributesNamespace: {Fields: map[string]*structpb.Value{
-		contract.AttrDeployment: structpb.NewStringValue(config.DeploymentID("gpt-4o-mini", "openai", "gpt-4o-mini"))}}}
-	if _, err := exchange(ups, &extprocv3.ProcessingRequest{Attributes: attrs, MetadataContext: forward, Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{Headers: hdrs(up...)}}}); err != nil {
-		return err
-	}
-	// Envoy forwards the router step's metadata with every message of the
-	// upstream step, each chunk's included.
-	upr, err := exchange(ups, &extprocv3.ProcessingRequest{MetadataContext: forward, Request: &extprocv3.ProcessingRequest_RequestBody{
-		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}})
-	if err != nil {
-		return err
-	}
-	if upr.GetImmediateResponse() != nil {
-		return fmt.Errorf("upstream step refused: %s", upr.GetImmediateResponse().GetBody())
+	if pr.GetImmediateResponse() != nil {
+		return fmt.Errorf("router step refused: %s", pr.GetImmediateResponse().GetBody())
 	}
 	ct := "application/json"
 	if stream {
 		ct = "text/event-stream"
 	}
-	if _, err := exchange(ups, &extprocv3.ProcessingRequest{MetadataContext: forward, Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HttpHeaders{Headers: hdrs(":status", "200", "content-type", ct)}}}); err != nil {
+	if _, err := exchange(router, &extprocv3.ProcessingRequest{Attributes: viaUpstream, Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HttpHeaders{Headers: hdrs(":status", "200", "content-type", ct, contract.HeaderAttemptCount, "1")}}}); err != nil {
 		return err
 	}
 	for i, p := range pieces {
-		if _, err := exchange(ups, &extprocv3.ProcessingRequest{MetadataContext: forward, Request: &extprocv3.ProcessingRequest_ResponseBody{
+		if _, err := exchange(router, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
 			ResponseBody: &extprocv3.HttpBody{Body: p, EndOfStream: i == len(pieces)-1}}}); err != nil {
 			return err
 		}
 	}
-	if _, err := exchange(router, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HttpHeaders{Headers: hdrs(":status", "200", contract.HeaderTranslated, "1")}}}); err != nil {
-		return err
-	}
 	return nil
 }
+
+// viaUpstream is the response attribute Envoy sends with a provider's
+// answer.
+var viaUpstream = map[string]*structpb.Struct{contract.AttributesNamespace: {Fields: map[string]*structpb.Value{
+	contract.AttrCodeDetails: structpb.NewStringValue(contract.ViaUpstream)}}}
 
 func streamPieces(n int) [][]byte {
 	pieces := make([][]byte, 0, n+3)

@@ -137,6 +137,7 @@ func (r *routerStep) directResponseHeaders(req *extprocv3.ProcessingRequest, h *
 		// A failure is the router step's to record, as on the two-step
 		// route; its body is still translated.
 		r.record(u.status, errorCodeFor(u.status))
+		u.recorded = true
 	}
 	return out
 }
@@ -144,12 +145,17 @@ func (r *routerStep) directResponseHeaders(req *extprocv3.ProcessingRequest, h *
 // directResponseBody hands a piece of the answer to the attempt; an
 // answer it cannot translate becomes the client's 502, recorded here.
 func (r *routerStep) directResponseBody(ctx context.Context, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	resp, _ := r.up.responseBody(ctx, b)
+	u := r.up
+	resp, _ := u.responseBody(ctx, b)
 	if imm := resp.GetImmediateResponse(); imm != nil {
 		st := int(imm.GetStatus().GetCode())
-		r.record(st, errorCodeFor(st))
+		if !u.wrote && !r.recorded {
+			r.record(st, errorCodeFor(st))
+		}
+		u.recorded = true
 		imm.GetHeaders().SetHeaders = withoutInternal(imm.GetHeaders().GetSetHeaders())
 	}
+	r.recorded = r.recorded || u.wrote
 	return resp
 }
 

@@ -157,3 +157,45 @@ func TestAModelWithSeveralDeploymentsKeepsTheUpstreamStep(t *testing.T) {
 	assert.Equal(t, contract.ClusterName("twice"), set[contract.HeaderCluster])
 	assert.NotContains(t, set, ":path", "the upstream step rewrites each attempt")
 }
+
+// A panic while translating the answer of a request routed straight ends
+// it as on the two-step route — a whole answer's client gets a 500 with no
+// internal mark, a stream one error event — and the request is recorded
+// once.
+func TestAPanicInAnAnswerRoutedStraightIsRecordedOnce(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "whole", true: "stream"}[stream], func(t *testing.T) {
+			g := newRig(t)
+			x := g.open(contract.StepRouterDirect)
+			g.send(x, requestHeaders(contract.PathChatCompletions, "POST", false))
+			body, ct := chatBody, "application/json"
+			if stream {
+				body, ct = streamBody, "text/event-stream"
+			}
+			require.Nil(t, g.send(x, requestBody(body)).GetImmediateResponse())
+			g.send(x, directHeaders(contract.ViaUpstream, ":status", "200", "content-type", ct))
+			x.p.(*routerStep).up.resp = panickyAnswer{}
+			resp := g.send(x, responseBodyMsg(`{}`, !stream))
+			if stream {
+				assert.Contains(t, string(resp.GetResponseBody().GetResponse().GetBodyMutation().GetBody()), `"code":"internal_error"`)
+			} else {
+				st, e := errorOf(t, resp)
+				assert.Equal(t, 500, st)
+				assert.Equal(t, "internal_error", e.Code)
+				assert.NotContains(t, setHeadersOfImmediate(resp), contract.HeaderTranslated)
+			}
+			finish(x)
+			all, _ := g.records()
+			require.Len(t, all, 1, "recorded once")
+			assert.Equal(t, 500, all[0].Status)
+		})
+	}
+}
+
+func setHeadersOfImmediate(resp *extprocv3.ProcessingResponse) map[string]string {
+	out := map[string]string{}
+	for _, h := range resp.GetImmediateResponse().GetHeaders().GetSetHeaders() {
+		out[h.GetHeader().GetKey()] = string(h.GetHeader().GetRawValue())
+	}
+	return out
+}

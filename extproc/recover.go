@@ -41,13 +41,35 @@ func (r *routerStep) logID() string { return r.clientRequestID }
 
 // panicked answers 500 and records it (the hold is released by the
 // record; finish still hands the hold back to its lease).
-func (r *routerStep) panicked(_ context.Context, req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+func (r *routerStep) panicked(ctx context.Context, req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+	if r.up != nil && r.answered {
+		return r.directPanicked(ctx, req)
+	}
 	if _, body := req.Request.(*extprocv3.ProcessingRequest_ResponseBody); body {
 		// Not a phase the router step processes; nothing to answer with.
 		return passThrough(req)
 	}
 	r.answered = true
 	return r.reject(oaierror.Internal.With(panicMessage, ""))
+}
+
+// directPanicked answers a message of a request routed straight whose
+// answer had begun (direct.go) as the upstream step would (its panicked),
+// without the internal mark the router step would remove; the request is
+// recorded once, by whichever wrote it.
+func (r *routerStep) directPanicked(ctx context.Context, req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+	u := r.up
+	u.recorded = u.recorded || r.recorded
+	resp := u.panicked(ctx, req)
+	if imm := resp.GetImmediateResponse(); imm != nil {
+		imm.GetHeaders().SetHeaders = withoutInternal(imm.GetHeaders().GetSetHeaders())
+		if !u.wrote && !r.recorded {
+			r.s.record(contract.StepRouter, &r.admission, outcome{status: oaierror.Internal.Status, code: oaierror.Internal.Code,
+				attempts: r.attempts, message: panicMessage})
+		}
+	}
+	r.recorded = true
+	return resp
 }
 
 func (u *upstreamStep) logID() string { return u.clientRequestID }

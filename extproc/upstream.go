@@ -46,6 +46,7 @@ type upstreamStep struct {
 	resp   provider.Response
 	next   provider.Upstream // the attempt's request, made by prepare
 	status int               // the status the client gets
+	wrote  bool              // this step wrote the request's record
 	ended  bool              // the response body reached its end
 	// chunk answers the body's pieces before its last.
 	chunk *chunkAnswer
@@ -421,7 +422,9 @@ func (u *upstreamStep) record(st int, code string) (store.UsageRecord, bool) {
 	if !u.firstByte.IsZero() {
 		o.ttft = u.firstByte.Sub(u.started)
 	}
-	return u.s.record(contract.StepUpstream, &u.admission, o)
+	rec, ok := u.s.record(contract.StepUpstream, &u.admission, o)
+	u.wrote = u.wrote || ok
+	return rec, ok
 }
 
 // chunkAnswer is the answer to each piece of an answer's body before its

@@ -16,6 +16,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
@@ -48,6 +49,9 @@ func (e *Edge) upstream(ctx context.Context, w http.ResponseWriter, reqHeaders h
 	if healthy == 0 {
 		// Nothing to try: answer at once rather than wait on a dead provider.
 		return e.finalize(ctx, router, localReply(http.StatusServiceUnavailable, "no healthy upstream")), false
+	}
+	if cluster.Direct {
+		return e.direct(ctx, reqCtx, w, cluster.Endpoints[0], reqHeaders, body, router, extra)
 	}
 	last, n := e.tryEndpoints(ctx, reqCtx, cluster.Endpoints, skip, reqHeaders, body, forward)
 	if last == nil || last.err != nil {
@@ -86,6 +90,48 @@ func (e *Edge) upstream(ctx context.Context, w http.ResponseWriter, reqHeaders h
 		final.headers[k] = v
 	}
 	e.stream(ctx, w, last, final.headers)
+	return nil, true
+}
+
+// direct makes the one attempt of a request the router step routed
+// straight to its model's one deployment (a direct cluster: no upstream
+// step, no retry), as Envoy's direct route does: the route removes what
+// the step left for routing (contract.DirectRouteRemoves), and the
+// response's phases go to the router step, with the attribute that tells
+// a provider's answer from the edge's own reply. Returns as upstream does.
+func (e *Edge) direct(ctx, reqCtx context.Context, w http.ResponseWriter, ep Endpoint, reqHeaders headers, body []byte, router extprocv3.ExternalProcessor_ProcessClient, extra headers) (*response, bool) {
+	for _, name := range contract.DirectRouteRemoves {
+		delete(reqHeaders, name)
+	}
+	_, span := e.startAttempt(ctx, ep, 1, reqHeaders)
+	a := &attempt{ep: ep, proc: router, direct: true, cancelProc: func() {}, reqCtx: reqCtx, span: span}
+	defer a.close()
+	resp, ok := e.send(a, reqHeaders, body)
+	if ok {
+		a.resp = resp
+		a.responseHeaders(resp)
+	}
+	e.observe(ctx, a)
+	switch {
+	case a.err != nil && ctx.Err() != nil:
+		return nil, true // the client left
+	case a.err != nil:
+		reason := "upstream connect error or disconnect/reset before headers. reset reason: connection failure"
+		if reqCtx.Err() != nil {
+			reason = "upstream request timeout"
+		}
+		return e.finalize(ctx, router, localReply(http.StatusServiceUnavailable, reason).attempts(1)), false
+	case a.local != nil:
+		return a.local, false // the router step answered itself
+	case a.buffered:
+		return e.whole(ctx, a), false
+	}
+	h := a.respHeaders.clone()
+	delete(h, ":status")
+	for k, v := range extra {
+		h[k] = v
+	}
+	e.stream(ctx, w, a, h)
 	return nil, true
 }
 
@@ -212,6 +258,10 @@ type attempt struct {
 	respHeaders headers
 	buffered    bool      // the upstream step asked for the whole body at once
 	local       *response // the upstream step answered itself
+	// direct: proc is the router step's stream (a direct cluster's
+	// attempt), which the response's phases go to; the attempt does not
+	// close it.
+	direct bool
 	err         error     // the attempt failed before a response
 	// unreachable: the provider could not be reached, did not answer in
 	// time, or the connection broke before the response headers (err is
@@ -246,7 +296,7 @@ func (a *attempt) close() {
 	if a.resp != nil {
 		a.resp.Body.Close()
 	}
-	if a.proc != nil {
+	if a.proc != nil && !a.direct {
 		_ = a.proc.CloseSend()
 	}
 	if a.cancelHTTP != nil {
@@ -368,7 +418,15 @@ func (e *Edge) send(a *attempt, h headers, body []byte) (*http.Response, bool) {
 func (a *attempt) responseHeaders(resp *http.Response) {
 	rh := headers{":status": strconv.Itoa(resp.StatusCode)}
 	fromHTTP(resp.Header, rh)
-	pr, err := exchange(a.proc, headersMessage(rh, true, false))
+	msg := headersMessage(rh, true, false)
+	if a.direct {
+		// The router step's view of the final answer: Envoy's attempt
+		// count, and the attribute of a provider's answer.
+		msg.GetResponseHeaders().GetHeaders().Headers = append(msg.GetResponseHeaders().GetHeaders().Headers,
+			&corev3.HeaderValue{Key: contract.HeaderAttemptCount, RawValue: []byte("1")})
+		msg.Attributes = viaUpstream
+	}
+	pr, err := exchange(a.proc, msg)
 	if err != nil {
 		a.err = fmt.Errorf("upstream step response headers: %w", err)
 		return
@@ -383,6 +441,13 @@ func (a *attempt) responseHeaders(resp *http.Response) {
 	}
 	a.respHeaders = rh
 }
+
+// viaUpstream is the router step's response attribute for a provider's
+// answer (contract.AttrCodeDetails), shared by every message: nothing
+// writes to it.
+var viaUpstream = map[string]*structpb.Struct{contract.AttributesNamespace: {Fields: map[string]*structpb.Value{
+	contract.AttrCodeDetails: structpb.NewStringValue(contract.ViaUpstream),
+}}}
 
 func orDefault(d, dflt time.Duration) time.Duration {
 	if d > 0 {

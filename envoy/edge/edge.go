@@ -87,12 +87,16 @@ type Cluster struct {
 	// RequestTimeout bounds a request over all its attempts (the route
 	// timeout); zero means the configuration's default.
 	RequestTimeout time.Duration
+	// Direct: the model's direct cluster (contract.DirectClusterName),
+	// with its one endpoint and no upstream step; the router step made the
+	// request ready for it and sees its answer.
+	Direct bool
 }
 
 // Clusters is the edge's routing table for a configuration: one cluster
 // per model, one endpoint per deployment of an enabled provider — the
 // endpoints envoy/xds serves Envoy (xds.ModelEndpoints), so both proxies
-// route alike. A model whose endpoints cannot be built (config.Parse has
+// route alike —, and the direct cluster of each model with one. A model whose endpoints cannot be built (config.Parse has
 // validated the base URLs, so none) gets no endpoint.
 func Clusters(cfg *config.Config) map[string]Cluster {
 	out := make(map[string]Cluster, len(cfg.Models))
@@ -117,6 +121,11 @@ func Clusters(cfg *config.Config) map[string]Cluster {
 			}
 		}
 		out[c.Name] = c
+		if _, _, ok := cfg.OnlyDeployment(m); ok && len(c.Endpoints) == 1 {
+			d := c
+			d.Name, d.Direct = contract.DirectClusterName(m.ID), true
+			out[d.Name] = d
+		}
 	}
 	return out
 }
@@ -300,7 +309,10 @@ func (e *Edge) openStep(ctx context.Context, step string) (extprocv3.ExternalPro
 func (e *Edge) afterAuthz(ctx context.Context, w http.ResponseWriter, r *http.Request, reqHeaders, extra headers) *response {
 	routerCtx, routerCancel := context.WithCancel(ctx)
 	defer routerCancel()
-	router, err := e.openStep(routerCtx, contract.StepRouter)
+	// The edge has the direct clusters (Clusters), as Envoy under
+	// Tollgate's xDS does: the router step may route straight to a model's
+	// one deployment.
+	router, err := e.openStep(routerCtx, contract.StepRouterDirect)
 	if err != nil {
 		return e.internal(ctx, "open router stream", err)
 	}
