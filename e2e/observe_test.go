@@ -354,16 +354,14 @@ func (a protocolCounts) minus(b protocolCounts) protocolCounts {
 }
 
 // TestCallsAndMessagesPerRequestDoNotGrow pins the protocol's cost of one
-// request, as Envoy (and the built-in edge, over either binding) plays it:
-// one Check. On the built-in edge, the router step's stream with three
-// messages (request headers, body, response headers) and one upstream
-// stream per attempt with request headers, body and response headers,
-// then the response body — one message for a whole answer, one per piece
-// of a stream and one for its end. Behind Envoy, a model served by one
-// deployment is routed straight to it: the router step's stream alone,
-// with four messages (and the pieces of a stream). A request ext_authz
-// refuses: the Check alone. A change that adds a call or a message fails
-// here.
+// request to a model served by one deployment, as Envoy (and the built-in
+// edge, over either binding) plays it: one Check, and the router step's
+// stream alone (the direct route), with four messages — request headers
+// and body, response headers and body — and for a stream one per piece
+// and one for its end. A request ext_authz refuses: the Check alone. (The
+// two-step route of a model with several deployments is pinned behind
+// Envoy by TestEnvoySendsTheExtProcMessagesEachKindOfRequestNeeds.) A
+// change that adds a call or a message fails here.
 func TestCallsAndMessagesPerRequestDoNotGrow(t *testing.T) {
 	t.Parallel()
 	p := newMockOpenAI(t)
@@ -374,14 +372,8 @@ func TestCallsAndMessagesPerRequestDoNotGrow(t *testing.T) {
 	resp, body := tg.post(t, secret, helloBody)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 	got := tg.protocol(t).minus(before)
-	direct := tg.envoy != nil
-	if direct {
-		assert.Equal(t, protocolCounts{checks: 1, routerStreams: 1, routerMessages: 4}, got,
-			"non-streamed, routed straight: 1 Check, 1 stream, 4 messages")
-	} else {
-		assert.Equal(t, protocolCounts{checks: 1, routerStreams: 1, upstreamStreams: 1, routerMessages: 3, upstreamMessages: 4}, got,
-			"non-streamed: 1 Check, 2 streams, 7 messages")
-	}
+	assert.Equal(t, protocolCounts{checks: 1, routerStreams: 1, routerMessages: 4}, got,
+		"non-streamed, routed straight: 1 Check, 1 stream, 4 messages")
 
 	before = tg.protocol(t)
 	resp, body = tg.post(t, secret, `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
@@ -392,17 +384,10 @@ func TestCallsAndMessagesPerRequestDoNotGrow(t *testing.T) {
 	events := float64(1 + len(mockWords) + 1 + 1 + 1) // role, words, stop, usage, [DONE]
 	assert.Equal(t, 1.0, got.checks)
 	assert.Equal(t, 1.0, got.routerStreams)
-	answering := got.upstreamMessages // the step that sees the answer's pieces
-	if direct {
-		assert.Zero(t, got.upstreamStreams)
-		answering = got.routerMessages
-	} else {
-		assert.Equal(t, 1.0, got.upstreamStreams)
-		assert.Equal(t, 3.0, got.routerMessages)
-	}
+	assert.Zero(t, got.upstreamStreams)
 	// Envoy may hand the last piece and the end in one message.
-	assert.GreaterOrEqual(t, answering, 3.0+1, "request headers, body, response headers, a piece and the end")
-	assert.LessOrEqual(t, answering, 3+2*events+1, "streamed: K pieces + 3 + the end")
+	assert.GreaterOrEqual(t, got.routerMessages, 3.0+1, "request headers, body, response headers, a piece and the end")
+	assert.LessOrEqual(t, got.routerMessages, 3+2*events+1, "streamed: K pieces + 3 + the end")
 
 	before = tg.protocol(t)
 	resp, body = tg.post(t, "tg-"+strings.Repeat("x", 40), helloBody)

@@ -9,6 +9,7 @@ import (
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/extproc/provider"
 	"github.com/tollgate/tollgate/oaierror"
@@ -26,40 +27,64 @@ import (
 // inside the router step), so both routes rewrite, translate, meter and
 // record alike.
 
-// straight routes the admitted request to its model's only deployment when
-// the proxy has direct clusters: it returns the body answer, or nil when
-// the request takes the two-step route (the model has several
-// deployments). send is the body to send on, state the endpoint's state
-// for its attempt, hand what the router step hands over (the access log
+// straightRoute is what the router step's admission leaves for straight:
+// the model's one deployment, the body to send on, the endpoint's state
+// for its attempt and what the router step hands over (the access log
 // reads it).
+type straightRoute struct {
+	deployment *config.Deployment
+	provider   *config.Provider
+	send       []byte
+	state      string
+	hand       handover
+}
+
+// routeStraight says whether the admitted request is routed straight (its
+// model has one deployment), and leaves what straight needs in r.routed.
 //
-// Not inlined, as the two below: their frames stay off the two-step
+//go:noinline
+func (r *routerStep) routeStraight(cr validChat, send []byte, state string) bool {
+	d, p, ok := r.cfg.OnlyDeployment(cr.Model)
+	if ok {
+		r.routed = straightRoute{deployment: d, provider: p, send: send, state: state, hand: newHandover(&r.admission, cr, state)}
+	}
+	return ok
+}
+
+// straight makes the attempt of an admitted request routed straight to its
+// model's one deployment (r.routed): the body answer is the attempt's
+// request, or the client's error.
+//
+// Not inlined, as directResponse: their frames stay off the two-step
 // route's stack (TestAStreamWaitingForItsNextMessageHoldsASmallStack).
 //
 //go:noinline
-func (r *routerStep) straight(ctx context.Context, cr validChat, send []byte, state string, hand *handover) *extprocv3.ProcessingResponse {
-	if !r.direct {
-		return nil
-	}
-	d, p, ok := r.cfg.OnlyDeployment(cr.Model)
-	if !ok {
-		return nil
-	}
+func (r *routerStep) straight(ctx context.Context) *extprocv3.ProcessingResponse {
+	rt := &r.routed
+	d, p, hand := rt.deployment, rt.provider, &rt.hand
 	u := &upstreamStep{s: r.s, cfg: r.cfg, admission: r.admission, attempt: 1, shape: r.shape,
 		anthropicVersion: r.anthropicVersion, anthropicBeta: r.anthropicBeta}
 	u.recorded = false
 	u.preq.Stream, u.preq.ClientUsage = hand.stream, hand.clientUsage
-	if e := u.endpoint(ctx, state); e != nil {
+	if e := u.endpoint(ctx, rt.state); e != nil {
 		return r.reject(oaierror.Internal)
 	}
-	u.target = provider.Target{Model: cr.Model, Deployment: d, Provider: p}
-	if f := u.prepare(ctx, send); f != nil {
+	u.target = provider.Target{Model: r.model, Deployment: d, Provider: p}
+	if f := u.prepare(ctx, rt.send); f != nil {
 		return r.reject(f.e)
 	}
-	up := &u.next
 	r.up = u
+	return r.straightAnswer(p, hand)
+}
 
-	cluster := contract.DirectClusterName(cr.Model.ID)
+// straightAnswer is the body answer of a request routed straight: the
+// attempt's request (u.next). Its own function: its header pairs stay off
+// the stack while the attempt is made.
+//
+//go:noinline
+func (r *routerStep) straightAnswer(p *config.Provider, hand *handover) *extprocv3.ProcessingResponse {
+	up := &r.up.next
+	cluster := contract.DirectClusterName(r.model.ID)
 	var pairs [20]string // on the stack for up to 6 provider headers
 	kv := append(pairs[:0], contract.HeaderCluster, cluster, ":path", up.Path, ":authority", up.Authority,
 		"content-length", strconv.Itoa(len(up.Body)))

@@ -122,20 +122,20 @@ func endpointState(state string) (*endpoint, bool) {
 // which every other charged endpoint is served as.
 var chatEndpoint = &endpoint{
 	name: "chat", path: contract.PathChatCompletions, method: http.MethodPost,
-	attempt: func(*upstreamStep, string) (endpointAttempt, error) { return chatAttempt{}, nil },
+	attempt: func(*upstreamStep, string) (endpointAttempt, error) { return &chatAttempt{}, nil },
 }
 
 // chatAttempt sends the chat request through the provider's adapter and
 // hands its answer back as it translates it.
 type chatAttempt struct{}
 
-func (chatAttempt) translate(u *upstreamStep, adapter provider.Adapter) (provider.Upstream, provider.Response, error) {
+func (*chatAttempt) translate(u *upstreamStep, adapter provider.Adapter) (provider.Upstream, provider.Response, error) {
 	return adapter.Translate(&u.preq, u.target)
 }
 
-func (chatAttempt) errorEvent(e oaierror.Error) []byte { return streamErrorEvent(e) }
+func (*chatAttempt) errorEvent(e oaierror.Error) []byte { return streamErrorEvent(e) }
 
-func (chatAttempt) completed(context.Context, *upstreamStep) {}
+func (*chatAttempt) completed(context.Context, *upstreamStep) {}
 
 // modelsEndpoint is GET /v1/models and GET /v1/models/{id} (models.go).
 var modelsEndpoint = &endpoint{

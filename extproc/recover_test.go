@@ -86,7 +86,7 @@ func upstreamInStream(t *testing.T, rec *recordedUsage, stream bool) (*Session, 
 	m := &cfg.Models[0]
 	target := provider.Target{Model: m, Deployment: &m.Deployments[0], Provider: &cfg.Providers[0]}
 	u := &upstreamStep{s: srv, cfg: cfg, admission: admission{requestID: "r1", clientRequestID: "client-1", keyID: "k", accountID: "a",
-		model: m, stream: stream, held: 5}, preq: provider.Request{Stream: stream}, target: target, part: chatAttempt{}, resp: panickyAnswer{}, status: 200}
+		model: m, stream: stream, held: 5}, preq: provider.Request{Stream: stream}, target: target, part: &chatAttempt{}, resp: panickyAnswer{}, status: 200}
 	return &Session{ctx: context.Background(), p: u, step: contract.StepUpstream, obs: noObserver{}, log: slog.Default()}, u
 }
 

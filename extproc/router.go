@@ -56,6 +56,7 @@ type routerStep struct {
 	// deployment (direct.go), nil on the two-step route.
 	direct bool
 	up     *upstreamStep
+	routed straightRoute // what the body's admission left for straight
 	// hm is the request's headers, read for the attempt of a request
 	// routed straight (kept only when direct).
 	hm map[string]string
@@ -68,13 +69,7 @@ func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingReques
 		defer cancel()
 		return r.requestHeaders(ctx, v.RequestHeaders)
 	case *extprocv3.ProcessingRequest_RequestBody:
-		ctx, cancel := context.WithTimeout(ctx, contract.StepDeadline)
-		defer cancel()
-		if r.keyID == "" {
-			r.s.opt.Logger.ErrorContext(ctx, "router step: request body before request headers; check the ext_proc processing modes")
-			return immediateIn(r.shape, oaierror.Internal, nil), nil
-		}
-		return r.requestBody(ctx, v.RequestBody)
+		return r.bodyPhase(ctx, v.RequestBody)
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		if r.up != nil {
 			return r.directResponse(ctx, req), nil
@@ -86,6 +81,23 @@ func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingReques
 		// Modes we did not ask for: let them pass untouched.
 		return passThrough(req), nil
 	}
+}
+
+// bodyPhase handles the request body within the step's deadline: the
+// admission's answer, or, for a request routed straight, the attempt's
+// (made once the admission's frames are gone: a waiting stream's
+// goroutine keeps the stack its deepest work grew).
+func (r *routerStep) bodyPhase(ctx context.Context, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, contract.StepDeadline)
+	defer cancel()
+	if r.keyID == "" {
+		r.s.opt.Logger.ErrorContext(ctx, "router step: request body before request headers; check the ext_proc processing modes")
+		return immediateIn(r.shape, oaierror.Internal, nil), nil
+	}
+	if resp, err := r.requestBody(ctx, b); resp != nil || err != nil {
+		return resp, err
+	}
+	return r.straight(ctx), nil
 }
 
 func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
@@ -125,6 +137,8 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 	}}, nil
 }
 
+// requestBody admits the request and answers it, or returns nil when the
+// request is routed straight (r.routed), whose answer straight makes.
 func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {
 	// The body's size was checked by the proxy before it read the body
 	// whole (Envoy's buffer filter, the built-in edge), from the same
@@ -169,13 +183,23 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 			return r.refuse(oaierror.Internal, cr.Asked), nil
 		}
 	}
-	hand := newHandover(&r.admission, cr, state)
-	if resp := r.straight(ctx, cr, send, state, &hand); resp != nil {
-		return resp, nil
+	if r.direct && r.routeStraight(cr, send, state) {
+		return nil, nil // handle makes the attempt (straight)
 	}
+	return r.routeToCluster(cr, send, !sameBytes(send, b.GetBody()), state), nil
+}
+
+// routeToCluster is the body answer of an admitted request on the
+// two-step route: the model's cluster, the body to send on when changed,
+// and what the upstream step needs in the dynamic metadata. (Its own
+// function: its values stay off the admission's deep frames.)
+//
+//go:noinline
+func (r *routerStep) routeToCluster(cr validChat, send []byte, changed bool, state string) *extprocv3.ProcessingResponse {
+	hand := newHandover(&r.admission, cr, state)
 	ans := newAnswer(phaseRequestBody)
 	ans.common.ClearRouteCache = true
-	if r.ep.toChat != nil || !sameBytes(send, b.GetBody()) {
+	if r.ep.toChat != nil || changed {
 		// The chat request (with its held output limit) goes on in place
 		// of the client's, or the endpoint's forwarded body.
 		ans.setHeaders(contract.SetRawHeaders(contract.HeaderCluster, contract.ClusterName(cr.Model.ID), "content-length", strconv.Itoa(len(send))), nil)
@@ -185,7 +209,7 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 	}
 	resp := ans.msg()
 	resp.DynamicMetadata = hand.encode(r.s.opt.StepKey)
-	return resp, nil
+	return resp
 }
 
 // admit validates the chat request (its parameters named as the

@@ -18,8 +18,8 @@ import (
 )
 
 // TestAStreamWaitingForItsNextMessageHoldsASmallStack: a slow stream's
-// two ext_proc streams wait, each in its own goroutine, for as long as the
-// provider takes. A goroutine keeps the stack its deepest work grew it
+// ext_proc streams (two, or the router step's alone on the direct route)
+// wait, each in its own goroutine, for as long as the provider takes. A goroutine keeps the stack its deepest work grew it
 // to, and waiting inside gRPC's receive it uses too much of a 16 KiB
 // stack for the collector to halve it; so neither step's work (the
 // router step's admission, the upstream step's first chunk) may grow it
@@ -37,6 +37,12 @@ func TestAStreamWaitingForItsNextMessageHoldsASmallStack(t *testing.T) {
 		{contract.StepRouter, []*extprocv3.ProcessingRequest{requestHeaders(contract.PathChatCompletions, "POST", false), requestBody(streamBody)}},
 		{contract.StepUpstream, []*extprocv3.ProcessingRequest{upstreamHeaders(routed, gpt, 1), requestBody(streamBody),
 			responseHeaders(":status", "200", "content-type", "text/event-stream"), bodyMsg(chunkHello, false)}},
+		// The direct route: the router step's admission, then the
+		// attempt's work, in one goroutine. The adapter's rewriting of
+		// the body (sjson, under the step's frames) takes it past 8 KiB
+		// by a few hundred bytes: it may hold 16 KiB, never more.
+		{contract.StepRouterDirect, []*extprocv3.ProcessingRequest{requestHeaders(contract.PathChatCompletions, "POST", false), requestBody(streamBody),
+			directHeaders(contract.ViaUpstream, ":status", "200", "content-type", "text/event-stream"), bodyMsg(chunkHello, false)}},
 	}
 	const streams = 200
 	for _, s := range steps {
@@ -68,8 +74,12 @@ func TestAStreamWaitingForItsNextMessageHoldsASmallStack(t *testing.T) {
 			per := float64(stacksInUse()-before) / streams / 1024
 			t.Logf("stacks per waiting stream: %.1f KiB", per)
 			// 8 KiB for the server's goroutine, and the client's share;
-			// a 16 KiB goroutine would read 18.
-			assert.Less(t, per, 12.0)
+			// a 16 KiB goroutine would read 18, a 32 KiB one 34.
+			limit := 12.0
+			if s.step == contract.StepRouterDirect {
+				limit = 20
+			}
+			assert.Less(t, per, limit)
 		})
 	}
 }

@@ -211,21 +211,37 @@ func (f *attemptFailure) answer(u *upstreamStep) *extprocv3.ProcessingResponse {
 
 // prepare makes the attempt's upstream request of body through the
 // provider adapter (u.next; u.resp is its answer's translator), or says
-// why it cannot be made.
+// why it cannot be made. (Its failures are told apart in prepareFailed,
+// so that this frame, under the adapter's deep JSON work, stays small.)
 func (u *upstreamStep) prepare(ctx context.Context, body []byte) *attemptFailure {
 	adapter, err := provider.For(u.target.Provider.Type)
 	if err != nil {
-		u.s.opt.Logger.ErrorContext(ctx, "upstream step: no adapter", "provider", u.target.Provider.Name, "err", err)
-		return &attemptFailure{e: oaierror.Internal, forRequest: true}
+		return u.prepareFailed(ctx, "no adapter", err)
 	}
 	u.preq.Body = body
 	up, resp, err := u.part.translate(u, adapter)
-	if errors.Is(err, provider.ErrUnsupportedRequest) {
+	if err != nil {
+		return u.prepareFailed(ctx, "", err)
+	}
+	u.resp, u.next = resp, up
+	return nil
+}
+
+// prepareFailed is why the attempt's request could not be made: what the
+// client is told, logged for the operator (what is "" for a translation
+// error).
+//
+//go:noinline
+func (u *upstreamStep) prepareFailed(ctx context.Context, what string, err error) *attemptFailure {
+	switch {
+	case what != "":
+		u.s.opt.Logger.ErrorContext(ctx, "upstream step: "+what, "provider", u.target.Provider.Name, "err", err)
+		return &attemptFailure{e: oaierror.Internal, forRequest: true}
+	case errors.Is(err, provider.ErrUnsupportedRequest):
 		// The request is valid OpenAI but this provider cannot take it; the
 		// message is written for the client.
 		return &attemptFailure{e: u.unsupported(err)}
-	}
-	if errors.Is(err, provider.ErrCredential) {
+	case errors.Is(err, provider.ErrCredential):
 		// The provider's credential could not be had (its token endpoint
 		// failed, AWS credentials could not be fetched or expired): the
 		// deployment failed, as if the provider had. No request goes to
@@ -237,13 +253,9 @@ func (u *upstreamStep) prepare(ctx context.Context, body []byte) *attemptFailure
 		}
 		return &attemptFailure{e: oaierror.NoAvailableWorkers, forRequest: true, failover: true}
 	}
-	if err != nil {
-		u.s.opt.Logger.ErrorContext(ctx, "upstream step: translating the request failed",
-			"provider", u.target.Provider.Name, "err", err)
-		return &attemptFailure{e: oaierror.Internal, forRequest: true}
-	}
-	u.resp, u.next = resp, up
-	return nil
+	u.s.opt.Logger.ErrorContext(ctx, "upstream step: translating the request failed",
+		"provider", u.target.Provider.Name, "err", err)
+	return &attemptFailure{e: oaierror.Internal, forRequest: true}
 }
 
 // unsupported is the 400 of a request the provider cannot take, naming

@@ -51,7 +51,7 @@ func testAdapter(typ string) Adapter {
 	case config.TypeBedrock:
 		return bedrock{env: testEnv, creds: &bedrockCredentials{load: noDefaultChain}}
 	}
-	return openAI{}
+	return &openAI{}
 }
 
 // testTarget is the deployment each provider's fixtures were written for.

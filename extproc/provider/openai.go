@@ -19,8 +19,8 @@ import (
 // streams, tools and the Responses API (by translation) work against it as
 // against a real provider.
 func init() {
-	adapters[config.TypeOpenAI] = openAI{}
-	adapters[config.TypeDemo] = openAI{}
+	adapters[config.TypeOpenAI] = &openAI{}
+	adapters[config.TypeDemo] = &openAI{}
 }
 
 // openAI serves OpenAI and every OpenAI-compatible server (vLLM, Ollama,
@@ -29,7 +29,7 @@ func init() {
 // Tollgate asks for is stripped unless the client asked.
 type openAI struct{}
 
-func (openAI) Translate(req *Request, t Target) (Upstream, Response, error) {
+func (*openAI) Translate(req *Request, t Target) (Upstream, Response, error) {
 	body, asked, err := openAIBody(req, t)
 	if err != nil {
 		return Upstream{}, nil, err

@@ -36,7 +36,7 @@ func TestEachProfileSendsItsLimitFieldAndStreamOptionsOnlyWhereTaken(t *testing.
 	for _, prof := range config.Profiles {
 		t.Run(prof.Name, func(t *testing.T) {
 			target := profileTarget(t, prof.Name)
-			up, _, err := openAI{}.Translate(&Request{Body: []byte(profileStream), Stream: true}, target)
+			up, _, err := (&openAI{}).Translate(&Request{Body: []byte(profileStream), Stream: true}, target)
 			require.NoError(t, err)
 			field := prof.LimitField
 			if field == "" {
@@ -60,7 +60,7 @@ func TestEachProfileSendsItsLimitFieldAndStreamOptionsOnlyWhereTaken(t *testing.
 func TestMistralGetsNoStreamOptionsEvenFromTheClient(t *testing.T) {
 	target := profileTarget(t, "mistral")
 	body := `{"model":"public-model","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`
-	up, _, err := openAI{}.Translate(&Request{Body: []byte(body), Stream: true, ClientUsage: true}, target)
+	up, _, err := (&openAI{}).Translate(&Request{Body: []byte(body), Stream: true, ClientUsage: true}, target)
 	require.NoError(t, err)
 	assert.False(t, gjson.GetBytes(up.Body, "stream_options").Exists(), "%s", up.Body)
 
@@ -77,13 +77,13 @@ func TestMistralGetsNoStreamOptionsEvenFromTheClient(t *testing.T) {
 func TestAPlainOpenAIProviderSendsStreamOptionsUnlessTurnedOff(t *testing.T) {
 	body := []byte(`{"model":"public-model","messages":[{"role":"user","content":"hi"}],"stream":true}`)
 	target := testTarget(config.TypeOpenAI)
-	up, _, err := openAI{}.Translate(&Request{Body: body, Stream: true}, target)
+	up, _, err := (&openAI{}).Translate(&Request{Body: body, Stream: true}, target)
 	require.NoError(t, err)
 	assert.True(t, gjson.GetBytes(up.Body, "stream_options.include_usage").Bool())
 
 	off := false
 	target.Provider.StreamUsage = &off
-	up, resp, err := openAI{}.Translate(&Request{Body: body, Stream: true}, target)
+	up, resp, err := (&openAI{}).Translate(&Request{Body: body, Stream: true}, target)
 	require.NoError(t, err)
 	assert.False(t, gjson.GetBytes(up.Body, "stream_options").Exists(), "%s", up.Body)
 	usageChunk := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"public-model","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}` + "\n\n"
@@ -106,7 +106,7 @@ func TestProfileStreamsAreMeteredFromTheProvidersOwnLastChunk(t *testing.T) {
 	} {
 		t.Run(tc.profile, func(t *testing.T) {
 			stream := readFixture(t, tc.fixture)
-			_, resp, err := openAI{}.Translate(&Request{Body: []byte(profileStream), Stream: true}, profileTarget(t, tc.profile))
+			_, resp, err := (&openAI{}).Translate(&Request{Body: []byte(profileStream), Stream: true}, profileTarget(t, tc.profile))
 			require.NoError(t, err)
 			status, out, err := feed(resp, 200, stream[:len(stream)/2], stream[len(stream)/2:])
 			require.NoError(t, err)
@@ -124,7 +124,7 @@ func TestProfileStreamsAreMeteredFromTheProvidersOwnLastChunk(t *testing.T) {
 // (LM Studio is not asked for any) leaves the counts unreported, so the
 // caller estimates them.
 func TestAStreamWithoutUsageIsLeftToTheEstimate(t *testing.T) {
-	_, resp, err := openAI{}.Translate(&Request{Body: []byte(profileStream), Stream: true}, profileTarget(t, "lmstudio"))
+	_, resp, err := (&openAI{}).Translate(&Request{Body: []byte(profileStream), Stream: true}, profileTarget(t, "lmstudio"))
 	require.NoError(t, err)
 	chunk := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}` + "\n\n"
 	_, _, err = feed(resp, 200, []byte(chunk+"data: [DONE]\n\n"))
@@ -159,7 +159,7 @@ func TestProfilesRefuseTheParametersTheirServerRefuses(t *testing.T) {
 		if tc.profile != "" {
 			target = profileTarget(t, tc.profile)
 		}
-		up, _, err := openAI{}.Translate(&Request{Body: []byte(base + tc.extra + "}")}, target)
+		up, _, err := (&openAI{}).Translate(&Request{Body: []byte(base + tc.extra + "}")}, target)
 		if tc.refused == "" {
 			require.NoError(t, err, "%s %s", tc.profile, tc.extra)
 			prof := target.Provider.ProfileOf()
@@ -185,7 +185,7 @@ func TestMistralsValidationErrorsBecomeInvalidRequestErrors(t *testing.T) {
 		"profiles/mistral_422.json":        {"stream_options.include_usage: Extra inputs are not permitted", "stream_options.include_usage"},
 		"profiles/mistral_422_detail.json": {"max_completion_tokens: Extra inputs are not permitted", "max_completion_tokens"},
 	} {
-		_, resp, err := openAI{}.Translate(&Request{Body: []byte(profileStream), Stream: true}, profileTarget(t, "mistral"))
+		_, resp, err := (&openAI{}).Translate(&Request{Body: []byte(profileStream), Stream: true}, profileTarget(t, "mistral"))
 		require.NoError(t, err)
 		status, out, err := feed(resp, http.StatusUnprocessableEntity, readFixture(t, fixture))
 		require.NoError(t, err)
@@ -200,7 +200,7 @@ func TestMistralsValidationErrorsBecomeInvalidRequestErrors(t *testing.T) {
 // TestMistralTakesSeedAsRandomSeed: Mistral's name for it.
 func TestMistralTakesSeedAsRandomSeed(t *testing.T) {
 	body := `{"model":"public-model","messages":[{"role":"user","content":"hi"}],"seed":42}`
-	up, _, err := openAI{}.Translate(&Request{Body: []byte(body)}, profileTarget(t, "mistral"))
+	up, _, err := (&openAI{}).Translate(&Request{Body: []byte(body)}, profileTarget(t, "mistral"))
 	require.NoError(t, err)
 	assert.EqualValues(t, 42, gjson.GetBytes(up.Body, "random_seed").Int(), "%s", up.Body)
 	assert.False(t, gjson.GetBytes(up.Body, "seed").Exists(), "%s", up.Body)
@@ -211,7 +211,7 @@ func TestMistralTakesSeedAsRandomSeed(t *testing.T) {
 // tool call; it reaches DeepSeek as the client sent it.
 func TestDeepSeekKeepsReasoningContentOnToolCallTurns(t *testing.T) {
 	body := readFixture(t, "profiles/deepseek_tool_turn.json")
-	up, _, err := openAI{}.Translate(&Request{Body: body, Stream: true}, profileTarget(t, "deepseek"))
+	up, _, err := (&openAI{}).Translate(&Request{Body: body, Stream: true}, profileTarget(t, "deepseek"))
 	require.NoError(t, err)
 	assert.Equal(t, gjson.GetBytes(body, "messages.1").Raw, gjson.GetBytes(up.Body, "messages.1").Raw, "the assistant turn, byte for byte")
 	assert.Equal(t, "The user asks about tomorrow; I should call get_weather.", gjson.GetBytes(up.Body, "messages.1.reasoning_content").String())
@@ -228,11 +228,11 @@ func countEvents(b []byte) int { return strings.Count("\n"+string(b), "\ndata:")
 func TestGroqGetsNoMessageName(t *testing.T) {
 	const body = `{"model":"public-model","messages":[{"role":"system","content":"be brief","name":"rules"},` +
 		`{"role":"user","content":"hi","name":"alice"},{"role":"assistant","content":"hello"},{"role":"user","content":"and?","name":"bob"}]}`
-	up, _, err := openAI{}.Translate(&Request{Body: []byte(body)}, profileTarget(t, "groq"))
+	up, _, err := (&openAI{}).Translate(&Request{Body: []byte(body)}, profileTarget(t, "groq"))
 	require.NoError(t, err)
 	assert.JSONEq(t, `[{"role":"system","content":"be brief"},{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"and?"}]`,
 		gjson.GetBytes(up.Body, "messages").Raw)
-	up, _, err = openAI{}.Translate(&Request{Body: []byte(body)}, profileTarget(t, "deepseek"))
+	up, _, err = (&openAI{}).Translate(&Request{Body: []byte(body)}, profileTarget(t, "deepseek"))
 	require.NoError(t, err)
 	assert.Equal(t, "alice", gjson.GetBytes(up.Body, "messages.1.name").String(), "a server that takes it gets it")
 }
