@@ -262,7 +262,7 @@ type attempt struct {
 	// attempt), which the response's phases go to; the attempt does not
 	// close it.
 	direct bool
-	err         error     // the attempt failed before a response
+	err    error // the attempt failed before a response
 	// unreachable: the provider could not be reached, did not answer in
 	// time, or the connection broke before the response headers (err is
 	// set too).
