@@ -127,10 +127,11 @@ func envoyLatencyRows(b testing.TB, row func(what, ours, floor, ratio string)) {
 		require.NoError(b, cl.do(c.api, requestBody))
 		require.NoError(b, cl.do(a.api, requestBody))
 	}
-	const rate, d = 500, 10 * time.Second
+	rate, d := latencyRate(b), 10*time.Second
+	at := strconv.Itoa(rate) + " req/s"
 	p50, p99 := latency(b, cl, [2]string{a.api, c.api}, requestBody, rate, d)
-	row("Envoy path: added latency at 500 req/s ("+what+"), p50, (c) over (a)", ms(p50[1]-p50[0]), "Envoy alone: "+ms(p50[0]), "")
-	row("Envoy path: added latency at 500 req/s ("+what+"), p99, (c) over (a)", ms(p99[1]-p99[0]), "Envoy alone: "+ms(p99[0]), "")
+	row("Envoy path: added latency at "+at+" ("+what+"), p50, (c) over (a)", ms(p50[1]-p50[0]), "Envoy alone: "+ms(p50[0]), "")
+	row("Envoy path: added latency at "+at+" ("+what+"), p99, (c) over (a)", ms(p99[1]-p99[0]), "Envoy alone: "+ms(p99[0]), "")
 }
 
 // sidecarVariants are the shapes tried between Envoy and the gRPC server

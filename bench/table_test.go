@@ -562,7 +562,21 @@ func grpcRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio str
 	}
 }
 
-// latencyRows measures the added latency at 500 requests per second,
+// latencyRate is the latency rows' rate, requests per second:
+// TOLLGATE_BENCH_RATE, 500 unless set.
+func latencyRate(b testing.TB) int {
+	v := os.Getenv("TOLLGATE_BENCH_RATE")
+	if v == "" {
+		return 500
+	}
+	n, err := strconv.Atoi(v)
+	require.NoError(b, err, "TOLLGATE_BENCH_RATE")
+	require.Positive(b, n, "TOLLGATE_BENCH_RATE")
+	return n
+}
+
+// latencyRows measures the added latency at 500 requests per second (or
+// TOLLGATE_BENCH_RATE),
 // PostgreSQL and Redis on (outside CI only when they are named).
 func latencyRows(b testing.TB, row func(what, ours, floor, ratio string)) {
 	pg, redisURL, ok := latencyStores()
@@ -578,10 +592,11 @@ func latencyRows(b testing.TB, row func(what, ours, floor, ratio string)) {
 		require.NoError(b, cl.do(gw.api, requestBody))
 		require.NoError(b, cl.do(m3.URL+"/v1", requestBody))
 	}
-	const rate, d = 500, 10 * time.Second
+	rate, d := latencyRate(b), 10*time.Second
+	at := strconv.Itoa(rate) + " req/s"
 	p50, p99 := latency(b, cl, [2]string{m3.URL + "/v1", gw.api}, requestBody, rate, d)
-	row("added latency at 500 req/s (PostgreSQL, Redis), p50", ms(p50[1]-p50[0]), "direct: "+ms(p50[0]), "")
-	row("added latency at 500 req/s (PostgreSQL, Redis), p99", ms(p99[1]-p99[0]), "direct: "+ms(p99[0]), "")
+	row("added latency at "+at+" (PostgreSQL, Redis), p50", ms(p50[1]-p50[0]), "direct: "+ms(p50[0]), "")
+	row("added latency at "+at+" (PostgreSQL, Redis), p99", ms(p99[1]-p99[0]), "direct: "+ms(p99[0]), "")
 }
 
 // latencyStores are the PostgreSQL and Redis URLs of the latency rows:

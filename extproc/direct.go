@@ -112,7 +112,9 @@ func (r *routerStep) straightAnswer(p *config.Provider, hand *handover) *extproc
 	ans.common.ClearRouteCache = true
 	ans.setHeaders(contract.SetRawHeaders(kv...), remove).replaceBody(up.Body)
 	resp := ans.msg()
-	resp.DynamicMetadata = hand.encode(r.s.opt.StepKey)
+	// For the access log alone: no upstream step reads it, so it is not
+	// signed.
+	resp.DynamicMetadata = hand.encode(nil)
 	return resp
 }
 
