@@ -60,6 +60,10 @@ func (r *routerStep) routeStraight(cr validChat, send []byte, state string) bool
 //
 //go:noinline
 func (r *routerStep) straight(ctx context.Context) *extprocv3.ProcessingResponse {
+	// The step's deadline bounds the attempt's credential (a token or
+	// AWS credentials fetched).
+	ctx, cancel := context.WithTimeout(ctx, contract.StepDeadline)
+	defer cancel()
 	rt := &r.routed
 	d, p, hand := rt.deployment, rt.provider, &rt.hand
 	u := &upstreamStep{s: r.s, cfg: r.cfg, admission: r.admission, attempt: 1, shape: r.shape,
@@ -118,25 +122,11 @@ func (r *routerStep) straightAnswer(p *config.Provider, hand *handover) *extproc
 	return resp
 }
 
-// directResponse answers the response's messages of a request routed
-// straight (a body message of any other is let through untouched).
-//
-//go:noinline
-func (r *routerStep) directResponse(ctx context.Context, req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
-	switch v := req.Request.(type) {
-	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		return r.directResponseHeaders(req, v.ResponseHeaders)
-	case *extprocv3.ProcessingRequest_ResponseBody:
-		if r.up != nil && r.up.status != 0 {
-			return r.directResponseBody(ctx, v.ResponseBody)
-		}
-	}
-	return passThrough(req)
-}
-
 // directResponseHeaders sees the answer of a request routed straight: the
 // attempt's translation of the status and headers (the upstream step's),
 // then the router step's own work on the final answer.
+//
+//go:noinline
 func (r *routerStep) directResponseHeaders(req *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	r.answered = true
 	r.attempts = max(headerInt(h.GetHeaders(), contract.HeaderAttemptCount), 1)
@@ -171,19 +161,30 @@ func (r *routerStep) directResponseHeaders(req *extprocv3.ProcessingRequest, h *
 
 // directResponseBody hands a piece of the answer to the attempt; an
 // answer it cannot translate becomes the client's 502, recorded here.
+// (Small, as the upstream step's path to its translator: a stream's
+// goroutine keeps the stack its deepest work grew.)
 func (r *routerStep) directResponseBody(ctx context.Context, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	u := r.up
-	resp, _ := u.responseBody(ctx, b)
-	if imm := resp.GetImmediateResponse(); imm != nil {
-		st := int(imm.GetStatus().GetCode())
-		if !u.wrote && !r.recorded {
-			r.record(st, errorCodeFor(st))
-		}
-		u.recorded = true
-		imm.GetHeaders().SetHeaders = withoutInternal(imm.GetHeaders().GetSetHeaders())
+	resp, _ := r.up.responseBody(ctx, b)
+	if resp.GetImmediateResponse() != nil {
+		r.directFailed(resp.GetImmediateResponse())
 	}
-	r.recorded = r.recorded || u.wrote
+	r.recorded = r.recorded || r.up.wrote
 	return resp
+}
+
+// directFailed records the attempt's immediate answer to the response
+// body (an answer it could not translate) and takes the internal mark off
+// it.
+//
+//go:noinline
+func (r *routerStep) directFailed(imm *extprocv3.ImmediateResponse) {
+	u := r.up
+	st := int(imm.GetStatus().GetCode())
+	if !u.wrote && !r.recorded {
+		r.record(st, errorCodeFor(st))
+	}
+	u.recorded = true
+	imm.GetHeaders().SetHeaders = withoutInternal(imm.GetHeaders().GetSetHeaders())
 }
 
 // withoutInternal is set without the internal answer headers the

@@ -69,14 +69,23 @@ func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingReques
 		defer cancel()
 		return r.requestHeaders(ctx, v.RequestHeaders)
 	case *extprocv3.ProcessingRequest_RequestBody:
-		return r.bodyPhase(ctx, v.RequestBody)
+		if resp, err := r.bodyPhase(ctx, v.RequestBody); resp != nil || err != nil {
+			return resp, err
+		}
+		// Routed straight: the attempt's work runs here, once the
+		// admission's frames are gone (a waiting stream's goroutine keeps
+		// the stack its deepest work grew).
+		return r.straight(ctx), nil
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		if r.up != nil {
-			return r.directResponse(ctx, req), nil
+			return r.directResponseHeaders(req, v.ResponseHeaders), nil
 		}
 		return r.responseHeaders(v.ResponseHeaders)
 	case *extprocv3.ProcessingRequest_ResponseBody:
-		return r.directResponse(ctx, req), nil
+		if r.up != nil && r.up.status != 0 {
+			return r.directResponseBody(ctx, v.ResponseBody), nil
+		}
+		return passThrough(req), nil
 	default:
 		// Modes we did not ask for: let them pass untouched.
 		return passThrough(req), nil
@@ -84,9 +93,8 @@ func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingReques
 }
 
 // bodyPhase handles the request body within the step's deadline: the
-// admission's answer, or, for a request routed straight, the attempt's
-// (made once the admission's frames are gone: a waiting stream's
-// goroutine keeps the stack its deepest work grew).
+// admission's answer, or nil for a request routed straight, whose
+// attempt handle makes (straight).
 func (r *routerStep) bodyPhase(ctx context.Context, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, contract.StepDeadline)
 	defer cancel()
@@ -94,10 +102,7 @@ func (r *routerStep) bodyPhase(ctx context.Context, b *extprocv3.HttpBody) (*ext
 		r.s.opt.Logger.ErrorContext(ctx, "router step: request body before request headers; check the ext_proc processing modes")
 		return immediateIn(r.shape, oaierror.Internal, nil), nil
 	}
-	if resp, err := r.requestBody(ctx, b); resp != nil || err != nil {
-		return resp, err
-	}
-	return r.straight(ctx), nil
+	return r.requestBody(ctx, b)
 }
 
 func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {

@@ -219,7 +219,15 @@ func (u *upstreamStep) prepare(ctx context.Context, body []byte) *attemptFailure
 		return u.prepareFailed(ctx, "no adapter", err)
 	}
 	u.preq.Body = body
-	up, resp, err := u.part.translate(u, adapter)
+	var up provider.Upstream
+	var resp provider.Response
+	if _, chat := u.part.(*chatAttempt); chat {
+		// A chat completion's attempt is the adapter's translation: called
+		// here, a frame less under the adapter's deep JSON work.
+		up, resp, err = adapter.Translate(&u.preq, u.target)
+	} else {
+		up, resp, err = u.part.translate(u, adapter)
+	}
 	if err != nil {
 		return u.prepareFailed(ctx, "", err)
 	}
