@@ -409,29 +409,19 @@ func upstreamHTTPOptions() (*anypb.Any, error) {
 	if err != nil {
 		return nil, err
 	}
-	codecAny, err := pack(&upstreamcodecv3.UpstreamCodec{})
-	if err != nil {
-		return nil, err
-	}
-	return pack(&upstreamhttpv3.HttpProtocolOptions{
-		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{IdleTimeout: durationpb.New(idleTimeout)},
-		UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{
-			ExplicitHttpConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
-				ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{
-					HttpProtocolOptions: &corev3.Http1ProtocolOptions{},
-				},
-			},
-		},
-		HttpFilters: []*hcmv3.HttpFilter{
-			{Name: FilterExtProc, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: stepAny}},
-			{Name: FilterUpstreamCodec, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: codecAny}},
-		},
-	})
+	return httpOptions(&hcmv3.HttpFilter{Name: FilterExtProc, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: stepAny}})
 }
 
 // directHTTPOptions is every direct cluster's HTTP protocol options:
 // upstreamHTTPOptions' without the upstream step.
 func directHTTPOptions() (*anypb.Any, error) {
+	return httpOptions()
+}
+
+// httpOptions is a model cluster's HTTP protocol options: plain HTTP/1.1
+// to the provider, the idle timeout, and the upstream filters, then the
+// codec.
+func httpOptions(filters ...*hcmv3.HttpFilter) (*anypb.Any, error) {
 	codecAny, err := pack(&upstreamcodecv3.UpstreamCodec{})
 	if err != nil {
 		return nil, err
@@ -445,9 +435,7 @@ func directHTTPOptions() (*anypb.Any, error) {
 				},
 			},
 		},
-		HttpFilters: []*hcmv3.HttpFilter{
-			{Name: FilterUpstreamCodec, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: codecAny}},
-		},
+		HttpFilters: append(filters, &hcmv3.HttpFilter{Name: FilterUpstreamCodec, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: codecAny}}),
 	})
 }
 
