@@ -438,8 +438,12 @@ func runChaos(t *testing.T, reset bool) {
 // faultTimeouts are short per-attempt timeouts for the fault tests. The
 // first byte's is three seconds: under Envoy it counts the upstream step
 // too, which a race-built Tollgate on a loaded machine has been seen to
-// take nearly two seconds for, failing the good deployment as well.
-const faultTimeouts = "connect_timeout: 1s, first_byte_timeout: 3s, stream_idle_timeout: 400ms"
+// take nearly two seconds for, failing the good deployment as well. The
+// idle timeout is as long: Envoy's per-try idle timeout counts from the
+// attempt's start too (a good deployment's attempt failed at 400 ms), and
+// the built-in edge gives each write to the client as long (a loaded
+// client took longer to read a stream's next piece).
+const faultTimeouts = "connect_timeout: 1s, first_byte_timeout: 3s, stream_idle_timeout: 3s"
 
 // faultConfig serves model "m" from the given providers in priority order
 // (OpenAI-type, named p0, p1, …) with faultTimeouts and the model's
