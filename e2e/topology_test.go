@@ -415,9 +415,8 @@ func TestTwoReplicasBehindOneEnvoy(t *testing.T) {
 		secret := tg.newAccount(t, "drain@example.com", "10")
 		keyID := tg.onlyKeyID(t, "drain@example.com")
 		streams := tg.beginStreams(t, secret, 6)
-		// Envoy balances the gRPC calls round robin, a Check and a step
-		// stream in turn: the replica with most of the streams (at least
-		// half: 3) is drained.
+		// Envoy spreads the gRPC calls at random: the replica with most
+		// of the streams (at least half: 3) is drained.
 		active := tp.hostStats(t, "rq_active")
 		d := 0
 		if active[1] > active[0] {
@@ -509,9 +508,8 @@ func TestAReplicaKilledBehindEnvoyFailsOnlyItsInFlightRequests(t *testing.T) {
 	keyID := tg.onlyKeyID(t, "me@example.com")
 
 	streams := tg.beginStreams(t, secret, 6)
-	// Envoy balances the gRPC calls round robin, a Check and a step
-	// stream in turn: the replica with most of the streams (at least
-	// half: 3) is killed.
+	// Envoy spreads the gRPC calls at random: the replica with most of
+	// the streams (at least half: 3) is killed.
 	active := tp.hostStats(t, "rq_active")
 	k := 1
 	if active[0] > active[1] {
