@@ -55,7 +55,7 @@ func (r *routerStep) routeStraight(cr validChat, send []byte, state string) bool
 // model's one deployment (r.routed): the body answer is the attempt's
 // request, or the client's error.
 //
-// Not inlined, as directResponse: their frames stay off the two-step
+// Not inlined, as directResponseHeaders: their frames stay off the two-step
 // route's stack (TestAStreamWaitingForItsNextMessageHoldsASmallStack).
 //
 //go:noinline
