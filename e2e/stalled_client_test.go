@@ -21,12 +21,16 @@ import (
 // floodLimit bounds what a floodProvider streams for one request.
 const floodLimit = 256 << 20
 
-// newFloodProvider is an OpenAI-type provider that streams chunks of a
-// kilobyte of text as fast as it is read, up to floodLimit, then ends the
-// answer; it stops when the request goes.
+// newFloodProvider is an OpenAI-type provider that streams chunks of
+// 16 KiB of text as fast as they are read, up to floodLimit, then ends the
+// answer; it stops when the request goes. The chunks are large so that a
+// stalled client's buffers (several MiB of kernel buffers between the edge
+// and the client) fill in a few hundred of the edge's reads, not
+// thousands: on a loaded machine, with the race detector, a kilobyte a
+// chunk took the gRPC binding more than half a minute.
 func newFloodProvider(t *testing.T) *httptest.Server {
 	t.Helper()
-	text := strings.Repeat("flood ", 170)
+	text := strings.Repeat("flood ", 2730)
 	chunk := fmt.Sprintf("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","+
 		"\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"logprobs\":null,\"finish_reason\":null}]}\n\n", text)
 	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
