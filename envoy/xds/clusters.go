@@ -494,7 +494,9 @@ func GRPCRetryPolicy() *corev3.RetryPolicy {
 			Name:       "envoy.retry_host_predicates.previous_hosts",
 			ConfigType: &corev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: previousHosts},
 		}},
-		HostSelectionRetryMaxAttempts: 3,
+		// Replicas are picked at random (envoy/envoy.yaml): ten picks
+		// find one not tried yet all but surely.
+		HostSelectionRetryMaxAttempts: 10,
 	}
 }
 
