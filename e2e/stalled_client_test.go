@@ -113,8 +113,8 @@ func TestAClientThatStopsReadingCannotPinItsStream(t *testing.T) {
 				got = tg.recordDetails(t, keyID)
 				return len(got) > 0
 			}, "the stalled stream is recorded")
-			t.Logf("recorded after %v", time.Since(start).Round(time.Millisecond))
 			require.Len(t, got, 1)
+			t.Logf("recorded after %v: status %d, %d completion tokens", time.Since(start).Round(time.Millisecond), got[0].Status, got[0].Completion)
 			r := got[0]
 			assert.Contains(t, tc.statuses, r.Status)
 			if r.Status == 499 {

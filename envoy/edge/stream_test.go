@@ -34,7 +34,8 @@ func TestAStreamedAnswerReachesTheClientWholeWhateverTheSizesOfItsPieces(t *test
 	// Pieces smaller than the edge's read, as large, larger, and several
 	// times as large, each flushed alone.
 	var want bytes.Buffer
-	sizes := []int{1, readSize - 1, readSize, readSize + 1, 2 * readSize, 3*readSize + 7, 100, 5}
+	sizes := []int{1, readSize - 1, readSize, readSize + 1, 2 * readSize, 3*readSize + 7, 100, 5,
+		maxReadSize - 1, maxReadSize, maxReadSize + 1, 5*maxReadSize + 3, 7}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for i, n := range sizes {
@@ -52,4 +53,16 @@ func TestAStreamedAnswerReachesTheClientWholeWhateverTheSizesOfItsPieces(t *test
 	rec := f.do(t)
 	require.Equal(t, http.StatusOK, rec.Code)
 	assert.Equal(t, want.String(), rec.Body.String())
+}
+
+func TestAStreamReadsMoreAtOnceWhileItsReadsComeBackFull(t *testing.T) {
+	size, sizes := readSize, []int{}
+	for range 6 {
+		size = nextReadSize(size, size)
+		sizes = append(sizes, size)
+	}
+	assert.Equal(t, []int{2 * readSize, 4 * readSize, 8 * readSize, maxReadSize, maxReadSize, maxReadSize}, sizes,
+		"a full read doubles the next, up to the bound")
+	assert.Equal(t, readSize, nextReadSize(maxReadSize, maxReadSize-1), "a read that is not full brings it back")
+	assert.Equal(t, readSize, nextReadSize(readSize, 300))
 }
