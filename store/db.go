@@ -55,6 +55,10 @@ type database interface {
 	// the rows it reads until the transaction ends ("" where the
 	// transaction holds the whole database already).
 	forUpdate() string
+	// insertUsage is the statement that inserts a batch of usage records,
+	// given as one JSON array of usageRow ($1), skipping those stored
+	// before, and returns the id of each record it inserted.
+	insertUsage() string
 	close()
 }
 

@@ -104,6 +104,31 @@ func (d *sqliteDB) unixMicros(column string) string {
 // forUpdate: a transaction takes the write lock at BEGIN (_txlock=immediate).
 func (d *sqliteDB) forUpdate() string { return "" }
 
+// insertUsage reads the batch with json_each (SQLite's JSON functions give
+// JSON integers as INTEGER and true/false as 1/0). The WHERE true is
+// SQLite's: it tells the upsert clause from a join's ON.
+func (d *sqliteDB) insertUsage() string { return sqliteInsertUsage }
+
+var sqliteInsertUsage = `INSERT INTO usage_records (` + usageColumns + `)
+SELECT ` + jsonFields("value", usageColumns) + `
+FROM json_each($1) WHERE true
+ON CONFLICT (id) DO NOTHING
+RETURNING id`
+
+// jsonFields is the select list that reads each of columns from the JSON
+// object in from.
+func jsonFields(from, columns string) string {
+	var b strings.Builder
+	for i, c := range strings.Split(columns, ",") {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		c = strings.TrimSpace(c)
+		b.WriteString(from + " ->> '" + c + "'")
+	}
+	return b.String()
+}
+
 // notify does nothing: SQLite has no way to tell other processes.
 func (d *sqliteDB) notify(context.Context, querier, Change) error { return nil }
 
@@ -189,6 +214,15 @@ func (q *txQuerier) queryRow(ctx context.Context, query string, args ...any) sca
 	return sqliteRow{s.QueryRowContext(ctx, sqliteArgs(args)...)}
 }
 
+func (q *txQuerier) queryEach(ctx context.Context, query string, args []any, fn func(scanner) error) error {
+	s := q.stmt(ctx, query)
+	if s == nil {
+		return q.sqlQuerier.queryEach(ctx, query, args, fn)
+	}
+	rows, err := s.QueryContext(ctx, sqliteArgs(args)...)
+	return eachRow(rows, err, fn)
+}
+
 // sqlRunner is what a *sql.DB and a *sql.Tx have in common.
 type sqlRunner interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
@@ -218,14 +252,19 @@ func (q sqlQuerier) queryRow(ctx context.Context, query string, args ...any) sca
 	return sqliteRow{q.r.QueryRowContext(ctx, query, sqliteArgs(args)...)}
 }
 
-func (q sqlQuerier) queryEach(ctx context.Context, query string, args []any, fn func(scanner) error) (err error) {
+func (q sqlQuerier) queryEach(ctx context.Context, query string, args []any, fn func(scanner) error) error {
 	rows, err := q.r.QueryContext(ctx, query, sqliteArgs(args)...)
+	return eachRow(rows, err, fn)
+}
+
+// eachRow calls fn for every row of rows, closing them, its errors mapped.
+func eachRow(rows *sql.Rows, err error, fn func(scanner) error) (rerr error) {
 	if err != nil {
 		return sqliteError(err)
 	}
 	defer func() {
-		if cerr := rows.Close(); cerr != nil && err == nil {
-			err = sqliteError(cerr)
+		if cerr := rows.Close(); cerr != nil && rerr == nil {
+			rerr = sqliteError(cerr)
 		}
 	}()
 	for rows.Next() {

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -23,7 +24,10 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 		return nil
 	}
 	sorted := slices.Clone(records)
-	slices.SortFunc(sorted, func(a, b UsageRecord) int { return cmp.Compare(a.ID, b.ID) })
+	// A record given twice is written and charged once, as it was given
+	// first.
+	slices.SortStableFunc(sorted, func(a, b UsageRecord) int { return cmp.Compare(a.ID, b.ID) })
+	sorted = slices.CompactFunc(sorted, func(a, b UsageRecord) bool { return a.ID == b.ID })
 	for i, r := range sorted {
 		if r.ID == "" {
 			return errors.New("store: record usage: a record has no ID")
@@ -36,33 +40,38 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 		}
 	}
 	now := dbTime(s.now())
-	err := s.db.inTx(ctx, func(q querier) error {
+	rows, err := usageRows(sorted, now)
+	if err != nil {
+		return fmt.Errorf("store: record usage: %w", err)
+	}
+	err = s.db.inTx(ctx, func(q querier) error {
 		changes := accountChanges{}
 		var reservations []string
 		leases := map[string]money.Nanos{}
 		rollups := rollupBatch{}
 		budgets := budgetCharges{windows: windowChanges{}, leases: map[string]money.Nanos{}}
+		// One statement inserts the batch and names the records that were
+		// new; a record stored before is skipped with its charges (it was
+		// charged, released and rolled up then).
+		var inserted []string
+		if err := q.queryEach(ctx, s.db.insertUsage(), []any{rows}, func(sc scanner) error {
+			var id string
+			if err := sc.Scan(&id); err != nil {
+				return err
+			}
+			inserted = append(inserted, id)
+			return nil
+		}); err != nil {
+			return err
+		}
+		slices.Sort(inserted)
 		for _, r := range sorted {
+			if _, ok := slices.BinarySearch(inserted, r.ID); !ok {
+				continue
+			}
 			created := now
 			if !r.CreatedAt.IsZero() {
 				created = dbTime(r.CreatedAt)
-			}
-			n, err := q.exec(ctx,
-				`INSERT INTO usage_records (id, key_id, account_id, model, provider,
-					prompt_tokens, completion_tokens, cost_nanos, status, error_code,
-					latency_us, created_at, estimated, request_id, deployment, attempts, ttft_us,
-					cached_tokens, cache_write_tokens, reasoning_tokens, error_message, endpoint)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
-				ON CONFLICT (id) DO NOTHING`,
-				r.ID, r.KeyID, r.AccountID, r.Model, r.Provider,
-				r.PromptTokens, r.CompletionTokens, int64(r.Cost), int64(r.Status), r.ErrorCode,
-				r.Latency.Microseconds(), created, r.Estimated, r.RequestID, r.Deployment, int64(r.Attempts), r.TTFT.Microseconds(),
-				r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens, errorMessage(r), r.Endpoint)
-			if err != nil {
-				return fmt.Errorf("record %s: %w", r.ID, err)
-			}
-			if n == 0 { // stored before: already charged, released and rolled up
-				continue
 			}
 			rollups.add(r, created)
 			changes.debit(r.AccountID, r.Cost)
@@ -566,4 +575,71 @@ func (s *sqlStore) UsageErrorsOf(ctx context.Context, q UsageQuery) ([]ErrorCoun
 		return nil, fmt.Errorf("store: usage errors: %w", err)
 	}
 	return out, nil
+}
+
+// usageColumns are the columns a usage record fills, in the order of
+// usageRow's fields.
+const usageColumns = `id, key_id, account_id, model, provider,
+	prompt_tokens, completion_tokens, cost_nanos, status, error_code,
+	latency_us, created_at, estimated, request_id, deployment, attempts, ttft_us,
+	cached_tokens, cache_write_tokens, reasoning_tokens, error_message, endpoint`
+
+// usageRow is a usage record as the batch insert reads it: a batch is one
+// JSON array of them, bound as one parameter (see insertUsage), so a batch
+// costs one statement however many records it has.
+type usageRow struct {
+	ID               string  `json:"id"`
+	KeyID            string  `json:"key_id"`
+	AccountID        string  `json:"account_id"`
+	Model            string  `json:"model"`
+	Provider         string  `json:"provider"`
+	PromptTokens     int64   `json:"prompt_tokens"`
+	CompletionTokens int64   `json:"completion_tokens"`
+	CostNanos        int64   `json:"cost_nanos"`
+	Status           int64   `json:"status"`
+	ErrorCode        string  `json:"error_code"`
+	LatencyMicros    int64   `json:"latency_us"`
+	CreatedAt        string  `json:"created_at"`
+	Estimated        bool    `json:"estimated"`
+	RequestID        string  `json:"request_id"`
+	Deployment       string  `json:"deployment"`
+	Attempts         int64   `json:"attempts"`
+	TTFTMicros       int64   `json:"ttft_us"`
+	CachedTokens     int64   `json:"cached_tokens"`
+	CacheWriteTokens int64   `json:"cache_write_tokens"`
+	ReasoningTokens  int64   `json:"reasoning_tokens"`
+	ErrorMessage     *string `json:"error_message"`
+	Endpoint         string  `json:"endpoint"`
+}
+
+// usageRows is the JSON array of records the batch insert reads; a record
+// without a time is stamped now. Both databases read the time in
+// sqliteTimeLayout (UTC, microseconds).
+func usageRows(records []UsageRecord, now time.Time) (string, error) {
+	rows := make([]usageRow, len(records))
+	for i, r := range records {
+		created := now
+		if !r.CreatedAt.IsZero() {
+			created = dbTime(r.CreatedAt)
+		}
+		var msg *string
+		if r.ErrorMessage != "" {
+			m := Truncate(r.ErrorMessage, MaxErrorMessage)
+			msg = &m
+		}
+		rows[i] = usageRow{
+			ID: r.ID, KeyID: r.KeyID, AccountID: r.AccountID, Model: r.Model, Provider: r.Provider,
+			PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, CostNanos: int64(r.Cost),
+			Status: int64(r.Status), ErrorCode: r.ErrorCode, LatencyMicros: r.Latency.Microseconds(),
+			CreatedAt: created.Format(sqliteTimeLayout), Estimated: r.Estimated, RequestID: r.RequestID,
+			Deployment: r.Deployment, Attempts: int64(r.Attempts), TTFTMicros: r.TTFT.Microseconds(),
+			CachedTokens: r.CachedTokens, CacheWriteTokens: r.CacheWriteTokens, ReasoningTokens: r.ReasoningTokens,
+			ErrorMessage: msg, Endpoint: r.Endpoint,
+		}
+	}
+	b, err := json.Marshal(rows)
+	if err != nil {
+		return "", fmt.Errorf("encode records: %w", err)
+	}
+	return string(b), nil
 }

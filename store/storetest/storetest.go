@@ -132,8 +132,10 @@ func testUsageRecordsNewestFirst(t *testing.T, s store.Store) {
 		ID: "use_b", KeyID: k.ID, AccountID: a.ID, Model: "gpt-4o", Provider: "azure",
 		PromptTokens: 11, CompletionTokens: 22, Cost: 333, Status: 502, ErrorCode: "upstream_error",
 		Latency: 1234567 * time.Microsecond, CreatedAt: t0.Add(time.Minute), Estimated: true,
-		RequestID: "req-1", Deployment: "gpt-4o#azure/prod", Attempts: 2, TTFT: 250 * time.Millisecond,
-		CachedTokens: 7, CacheWriteTokens: 3, ReasoningTokens: 11, Endpoint: store.EndpointRerank,
+		RequestID: "req-1 \"quoted\" \\ é\n", Deployment: "gpt-4o#azure/prod", Attempts: 2, TTFT: 250 * time.Millisecond,
+		// Past float64's exact integers: the batch travels as JSON.
+		CachedTokens: 1<<53 + 1, CacheWriteTokens: 3, ReasoningTokens: 1<<62 + 7, Endpoint: store.EndpointRerank,
+		ErrorMessage: "the provider said: \"nope\" \u2028 ✓",
 	}
 	older := usage("use_a", k, "gpt-4o", 1)
 	older.CreatedAt = t0
