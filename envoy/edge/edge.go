@@ -330,7 +330,7 @@ func (e *Edge) afterAuthz(ctx context.Context, w http.ResponseWriter, r *http.Re
 		// The router step answers every bodiless request itself.
 		return e.internal(ctx, "router step let a request without body through", nil)
 	}
-	body, err := readLimited(r.Body, e.opt.MaxBodyBytes())
+	body, err := readLimited(r.Body, r.ContentLength, e.opt.MaxBodyBytes())
 	if errors.Is(err, errTooLarge) {
 		return errorResponse(oaierror.BodyTooLarge, shapeOf(ctx))
 	}
@@ -370,8 +370,13 @@ func (e *Edge) afterAuthz(ctx context.Context, w http.ResponseWriter, r *http.Re
 
 var errTooLarge = errors.New("body too large")
 
-func readLimited(r io.Reader, limit int) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+// readLimited reads a request body of at most limit bytes, whose length
+// (Content-Length) is n, or -1 when unknown.
+func readLimited(r io.Reader, n int64, limit int) ([]byte, error) {
+	if n > int64(limit) {
+		return nil, errTooLarge
+	}
+	b, err := readSized(r, n, int64(limit)+1)
 	if err != nil {
 		return nil, err
 	}
@@ -379,6 +384,22 @@ func readLimited(r io.Reader, limit int) ([]byte, error) {
 		return nil, errTooLarge
 	}
 	return b, nil
+}
+
+// readSized reads r to its end, at most limit bytes. n is its length when
+// known (0 to limit; -1 otherwise): then it is read into one buffer of
+// that size, instead of one that grows. What was read comes back with an
+// error too.
+func readSized(r io.Reader, n, limit int64) ([]byte, error) {
+	if n < 0 || n > limit {
+		return io.ReadAll(io.LimitReader(r, limit))
+	}
+	b := make([]byte, n)
+	got, err := io.ReadFull(r, b)
+	if err == io.EOF { //nolint:errorlint // ReadFull's own sentinel
+		err = io.ErrUnexpectedEOF // nothing, where n bytes were said
+	}
+	return b[:got], err
 }
 
 func newRequestID() string {

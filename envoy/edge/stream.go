@@ -130,7 +130,7 @@ func (e *Edge) stream(ctx context.Context, w http.ResponseWriter, a *attempt, h 
 // it, and returns the response as the step left it (possibly replaced).
 func (e *Edge) whole(ctx context.Context, a *attempt) *response {
 	stopIdle := a.idleTimer()
-	body, err := io.ReadAll(io.LimitReader(a.resp.Body, maxWholeBody))
+	body, err := readSized(a.resp.Body, a.resp.ContentLength, maxWholeBody)
 	stopIdle()
 	if err != nil {
 		if ctx.Err() != nil {

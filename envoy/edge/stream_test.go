@@ -3,9 +3,11 @@ package edge
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,4 +67,35 @@ func TestAStreamReadsMoreAtOnceWhileItsReadsComeBackFull(t *testing.T) {
 		"a full read doubles the next, up to the bound")
 	assert.Equal(t, readSize, nextReadSize(maxReadSize, maxReadSize-1), "a read that is not full brings it back")
 	assert.Equal(t, readSize, nextReadSize(readSize, 300))
+}
+
+func TestABodyOfKnownLengthIsReadWholeAndAShortOneIsAnError(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		body    string
+		n       int64
+		want    string
+		wantErr error
+	}{
+		{"as long as it said", "hello", 5, "hello", nil},
+		{"length unknown", "hello", -1, "hello", nil},
+		{"empty", "", 0, "", nil},
+		{"shorter than it said", "hel", 5, "hel", io.ErrUnexpectedEOF},
+		{"nothing where it said five", "", 5, "", io.ErrUnexpectedEOF},
+		{"past the limit, unknown length: cut at the limit", "0123456789", -1, "01234567", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := readSized(strings.NewReader(c.body), c.n, 8)
+			assert.ErrorIs(t, err, c.wantErr)
+			assert.Equal(t, c.want, string(got))
+		})
+	}
+
+	_, err := readLimited(strings.NewReader("0123456789"), 10, 8)
+	assert.ErrorIs(t, err, errTooLarge, "a Content-Length past the limit")
+	_, err = readLimited(strings.NewReader("0123456789"), -1, 8)
+	assert.ErrorIs(t, err, errTooLarge, "a body past the limit, its length unknown")
+	got, err := readLimited(strings.NewReader("01234567"), 8, 8)
+	require.NoError(t, err)
+	assert.Equal(t, "01234567", string(got))
 }
