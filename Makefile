@@ -120,6 +120,7 @@ bench: ## the benchmark table (each figure next to its floor, measured in the sa
 	$(GO) test -run '^$$' -bench 'EmptyUnaryCall|NonStreamed|Streamed100' -benchmem -benchtime $(BENCHTIME) ./bench/
 	$(GO) test -run '^$$' -bench StreamEvent -benchmem ./extproc/provider/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./ratelimit/
+	$(GO) test -run '^$$' -bench RecordUsage -benchmem ./store/
 	@# The dashboard's usage view of the busiest key over BENCH_RECORDS records
 	@# on PostgreSQL (ten million: writing them takes about twenty minutes here;
 	@# make bench BENCH_RECORDS=1000000 for a quicker look).

