@@ -93,7 +93,9 @@ func (s *sqlStore) AddRefusals(ctx context.Context, counts []RefusalCount) error
 	sorted := slices.Clone(counts)
 	for i := range sorted {
 		sorted[i].Hour = sorted[i].Hour.UTC().Truncate(time.Hour)
-		sorted[i].Model = Truncate(sorted[i].Model, MaxRefusalModel)
+		// A client's model name may carry anything (see dbText).
+		sorted[i].Model = Truncate(dbText(sorted[i].Model), MaxRefusalModel)
+		sorted[i].Code, sorted[i].Message = dbText(sorted[i].Code), dbText(sorted[i].Message)
 	}
 	slices.SortFunc(sorted, func(a, b RefusalCount) int {
 		return cmp.Or(cmp.Compare(a.KeyID, b.KeyID), a.Hour.Compare(b.Hour), cmp.Compare(a.Status, b.Status),

@@ -9,7 +9,9 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/money"
 )
@@ -32,6 +34,8 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 		if r.ID == "" {
 			return errors.New("store: record usage: a record has no ID")
 		}
+		sorted[i].Model, sorted[i].Provider, sorted[i].Deployment = dbText(r.Model), dbText(r.Provider), dbText(r.Deployment)
+		sorted[i].ErrorCode, sorted[i].ErrorMessage, sorted[i].RequestID = dbText(r.ErrorCode), dbText(r.ErrorMessage), dbText(r.RequestID)
 		switch {
 		case r.Endpoint == "":
 			sorted[i].Endpoint = EndpointChat
@@ -642,4 +646,16 @@ func usageRows(records []UsageRecord, now time.Time) (string, error) {
 		return "", fmt.Errorf("encode records: %w", err)
 	}
 	return string(b), nil
+}
+
+// dbText is s as both databases store it: valid UTF-8 without NUL (which
+// PostgreSQL's text refuses, so that one record carrying either would be
+// refused, and retried, for ever): each NUL, and each run of bytes that
+// is not UTF-8, becomes U+FFFD. It is s itself, unallocated, when s is
+// fine.
+func dbText(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }

@@ -20,6 +20,7 @@ var refusalTests = []struct {
 	run  func(t *testing.T, s store.Store)
 }{
 	{"RefusalCountsAddUpPerKeyHourStatusCodeAndModel", testRefusalCountsAddUp},
+	{"ARefusalWithNULOrBytesThatAreNotUTF8IsCounted", testRefusalCleansText},
 	{"RefusalsAreFilteredBucketedAndTotalled", testRefusalsFilteredAndBucketed},
 	{"AKeysHourOfRefusalsNamesBoundedModels", testRefusalModelsBounded},
 	{"FailedRecordsKeepTheirMessageBounded", testRecordErrorMessage},
@@ -46,6 +47,27 @@ func testRefusalCountsAddUp(t *testing.T, s store.Store) {
 		Model: "gpt-4o", Count: 12, Message: "second"}, got[0], "counts add up; the last message stays")
 	assert.EqualValues(t, 1, got[1].Count)
 	assert.Error(t, s.AddRefusals(ctx, []store.RefusalCount{{KeyID: k.ID, Hour: at, Count: 0}}), "a zero count is a mistake")
+}
+
+// A refusal whose model or message carries a NUL or bytes that are not
+// UTF-8 (a client's model name, which PostgreSQL's text refuses) is
+// counted, with U+FFFD in their place: refused, its batch would be
+// retried for ever.
+func testRefusalCleansText(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newAccount(t, s, "ada@example.com", money.PerDollar)
+	k, _ := newKey(t, s, a.ID, store.Key{})
+	at := time.Date(2026, 5, 1, 14, 0, 0, 0, time.UTC)
+	c := store.RefusalCount{KeyID: k.ID, AccountID: a.ID, Hour: at, Status: 404, Code: "model_not_found\x00",
+		Model: "m\x00\xff", Count: 2, Message: "The model \"m\x00\xff\" does not exist."}
+	require.NoError(t, s.AddRefusals(ctx, []store.RefusalCount{c}))
+	got, err := s.RefusalsOf(ctx, store.UsageQuery{KeyID: k.ID}, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "m\uFFFD\uFFFD", got[0].Model)
+	assert.Equal(t, "model_not_found\uFFFD", got[0].Code)
+	assert.Equal(t, "The model \"m\uFFFD\uFFFD\" does not exist.", got[0].Message)
+	assert.EqualValues(t, 2, got[0].Count)
 }
 
 // testRefusalModelsBounded: 500 distinct model names written for one

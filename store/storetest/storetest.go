@@ -46,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 
 		{"RecordUsageDebitsEachAccountByItsRecordsCost", testRecordUsageDebits},
 		{"RecordingTheSameBatchTwiceChargesOnce", testRecordUsageIsIdempotent},
+		{"ARecordWithNULOrBytesThatAreNotUTF8IsWrittenAndCharged", testRecordUsageCleansText},
 		{"RecordUsageWithEmptyBatchDoesNothing", testRecordUsageEmptyBatch},
 		{"RecordUsageIsAllOrNothing", testRecordUsageIsAllOrNothing},
 		{"RecordUsageRejectsRecordWithoutID", testRecordUsageRejectsRecordWithoutID},
@@ -582,6 +583,26 @@ func testRecordUsageIsIdempotent(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, int64(3), sum.TotalRequests)
 	require.Equal(t, money.Nanos(123), sum.Cost)
+}
+
+// A record whose text carries a NUL or bytes that are not UTF-8 (which
+// PostgreSQL's text refuses) is written, with U+FFFD in their place, and
+// charged, and so is the rest of its batch: refused, it would be retried
+// for ever.
+func testRecordUsageCleansText(t *testing.T, s store.Store) {
+	a := newAccount(t, s, "ada@example.com", money.PerDollar)
+	k, _ := newKey(t, s, a.ID, store.Key{})
+	odd := usage("use_1", k, "m\x00x", 100)
+	odd.ErrorMessage, odd.ErrorCode, odd.Status = "bad \xff\xfe model \x00!", "invalid_request", 400
+	require.NoError(t, s.RecordUsage(t.Context(), []store.UsageRecord{odd, usage("use_2", k, "gpt-4o", 20)}))
+	require.Equal(t, money.PerDollar-120, balance(t, s, a.ID))
+	got, err := s.UsageRecords(t.Context(), k.ID, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	byID := map[string]store.UsageRecord{got[0].ID: got[0], got[1].ID: got[1]}
+	assert.Equal(t, "m\uFFFDx", byID["use_1"].Model)
+	assert.Equal(t, "bad \uFFFD model \uFFFD!", byID["use_1"].ErrorMessage)
+	assert.Equal(t, "gpt-4o", byID["use_2"].Model)
 }
 
 func testRecordUsageEmptyBatch(t *testing.T, s store.Store) {
