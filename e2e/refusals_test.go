@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/store"
+	"github.com/tollgate/tollgate/store/storetest"
 )
 
 // twoModelConfig is configFor with a second model, gpt-4o, on the same
@@ -141,4 +142,41 @@ func TestAFloodOfUnknownModelsCostsNoRowEach(t *testing.T) {
 		refused[m.Model] += m.RefusedRequests
 	}
 	assert.EqualValues(t, n, refused[store.UnknownModel], "the API shows the flood under one model")
+}
+
+// TestAModelNameWithANULHoldsBackNoWrite: on PostgreSQL, whose text takes
+// no NUL, a client that names a model with one (valid JSON: \u0000), on the
+// Messages API's count_tokens (whose refusal repeats the name) and on chat, is refused
+// and counted, and the requests answered after it are recorded and
+// charged: the counts and records are written with U+FFFD in its place, not
+// refused by the database and retried for ever ahead of every later one.
+func TestAModelNameWithANULHoldsBackNoWrite(t *testing.T) {
+	t.Parallel()
+	tg := startTollgate(t, configFor(newMockOpenAI(t).URL), storetest.PostgresURL(t))
+	secret := tg.newAccount(t, "nul@example.com", "10")
+	keyID := tg.onlyKeyID(t, "nul@example.com")
+
+	resp, body := tg.do(t, http.MethodPost, "/messages/count_tokens", secret,
+		`{"model":"claude\u0000x","messages":[{"role":"user","content":"hi"}]}`,
+		"anthropic-version", "2023-06-01")
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "%s", body)
+	resp, body = tg.post(t, secret, `{"model":"gpt\u0000\u00ff","messages":[{"role":"user","content":"hi"}]}`)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", body)
+	got := tg.waitRefusals(t, keyID, 2)
+	for _, c := range got {
+		assert.NotContains(t, c.Message, "\x00")
+	}
+
+	resp, body = tg.post(t, secret, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	var recs []store.UsageRecord
+	waitFor(t, 10*time.Second, 50*time.Millisecond, func() bool {
+		var err error
+		recs, err = tg.Store.UsageRecords(t.Context(), keyID, 10)
+		require.NoError(t, err)
+		return len(recs) > 0
+	}, "the answered request is recorded")
+	require.Len(t, recs, 1)
+	assert.Equal(t, 200, recs[0].Status)
+	assert.Positive(t, int64(recs[0].Cost))
 }
