@@ -60,10 +60,8 @@ func (r *routerStep) routeStraight(cr validChat, send []byte, state string) bool
 //
 //go:noinline
 func (r *routerStep) straight(ctx context.Context) *extprocv3.ProcessingResponse {
-	// The step's deadline bounds the attempt's credential (a token or
-	// AWS credentials fetched).
-	ctx, cancel := context.WithTimeout(ctx, contract.StepDeadline)
-	defer cancel()
+	// ctx has the body's deadline (handle), which bounds the attempt's
+	// credential too (a token or AWS credentials fetched).
 	rt := &r.routed
 	d, p, hand := rt.deployment, rt.provider, &rt.hand
 	u := &upstreamStep{s: r.s, cfg: r.cfg, admission: r.admission, attempt: 1, shape: r.shape,

@@ -69,6 +69,10 @@ func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingReques
 		defer cancel()
 		return r.requestHeaders(ctx, v.RequestHeaders)
 	case *extprocv3.ProcessingRequest_RequestBody:
+		// One deadline for the whole answer to the body, as Envoy waits
+		// for it: the admission's and, routed straight, the attempt's.
+		ctx, cancel := context.WithTimeout(ctx, contract.StepDeadline)
+		defer cancel()
 		if resp, err := r.bodyPhase(ctx, v.RequestBody); resp != nil || err != nil {
 			return resp, err
 		}
@@ -92,12 +96,10 @@ func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingReques
 	}
 }
 
-// bodyPhase handles the request body within the step's deadline: the
+// bodyPhase handles the request body within ctx, the step's deadline: the
 // admission's answer, or nil for a request routed straight, whose
 // attempt handle makes (straight).
 func (r *routerStep) bodyPhase(ctx context.Context, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, contract.StepDeadline)
-	defer cancel()
 	if r.keyID == "" {
 		r.s.opt.Logger.ErrorContext(ctx, "router step: request body before request headers; check the ext_proc processing modes")
 		return immediateIn(r.shape, oaierror.Internal, nil), nil

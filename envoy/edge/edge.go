@@ -239,8 +239,15 @@ func (e *Edge) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	w := &statusWriter{ResponseWriter: rw}
 	sctx, span := e.startRequest(r, id)
 	defer func() { endRequest(span, w.status) }()
-	ctx, cancel := context.WithCancel(sctx)
-	defer cancel()
+	// Everything the request starts ends with its context, which the
+	// server cancels when ServeHTTP returns; one that never ends (a
+	// caller other than net/http's server) gets one that ends then.
+	ctx := sctx
+	if r.Context().Done() == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(sctx)
+		defer cancel()
+	}
 	// The edge's own errors are in the shape the path's clients read
 	// (Anthropic's on the Messages API), as ext_authz's and ext_proc's.
 	shape := oaierror.ShapeOf(r.URL.Path)
