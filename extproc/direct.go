@@ -65,7 +65,7 @@ func (r *routerStep) straight(ctx context.Context) *extprocv3.ProcessingResponse
 	rt := &r.routed
 	d, p, hand := rt.deployment, rt.provider, &rt.hand
 	u := &upstreamStep{s: r.s, cfg: r.cfg, admission: r.admission, attempt: 1, shape: r.shape,
-		anthropicVersion: r.anthropicVersion, anthropicBeta: r.anthropicBeta}
+		anthropicVersion: r.anthropicVersion, anthropicBeta: r.anthropicBeta, noLog: r.noLog}
 	u.recorded = false
 	u.preq.Stream, u.preq.ClientUsage = hand.stream, hand.clientUsage
 	if e := u.endpoint(ctx, rt.state); e != nil {
@@ -116,7 +116,9 @@ func (r *routerStep) straightAnswer(p *config.Provider, hand *handover) *extproc
 	resp := ans.msg()
 	// For the access log alone: no upstream step reads it, so it is not
 	// signed.
-	resp.DynamicMetadata = hand.encode(nil)
+	if !r.noLog {
+		resp.DynamicMetadata = hand.encode(nil)
+	}
 	return resp
 }
 

@@ -8,6 +8,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/tollgate/envoy/contract"
@@ -87,6 +88,36 @@ func TestAModelWithOneDeploymentIsRoutedStraightToIt(t *testing.T) {
 		assert.Equal(t, 1, r.Attempts)
 	}
 	assert.Equal(t, []string{gpt}, g.health.successes, "the deployment's health hears of it")
+}
+
+// The built-in edge's router step (contract.StepRouterEdge) routes
+// straight as Envoy's does, and its answers are the same but for the
+// metadata only an access log reads, which the edge has not.
+func TestTheEdgesRouterStepWritesNoMetadataForAnAccessLog(t *testing.T) {
+	answers := map[string][]*extprocv3.ProcessingResponse{}
+	for _, step := range []string{contract.StepRouterDirect, contract.StepRouterEdge} {
+		g := newRig(t)
+		x := g.open(step)
+		for _, m := range []*extprocv3.ProcessingRequest{
+			requestHeaders(contract.PathChatCompletions, "POST", false),
+			requestBody(chatBody),
+			directHeaders(contract.ViaUpstream, ":status", "200", "content-type", "application/json"),
+			responseBodyMsg(openAIAnswer, true),
+		} {
+			answers[step] = append(answers[step], g.send(x, m))
+		}
+		finish(x)
+		all, _ := g.records()
+		require.Len(t, all, 1, "%s: recorded once", step)
+	}
+	direct, edge := answers[contract.StepRouterDirect], answers[contract.StepRouterEdge]
+	assert.NotNil(t, direct[1].GetDynamicMetadata(), "Envoy's: the request's metadata")
+	assert.NotNil(t, direct[3].GetDynamicMetadata(), "Envoy's: the usage")
+	for i := range edge {
+		assert.Nil(t, edge[i].GetDynamicMetadata(), "the edge's answer %d", i)
+		direct[i].DynamicMetadata = nil
+		assert.True(t, proto.Equal(direct[i], edge[i]), "answer %d is the same otherwise:\n%v\n%v", i, direct[i], edge[i])
+	}
 }
 
 // A streamed answer routed straight is asked for piece by piece; a client

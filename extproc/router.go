@@ -55,6 +55,8 @@ type routerStep struct {
 	// up is the attempt of a request routed straight to its model's one
 	// deployment (direct.go), nil on the two-step route.
 	direct bool
+	// noLog: the proxy keeps no access log (contract.StepRouterEdge).
+	noLog  bool
 	up     *upstreamStep
 	routed straightRoute // what the body's admission left for straight
 	// hm is the request's headers, read for the attempt of a request

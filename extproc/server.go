@@ -330,6 +330,8 @@ func (s *Server) Open(ctx context.Context, step string) (*Session, error) {
 		p = &routerStep{s: s, cfg: s.opt.Config()}
 	case contract.StepRouterDirect:
 		p, step = &routerStep{s: s, cfg: s.opt.Config(), direct: true}, contract.StepRouter
+	case contract.StepRouterEdge:
+		p, step = &routerStep{s: s, cfg: s.opt.Config(), direct: true, noLog: true}, contract.StepRouter
 	case contract.StepUpstream:
 		p = &upstreamStep{s: s, cfg: s.opt.Config()}
 	}

@@ -55,6 +55,9 @@ type upstreamStep struct {
 	// anthropicVersion and anthropicBeta are the client's headers, which
 	// a Messages request passed through to Anthropic carries on.
 	anthropicVersion, anthropicBeta string
+	// noLog: the answer carries no usage metadata, which only an access
+	// log reads (a request routed straight by contract.StepRouterEdge).
+	noLog bool
 }
 
 func (u *upstreamStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
@@ -394,7 +397,7 @@ func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 	}
 	resp := ans.msg()
 	u.ended = true
-	if rec, ok := u.record(u.status, ""); ok {
+	if rec, ok := u.record(u.status, ""); ok && !u.noLog {
 		resp.DynamicMetadata = usageMetadata(rec)
 	}
 	u.part.completed(ctx, u)

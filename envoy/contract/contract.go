@@ -116,6 +116,12 @@ const (
 	// router step rewriting it and translating and metering its answer
 	// (RouterDirectMode), with no upstream step.
 	StepRouterDirect = "router-direct"
+	// StepRouterEdge is StepRouterDirect for the built-in edge, which has
+	// no access log: on a request routed straight the step's answers
+	// carry none of the dynamic metadata only an access log reads (the
+	// request's and the usage). On the two-step route the request's
+	// metadata still goes, for the edge to hand to the upstream step.
+	StepRouterEdge = "router-edge"
 )
 
 // ClusterPrefix begins every model cluster's name.

@@ -318,8 +318,14 @@ func (e *Edge) afterAuthz(ctx context.Context, w http.ResponseWriter, r *http.Re
 	defer routerCancel()
 	// The edge has the direct clusters (Clusters), as Envoy under
 	// Tollgate's xDS does: the router step may route straight to a model's
-	// one deployment.
-	router, err := e.openStep(routerCtx, contract.StepRouterDirect)
+	// one deployment. It keeps no access log, so the step writes no
+	// metadata for one, unless spans are recorded (a request's span
+	// names its model, which the request's metadata gives).
+	step := contract.StepRouterEdge
+	if e.tracing {
+		step = contract.StepRouterDirect
+	}
+	router, err := e.openStep(routerCtx, step)
 	if err != nil {
 		return e.internal(ctx, "open router stream", err)
 	}
