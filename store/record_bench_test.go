@@ -28,15 +28,7 @@ func BenchmarkRecordUsage(b *testing.B) {
 				if db == "PostgreSQL" {
 					url = storetest.PostgresURL(b)
 				}
-				s, err := store.Open(ctx, url)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				a, err := s.CreateAccount(ctx, store.Account{Email: "busy@example.com", Plan: "pro", Balance: 1 << 62})
-				if err != nil {
-					b.Fatal(err)
-				}
+				s, a := openBenchAccount(b, url)
 				k, err := s.CreateKey(ctx, store.Key{AccountID: a.ID, Description: "k", Enabled: true, Hint: "h"}, apikey.HashOf("secret"))
 				if err != nil {
 					b.Fatal(err)
@@ -60,4 +52,20 @@ func BenchmarkRecordUsage(b *testing.B) {
 			})
 		}
 	}
+}
+
+// openBenchAccount opens the store at url, closed when b ends, with one
+// account whose balance never runs out.
+func openBenchAccount(b *testing.B, url string) (store.Store, store.Account) {
+	b.Helper()
+	s, err := store.Open(context.Background(), url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	a, err := s.CreateAccount(context.Background(), store.Account{Email: "busy@example.com", Plan: "pro", Balance: 1 << 62})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, a
 }

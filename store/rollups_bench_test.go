@@ -30,15 +30,7 @@ func BenchmarkKeyUsageViewAtScale(b *testing.B) {
 		n = v
 	}
 	ctx := context.Background()
-	s, err := store.Open(ctx, storetest.PostgresURL(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	a, err := s.CreateAccount(ctx, store.Account{Email: "busy@example.com", Plan: "pro", Balance: 1 << 62})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, a := openBenchAccount(b, storetest.PostgresURL(b))
 	var keys []store.Key
 	for i := range 5 {
 		k, err := s.CreateKey(ctx, store.Key{AccountID: a.ID, Description: fmt.Sprint("k", i), Enabled: true, Hint: "h"}, apikey.HashOf(fmt.Sprint("secret", i)))
