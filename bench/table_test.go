@@ -418,6 +418,9 @@ func memoryPerStream(b testing.TB, c *child, cl *client, m *mock, n int) float64
 	}
 	started.Wait()
 	open := c.readStatsQuery(b, "open")
+	b.Logf("per open stream: stacks %.1f KiB, goroutines %.2f, heap %.1f KiB",
+		float64(int64(open.Stacks)-int64(idle.Stacks))/1024/float64(n), float64(open.Goroutines-idle.Goroutines)/float64(n),
+		float64(int64(open.InUse-open.Stacks)-int64(idle.InUse-idle.Stacks))/1024/float64(n))
 	close(m.release)
 	wg.Wait()
 	require.Zero(b, failed.Load(), "every slow stream opened")
