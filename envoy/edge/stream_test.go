@@ -3,6 +3,7 @@ package edge
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -98,4 +99,23 @@ func TestABodyOfKnownLengthIsReadWholeAndAShortOneIsAnError(t *testing.T) {
 	got, err := readLimited(strings.NewReader("01234567"), 8, 8)
 	require.NoError(t, err)
 	assert.Equal(t, "01234567", string(got))
+}
+
+func TestAnAnswerWithHeadersLongerThanTheTransportsReadBufferPassesWhole(t *testing.T) {
+	long := strings.Repeat("h", 6<<10)
+	body := `{"id":"x","choices":[]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		for i := range 4 {
+			w.Header().Set(fmt.Sprintf("X-Long-%d", i), long)
+		}
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	f := newFixture(t, 3, Endpoint{Base: u, Weight: 1, Deployment: "m#0"})
+	rec := f.do(t)
+	require.Equal(t, http.StatusOK, rec.Code)
+	assert.Equal(t, body, rec.Body.String())
 }
