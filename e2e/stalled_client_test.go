@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,11 +91,22 @@ func TestAClientThatStopsReadingCannotPinItsStream(t *testing.T) {
 			u, err := url.Parse(tg.BaseURL)
 			require.NoError(t, err)
 
-			// The client's receive buffer is the system's default: one set
-			// small before the connection fixes its receive window for
-			// good, and what the server had written before it closed
-			// would then trickle in for minutes after the close.
-			conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+			// The connection between the client and the edge holds
+			// little, as one over a real network would: segments of
+			// 1,400 bytes (loopback's are 64 KiB, and the kernel sizes
+			// the sender's buffer by them) and a receive buffer of 16 KiB
+			// that does not grow. So about 250 KB fill it (the system's
+			// defaults took 2.6 MB), however slowly a loaded machine
+			// passes the flood: under -race beside the suite's other
+			// tests, CI's gRPC binding passed 70 KB a second, and the
+			// default buffers had not filled in 30 s. Both are set before
+			// the connection is made; segments of loopback's size against
+			// a small receive buffer would leave the receiver no window
+			// to offer, and the bytes sent before the close would trickle
+			// in for minutes. (Envoy, behind which the test runs too,
+			// buffers more of its own, but passes the flood at its own
+			// speed.)
+			conn, err := stalledDialer().Dial("tcp", u.Host)
 			require.NoError(t, err)
 			defer conn.Close()
 			body := `{"model":"m","stream":true,` + faultMessages + `}`
@@ -154,6 +166,22 @@ func TestAClientThatStopsReadingCannotPinItsStream(t *testing.T) {
 			assert.False(t, errors.Is(err, os.ErrDeadlineExceeded), "the connection is closed, not held: %v", err)
 		})
 	}
+}
+
+// stalledDialer dials with a small receive buffer and segments of the
+// size of a real network's (see TestAClientThatStopsReadingCannotPinItsStream).
+func stalledDialer() *net.Dialer {
+	return &net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = errors.Join(
+				syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, 1400),
+				syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10))
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
 }
 
 // tailWriter keeps the last 64 bytes written to it.
