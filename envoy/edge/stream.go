@@ -25,10 +25,9 @@ const maxWholeBody = 32 << 20
 // its buffer says more is waiting: the next read is twice as large, up to
 // maxReadSize, so a fast or bulky stream passes through the upstream step
 // in a few large messages rather than many small ones (each message is a
-// round trip whatever its size: on a busy machine a 4 KiB piece a round
-// trip held a fast stream to tens of kilobytes a second). A read that does
-// not fill its buffer brings the next back to readSize, so a stream that
-// waits for its next event holds a small buffer.
+// round trip, whatever its size). A read that does not fill its buffer
+// brings the next back to readSize, so a stream that waits for its next
+// event holds a small buffer.
 const (
 	readSize    = 4 << 10
 	maxReadSize = 64 << 10
