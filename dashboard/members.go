@@ -59,15 +59,6 @@ type invitationPage struct {
 	SSO []ssoLink
 }
 
-// roleWhat says what each role may do, for the pages.
-var roleWhat = map[string]string{
-	store.RoleOwner:     "everything, billing and people included",
-	store.RoleAdmin:     "keys, budgets, alerts, tokens and people other than owners",
-	store.RoleDeveloper: "makes and manages its own keys; reads usage",
-	store.RoleViewer:    "reads everything",
-	store.RoleBilling:   "balance threshold and budgets; reads everything",
-}
-
 // memberIDRE and invitationIDRE are the shapes of the ids a path names.
 var (
 	memberIDRE     = regexp.MustCompile(`^mem_[0-9A-Za-z]{1,64}$`)

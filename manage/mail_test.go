@@ -31,13 +31,13 @@ import (
 
 // smtpSeen is what the test's SMTP server was told.
 type smtpSeen struct {
-	mu                 sync.Mutex
-	conns              int
-	from, rcpt         string
-	auth               string // the AUTH PLAIN credentials, decoded
-	authOverTLS        bool
-	startTLS, sawTLSup bool
-	data               string
+	mu          sync.Mutex
+	conns       int
+	from, rcpt  string
+	auth        string // the AUTH PLAIN credentials, decoded
+	authOverTLS bool
+	startTLS    bool
+	data        string
 }
 
 func (s *smtpSeen) get() smtpSeen {

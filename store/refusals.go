@@ -46,15 +46,6 @@ func Truncate(s string, n int) string {
 	return s[:n]
 }
 
-// errorMessage is what a record stores of its error message: NULL for
-// none, at most MaxErrorMessage bytes.
-func errorMessage(r UsageRecord) any {
-	if r.ErrorMessage == "" {
-		return nil
-	}
-	return Truncate(r.ErrorMessage, MaxErrorMessage)
-}
-
 // The model names of refusal_rollups that are not a configured model's
 // id. A key's refusals of one hour name at most MaxRefusalModels models
 // besides these, so that a client naming a new model in every request adds

@@ -626,7 +626,7 @@ func usageRows(records []UsageRecord, now time.Time) (string, error) {
 		if !r.CreatedAt.IsZero() {
 			created = dbTime(r.CreatedAt)
 		}
-		var msg *string
+		var msg *string // NULL for none, at most MaxErrorMessage bytes
 		if r.ErrorMessage != "" {
 			m := Truncate(r.ErrorMessage, MaxErrorMessage)
 			msg = &m
