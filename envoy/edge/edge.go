@@ -399,12 +399,18 @@ func readLimited(r io.Reader, n int64, limit int) ([]byte, error) {
 	return b, nil
 }
 
+// maxSizedRead is the largest body read into a buffer of its declared
+// size at once: a larger one grows its buffer as its bytes come, so that a
+// client declaring megabytes and sending nothing holds no more memory than
+// it sent.
+const maxSizedRead = 256 << 10
+
 // readSized reads r to its end, at most limit bytes. n is its length when
-// known (0 to limit; -1 otherwise): then it is read into one buffer of
+// known (-1 otherwise): up to maxSizedRead it is read into one buffer of
 // that size, instead of one that grows. What was read comes back with an
 // error too.
 func readSized(r io.Reader, n, limit int64) ([]byte, error) {
-	if n < 0 || n > limit {
+	if n < 0 || n > limit || n > maxSizedRead {
 		return io.ReadAll(io.LimitReader(r, limit))
 	}
 	b := make([]byte, n)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -92,11 +93,21 @@ func TestABodyOfKnownLengthIsReadWholeAndAShortOneIsAnError(t *testing.T) {
 		})
 	}
 
-	_, err := readLimited(strings.NewReader("0123456789"), 10, 8)
+	// A body declaring more than maxSizedRead and bringing little holds
+	// what it brought, not what it declared.
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got, err := readSized(strings.NewReader("tiny"), 64<<20, 64<<20)
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err, "a reader shorter than declared, read past maxSizedRead, ends at its EOF")
+	assert.Equal(t, "tiny", string(got))
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "64 MiB declared, 4 bytes sent")
+
+	_, err = readLimited(strings.NewReader("0123456789"), 10, 8)
 	assert.ErrorIs(t, err, errTooLarge, "a Content-Length past the limit")
 	_, err = readLimited(strings.NewReader("0123456789"), -1, 8)
 	assert.ErrorIs(t, err, errTooLarge, "a body past the limit, its length unknown")
-	got, err := readLimited(strings.NewReader("01234567"), 8, 8)
+	got, err = readLimited(strings.NewReader("01234567"), 8, 8)
 	require.NoError(t, err)
 	assert.Equal(t, "01234567", string(got))
 }
