@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
 
+	"github.com/tollgate/tollgate/internal/testenv"
 	"github.com/tollgate/tollgate/money"
 )
 
@@ -25,11 +25,7 @@ import (
 // are refused.
 func closedURL(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return "http://" + addr
+	return "http://" + testenv.RefusingAddr(t)
 }
 
 // upstream is one deployment of a model in failoverConfig: a provider

@@ -8,7 +8,9 @@ package testenv
 import (
 	"bytes"
 	"os"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -45,4 +47,26 @@ func Need(t testing.TB, reason string) {
 		return
 	}
 	t.Skipf("skipping: %s; CI runs this test (it fails there instead)", reason)
+}
+
+// RefusingAddr is a loopback address ("127.0.0.1:port") that refuses every
+// connection for as long as the test runs: a socket bound to the port and
+// never listening. A port found free and closed again could be taken by
+// another test's server meanwhile (tests run in parallel, packages at
+// once), which would then answer what was meant to fail.
+func RefusingAddr(t testing.TB) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("socket: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("bind: %v", err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatalf("getsockname: %v", err)
+	}
+	return "127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
 }

@@ -1,9 +1,14 @@
 package testenv
 
 import (
+	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestABufferKeepsEveryConcurrentWriteWhole(t *testing.T) {
@@ -45,4 +50,15 @@ func TestNeedFailsInCIAndSkipsElsewhere(t *testing.T) {
 	if here.skipped == "" || here.failed != "" {
 		t.Errorf("outside CI: failed %q, skipped %q; want a skip", here.failed, here.skipped)
 	}
+}
+
+func TestARefusingAddressRefusesForTheWholeTest(t *testing.T) {
+	addr := RefusingAddr(t)
+	for range 3 {
+		_, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	}
+	// Nobody else is given its port meanwhile.
+	_, err := net.Listen("tcp", addr)
+	require.Error(t, err)
 }
