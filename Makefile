@@ -93,6 +93,7 @@ test-bench-harness:
 	@# Measures goroutine stacks, which the race detector deepens (skipped
 	@# in the race run): here without it, so CI runs it.
 	@$(GO) test -count=1 -run '^TestAStreamWaitingForItsNextMessageHoldsASmallStack$$' ./extproc/
+	@$(GO) test -count=1 -run '^TestAWaitingStreamHoldsASmallStackHoweverDeepItsStepsWent$$' ./envoy/edge/
 test-fuzz:
 	@$(TIMED) $(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
 test-helm:

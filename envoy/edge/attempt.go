@@ -32,26 +32,33 @@ import (
 var errTimeout = errors.New("upstream timeout")
 
 // upstream tries the cluster's endpoints as Envoy's retry policy does and
-// either streams the answer (true) or returns the reply to write.
+// returns the reply to write, or the answer to stream (nil and an empty
+// streaming when the client left).
 //
 // Contexts: ctx is the client's (it ends when the client leaves); ext_proc
 // streams live on it, as Envoy closes them when the downstream goes away.
 // Provider requests live on reqCtx, which also ends with the request
 // timeout and at Stop.
-func (e *Edge) upstream(ctx context.Context, w http.ResponseWriter, reqHeaders headers, body []byte, router extprocv3.ExternalProcessor_ProcessClient, extra headers, forward *corev3.Metadata) (*response, bool) {
+func (e *Edge) upstream(ctx context.Context, reqHeaders headers, body []byte, router extprocv3.ExternalProcessor_ProcessClient, extra headers, forward *corev3.Metadata) (final *response, s streaming) {
 	cluster := e.opt.Clusters()[reqHeaders[contract.HeaderCluster]]
 	reqCtx, cancelReq := context.WithTimeout(ctx, orDefault(cluster.RequestTimeout, config.DefaultRequestTimeout))
-	defer cancelReq()
 	stopWatch := context.AfterFunc(e.stopped, cancelReq)
-	defer stopWatch()
+	defer func() {
+		if s.a == nil {
+			stopWatch()
+			cancelReq()
+		} else { // they end after the stream
+			s.stopWatch, s.cancelReq = stopWatch, cancelReq
+		}
+	}()
 
 	skip, healthy := e.ejected(cluster.Endpoints)
 	if healthy == 0 {
 		// Nothing to try: answer at once rather than wait on a dead provider.
-		return e.finalize(ctx, router, localReply(http.StatusServiceUnavailable, "no healthy upstream")), false
+		return e.finalize(ctx, router, localReply(http.StatusServiceUnavailable, "no healthy upstream")), s
 	}
 	if cluster.Direct {
-		return e.direct(ctx, reqCtx, w, cluster.Endpoints[0], reqHeaders, body, router, extra)
+		return e.direct(ctx, reqCtx, cluster.Endpoints[0], reqHeaders, body, router, extra)
 	}
 	last, n := e.tryEndpoints(ctx, reqCtx, cluster.Endpoints, skip, reqHeaders, body, forward)
 	if last == nil || last.err != nil {
@@ -62,35 +69,36 @@ func (e *Edge) upstream(ctx context.Context, w http.ResponseWriter, reqHeaders h
 			// The client left: as Envoy, which resets the request, nothing
 			// reaches the router step's response headers, whose stream
 			// ends, and it records the request as the client's leaving.
-			return nil, true
+			return nil, s
 		}
 		reason := "upstream connect error or disconnect/reset before headers. reset reason: connection failure"
 		if reqCtx.Err() != nil && ctx.Err() == nil {
 			reason = "upstream request timeout"
 		}
-		return e.finalize(ctx, router, localReply(http.StatusServiceUnavailable, reason).attempts(n)), false
+		return e.finalize(ctx, router, localReply(http.StatusServiceUnavailable, reason).attempts(n)), s
 	}
-	defer last.close()
 	if last.local != nil {
-		return e.finalize(ctx, router, last.local.attempts(n)), false
+		defer last.close()
+		return e.finalize(ctx, router, last.local.attempts(n)), s
 	}
 	if last.buffered {
 		// A whole answer: the upstream step sees all of it before anything
 		// goes on, and may replace the response (a 502 for an answer it
 		// cannot translate). Only then does the router step see the final
 		// headers, as Envoy's filter chain runs in that order.
-		return e.finalize(ctx, router, e.whole(ctx, last).attempts(n)), false
+		defer last.close()
+		return e.finalize(ctx, router, e.whole(ctx, last).attempts(n)), s
 	}
 	// 4. The router step sees the final response headers.
-	final := e.finalize(ctx, router, (&response{status: last.status(), headers: last.respHeaders}).attempts(n))
+	final = e.finalize(ctx, router, (&response{status: last.status(), headers: last.respHeaders}).attempts(n))
 	if final.body != nil || final.status != last.status() {
-		return final, false // replaced by an immediate response
+		last.close()
+		return final, s // replaced by an immediate response
 	}
 	for k, v := range extra {
 		final.headers[k] = v
 	}
-	e.stream(ctx, w, last, final.headers)
-	return nil, true
+	return nil, streaming{a: last, headers: final.headers}
 }
 
 // direct makes the one attempt of a request the router step routed
@@ -99,13 +107,17 @@ func (e *Edge) upstream(ctx context.Context, w http.ResponseWriter, reqHeaders h
 // the step left for routing (contract.DirectRouteRemoves), and the
 // response's phases go to the router step, with the attribute that tells
 // a provider's answer from the edge's own reply. Returns as upstream does.
-func (e *Edge) direct(ctx, reqCtx context.Context, w http.ResponseWriter, ep Endpoint, reqHeaders headers, body []byte, router extprocv3.ExternalProcessor_ProcessClient, extra headers) (*response, bool) {
+func (e *Edge) direct(ctx, reqCtx context.Context, ep Endpoint, reqHeaders headers, body []byte, router extprocv3.ExternalProcessor_ProcessClient, extra headers) (final *response, s streaming) {
 	for _, name := range contract.DirectRouteRemoves {
 		delete(reqHeaders, name)
 	}
 	_, span := e.startAttempt(ctx, ep, 1, reqHeaders)
 	a := &attempt{ep: ep, proc: router, direct: true, cancelProc: func() {}, reqCtx: reqCtx, span: span}
-	defer a.close()
+	defer func() {
+		if s.a == nil {
+			a.close()
+		} // else it ends after the stream
+	}()
 	resp, ok := e.send(a, reqHeaders, body)
 	if ok {
 		a.resp = resp
@@ -114,25 +126,24 @@ func (e *Edge) direct(ctx, reqCtx context.Context, w http.ResponseWriter, ep End
 	e.observe(ctx, a)
 	switch {
 	case a.err != nil && ctx.Err() != nil:
-		return nil, true // the client left
+		return nil, streaming{} // the client left
 	case a.err != nil:
 		reason := "upstream connect error or disconnect/reset before headers. reset reason: connection failure"
 		if reqCtx.Err() != nil {
 			reason = "upstream request timeout"
 		}
-		return e.finalize(ctx, router, localReply(http.StatusServiceUnavailable, reason).attempts(1)), false
+		return e.finalize(ctx, router, localReply(http.StatusServiceUnavailable, reason).attempts(1)), streaming{}
 	case a.local != nil:
-		return a.local, false // the router step answered itself
+		return a.local, streaming{} // the router step answered itself
 	case a.buffered:
-		return e.whole(ctx, a), false
+		return e.whole(ctx, a), streaming{}
 	}
-	h := a.respHeaders.clone()
-	delete(h, ":status")
+	// The client's headers are the provider's as the step left them
+	// (writeHeaders drops the pseudo-headers) and ext_authz's.
 	for k, v := range extra {
-		h[k] = v
+		a.respHeaders[k] = v
 	}
-	e.stream(ctx, w, a, h)
-	return nil, true
+	return nil, streaming{a: a, headers: a.respHeaders}
 }
 
 // ejected marks the endpoints whose circuit is open: out of the load

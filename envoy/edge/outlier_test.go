@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -27,6 +26,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/tollgate/tollgate/internal/testclock"
+	"github.com/tollgate/tollgate/internal/testenv"
 
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/health"
@@ -49,6 +49,9 @@ func (allowAll) Check(context.Context, *authv3.CheckRequest, ...grpc.CallOption)
 type fakeExtProc struct {
 	translate map[int]int
 	local     map[string]bool
+	// grow, if set, runs on the router step's request headers, on the
+	// goroutine that sends them (the in-process binding's way).
+	grow func()
 
 	mu       sync.Mutex
 	attempts []string // deployments, in the order tried
@@ -119,11 +122,16 @@ func statusOf(h *extprocv3.HttpHeaders) (int, map[string]string) {
 func (s *fakeStream) routerStep(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
 	switch v := req.Request.(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
+		if s.f.grow != nil {
+			s.f.grow()
+		}
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}}
 	case *extprocv3.ProcessingRequest_RequestBody:
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
 			Response: &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{set(contract.HeaderCluster, "c")}}},
 		}}}
+	case *extprocv3.ProcessingRequest_ResponseBody: // the direct route's
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}}}
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		st, h := statusOf(v.ResponseHeaders)
 		if _, translated := h[contract.HeaderTranslated]; !translated && st >= 300 {
@@ -199,11 +207,7 @@ func (p *provider) endpoint(t *testing.T, deployment string, priority int) Endpo
 
 // closedEndpoint is an address nothing listens on: connections are refused.
 func closedEndpoint(t *testing.T, deployment string, priority int) Endpoint {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return Endpoint{Base: &url.URL{Scheme: "http", Host: addr}, Priority: priority, Weight: 1, Deployment: deployment}
+	return Endpoint{Base: &url.URL{Scheme: "http", Host: testenv.RefusingAddr(t)}, Priority: priority, Weight: 1, Deployment: deployment}
 }
 
 type fixture struct {

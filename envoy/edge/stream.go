@@ -55,74 +55,109 @@ func nextReadSize(size, n int) int {
 // that stops reading ends the stream as one that left (the upstream step
 // records it, 499, billed for what the provider produced), its connection
 // closed, at the latest at the request timeout.
-func (e *Edge) stream(ctx context.Context, w http.ResponseWriter, a *attempt, h headers) {
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(a.writeDeadline(time.Now())) // unsupported only by writers without a connection (tests)
-	writeHeaders(w, a.status(), h)
-	if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		e.opt.Logger.InfoContext(ctx, "edge: stream ended early", "err", err)
+//
+// The loop that waits for the provider is this frame alone, under
+// ServeHTTP's: the connection's goroutine waits here for as long as the
+// stream lasts, and keeps the stack its frames need (see ServeHTTP).
+func (e *Edge) stream(ctx context.Context, q *served) {
+	rl := &q.rl // fields one by one: a literal would be a copy in this frame
+	rl.e, rl.ctx, rl.w, rl.a = e, ctx, &q.statusWriter, q.s.a
+	if !rl.start(q.s.headers) {
 		return
 	}
-	send := func(piece []byte, end bool) error {
-		pr, err := exchange(a.proc, bodyMessage(piece, true, end))
-		if err != nil {
-			return err
-		}
-		out := piece
-		if m := pr.GetResponseBody().GetResponse().GetBodyMutation(); m != nil {
-			out = mutateBody(piece, m)
-		}
-		_ = rc.SetWriteDeadline(a.writeDeadline(time.Now()))
-		if len(out) > 0 {
-			if _, err := w.Write(out); err != nil {
-				return err
-			}
-		}
-		if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return err
-		}
-		return nil
-	}
-	stopIdle := a.idleTimer()
-	defer stopIdle()
 	buf := make([]byte, readSize)
 	for {
-		n, err := a.resp.Body.Read(buf)
-		if n > 0 {
-			var piece []byte // its own: gRPC may still hold the previous one
-			next := nextReadSize(len(buf), n)
-			if n == len(buf) {
-				// A full buffer is the piece; the next read gets a new one.
-				piece, buf = buf, make([]byte, next)
-			} else {
-				piece = make([]byte, n)
-				copy(piece, buf[:n])
-				if next != len(buf) {
-					buf = make([]byte, next)
-				}
-			}
-			if serr := send(piece, false); serr != nil {
-				e.opt.Logger.InfoContext(ctx, "edge: stream ended early", "err", serr)
-				return
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			if serr := send(nil, true); serr != nil {
-				e.opt.Logger.InfoContext(ctx, "edge: stream end", "err", serr)
-			}
-			return
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return // the client left: ext_proc sees its stream end
-			}
-			e.brokeOff(ctx, a, err)
-			if serr := send(nil, true); serr != nil {
-				e.opt.Logger.InfoContext(ctx, "edge: stream end after a provider failure", "err", serr)
-			}
+		n, err := rl.a.resp.Body.Read(buf)
+		if buf = rl.next(buf, n, err); buf == nil {
 			return
 		}
 	}
+}
+
+// relay is a streamed answer's way to the client.
+type relay struct {
+	e    *Edge
+	ctx  context.Context
+	w    http.ResponseWriter
+	a    *attempt
+	rc   http.ResponseController
+	idle *time.Timer // pushed back by every piece read (see idleTimer); stopped by served.release
+}
+
+// start writes the response headers and starts the idle timer; false if
+// the client cannot take them.
+func (rl *relay) start(h headers) bool {
+	rl.rc = *http.NewResponseController(rl.w)                  // a value: no allocation
+	_ = rl.rc.SetWriteDeadline(rl.a.writeDeadline(time.Now())) // unsupported only by writers without a connection (tests)
+	writeHeaders(rl.w, rl.a.status(), h)
+	if err := rl.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		rl.e.opt.Logger.InfoContext(rl.ctx, "edge: stream ended early", "err", err)
+		return false
+	}
+	rl.idle = rl.a.startIdleTimer()
+	return true
+}
+
+// next passes on what a read of buf found (n bytes, err) and returns the
+// buffer for the next read, or nil when the stream has ended.
+func (rl *relay) next(buf []byte, n int, err error) []byte {
+	if n > 0 {
+		rl.idle.Reset(rl.a.idleTimeout())
+		var piece []byte // its own: gRPC may still hold the previous one
+		size := nextReadSize(len(buf), n)
+		if n == len(buf) {
+			// A full buffer is the piece; the next read gets a new one.
+			piece, buf = buf, make([]byte, size)
+		} else {
+			piece = make([]byte, n)
+			copy(piece, buf[:n])
+			if size != len(buf) {
+				buf = make([]byte, size)
+			}
+		}
+		if serr := rl.send(piece, false); serr != nil {
+			rl.e.opt.Logger.InfoContext(rl.ctx, "edge: stream ended early", "err", serr)
+			return nil
+		}
+	}
+	switch {
+	case err == nil:
+		return buf
+	case errors.Is(err, io.EOF):
+		if serr := rl.send(nil, true); serr != nil {
+			rl.e.opt.Logger.InfoContext(rl.ctx, "edge: stream end", "err", serr)
+		}
+	case rl.ctx.Err() != nil:
+		// the client left: ext_proc sees its stream end
+	default:
+		rl.e.brokeOff(rl.ctx, rl.a, err)
+		if serr := rl.send(nil, true); serr != nil {
+			rl.e.opt.Logger.InfoContext(rl.ctx, "edge: stream end after a provider failure", "err", serr)
+		}
+	}
+	return nil
+}
+
+// send passes a piece through the upstream step and writes what it left.
+func (rl *relay) send(piece []byte, end bool) error {
+	pr, err := exchange(rl.a.proc, bodyMessage(piece, true, end))
+	if err != nil {
+		return err
+	}
+	out := piece
+	if m := pr.GetResponseBody().GetResponse().GetBodyMutation(); m != nil {
+		out = mutateBody(piece, m)
+	}
+	_ = rl.rc.SetWriteDeadline(rl.a.writeDeadline(time.Now()))
+	if len(out) > 0 {
+		if _, err := rl.w.Write(out); err != nil {
+			return err
+		}
+	}
+	if err := rl.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
 }
 
 // whole reads a non-streamed answer whole, has the upstream step translate
@@ -191,17 +226,26 @@ func (a *attempt) writeDeadline(now time.Time) time.Time {
 	return d
 }
 
-// idleTimer bounds every silence of the response body by the endpoint's
-// idle timeout: the timer cancels the provider request, and is pushed back
-// by every piece read. It costs no goroutine until it fires. The returned
-// function stops it.
-func (a *attempt) idleTimer() func() {
-	idle := orDefault(a.ep.IdleTimeout, config.DefaultStreamIdleTimeout)
-	t := time.AfterFunc(idle, func() {
+// startIdleTimer bounds every silence of the response body by the
+// endpoint's idle timeout: the timer cancels the provider request, and is
+// pushed back by every piece read (idleTimeout). It costs no goroutine
+// until it fires.
+func (a *attempt) startIdleTimer() *time.Timer {
+	return time.AfterFunc(a.idleTimeout(), func() {
 		a.idled.Store(true)
 		a.cancelHTTP()
 	})
-	a.resp.Body = &resettingBody{ReadCloser: a.resp.Body, t: t, d: idle}
+}
+
+func (a *attempt) idleTimeout() time.Duration {
+	return orDefault(a.ep.IdleTimeout, config.DefaultStreamIdleTimeout)
+}
+
+// idleTimer is startIdleTimer for a body read at once: every read that
+// returns data pushes the timer back. The returned function stops it.
+func (a *attempt) idleTimer() func() {
+	t := a.startIdleTimer()
+	a.resp.Body = &resettingBody{ReadCloser: a.resp.Body, t: t, d: a.idleTimeout()}
 	return func() { t.Stop() }
 }
 
