@@ -211,8 +211,16 @@ func New(opt Options) (*Service, error) {
 	return &Service{opt: opt}, nil
 }
 
-// fail is a failure the caller did not cause: logged, answered 500.
+// fail is a failure the caller did not cause: logged, answered 500 —
+// but for text the database cannot hold, which the caller sent: 400.
 func (s *Service) fail(ctx context.Context, what string, err error) error {
+	if errors.Is(err, store.ErrInvalidText) {
+		// The caller's doing, whatever the door: a name, an id or a
+		// filter the database cannot hold (the REST API refuses them
+		// before; the dashboard's forms and the CLI may pass them).
+		s.opt.Logger.InfoContext(ctx, "manage: "+what+": text the database cannot hold", "err", err)
+		return oaierror.Invalid("invalid_request", "", "A name, id or filter of this call is not UTF-8 text without NUL characters.")
+	}
 	s.opt.Logger.ErrorContext(ctx, "manage: "+what, "err", err)
 	return oaierror.Internal
 }

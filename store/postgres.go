@@ -128,6 +128,8 @@ func (r pgRow) Scan(dest ...any) error {
 const (
 	pgUniqueViolation     = "23505"
 	pgForeignKeyViolation = "23503"
+	pgNotInRepertoire     = "22021" // a NUL, or invalid UTF-8, in a text
+	pgUntranslatable      = "22P05"
 )
 
 // pgError maps pgx's errors to the package's sentinels where one applies.
@@ -145,6 +147,8 @@ func pgError(err error) error {
 			return fmt.Errorf("%w: %w", ErrConflict, err)
 		case pgForeignKeyViolation:
 			return fmt.Errorf("%w: %w", ErrNotFound, err)
+		case pgNotInRepertoire, pgUntranslatable:
+			return fmt.Errorf("%w: %w", ErrInvalidText, err)
 		}
 	}
 	return err

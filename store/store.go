@@ -31,6 +31,10 @@ var (
 	// announce changes to other processes (SQLite); there, cached entries
 	// expire by their TTL instead.
 	ErrNotifyUnsupported = errors.New("change notifications are not supported by this database")
+	// ErrInvalidText is the answer to a text argument PostgreSQL cannot
+	// hold (a NUL, or bytes that are not UTF-8): nothing stored has one,
+	// so it names nothing and can be stored nowhere.
+	ErrInvalidText = errors.New("text with a NUL or invalid UTF-8")
 )
 
 // Account is a holder of keys and of a balance.

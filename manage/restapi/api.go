@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/keyopts"
@@ -236,12 +237,18 @@ func documentedQuery() map[string]map[string][]string {
 // not hold (an empty one included).
 func withQuery(params map[string][]string, h handler) handler {
 	return func(w http.ResponseWriter, r *http.Request, a manage.Actor) error {
+		if !plainText(r.URL.Path) {
+			return oaierror.Invalid("invalid_request", "", notText("The path"))
+		}
 		for name, got := range r.URL.Query() {
 			values, known := params[name]
 			if !known {
 				return oaierror.Invalid("invalid_request", oaierror.Clip(name, 60), "Unknown query parameter "+strconv.Quote(oaierror.Clip(name, 60))+" (see /api/v1/openapi.json).")
 			}
 			for _, v := range got {
+				if !plainText(v) {
+					return oaierror.Invalid("invalid_request", name, notText(name))
+				}
 				if values != nil && !slices.Contains(values, v) {
 					return oaierror.Invalid("invalid_request", name, name+" must be one of "+strings.Join(values, ", ")+".")
 				}
@@ -250,6 +257,22 @@ func withQuery(params map[string][]string, h handler) handler {
 		return h(w, r, a)
 	}
 }
+
+// plainText reports whether s is text every database stores: valid UTF-8
+// without NUL (PostgreSQL's text refuses both). Nothing stored has either,
+// so a name or id with one could only fail the call that sends it.
+func plainText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+func notText(what string) string {
+	return what + " must be UTF-8 text without NUL characters."
+}
+
+// nulEscape matches a JSON string escape of NUL (\u0000) not itself
+// escaped: the one way a JSON text can carry a NUL (JSON's strings hold no
+// raw control characters, and Go's decoder makes invalid UTF-8 U+FFFD).
+var nulEscape = regexp.MustCompile(`(^|[^\\])(\\\\)*\\u0000`)
 
 // apiMethods are the methods the API's routes use.
 var apiMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
@@ -382,9 +405,12 @@ func decodeBody(r *http.Request, required bool, known []string) (map[string]json
 	if err := json.Unmarshal(b, &fields); err != nil || fields == nil {
 		return nil, oaierror.Invalid("invalid_request", "", "The request body must be a JSON object.")
 	}
-	for name := range fields {
+	for name, raw := range fields {
 		if !slices.Contains(known, name) {
 			return nil, oaierror.Invalid("invalid_request", name, "Unknown field "+strconv.Quote(oaierror.Clip(name, 60))+".")
+		}
+		if nulEscape.Match(raw) {
+			return nil, oaierror.Invalid("invalid_request", name, notText(name))
 		}
 	}
 	return fields, nil
