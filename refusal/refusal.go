@@ -14,6 +14,7 @@ package refusal
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -204,7 +205,8 @@ func (c *Counter) addLocked(k counterKey, v *counter) {
 }
 
 // Flush writes the counters held now. On failure they are kept (within
-// the bounds) for the next flush.
+// the bounds) for the next flush, but for a counter the database refuses
+// for good (refusedForGood), which is dropped and logged.
 func (c *Counter) Flush(ctx context.Context) {
 	c.mu.Lock()
 	batch, dropped := c.pending, c.dropped
@@ -216,20 +218,62 @@ func (c *Counter) Flush(ctx context.Context) {
 	if len(batch) == 0 {
 		return
 	}
+	keys := make([]counterKey, 0, len(batch))
 	counts := make([]store.RefusalCount, 0, len(batch))
 	for k, v := range batch {
+		keys = append(keys, k)
 		counts = append(counts, store.RefusalCount{KeyID: k.keyID, AccountID: v.accountID, Hour: k.hour, Status: k.status,
 			Code: k.code, Model: k.model, Endpoint: k.endpoint, Count: v.n, Message: v.message})
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opt.WriteTimeout)
 	defer cancel()
-	if err := c.w.AddRefusals(ctx, counts); err != nil {
-		c.opt.Logger.Warn("writing refusal counts failed; will retry", "counters", len(batch), "err", err)
-		c.mu.Lock()
-		for k, v := range batch {
-			c.addLocked(k, v)
+	err := c.w.AddRefusals(ctx, counts)
+	if err == nil {
+		return
+	}
+	if !refusedForGood(err) || len(counts) == 1 {
+		c.failed(keys, batch, err)
+		return
+	}
+	// One count the database refuses for good would fail every batch it
+	// is in, and with it every later count: write them one by one, so
+	// that it alone is set aside.
+	var retry []counterKey
+	for i := range counts {
+		if err = c.w.AddRefusals(ctx, counts[i:i+1]); err != nil {
+			if refusedForGood(err) {
+				c.failed(keys[i:i+1], batch, err)
+			} else {
+				retry = append(retry, keys[i])
+			}
 		}
-		c.mu.Unlock()
+	}
+	if len(retry) > 0 {
+		c.failed(retry, batch, err)
+	}
+}
+
+// refusedForGood reports whether the database refused a write for a
+// reason a retry would meet again.
+func refusedForGood(err error) bool {
+	return errors.Is(err, store.ErrUnknownEndpoint) || errors.Is(err, store.ErrInvalidText)
+}
+
+// failed keeps the counters of keys whose write failed with err for the
+// next flush, or drops them when the database refuses them for good.
+func (c *Counter) failed(keys []counterKey, batch map[counterKey]*counter, err error) {
+	if refusedForGood(err) {
+		for _, k := range keys {
+			c.opt.Logger.Error("a refusal count the database refuses for good is dropped", "key_id", k.keyID, "status", k.status,
+				"code", k.code, "count", batch[k].n, "err", err)
+		}
+		return
+	}
+	c.opt.Logger.Warn("writing refusal counts failed; will retry", "counters", len(keys), "err", err)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range keys {
+		c.addLocked(k, batch[k])
 	}
 }
 

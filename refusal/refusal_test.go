@@ -3,6 +3,8 @@ package refusal
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate/tollgate/internal/testenv"
 	"github.com/tollgate/tollgate/store"
 )
 
@@ -165,4 +168,47 @@ func TestCountersAreBoundedWhateverTheKeys(t *testing.T) {
 	}
 	assert.EqualValues(t, 10, other, "the counters past the bound share the model")
 	c.Close(t.Context())
+}
+
+// poisonWriter refuses for good any batch with a count of code "poison",
+// as PostgreSQL refuses text it cannot hold; it writes the others.
+type poisonWriter struct{ fakeWriter }
+
+func (p *poisonWriter) AddRefusals(ctx context.Context, counts []store.RefusalCount) error {
+	for _, c := range counts {
+		if c.Code == "poison" {
+			return fmt.Errorf("store: add refusals: %w: bad byte", store.ErrInvalidText)
+		}
+	}
+	return p.fakeWriter.AddRefusals(ctx, counts)
+}
+
+// TestACountTheDatabaseRefusesForGoodHoldsBackNoOther: a counter the
+// database refuses for good (a retry would be refused again) is dropped
+// and logged; the counters written with it are written, and later ones
+// are not held behind it.
+func TestACountTheDatabaseRefusesForGoodHoldsBackNoOther(t *testing.T) {
+	w := &poisonWriter{}
+	var logs testenv.Buffer
+	c := New(w, Options{Interval: time.Hour, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	c.Count(Refusal{KeyID: "key_1", Status: 402, Code: "insufficient_balance", At: at})
+	c.Count(Refusal{KeyID: "key_1", Status: 400, Code: "poison", At: at})
+	c.Count(Refusal{KeyID: "key_2", Status: 429, Code: "rate_limit_exceeded", At: at})
+	c.Flush(t.Context())
+	assert.Equal(t, []int{429, 402}, statuses(w.all()), "the others are written")
+	assert.Contains(t, logs.String(), "refuses for good is dropped")
+	assert.Contains(t, logs.String(), "code=poison")
+
+	c.Count(Refusal{KeyID: "key_1", Status: 402, Code: "insufficient_balance", At: at})
+	c.Flush(t.Context())
+	assert.Equal(t, []int{429, 402, 402}, statuses(w.all()), "the next flush is not held back")
+	c.Close(t.Context())
+}
+
+func statuses(counts []store.RefusalCount) []int {
+	var out []int
+	for _, c := range counts {
+		out = append(out, c.Status)
+	}
+	return out
 }

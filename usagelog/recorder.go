@@ -212,8 +212,8 @@ func (r *Recorder) write(batch []store.UsageRecord) {
 		refused := refusedForGood(err)
 		if refused != "" && len(batch) > 1 {
 			// One record names a key or account that is not there, or an
-			// unknown endpoint; write the others one by one so that it
-			// alone is set aside.
+			// unknown endpoint, or holds text the database refuses; write
+			// the others one by one so that it alone is set aside.
 			for i := range batch {
 				r.write(batch[i : i+1])
 			}
@@ -251,6 +251,11 @@ func refusedForGood(err error) string {
 		return "the database has no such key or account"
 	case errors.Is(err, store.ErrUnknownEndpoint):
 		return "the record names an unknown endpoint"
+	case errors.Is(err, store.ErrInvalidText):
+		// The store writes a record's text as the database holds it;
+		// should some text still be refused, the record is set aside
+		// rather than hold back every later one.
+		return "the record holds text the database cannot store"
 	}
 	return ""
 }

@@ -153,6 +153,7 @@ func TestARecordTheDatabaseRefusesGoesToTheDeadLetterFileOnce(t *testing.T) {
 	}{
 		{store.ErrNotFound, "no such key or account"},
 		{fmt.Errorf("store: record usage: record use_bad: %w %q", store.ErrUnknownEndpoint, "images"), "unknown endpoint"},
+		{fmt.Errorf("store: record usage: %w: bad byte", store.ErrInvalidText), "text the database cannot store"},
 	} {
 		t.Run(c.reason, func(t *testing.T) {
 			db := newFakeUsageDB()
