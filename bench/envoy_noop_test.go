@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -242,6 +243,9 @@ func (s *replayProc) Process(stream extprocv3.ExternalProcessor_ProcessServer) e
 			// on unchanged is answered as Tollgate answers it.
 			resp = unchangedChunk
 		}
+		if duplex {
+			resp = fullDuplex(req, k, resp)
+		}
 		if resp == nil {
 			return status.Errorf(codes.Unimplemented, "no recorded answer to a %s message of kind %d (shape %d)", step, k, shape)
 		}
@@ -249,6 +253,32 @@ func (s *replayProc) Process(stream extprocv3.ExternalProcessor_ProcessServer) e
 			return nil
 		}
 	}
+}
+
+// duplex (TOLLGATE_BENCH_NOOP_DUPLEX, a sidecar variant's) has the floor
+// answer a streamed response in ext_proc's FULL_DUPLEX_STREAMED mode:
+// Envoy sends each chunk without waiting for the answer to the one
+// before, and takes the body the server sends back, one answer a chunk.
+var duplex = os.Getenv("TOLLGATE_BENCH_NOOP_DUPLEX") != ""
+
+// fullDuplex is resp in FULL_DUPLEX_STREAMED mode: the response headers'
+// answer asks for it where it asked for STREAMED (the trailer mode SEND,
+// as the mode requires), and a response chunk is answered with itself.
+func fullDuplex(req *extprocv3.ProcessingRequest, k msgKind, resp *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
+	switch {
+	case k == kindResponseHeaders && resp.GetModeOverride().GetResponseBodyMode() == extprocfilterv3.ProcessingMode_STREAMED:
+		resp = proto.Clone(resp).(*extprocv3.ProcessingResponse)
+		resp.ModeOverride.ResponseBodyMode = extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+		resp.ModeOverride.ResponseTrailerMode = extprocfilterv3.ProcessingMode_SEND
+	case k == kindResponseBody || k == kindResponseBodyEnd:
+		b := req.GetResponseBody()
+		resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{
+			Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_StreamedResponse{
+				StreamedResponse: &extprocv3.StreamedBodyResponse{Body: b.GetBody(), EndOfStream: b.GetEndOfStream()}}}}}}}
+	case k == kindOther && req.GetResponseTrailers() != nil:
+		resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}}}
+	}
+	return resp
 }
 
 var unchangedChunk = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{

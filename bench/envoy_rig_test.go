@@ -78,6 +78,8 @@ type grpcVariant struct {
 	// edit changes the listener and clusters Tollgate serves; they are
 	// then served from the bench (envoy_xds_test.go).
 	edit resourceEdit
+	// noopEnv is added to the environment of (b)'s servers.
+	noopEnv []string
 }
 
 // apply edits the substituted bootstrap for v; xdsAddr, when not empty,
@@ -445,7 +447,7 @@ func startNoopBehindEnvoy(b testing.TB, mockURL string, v grpcVariant, env []str
 	if !v.plaintext {
 		env = append(env, "TOLLGATE_BENCH_CERTS="+certs)
 	}
-	c := startChildReady(b, childNoopEnvoy, noopReady, env...)
+	c := startChildReady(b, childNoopEnvoy, noopReady, append(env, v.noopEnv...)...)
 	grpcAddr, secret, _ := strings.Cut(c.api, " ")
 	if v.unix {
 		grpcAddr = "unix://" + grpcAddr

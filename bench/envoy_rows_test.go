@@ -2,8 +2,10 @@ package bench
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,6 +152,26 @@ var sidecarVariants = []grpcVariant{
 	{name: "google_grpc, mutual TLS", edit: googleGRPC},
 	{name: "google_grpc, TCP loopback, plaintext", edit: googleGRPC, plaintext: true},
 	{name: "ext_proc send_body_without_waiting_for_header_response", edit: sendBodyEarly},
+	{name: "(b) answers a stream in FULL_DUPLEX_STREAMED mode", noopEnv: []string{"TOLLGATE_BENCH_NOOP_DUPLEX=1"}},
+}
+
+// chosenVariants are the production variant and those whose names
+// contain one of the comma-separated words of only; every variant when
+// only is empty.
+func chosenVariants(only string) []grpcVariant {
+	if only == "" {
+		return sidecarVariants
+	}
+	out := sidecarVariants[:1:1]
+	for _, v := range sidecarVariants[1:] {
+		for w := range strings.SplitSeq(only, ",") {
+			if w != "" && strings.Contains(v.name, w) {
+				out = append(out, v)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // variantRows measures each sidecar variant's (c) and (b), non-streamed
@@ -157,9 +179,10 @@ var sidecarVariants = []grpcVariant{
 func variantRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio string)) {
 	type pair struct{ b, c *envoyPath }
 	m := newPacedMock(b, mockTokens, envoyChunkGap)
-	paths := make([]pair, len(sidecarVariants))
+	variants := chosenVariants(os.Getenv("TOLLGATE_BENCH_VARIANTS"))
+	paths := make([]pair, len(variants))
 	env := []string{"GOMAXPROCS=1"}
-	for i, v := range sidecarVariants {
+	for i, v := range variants {
 		paths[i] = pair{b: startNoopBehindEnvoy(b, m.URL, v, env), c: startTollgateBehindEnvoy(b, m.URL, "", v, env)}
 	}
 	for _, s := range envoyShapes {
@@ -175,7 +198,7 @@ func variantRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio 
 				add(&sums[i][1], measureEnvoy(b, p.b, s.body, per))
 			}
 		}
-		for i, v := range sidecarVariants {
+		for i, v := range variants {
 			c, bb := sums[i][0], sums[i][1]
 			row(fmt.Sprintf("variant %q, %s: CPU µs/request (c) vs (b), Envoy + server; (c) vs production (c) %.2f×", v.name, s.name, c.total()/sums[0][0].total()),
 				fmt.Sprintf("%.0f (%.0f + %.0f)", c.total(), c.envoy, c.server), fmt.Sprintf("%.0f (%.0f + %.0f)", bb.total(), bb.envoy, bb.server),

@@ -484,7 +484,8 @@ func BenchmarkTable(b *testing.B) {
 	// TOLLGATE_BENCH_ONLY=embedded|grpc|latency|envoy|overload measures
 	// those rows alone (overload: the soak, overload_soak_test.go);
 	// =variants measures the sidecar variants of the Envoy path (only when
-	// named).
+	// named; TOLLGATE_BENCH_VARIANTS=word,word picks the production one and
+	// those whose names contain a word).
 	only := os.Getenv("TOLLGATE_BENCH_ONLY")
 	part := func(name string) bool { return only == "" || strings.Contains(only, name) }
 
