@@ -3,7 +3,6 @@ package extproc
 import (
 	"context"
 	"net"
-	"runtime"
 	"testing"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/envoy/contract"
 	"github.com/tollgate/tollgate/internal/guard"
+	"github.com/tollgate/tollgate/internal/testenv"
 )
 
 // TestAStreamWaitingForItsNextMessageHoldsASmallStack: a slow stream's
@@ -60,7 +60,7 @@ func TestAStreamWaitingForItsNextMessageHoldsASmallStack(t *testing.T) {
 			defer conn.Close()
 			client := extprocv3.NewExternalProcessorClient(conn)
 			ctx := metadata.AppendToOutgoingContext(context.Background(), contract.HeaderStep, s.step)
-			before := stacksInUse()
+			before := testenv.StacksInUse()
 			for range streams {
 				st, err := client.Process(ctx)
 				require.NoError(t, err)
@@ -70,21 +70,11 @@ func TestAStreamWaitingForItsNextMessageHoldsASmallStack(t *testing.T) {
 					require.NoError(t, err)
 				}
 			}
-			per := float64(stacksInUse()-before) / streams / 1024
+			per := float64(testenv.StacksInUse()-before) / streams / 1024
 			t.Logf("stacks per waiting stream: %.1f KiB", per)
 			// 8 KiB for the server's goroutine, and the client's share;
 			// a 16 KiB goroutine would read 18.
 			assert.Less(t, per, 12.0)
 		})
 	}
-}
-
-// stacksInUse is the goroutine stacks' memory after the collector has run
-// (twice: a stack is halved at most once a cycle).
-func stacksInUse() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.StackInuse
 }

@@ -9,13 +9,14 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/internal/testenv"
 )
 
 // TestAWaitingStreamHoldsASmallStackHoweverDeepItsStepsWent: the steps'
@@ -108,7 +109,7 @@ func stacksPerWaitingStream(t *testing.T, handler func(provider *url.URL) http.H
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: streams}}
 	defer client.CloseIdleConnections()
 
-	before := stacksInUse()
+	before := testenv.StacksInUse()
 	var (
 		opened, done sync.WaitGroup
 		failed       sync.Once
@@ -132,19 +133,9 @@ func stacksPerWaitingStream(t *testing.T, handler func(provider *url.URL) http.H
 		})
 	}
 	opened.Wait()
-	per := float64(stacksInUse()-before) / streams / 1024
+	per := float64(testenv.StacksInUse()-before) / streams / 1024
 	close(release)
 	done.Wait()
 	require.NoError(t, failure)
 	return per
-}
-
-// stacksInUse is the goroutine stacks' memory after the collector has run
-// (twice: a stack is halved at most once a cycle).
-func stacksInUse() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.StackInuse
 }

@@ -8,6 +8,7 @@ package testenv
 import (
 	"bytes"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -69,4 +70,15 @@ func RefusingAddr(t testing.TB) string {
 		t.Fatalf("getsockname: %v", err)
 	}
 	return "127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
+}
+
+// StacksInUse is the goroutine stacks' memory after the collector has run
+// twice (a stack is halved at most once a cycle): what goroutines waiting
+// now hold.
+func StacksInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.StackInuse
 }
