@@ -45,7 +45,13 @@ func TestTheManagementAPIRefusesTextNoDatabaseHolds(t *testing.T) {
 				assert.Equal(t, http.StatusBadRequest, st, "%s: %s", what, b)
 				assert.Equal(t, "invalid_request", gjson.GetBytes(b, "error.code").String(), what)
 				assert.Equal(t, c.param, gjson.GetBytes(b, "error.param").String(), what)
-				assert.Contains(t, gjson.GetBytes(b, "error.message").String(), "without NUL", what)
+				want := "without NUL"
+				if c.param == "" && binding() == "envoy" {
+					// Envoy refuses a path with %00 (or invalid UTF-8)
+					// itself, in Tollgate's shape, before Tollgate sees it.
+					want = "path_normalization_failed"
+				}
+				assert.Contains(t, gjson.GetBytes(b, "error.message").String(), want, what)
 			}
 			// A backslash before "u0000" is text, not a NUL: the token is made.
 			st, b := tg.mgmt(t, "POST", "/api/v1/tokens", admin, `{"account_id":"`+acct+`","name":"bot \\u0000","scopes":["keys:read"]}`)
