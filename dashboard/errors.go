@@ -10,7 +10,8 @@ import (
 
 // pageError is an error whose status and message may be shown to the
 // visitor. The service's manage.ErrNotFound (no such resource, or not the
-// visitor's), wrapped or not, is shown as errNotFound. Any other error a
+// visitor's), wrapped or not, is shown as errNotFound, and its 400s (the
+// visitor's doing) with the service's message. Any other error a
 // handler returns is logged and shown as a generic 500 page, so a cause
 // never reaches the browser.
 type pageError struct {
@@ -64,7 +65,10 @@ func (d *Dashboard) renderError(w http.ResponseWriter, r *http.Request, err erro
 // renderErrorIn is renderError for a signed-in visitor (s nil for none):
 // the page keeps the navigation.
 func (d *Dashboard) renderErrorIn(w http.ResponseWriter, r *http.Request, s *session, err error) {
-	var pe *pageError
+	var (
+		pe *pageError
+		oe oaierror.Error
+	)
 	switch {
 	case errors.As(err, &pe):
 	case errors.Is(err, manage.ErrNotFound):
@@ -73,6 +77,11 @@ func (d *Dashboard) renderErrorIn(w http.ResponseWriter, r *http.Request, s *ses
 		pe = errNotFound
 	case refusedForRole(err):
 		pe = errNotAllowed
+	case errors.As(err, &oe) && oe.Status == http.StatusBadRequest:
+		// The visitor's doing, which the service explains (an id or a
+		// filter the database cannot hold, say); its messages are
+		// written for whoever called.
+		pe = &pageError{status: http.StatusBadRequest, title: "Bad request", message: oe.Message}
 	default:
 		d.log.ErrorContext(r.Context(), "dashboard: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		pe = errInternal

@@ -2,8 +2,10 @@ package dashboard
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -98,6 +100,32 @@ func TestAnotherAccountsTokenOrWebhookIsTheNotFoundPage(t *testing.T) {
 			code = b.post(tt.path, nil).Code
 		}
 		assert.Equal(t, http.StatusNotFound, code, "%s %s", tt.method, tt.path)
+	}
+	assert.NotContains(t, e.logs.String(), "request failed")
+}
+
+// textlessKeys answers a key id holding a NUL as PostgreSQL does: text it
+// cannot hold (the store's ErrInvalidText; the service on PostgreSQL is
+// tested in package manage).
+type textlessKeys struct{ store.Store }
+
+func (v textlessKeys) KeyByID(ctx context.Context, id string) (store.Key, error) {
+	if strings.ContainsRune(id, 0) {
+		return store.Key{}, fmt.Errorf("store: key by id: %w: invalid byte sequence", store.ErrInvalidText)
+	}
+	return v.Store.KeyByID(ctx, id)
+}
+
+// A page asked for with an id the database cannot hold is the visitor's
+// mistake: a 400 page saying why, nothing logged as a failure.
+func TestAnIDWithANULIsABadRequestPage(t *testing.T) {
+	e := newEnvWith(t, func(s store.Store) store.Store { return textlessKeys{s} })
+	a := e.account("me@example.com", "pro", 0)
+	b := e.signedIn(a)
+	for _, path := range []string{"/keys/key_%00", "/keys/key_%00/requests"} {
+		w := b.get(path)
+		assert.Equal(t, http.StatusBadRequest, w.Code, path)
+		assert.Contains(t, w.Body.String(), "without NUL characters", path)
 	}
 	assert.NotContains(t, e.logs.String(), "request failed")
 }
