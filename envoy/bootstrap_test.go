@@ -276,7 +276,14 @@ func TestBootstrapRoutesByTheClusterHeader(t *testing.T) {
 	assert.Equal(t, contract.DirectClusterName("mini"), direct.GetMatch().GetHeaders()[0].GetStringMatch().GetExact())
 	assert.Equal(t, contract.DirectClusterName("mini"), direct.GetRoute().GetCluster())
 	assert.Equal(t, p.routes[mini].GetRoute().GetTimeout().AsDuration(), direct.GetRoute().GetTimeout().AsDuration())
-	assert.Zero(t, direct.GetRoute().GetRetryPolicy().GetNumRetries().GetValue())
+	drp := direct.GetRoute().GetRetryPolicy()
+	assert.Zero(t, drp.GetNumRetries().GetValue())
+	assert.Empty(t, drp.GetRetryOn(), "no retry state: Envoy keeps no body for a retry")
+	assert.Empty(t, drp.GetRetryHostPredicate())
+	assert.Nil(t, drp.GetRetryPriority())
+	assert.Equal(t, p.routes[mini].GetRoute().GetRetryPolicy().GetPerTryTimeout().AsDuration(), drp.GetPerTryTimeout().AsDuration(), "the first-byte timeout")
+	assert.Equal(t, p.routes[mini].GetRoute().GetRetryPolicy().GetPerTryIdleTimeout().AsDuration(), drp.GetPerTryIdleTimeout().AsDuration(), "the idle timeout")
+	assert.Positive(t, drp.GetPerTryTimeout().AsDuration())
 	assert.ElementsMatch(t, []string{contract.HeaderCluster, contract.HeaderForwardedProto, contract.HeaderAttemptCount}, direct.GetRequestHeadersToRemove())
 	for _, tt := range []struct {
 		cluster                  string

@@ -326,6 +326,14 @@ func directRoute(cfg *config.Config, m *config.Model, tmpl *routev3.Route) *rout
 	}}
 	r.GetRoute().ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: name}
 	r.RequestHeadersToRemove = append(r.RequestHeadersToRemove, contract.DirectRouteRemoves...)
+	// Nothing to retry on: the retry policy keeps only the per-try
+	// timeouts (the provider's first-byte and idle timeouts). With a
+	// retry_on, even at no retries, Envoy's router keeps each request's
+	// body for a retry that never comes (a 4 KiB buffer a stream, and a
+	// copy of the body).
+	rp := r.GetRoute().GetRetryPolicy()
+	rp.RetryOn, rp.RetriableStatusCodes, rp.RetryHostPredicate, rp.RetryPriority = "", nil, nil, nil
+	rp.HostSelectionRetryMaxAttempts, rp.RetryBackOff = 0, nil
 	return r
 }
 
