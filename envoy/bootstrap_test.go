@@ -173,6 +173,13 @@ func TestBootstrapAuthzFailsClosed(t *testing.T) {
 	assert.Equal(t, corev3.ApiVersion_V3, authz.GetTransportApiVersion())
 	assert.Equal(t, contract.ClusterGRPC, authz.GetGrpcService().GetEnvoyGrpc().GetClusterName())
 	assert.Nil(t, authz.GetWithRequestBody(), "the key check needs no body")
+	var allowed []string
+	for _, m := range authz.GetAllowedHeaders().GetPatterns() {
+		require.NotEmpty(t, m.GetExact(), "exact names only: %v", m)
+		assert.False(t, m.GetIgnoreCase())
+		allowed = append(allowed, m.GetExact())
+	}
+	assert.ElementsMatch(t, contract.CheckHeaders, allowed, "the check gets the headers it reads, and no other")
 	assert.EqualValues(t, 503, authz.GetStatusOnError().GetCode())
 	assert.True(t, proto.Equal(xds.GRPCRetryPolicy(), authz.GetGrpcService().GetRetryPolicy()),
 		"a check no replica saw goes to another, as the ext_proc steps' calls do: %v", authz.GetGrpcService().GetRetryPolicy())

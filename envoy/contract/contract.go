@@ -42,6 +42,14 @@ const (
 	HeaderAttemptCount = "x-envoy-attempt-count"
 )
 
+// CheckHeaders are the request headers ext_authz reads: the key (as a
+// bearer token or Anthropic's x-api-key), the caller's address and the
+// request's id. Envoy sends only these in a CheckRequest (the
+// listener's allowed_headers, with the pseudo-headers it always adds), so
+// that a client's other headers cost no bytes in the check and in what
+// Envoy keeps of it for the stream's life.
+var CheckHeaders = []string{"authorization", "x-api-key", HeaderClientAddress, HeaderRequestID}
+
 // InternalHeaders lists every header in the contract that must never come
 // from a client nor reach a provider.
 var InternalHeaders = []string{
