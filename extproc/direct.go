@@ -76,7 +76,15 @@ func (r *routerStep) straight(ctx context.Context) *extprocv3.ProcessingResponse
 		return r.reject(f.e)
 	}
 	r.up = u
-	return r.straightAnswer(p, hand)
+	resp := r.straightAnswer(p, hand)
+	// Sent: what only the attempt's request needed goes, not kept for the
+	// rest of the stream (a stream may wait on its provider for minutes):
+	// the client's header map and the provider's request. The client's
+	// body stays with the attempt (u.preq), which estimates a cut stream's
+	// prompt from it.
+	r.hm, rt.send = nil, nil
+	u.next.Body, u.next.Headers = nil, nil
+	return resp
 }
 
 // straightAnswer is the body answer of a request routed straight: the

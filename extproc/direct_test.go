@@ -65,6 +65,11 @@ func TestAModelWithOneDeploymentIsRoutedStraightToIt(t *testing.T) {
 	}
 	assert.Contains(t, string(c.GetBodyMutation().GetBody()), `"model":"gpt-4o-mini-2024"`, "the deployment's model")
 	assert.NotNil(t, resp.GetDynamicMetadata().GetFields()[contract.RequestMetadataNamespace], "the access log reads the request's metadata")
+	r := x.p.(*routerStep)
+	assert.Nil(t, r.hm, "the client's headers are not kept once the attempt is sent")
+	assert.Nil(t, r.routed.send)
+	assert.Nil(t, r.up.next.Body, "nor the provider's request")
+	assert.NotEmpty(t, r.up.preq.Body, "the client's body is: a cut stream's prompt is estimated from it")
 
 	hs := g.send(x, directHeaders(contract.ViaUpstream, ":status", "200", "content-type", "application/json", "openai-organization", "org-x"))
 	assert.Equal(t, extprocfilterv3.ProcessingMode_BUFFERED, hs.GetModeOverride().GetResponseBodyMode(), "a whole answer is translated at once")
