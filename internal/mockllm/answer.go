@@ -83,7 +83,8 @@ type reply struct {
 func (r reply) text() string { return strings.Join(r.pieces, "") }
 
 // answer writes the reply to a request in its format.
-func (m *Mock) answer(w http.ResponseWriter, r *http.Request, req *Request, p Play) {
+func (m *Mock) answer(w http.ResponseWriter, r *http.Request, req *Request, f Fault) {
+	p := f.Play
 	a := read(req)
 	a.limit = outputLimit(req)
 	a.usageInLast = m.opt.Strict
@@ -112,7 +113,7 @@ func (m *Mock) answer(w http.ResponseWriter, r *http.Request, req *Request, p Pl
 		_, _ = w.Write(mustJSON(whole))
 		return
 	}
-	m.play(w, r, s, p)
+	m.play(w, r, s, f)
 }
 
 // reply is the mock's answer to what was asked: Options.Answer, or the

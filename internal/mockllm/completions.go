@@ -130,7 +130,8 @@ func (c completion) text() string { return strings.Join(c.pieces, "") }
 // (Options.Usage, when set, is reported instead). OpenAI's refusals are
 // 400s: no prompt or an empty array, n outside 1..128, max_tokens below 0;
 // and more than 128 choices in all, a bound of the mock's own.
-func (m *Mock) completions(w http.ResponseWriter, r *http.Request, req *Request, p Play) {
+func (m *Mock) completions(w http.ResponseWriter, r *http.Request, req *Request, f Fault) {
+	p := f.Play
 	b := req.Body
 	if _, ok := b["prompt"]; !ok {
 		m.refuse(w, req.Format, "prompt", "'prompt' is a required property")
@@ -175,7 +176,7 @@ func (m *Mock) completions(w http.ResponseWriter, r *http.Request, req *Request,
 	}
 	whole, s := completionAnswer(req, choices, usage)
 	if stream, _ := b["stream"].(bool); stream {
-		m.play(w, r, s, p)
+		m.play(w, r, s, f)
 		return
 	}
 	writeWhole(w, whole, p)

@@ -340,13 +340,13 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case embeddingsFamily:
 		m.embeddings(w, &req, fault.Play)
 	case completionsFamily:
-		m.completions(w, r, &req, fault.Play)
+		m.completions(w, r, &req, fault)
 	case moderationsFamily:
 		m.moderations(w, &req, fault.Play)
 	case rerankFamily:
 		m.rerank(w, &req, fault.Play)
 	default:
-		m.answer(w, r, &req, fault.Play)
+		m.answer(w, r, &req, fault)
 	}
 }
 

@@ -3,6 +3,7 @@ package mockllm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -188,6 +189,59 @@ func TestAHangEndsOnReleaseOrWhenTheClientGoes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"c"`)
 	assert.Contains(t, string(b), "[DONE]", "released, the stream runs to its end")
+}
+
+// After moves the hang past the first pieces, and never past the
+// stream's last event.
+func TestAHangAfterManyEventsSendsThemFirst(t *testing.T) {
+	words := make([]string, 40)
+	for i := range words {
+		words[i] = fmt.Sprintf("w%d ", i)
+	}
+	const stream = `{"model":"m","stream":true,"messages":[]}`
+	plain := New(Options{Answer: words})
+	defer plain.Close()
+	whole, err := io.ReadAll(postStream(t, plain, stream).Body)
+	require.NoError(t, err)
+	all := strings.Count(string(whole), "\n\n")
+	for _, tc := range []struct {
+		after, events int // the events before the hang
+	}{
+		{0, 3},         // the first pieces: the role, "w0 ", "w1 "
+		{2, 3},         // fewer than the first pieces': kept
+		{30, 30},       // the role and 29 words
+		{500, all - 1}, // past the end: all but the last event
+	} {
+		t.Run(fmt.Sprint(tc.after), func(t *testing.T) {
+			release := make(chan struct{})
+			m := New(Options{Fault: func(*Request) Fault { return Fault{Play: HangAfter, After: tc.after} }, Release: release, Answer: words})
+			defer m.Close()
+			resp := postStream(t, m, stream)
+			defer resp.Body.Close()
+			var got []byte
+			buf := make([]byte, 64<<10)
+			for strings.Count(string(got), "\n\n") < tc.events {
+				n, err := resp.Body.Read(buf)
+				require.NoError(t, err, "the events before the hang arrive")
+				got = append(got, buf[:n]...)
+			}
+			assert.Equal(t, tc.events, strings.Count(string(got), "\n\n"), "then the stream waits")
+			assert.NotContains(t, string(got), "[DONE]")
+			close(release)
+			rest, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			assert.Equal(t, string(whole), string(got)+string(rest), "released, the stream is the whole one")
+		})
+	}
+}
+
+// postStream sends body to the mock's chat completions.
+func postStream(t *testing.T, m *Mock, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://mock/v1/chat/completions", strings.NewReader(body))
+	resp, err := Transport(m).RoundTrip(req)
+	require.NoError(t, err)
+	return resp
 }
 
 func TestTheTransportEndsTheHandlerWhenTheRequestEnds(t *testing.T) {

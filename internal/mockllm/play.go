@@ -15,6 +15,11 @@ type Fault struct {
 	Status int
 	// Play is what happens to a 200 answer.
 	Play Play
+	// After moves where a stream's play pauses, cuts or fails (HangAfter,
+	// ResetAfter, Cut, ErrorEvent): after this many of its events,
+	// instead of after its first pieces (kept when After is not more than
+	// their events; at most all but the stream's last event).
+	After int
 }
 
 // Play is how an answer is delivered.
@@ -73,7 +78,11 @@ func sse(f Format, name string, data any) string {
 }
 
 // play writes a stream as the play says.
-func (m *Mock) play(w http.ResponseWriter, r *http.Request, s stream, p Play) {
+func (m *Mock) play(w http.ResponseWriter, r *http.Request, s stream, f Fault) {
+	p := f.Play
+	if f.After > s.first {
+		s.first = min(f.After, len(s.events)-1)
+	}
 	contentType := "text/event-stream"
 	if s.format == Bedrock {
 		contentType = bedrockStreamType
