@@ -2,7 +2,10 @@ package extproc
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"testing"
+	"weak"
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -12,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/extproc/provider"
 )
 
 // directHeaders are the final response headers as the router step of a
@@ -143,6 +147,31 @@ func TestAStreamRoutedStraightIsMeteredPieceByPiece(t *testing.T) {
 	require.Len(t, all, 1)
 	assert.Equal(t, StatusClientClosed, all[0].Status)
 	assert.Positive(t, all[0].CompletionTokens, "billed for what came")
+}
+
+// The answer to a large piece of a stream (a burst of events read at once)
+// is a message of its own: the step keeps neither it nor its bytes while
+// the stream waits for the next piece.
+func TestALargePiecesAnswerIsNotKeptWhileTheStreamWaits(t *testing.T) {
+	g := newRig(t)
+	x := g.open(contract.StepRouterDirect)
+	require.Nil(t, g.send(x, requestHeaders(contract.PathChatCompletions, "POST", false)).GetImmediateResponse())
+	require.Nil(t, g.send(x, requestBody(streamBody)).GetImmediateResponse())
+	g.send(x, directHeaders(contract.ViaUpstream, ":status", "200", "content-type", "text/event-stream"))
+	small := g.send(x, responseBodyMsg(chunkHello, false))
+	require.NotEmpty(t, small.GetResponseBody().GetResponse().GetBodyMutation().GetBody(), "renamed to the client's model")
+	big := g.send(x, responseBodyMsg(strings.Repeat(chunkHello, 100), false))
+	body := big.GetResponseBody().GetResponse().GetBodyMutation().GetBody()
+	require.Greater(t, len(body), provider.KeptBuffer)
+	assert.Contains(t, string(body), `"model":"gpt-4o-mini"`)
+	ref := weak.Make(&body[0])
+	big, body = nil, nil //nolint:ineffassign,wastedassign // sent: the proxy has it
+	runtime.GC()
+	assert.Nil(t, ref.Value(), "the large answer is not kept")
+	after := g.send(x, responseBodyMsg(chunkHello, false))
+	assert.Equal(t, small.GetResponseBody().GetResponse().GetBodyMutation().GetBody(), after.GetResponseBody().GetResponse().GetBodyMutation().GetBody(),
+		"and the stream goes on")
+	finish(x)
 }
 
 // Envoy's own reply to a request routed straight (no healthy upstream, a

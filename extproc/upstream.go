@@ -386,10 +386,16 @@ func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 		u.firstByte = u.s.opt.Now()
 	}
 	if !end {
+		changed := !sameBytes(out, piece)
+		if changed && len(out) > provider.KeptBuffer {
+			// A large piece's answer is a message of its own: the reused
+			// one would keep its bytes while the stream waits.
+			return newChunkAnswer().answer(out, true), nil
+		}
 		if u.chunk == nil {
 			u.chunk = newChunkAnswer()
 		}
-		return u.chunk.answer(out, !sameBytes(out, piece)), nil
+		return u.chunk.answer(out, changed), nil
 	}
 	ans := newAnswer(phaseResponseBody)
 	if !sameBytes(out, piece) {

@@ -588,7 +588,7 @@ func (r *bedrockAnswer) Body(piece []byte, end bool) ([]byte, error) {
 	}
 	r.pending = append(r.pending, piece...)
 	out := r.out[:0]
-	defer func() { r.out = out[:0] }()
+	defer func() { r.out, r.payload = reuse(out), reuse(r.payload) }()
 	consumed := 0
 	for !r.state.done && len(r.pending)-consumed >= bedrockLengthBytes {
 		buf := r.pending[consumed:]
@@ -612,7 +612,7 @@ func (r *bedrockAnswer) Body(piece []byte, end bool) ([]byte, error) {
 			return out, err
 		}
 	}
-	r.pending = append(r.pending[:0], r.pending[consumed:]...)
+	r.pending = append(reuse(r.pending), r.pending[consumed:]...)
 	if end && !r.state.done {
 		out = r.codec.end(&r.state, out)
 		r.state.done = true

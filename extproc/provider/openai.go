@@ -204,10 +204,16 @@ func (r *openAIResponse) streamPiece(piece []byte, end bool) ([]byte, error) {
 			dropped = true
 		}
 	}
+	// Nothing of the piece is kept while the stream waits for the next:
+	// the last event's fields point into it, and a buffer grown past
+	// KeptBuffer goes with its answer.
+	r.fields = chunkFields{}
 	if !dropped && r.parser.Pending() == 0 && len(r.out) == len(piece) {
 		return piece, nil
 	}
-	return r.out, nil
+	out := r.out
+	r.out = reuse(out)
+	return out, nil
 }
 
 // pass meters one event and appends what the client gets of it; it

@@ -85,6 +85,22 @@ type codec interface {
 	end(s *streamState, out []byte) []byte
 }
 
+// KeptBuffer is the most a stream's translator keeps of a buffer from one
+// piece of the answer to the next. A piece larger than that (a burst of
+// events read at once) is written into a buffer that goes with its answer,
+// so that a stream waiting on its provider (for minutes, maybe) holds no
+// more than a small one, however large its pieces were.
+const KeptBuffer = 4 << 10
+
+// reuse is b emptied for the next piece, or nil once it grew past
+// KeptBuffer.
+func reuse(b []byte) []byte {
+	if cap(b) > KeptBuffer {
+		return nil
+	}
+	return b[:0]
+}
+
 // translated is the Response of the translating adapters.
 type translated struct {
 	stream  bool
@@ -160,7 +176,7 @@ func (r *translated) Body(piece []byte, end bool) ([]byte, error) {
 	// The client's bytes are written into the translator's own buffer,
 	// reused by every piece (valid until the next call, as Body says).
 	out := r.out[:0]
-	defer func() { r.out = out[:0] }()
+	defer func() { r.out = reuse(out) }()
 	var err error
 	for !r.state.done {
 		ev, ok := r.parser.Next()

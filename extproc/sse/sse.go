@@ -72,13 +72,24 @@ func (p *Parser) Finish() (Event, bool) {
 }
 
 func (p *Parser) keepRest() {
-	if p.owned {
+	rest := p.data[p.off:]
+	if p.owned && (cap(p.buf) <= keptBuffer || len(rest) > keptBuffer/2) {
 		return
 	}
-	rest := p.data[p.off:]
-	p.buf = append(p.buf[:0], rest...)
+	// The caller's piece is let go; so is a buffer that grew past
+	// keptBuffer for a burst of events, once what is left of it is small:
+	// a stream waiting for its next piece holds no large buffer.
+	buf := p.buf[:0]
+	if cap(buf) > keptBuffer {
+		buf = nil
+	}
+	p.buf = append(buf, rest...)
 	p.data, p.off, p.owned = p.buf, 0, true
 }
+
+// keptBuffer is the most the parser keeps of its buffer between pieces
+// when what it holds is small.
+const keptBuffer = 4 << 10
 
 // parseEvent reads one event from the start of b. It returns the event, the
 // bytes it used, and whether it was complete (ended by a blank line, or by

@@ -136,3 +136,29 @@ func FuzzParserNeverPanicsAndSplitsAgree(f *testing.F) {
 		}
 	})
 }
+
+// A buffer grown for a burst of events that came after an unfinished one
+// is let go once the burst is read and little is left: a stream waiting
+// for its next piece holds no large buffer.
+func TestTheBufferOfABurstIsNotKept(t *testing.T) {
+	var p Parser
+	p.Feed([]byte("data: fir"))
+	_, ok := p.Next()
+	require.False(t, ok, "an unfinished event waits")
+	burst := "st\n\n" + strings.Repeat("data: "+strings.Repeat("x", 200)+"\n\n", 100) + "data: ha"
+	p.Feed([]byte(burst))
+	n := 0
+	for {
+		if _, ok := p.Next(); !ok {
+			break
+		}
+		n++
+	}
+	assert.Equal(t, 101, n)
+	assert.Equal(t, len("data: ha"), p.Pending())
+	assert.LessOrEqual(t, cap(p.buf), keptBuffer, "the burst's buffer is gone")
+	p.Feed([]byte("lf\n\n"))
+	ev, ok := p.Next()
+	require.True(t, ok)
+	assert.Equal(t, "half", string(ev.Data), "what was left of it is whole")
+}
