@@ -37,7 +37,7 @@ func TestTheEnvoyBenchHarnessWorks(t *testing.T) {
 
 	m2 := newMock(t, mockTokens)
 	c := startTollgateBehindEnvoy(t, m2.URL, "", grpcVariant{name: "production"}, nil)
-	envoy, tollgate := envoyMemoryPerStream(t, c, m2, 10)
+	envoy, tollgate := envoyMemoryPerStream(t, c, m2, 10, slowPrompt)
 	assert.NotZero(t, envoy+tollgate, "resident memory read")
 
 	p50, p99 := latency(t, trio.c.cl, [2]string{trio.a.api, trio.c.api}, requestBody, 20, 500*time.Millisecond)

@@ -537,10 +537,11 @@ func measureEnvoy(b testing.TB, p *envoyPath, body string, n int) envoyCPU {
 		msgs: float64(m1-m0) / float64(n)}
 }
 
-// envoyMemoryPerStream opens n slow streams through p at once, waits for
-// each one's first chunk, and returns Envoy's and the server's resident
+// envoyMemoryPerStream opens n slow streams of the prompt (slowPrompt or
+// longSlowPrompt) through p at once, waits for each one's events before
+// its pause, and returns Envoy's and the server's resident
 // memory per open stream over their idle figures.
-func envoyMemoryPerStream(b testing.TB, p *envoyPath, m *mock, n int) (envoy, server float64) {
+func envoyMemoryPerStream(b testing.TB, p *envoyPath, m *mock, n int, prompt string) (envoy, server float64) {
 	cl := p.cl
 	require.NoError(b, cl.do(p.api, requestBody))
 	idleE, idleS := p.rss(b)
@@ -549,7 +550,10 @@ func envoyMemoryPerStream(b testing.TB, p *envoyPath, m *mock, n int) (envoy, se
 	if p.server != nil {
 		idleGo = p.server.readStats(b)
 	}
-	slow := strings.Replace(streamBody, "Say hello in five words.", "slow", 1)
+	slow, events := slowBody(prompt), slowEvents
+	if prompt == longSlowPrompt {
+		events = longSlowEvents
+	}
 	var (
 		wg      sync.WaitGroup
 		started sync.WaitGroup
@@ -574,12 +578,13 @@ func envoyMemoryPerStream(b testing.TB, p *envoyPath, m *mock, n int) (envoy, se
 				return
 			}
 			defer resp.Body.Close()
-			buf := make([]byte, 512)
-			if _, err := resp.Body.Read(buf); err != nil || resp.StatusCode != http.StatusOK {
-				fail(fmt.Errorf("status %d: %q: %v", resp.StatusCode, buf, err))
+			// Every event the mock sends before it waits has arrived.
+			br := bufio.NewReader(resp.Body)
+			if err := readEvents(br, events); err != nil || resp.StatusCode != http.StatusOK {
+				fail(fmt.Errorf("status %d: %v", resp.StatusCode, err))
 			}
 			started.Done()
-			_, _ = io.Copy(io.Discard, resp.Body)
+			_, _ = io.Copy(io.Discard, br)
 		})
 	}
 	started.Wait()

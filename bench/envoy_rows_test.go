@@ -87,25 +87,46 @@ func envoyRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio st
 		row("… ext_proc messages/request (Envoy's count), (c) vs (b)", fmt.Sprintf("%.1f", c.msgs), fmt.Sprintf("%.1f", bb.msgs), x(c.msgs, bb.msgs))
 		row("Envoy path, "+s.name+": CPU µs/request, (c) Tollgate vs (a) Envoy alone", us(c.total()), us(a.total()), x(c.total(), a.total()))
 	}
-	const streams = 1000
-	envoy, tollgate, floor := envoyMemory(b, streams)
 	kib := func(v float64) string { return fmt.Sprintf("%.1f", v/1024) }
-	row(fmt.Sprintf("Envoy path: memory per concurrent slow stream (%d open), KiB, (c) Envoy + Tollgate vs (a) Envoy alone", streams),
-		kib(envoy+tollgate), kib(floor), x(envoy+tollgate, floor))
-	row("… Envoy's share, (c) vs (a)", kib(envoy), kib(floor), x(envoy, floor))
-	row("… Tollgate's share", kib(tollgate), "", "")
+	for _, ms := range memoryShapes {
+		envoy, tollgate, floor := envoyMemory(b, grpcVariant{name: "production"}, ms, true)
+		row(fmt.Sprintf("Envoy path: memory per concurrent slow stream%s (%d open), KiB, (c) Envoy + Tollgate vs (a) Envoy alone", ms.name, ms.streams),
+			kib(envoy+tollgate), kib(floor), x(envoy+tollgate, floor))
+		row("… Envoy's share, (c) vs (a)", kib(envoy), kib(floor), x(envoy, floor))
+		row("… Tollgate's share", kib(tollgate), "", "")
+	}
 	envoyLatencyRows(b, row)
 }
 
-// envoyMemory is resident memory per slow stream through (c), Envoy's
-// and Tollgate's, and through (a), each over a mock of its own (a mock
-// releases its slow streams once).
-func envoyMemory(b testing.TB, streams int) (envoy, tollgate, floor float64) {
-	m1 := newMock(b, mockTokens)
-	c := startTollgateBehindEnvoy(b, m1.URL, "", grpcVariant{name: "production"}, nil)
-	envoy, tollgate = envoyMemoryPerStream(b, c, m1, streams)
-	m2 := newMock(b, mockTokens)
-	floor, _ = envoyMemoryPerStream(b, startFloorEnvoy(b, m2.URL), m2, streams)
+// memoryShape is a kind of slow stream the memory rows hold open.
+type memoryShape struct {
+	name          string
+	prompt        string
+	streams, mock int           // streams held open; the mock's words
+	gap           time.Duration // between the mock's chunks
+}
+
+// memoryShapes are the slow streams the memory rows hold open: streams
+// paused after their first words, and fewer paused after longSlowChunks
+// words, as a long answer under way, its chunks paced as the CPU rows'
+// (what a proxy keeps of the words it passed shows there).
+var memoryShapes = []memoryShape{
+	{"", slowPrompt, 1000, mockTokens, 0},
+	{fmt.Sprintf(" after %d chunks", longSlowChunks), longSlowPrompt, 300, longSlowChunks + 20, envoyChunkGap},
+}
+
+// envoyMemory is resident memory per slow stream of the shape through
+// (c) of the variant, Envoy's and Tollgate's, and, with floor, through
+// (a), each over a mock of its own (a mock releases its slow streams
+// once).
+func envoyMemory(b testing.TB, v grpcVariant, ms memoryShape, withFloor bool) (envoy, tollgate, floor float64) {
+	m1 := newPacedMock(b, ms.mock, ms.gap)
+	c := startTollgateBehindEnvoy(b, m1.URL, "", v, nil)
+	envoy, tollgate = envoyMemoryPerStream(b, c, m1, ms.streams, ms.prompt)
+	if withFloor {
+		m2 := newPacedMock(b, ms.mock, ms.gap)
+		floor, _ = envoyMemoryPerStream(b, startFloorEnvoy(b, m2.URL), m2, ms.streams, ms.prompt)
+	}
 	return envoy, tollgate, floor
 }
 
@@ -152,6 +173,7 @@ var sidecarVariants = []grpcVariant{
 	{name: "google_grpc, mutual TLS", edit: googleGRPC},
 	{name: "google_grpc, TCP loopback, plaintext", edit: googleGRPC, plaintext: true},
 	{name: "ext_proc send_body_without_waiting_for_header_response", edit: sendBodyEarly},
+	{name: "ext_proc's gRPC service without retry_policy", edit: noStreamRetry},
 	{name: "(b) answers a stream in FULL_DUPLEX_STREAMED mode", noopEnv: []string{"TOLLGATE_BENCH_NOOP_DUPLEX=1"}},
 }
 
@@ -203,6 +225,19 @@ func variantRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio 
 			row(fmt.Sprintf("variant %q, %s: CPU µs/request (c) vs (b), Envoy + server; (c) vs production (c) %.2f×", v.name, s.name, c.total()/sums[0][0].total()),
 				fmt.Sprintf("%.0f (%.0f + %.0f)", c.total(), c.envoy, c.server), fmt.Sprintf("%.0f (%.0f + %.0f)", bb.total(), bb.envoy, bb.server),
 				fmt.Sprintf("%.2f×", c.total()/bb.total()))
+		}
+	}
+	// Each variant's (c) memory per slow stream, Envoy's share and
+	// Tollgate's, against the production variant's of the same run.
+	for _, ms := range memoryShapes {
+		var first float64
+		for i, v := range variants {
+			envoy, tollgate, _ := envoyMemory(b, v, ms, false)
+			if i == 0 {
+				first = envoy + tollgate
+			}
+			row(fmt.Sprintf("variant %q: memory per slow stream%s (%d open), KiB, Envoy + Tollgate; vs production %.2f×", v.name, ms.name, ms.streams, (envoy+tollgate)/first),
+				fmt.Sprintf("%.1f (%.1f + %.1f)", (envoy+tollgate)/1024, envoy/1024, tollgate/1024), "", "")
 		}
 	}
 }

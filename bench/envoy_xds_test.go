@@ -201,6 +201,15 @@ func sendBodyEarly(r *xds.Resources, _ grpcTarget) error {
 		func(p *extprocfilterv3.ExternalProcessor) { p.SendBodyWithoutWaitingForHeaderResponse = true })
 }
 
+// noStreamRetry takes the retry policy off the ext_proc filters' gRPC
+// service: Envoy then keeps no copy of what it sends on the stream for a
+// retry (it keeps up to 64 KiB of every stream's messages while a retry
+// policy is set, though a stream is retried only before its first answer).
+func noStreamRetry(r *xds.Resources, _ grpcTarget) error {
+	return editFilters(r, func(*extauthzv3.ExtAuthz) {},
+		func(p *extprocfilterv3.ExternalProcessor) { p.GetGrpcService().RetryPolicy = nil })
+}
+
 // unchanged serves Tollgate's resources as they are, from the bench: the
 // control for the variants above.
 func unchanged(*xds.Resources, grpcTarget) error { return nil }

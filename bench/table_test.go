@@ -268,6 +268,40 @@ type mock struct {
 // tokens.
 const mockTokens = 100
 
+// A stream whose prompt says slowPrompt sends its first events (the
+// assistant's role and two words: slowEvents) and waits; one whose prompt
+// says longSlowPrompt sends longSlowEvents first (the role and
+// longSlowChunks words: a long answer under way), from a mock of more
+// words than that.
+const (
+	slowPrompt     = "slow"
+	slowEvents     = 3
+	longSlowPrompt = "slow after many words"
+	longSlowChunks = 300
+	longSlowEvents = longSlowChunks + 1
+)
+
+// slowBody is the streamed request whose stream waits after its first
+// events (prompt: slowPrompt or longSlowPrompt).
+func slowBody(prompt string) string {
+	return strings.Replace(streamBody, "Say hello in five words.", prompt, 1)
+}
+
+// readEvents reads r until it has seen n server-sent events (each ends
+// with an empty line).
+func readEvents(r *bufio.Reader, n int) error {
+	for seen := 0; seen < n; {
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		if len(line) == 1 || string(line) == "\r\n" {
+			seen++
+		}
+	}
+	return nil
+}
+
 func newMock(b testing.TB, chunks int) *mock { return newPacedMock(b, chunks, 0) }
 
 // newPacedMock is a mock whose streams wait gap between chunks, as a
@@ -282,7 +316,10 @@ func newPacedMock(b testing.TB, chunks int, gap time.Duration) *mock {
 		Formats: []mockllm.Format{mockllm.OpenAI}, Answer: words, Usage: &mockllm.Usage{Prompt: 20, Completion: chunks},
 		Gap: gap, Release: m.release,
 		Fault: func(r *mockllm.Request) mockllm.Fault {
-			if strings.Contains(fmt.Sprint(r.Body["messages"]), "slow") {
+			switch msgs := fmt.Sprint(r.Body["messages"]); {
+			case strings.Contains(msgs, longSlowPrompt):
+				return mockllm.Fault{Play: mockllm.HangAfter, After: longSlowEvents}
+			case strings.Contains(msgs, slowPrompt):
 				return mockllm.Fault{Play: mockllm.HangAfter}
 			}
 			return mockllm.Fault{}
@@ -383,13 +420,17 @@ func measure(b testing.TB, c *child, cl *client, body string, n int) perRequest 
 		bytes: float64(after.Bytes-before.Bytes) / float64(n)}
 }
 
-// memoryPerStream opens n slow streams at once through the child, waits
-// for each to have its first chunk, and returns the child's memory in use
-// per open stream (after a GC) over its idle figure.
-func memoryPerStream(b testing.TB, c *child, cl *client, m *mock, n int) float64 {
+// memoryPerStream opens n slow streams of the prompt (slowPrompt or
+// longSlowPrompt) at once through the child, waits for each one's events
+// before its pause, and returns the child's memory in use per open stream
+// (after a GC) over its idle figure.
+func memoryPerStream(b testing.TB, c *child, cl *client, m *mock, n int, prompt string) float64 {
 	require.NoError(b, cl.do(c.api, requestBody))
 	idle := c.readStats(b)
-	slow := strings.Replace(streamBody, "Say hello in five words.", "slow", 1)
+	slow, events := slowBody(prompt), slowEvents
+	if prompt == longSlowPrompt {
+		events = longSlowEvents
+	}
 	var (
 		wg      sync.WaitGroup
 		started sync.WaitGroup
@@ -407,13 +448,13 @@ func memoryPerStream(b testing.TB, c *child, cl *client, m *mock, n int) float64
 				return
 			}
 			defer resp.Body.Close()
-			buf := make([]byte, 512)
-			_, err = resp.Body.Read(buf)
-			if err != nil {
+			// Every event the mock sends before it waits has arrived.
+			br := bufio.NewReader(resp.Body)
+			if err := readEvents(br, events); err != nil {
 				failed.Add(1)
 			}
 			started.Done()
-			_, _ = io.Copy(io.Discard, resp.Body)
+			_, _ = io.Copy(io.Discard, br)
 		})
 	}
 	started.Wait()
@@ -541,12 +582,20 @@ func embeddedRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio
 		row("embedded path, "+c.name+": CPU µs/request", fmt.Sprintf("%.0f", ours.cpuMicros), fmt.Sprintf("%.0f", floor.cpuMicros), fmt.Sprintf("%.2f×", ours.cpuMicros/floor.cpuMicros))
 		row("embedded path, "+c.name+": allocations/request", fmt.Sprintf("%.0f", ours.allocs), fmt.Sprintf("%.0f", floor.allocs), fmt.Sprintf("%.2f×", ours.allocs/floor.allocs))
 	}
-	const streams = 1000
-	oursMem := memoryPerStream(b, emb, cl, m, streams)
-	m2 := newMock(b, mockTokens)
-	proxy2 := startChild(b, childProxy, "TOLLGATE_BENCH_TARGET="+m2.URL)
-	floorMem := memoryPerStream(b, proxy2, cl, m2, streams)
-	row(fmt.Sprintf("memory per concurrent slow stream (%d open), KiB", streams), fmt.Sprintf("%.1f", oursMem/1024), fmt.Sprintf("%.1f", floorMem/1024), fmt.Sprintf("%.2f×", oursMem/floorMem))
+	for i, ms := range memoryShapes {
+		// A mock releases its slow streams once: each measure has its own.
+		mo, eo, clo := m, emb, cl
+		if i > 0 {
+			var sec string
+			mo = newPacedMock(b, ms.mock, ms.gap)
+			eo, sec = startEmbedded(b, mo.URL, "")
+			clo = newClient(sec)
+		}
+		oursMem := memoryPerStream(b, eo, clo, mo, ms.streams, ms.prompt)
+		mf := newPacedMock(b, ms.mock, ms.gap)
+		floorMem := memoryPerStream(b, startChild(b, childProxy, "TOLLGATE_BENCH_TARGET="+mf.URL), cl, mf, ms.streams, ms.prompt)
+		row(fmt.Sprintf("memory per concurrent slow stream%s (%d open), KiB", ms.name, ms.streams), fmt.Sprintf("%.1f", oursMem/1024), fmt.Sprintf("%.1f", floorMem/1024), fmt.Sprintf("%.2f×", oursMem/floorMem))
+	}
 }
 
 // grpcRows measures the gRPC path against no-op servers: server CPU per
@@ -689,6 +738,6 @@ func BenchmarkEmbeddedPath(b *testing.B) {
 	b.Run("SlowStreams", func(b *testing.B) {
 		m := newMock(b, mockTokens)
 		emb, secret := startEmbedded(b, m.URL, "")
-		b.ReportMetric(memoryPerStream(b, emb, newClient(secret), m, max(b.N, 10))/1024, "KiB/stream")
+		b.ReportMetric(memoryPerStream(b, emb, newClient(secret), m, max(b.N, 10), slowPrompt)/1024, "KiB/stream")
 	})
 }
