@@ -85,6 +85,12 @@ func envoyRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio st
 		row("… Envoy's share, (c) vs (b)", us(c.envoy), us(bb.envoy), x(c.envoy, bb.envoy))
 		row("… the gRPC server's share, (c) vs (b)", us(c.server), us(bb.server), x(c.server, bb.server))
 		row("… ext_proc messages/request (Envoy's count), (c) vs (b)", fmt.Sprintf("%.1f", c.msgs), fmt.Sprintf("%.1f", bb.msgs), x(c.msgs, bb.msgs))
+		if c.msgs > 0 && bb.msgs > 0 {
+			// A message's cost to each process (the check's share
+			// included: a whole answer's is a tenth of its calls).
+			row("… Envoy's CPU µs per ext_proc message, (c) vs (b)", fmt.Sprintf("%.1f", c.envoy/c.msgs), fmt.Sprintf("%.1f", bb.envoy/bb.msgs), x(c.envoy/c.msgs, bb.envoy/bb.msgs))
+			row("… the gRPC server's CPU µs per ext_proc message, (c) vs (b)", fmt.Sprintf("%.1f", c.server/c.msgs), fmt.Sprintf("%.1f", bb.server/bb.msgs), x(c.server/c.msgs, bb.server/bb.msgs))
+		}
 		row("Envoy path, "+s.name+": CPU µs/request, (c) Tollgate vs (a) Envoy alone", us(c.total()), us(a.total()), x(c.total(), a.total()))
 	}
 	kib := func(v float64) string { return fmt.Sprintf("%.1f", v/1024) }
