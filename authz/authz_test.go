@@ -32,6 +32,18 @@ models: [{id: m, max_tokens: 10, deployments: [{provider: o, model: m}]}]
 plans: [{name: pro, default_rpm: 0, models: ["*"]}]
 `
 
+// testConfigAndStore is the tests' configuration (cfgText) and a fresh
+// SQLite store, closed when the test ends.
+func testConfigAndStore(t *testing.T) (*config.Config, store.Store) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	st, err := store.Open(t.Context(), storetest.SQLite(t))
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	return cfg, st
+}
+
 type touches map[string]time.Time
 
 func (t touches) Touch(id string, at time.Time) { t[id] = at }
@@ -51,11 +63,7 @@ func startAuthzClock(t *testing.T, now func() time.Time) (authv3.AuthorizationCl
 // startAuthzSigning is startAuthzClock with a decision key.
 func startAuthzSigning(t *testing.T, now func() time.Time, decisionKey []byte) (authv3.AuthorizationClient, store.Store, touches) {
 	t.Helper()
-	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
-	require.NoError(t, err)
-	st, err := store.Open(context.Background(), storetest.SQLite(t))
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	cfg, st := testConfigAndStore(t)
 	tt := touches{}
 	srv := grpc.NewServer()
 	opt := Options{
@@ -277,13 +285,9 @@ func TestFreeRoutesNeedNoBalance(t *testing.T) {
 // replica still holds leased money for it: the spare lease never makes a
 // negative balance positive. A credit that makes it positive serves it again.
 func TestABalanceBelowZeroIsRefusedEvenWithASpareLease(t *testing.T) {
-	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
-	require.NoError(t, err)
-	st, err := store.Open(context.Background(), storetest.SQLite(t))
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	cfg, st := testConfigAndStore(t)
 	secret, key := newKey(t, st, 100)
-	_, err = st.Lease(context.Background(), key.AccountID, "lse_1", 50, 50, time.Now().Add(time.Hour))
+	_, err := st.Lease(context.Background(), key.AccountID, "lse_1", 50, 50, time.Now().Add(time.Hour))
 	require.NoError(t, err)
 	_, err = st.CreditAccount(context.Background(), key.AccountID, -1000)
 	require.NoError(t, err)

@@ -15,7 +15,6 @@ import (
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"
-	"github.com/tollgate/tollgate/store/storetest"
 )
 
 // Behind Envoy a check carries only contract.CheckHeaders (its
@@ -24,11 +23,7 @@ import (
 // same answer from its headers as a client's SDK sends them and from
 // those Envoy lets through.
 func TestTheCheckReadsOnlyTheHeadersEnvoySendsIt(t *testing.T) {
-	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
-	require.NoError(t, err)
-	st, err := store.Open(t.Context(), storetest.SQLite(t))
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	cfg, st := testConfigAndStore(t)
 	ctx := context.Background()
 	clock := time.Unix(1750000000, 0)
 	now := func() time.Time { return clock }

@@ -19,7 +19,6 @@ import (
 	"github.com/tollgate/tollgate/money"
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/store"
-	"github.com/tollgate/tollgate/store/storetest"
 )
 
 // checkAt is check for a request of the given method and path.
@@ -108,11 +107,7 @@ type anthropicError struct {
 // the missing key's message names x-api-key. The same refusal elsewhere
 // stays in OpenAI's shape.
 func TestEveryRefusalOnTheMessagesPathsIsInAnthropicsShape(t *testing.T) {
-	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
-	require.NoError(t, err)
-	st, err := store.Open(t.Context(), storetest.SQLite(t))
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	cfg, st := testConfigAndStore(t)
 	ctx := context.Background()
 	srv := New(Options{Keys: store.NewCache(st, time.Nanosecond, time.Now), Limiter: ratelimit.NewMemory(),
 		Config: func() *config.Config { return cfg }})
@@ -126,7 +121,7 @@ func TestEveryRefusalOnTheMessagesPathsIsInAnthropicsShape(t *testing.T) {
 	one := 1
 	past := time.Now().Add(-time.Hour)
 	limited := withKey(money.PerDollar, func(k *store.Key) { k.RateLimitRPM = &one })
-	_, err = srv.Check(ctx, checkAt("POST", contract.PathMessages, limited)) // the minute's one request
+	_, err := srv.Check(ctx, checkAt("POST", contract.PathMessages, limited)) // the minute's one request
 	require.NoError(t, err)
 	gate := admission.New(1)
 	gate.Enter()

@@ -14,7 +14,6 @@ import (
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/refusal"
 	"github.com/tollgate/tollgate/store"
-	"github.com/tollgate/tollgate/store/storetest"
 )
 
 type refusals struct {
@@ -32,11 +31,7 @@ func (r *refusals) Count(x refusal.Refusal) {
 // is known is counted for that key, with the status and code the client
 // got; a request with no known key is counted for no one.
 func TestRefusalsOfAKnownKeyAreCounted(t *testing.T) {
-	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
-	require.NoError(t, err)
-	st, err := store.Open(t.Context(), storetest.SQLite(t))
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	cfg, st := testConfigAndStore(t)
 	now := time.Date(2026, 5, 1, 14, 0, 0, 0, time.UTC)
 	counted := &refusals{}
 	s := New(Options{Keys: store.NewCache(st, time.Millisecond, time.Now), Limiter: ratelimit.NewMemory(), Config: func() *config.Config { return cfg },
