@@ -116,8 +116,8 @@ lint: ## gofmt, go vet and staticcheck (pinned in go.mod as a tool); one import 
 	$(GO) tool staticcheck $(PKGS)
 	cd deploy/helm && $(GO) vet ./...
 
-bench: ## the benchmark table (each figure next to its floor, measured in the same run) and the overload soak, then the gRPC and rate-limiter micro-benchmarks
-	$(GO) test -run '^$$' -bench '^BenchmarkTable$$' -benchtime 1x -timeout 60m ./bench/
+bench: bench-peer ## the benchmark table (each figure next to its floor, measured in the same run; the peer's rows beside Envoy AI Gateway) and the overload soak, then the gRPC and rate-limiter micro-benchmarks
+	TOLLGATE_BENCH_PEER=$(abspath $(PEER)) $(GO) test -run '^$$' -bench '^BenchmarkTable$$' -benchtime 1x -timeout 90m ./bench/
 	$(GO) test -run '^$$' -bench 'EmptyUnaryCall|NonStreamed|Streamed100' -benchmem -benchtime $(BENCHTIME) ./bench/
 	$(GO) test -run '^$$' -bench StreamEvent -benchmem ./extproc/provider/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./ratelimit/
@@ -126,6 +126,20 @@ bench: ## the benchmark table (each figure next to its floor, measured in the sa
 	@# on PostgreSQL (ten million: writing them takes about twenty minutes here;
 	@# make bench BENCH_RECORDS=1000000 for a quicker look).
 	TOLLGATE_BENCH_RECORDS=$(BENCH_RECORDS) $(GO) test -run '^$$' -bench KeyUsageViewAtScale -benchtime 20x -timeout 90m ./store/
+
+# The peer the bench's peer rows measure: Envoy AI Gateway's ext_proc
+# server at a pinned release, built from the Go module proxy in a module of
+# its own (none of it enters go.mod).
+PEER_VERSION = v1.0.0
+PEER = bin/aigw-extproc-$(PEER_VERSION)
+.PHONY: bench-peer
+bench-peer: $(PEER) ## build the peer's ext_proc server (Envoy AI Gateway $(PEER_VERSION)) for the bench's peer rows
+$(PEER):
+	@mkdir -p bin
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && cd "$$d" && \
+	printf 'module peerbuild\n\ngo 1.26\n' >go.mod && \
+	$(GO) get github.com/envoyproxy/ai-gateway/cmd/extproc@$(PEER_VERSION) && \
+	$(GO) build -o $(abspath $(PEER)) github.com/envoyproxy/ai-gateway/cmd/extproc
 
 FUZZTIME ?= 1m
 # make test fuzzes each target this long (11 targets: about a minute in all,

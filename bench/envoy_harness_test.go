@@ -40,7 +40,7 @@ func TestTheEnvoyBenchHarnessWorks(t *testing.T) {
 	envoy, tollgate := envoyMemoryPerStream(t, c, m2, 10, slowPrompt)
 	assert.NotZero(t, envoy+tollgate, "resident memory read")
 
-	p50, p99 := latency(t, trio.c.cl, [2]string{trio.a.api, trio.c.api}, requestBody, 20, 500*time.Millisecond)
+	p50, p99 := latency(t, trio.c.cl, []string{trio.a.api, trio.c.api}, requestBody, 20, 500*time.Millisecond)
 	for i := range 2 {
 		require.Positive(t, p50[i])
 		require.GreaterOrEqual(t, p99[i], p50[i])

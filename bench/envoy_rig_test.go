@@ -547,7 +547,8 @@ func envoyMemoryPerStream(b testing.TB, p *envoyPath, m *mock, n int, prompt str
 	idleE, idleS := p.rss(b)
 	idleHeap := p.envoy.allocated(b)
 	var idleGo childStats
-	if p.server != nil {
+	goStats := p.server != nil && p.server.stats != "" // not the peer's
+	if goStats {
 		idleGo = p.server.readStats(b)
 	}
 	slow, events := slowBody(prompt), slowEvents
@@ -595,7 +596,7 @@ func envoyMemoryPerStream(b testing.TB, p *envoyPath, m *mock, n int, prompt str
 	// and its goroutines.
 	b.Logf("%s, per open stream: Envoy RSS %.1f KiB, heap allocated %.1f KiB", p.name,
 		float64(openE-idleE)/1024/float64(n), float64(p.envoy.allocated(b)-idleHeap)/1024/float64(n))
-	if p.server != nil {
+	if goStats {
 		open := p.server.readStatsQuery(b, "open")
 		per := func(open, idle uint64) float64 { return (float64(open) - float64(idle)) / 1024 / float64(n) }
 		b.Logf("%s, per open stream: server RSS %.1f KiB, Go heap %.1f KiB and stacks %.1f KiB in use, goroutines %.2f", p.name,

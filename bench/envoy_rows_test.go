@@ -158,7 +158,7 @@ func envoyLatencyRows(b testing.TB, row func(what, ours, floor, ratio string)) {
 	}
 	rate, d := latencyRate(b), 10*time.Second
 	at := strconv.Itoa(rate) + " req/s"
-	p50, p99 := latency(b, cl, [2]string{a.api, c.api}, requestBody, rate, d)
+	p50, p99 := latency(b, cl, []string{a.api, c.api}, requestBody, rate, d)
 	row("Envoy path: added latency at "+at+" ("+what+"), p50, (c) over (a)", ms(p50[1]-p50[0]), "Envoy alone: "+ms(p50[0]), "")
 	row("Envoy path: added latency at "+at+" ("+what+"), p99, (c) over (a)", ms(p99[1]-p99[0]), "Envoy alone: "+ms(p99[0]), "")
 }

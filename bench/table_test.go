@@ -469,17 +469,17 @@ func memoryPerStream(b testing.TB, c *child, cl *client, m *mock, n int, prompt 
 }
 
 // latency runs an open-loop load of rate requests per second for d
-// against each of two bases, their requests interleaved (a tick for one,
-// half a period later a tick for the other), so that both see the same
-// machine; it returns each one's p50 and p99 latencies.
-func latency(b testing.TB, cl *client, bases [2]string, body string, rate int, d time.Duration) (p50, p99 [2]time.Duration) {
+// against each of the bases, their requests interleaved (a tick for each
+// in turn), so that all see the same machine; it returns each one's p50
+// and p99 latencies.
+func latency(b testing.TB, cl *client, bases []string, body string, rate int, d time.Duration) (p50, p99 []time.Duration) {
 	var (
 		mu    sync.Mutex
-		lat   [2][]time.Duration
+		lat   = make([][]time.Duration, len(bases))
 		wg    sync.WaitGroup
 		fails atomic.Int64
 	)
-	tick := time.NewTicker(time.Second / time.Duration(2*rate))
+	tick := time.NewTicker(time.Second / time.Duration(len(bases)*rate))
 	defer tick.Stop()
 	end := time.Now().Add(d)
 	i := 0
@@ -487,7 +487,7 @@ func latency(b testing.TB, cl *client, bases [2]string, body string, rate int, d
 		if now.After(end) {
 			break
 		}
-		which := i % 2
+		which := i % len(bases)
 		i++
 		wg.Go(func() {
 			start := time.Now()
@@ -503,6 +503,7 @@ func latency(b testing.TB, cl *client, bases [2]string, body string, rate int, d
 	}
 	wg.Wait()
 	require.Zero(b, fails.Load(), "every request answered")
+	p50, p99 = make([]time.Duration, len(bases)), make([]time.Duration, len(bases))
 	for k := range lat {
 		slices.Sort(lat[k])
 		p50[k], p99[k] = lat[k][len(lat[k])/2], lat[k][len(lat[k])*99/100]
@@ -522,8 +523,10 @@ func BenchmarkTable(b *testing.B) {
 	var rows [][4]string
 	row := func(what, ours, floor, ratio string) { rows = append(rows, [4]string{what, ours, floor, ratio}) }
 
-	// TOLLGATE_BENCH_ONLY=embedded|grpc|latency|envoy|overload measures
-	// those rows alone (overload: the soak, overload_soak_test.go);
+	// TOLLGATE_BENCH_ONLY=embedded|grpc|latency|envoy|peer|overload
+	// measures those rows alone (overload: the soak,
+	// overload_soak_test.go; peer: Envoy AI Gateway beside Tollgate,
+	// envoy_peer_test.go);
 	// =variants measures the sidecar variants of the Envoy path (only when
 	// named; TOLLGATE_BENCH_VARIANTS=word,word picks the production one and
 	// those whose names contain a word).
@@ -541,6 +544,9 @@ func BenchmarkTable(b *testing.B) {
 	}
 	if part("envoy") {
 		envoyRows(b, n, rounds, row)
+	}
+	if part("peer") {
+		peerRows(b, n, rounds, row)
 	}
 	if strings.Contains(only, "variants") {
 		variantRows(b, n, rounds, row)
@@ -647,7 +653,7 @@ func latencyRows(b testing.TB, row func(what, ours, floor, ratio string)) {
 	}
 	rate, d := latencyRate(b), 10*time.Second
 	at := strconv.Itoa(rate) + " req/s"
-	p50, p99 := latency(b, cl, [2]string{m3.URL + "/v1", gw.api}, requestBody, rate, d)
+	p50, p99 := latency(b, cl, []string{m3.URL + "/v1", gw.api}, requestBody, rate, d)
 	row("added latency at "+at+" (PostgreSQL, Redis), p50", ms(p50[1]-p50[0]), "direct: "+ms(p50[0]), "")
 	row("added latency at "+at+" (PostgreSQL, Redis), p99", ms(p99[1]-p99[0]), "direct: "+ms(p99[0]), "")
 }
