@@ -88,7 +88,7 @@ test-vet:
 	@$(TIMED) $(GO) vet $(PKGS)
 test-race:
 	@$(TIMED) $(GO) test -race -count=1 -timeout 10m $(UNIT_PKGS)
-test-bench-harness:
+test-bench-harness: bench-peer
 	@$(TIMED) $(GO) test -count=1 -timeout 10m ./bench/
 	@# Measures goroutine stacks, which the race detector deepens (skipped
 	@# in the race run): here without it, so CI runs it.
@@ -138,7 +138,7 @@ $(PEER):
 	@mkdir -p bin
 	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && cd "$$d" && \
 	printf 'module peerbuild\n\ngo 1.26\n' >go.mod && \
-	$(GO) get github.com/envoyproxy/ai-gateway/cmd/extproc@$(PEER_VERSION) && \
+	{ $(GO) get github.com/envoyproxy/ai-gateway/cmd/extproc@$(PEER_VERSION) >get.log 2>&1 || { cat get.log; exit 1; }; } && \
 	$(GO) build -o $(abspath $(PEER)) github.com/envoyproxy/ai-gateway/cmd/extproc
 
 FUZZTIME ?= 1m

@@ -69,3 +69,33 @@ func TestEveryVariantServes(t *testing.T) {
 		})
 	}
 }
+
+// TestThePeerBenchHarnessWorks runs the peer's row (d) for a few requests
+// (envoy_peer_test.go; `make test` builds the peer first): it answers 200
+// whole and streamed, its two ext_proc filters are both in force (five
+// messages each way a whole answer: four at the router level, one
+// upstream), its server's CPU and memory are counted, and the latency
+// measure takes its turn. It asserts no speed.
+func TestThePeerBenchHarnessWorks(t *testing.T) {
+	m := newPacedMock(t, 100, envoyChunkGap)
+	d := startPeerBehindEnvoy(t, m.URL, nil)
+	for _, s := range envoyShapes {
+		x := measureEnvoy(t, d, s.body, 10)
+		assert.Greater(t, x.envoy, 0.0, "%s: Envoy's CPU counted", s.name)
+		assert.Greater(t, x.server, 0.0, "%s: the peer's server's CPU counted", s.name)
+		if s.body == requestBody {
+			assert.Equal(t, 10.0, x.msgs, "the peer's two filters exchange ten ext_proc messages a whole answer")
+		} else {
+			assert.Greater(t, x.msgs, 10.0, "a stream's chunks go through the peer's server")
+		}
+	}
+	m2 := newMock(t, mockTokens)
+	envoy, server := envoyMemoryPerStream(t, startPeerBehindEnvoy(t, m2.URL, nil), m2, 10, slowPrompt)
+	assert.NotZero(t, envoy+server, "resident memory read")
+	a := startFloorEnvoy(t, m.URL)
+	p50, p99 := latency(t, d.cl, []string{a.api, d.api}, requestBody, 20, 500*time.Millisecond)
+	for i := range 2 {
+		require.Positive(t, p50[i])
+		require.GreaterOrEqual(t, p99[i], p50[i])
+	}
+}
