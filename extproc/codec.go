@@ -18,7 +18,7 @@ import (
 // streamed answer's included, and the step reads them on its first, the
 // request headers: decoding them into a Struct on every chunk was most of
 // a chunk's decoding (its maps and values), for nothing. Every other
-// message decodes as protobuf does.
+// message decodes as protobuf does. Its buffers come from codecPool.
 func Codec() encoding.CodecV2 { return codec{encoding.GetCodecV2(grpcproto.Name)} }
 
 type codec struct{ encoding.CodecV2 }
@@ -33,14 +33,60 @@ func fieldNumber(name string) protowire.Number {
 	return (&extprocv3.ProcessingRequest{}).ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(name)).Number()
 }
 
+// codecPool holds the buffers a message larger than one read is gathered
+// into, and a large answer is marshaled into: a tier at every power of two
+// from 256 bytes to 8 MiB. gRPC's default pool has none between 32 KiB and
+// 1 MiB, and clears a pooled buffer's whole capacity each time it hands it
+// out: a 40 KiB request body (a long conversation) was gathered into a
+// cleared MiB, and its rewritten body marshaled into another.
+var codecPool = func() mem.BufferPool {
+	p, err := mem.NewBinaryTieredBufferPool(8, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23)
+	if err != nil {
+		panic(err) // cannot happen: the exponents are valid on every platform Go runs on
+	}
+	return p
+}()
+
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
-	req, ok := v.(*extprocv3.ProcessingRequest)
+	m, ok := v.(proto.Message)
 	if !ok {
 		return c.CodecV2.Unmarshal(data, v)
 	}
-	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	buf := gather(data)
 	defer buf.Free()
-	return unmarshalRequest(buf.ReadOnlyData(), req)
+	if req, ok := m.(*extprocv3.ProcessingRequest); ok {
+		return unmarshalRequest(buf.ReadOnlyData(), req)
+	}
+	return proto.Unmarshal(buf.ReadOnlyData(), m)
+}
+
+// gather is a message's bytes in one buffer: its one read's as it is,
+// several reads' copied into a buffer from codecPool.
+func gather(data mem.BufferSlice) mem.Buffer { return data.MaterializeToBuffer(codecPool) }
+
+// Marshal is gRPC's protobuf marshaling, a large message's buffer taken
+// from codecPool.
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return c.CodecV2.Marshal(v)
+	}
+	// The size computed here is the one MarshalAppend uses.
+	size := proto.Size(m)
+	opts := proto.MarshalOptions{UseCachedSize: true}
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		b, err := opts.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	buf := codecPool.Get(size)
+	if _, err := opts.MarshalAppend((*buf)[:0], m); err != nil {
+		codecPool.Put(buf)
+		return nil, err
+	}
+	return mem.BufferSlice{mem.NewBuffer(buf, codecPool)}, nil
 }
 
 // unmarshalRequest decodes b into req, without its metadata_context unless

@@ -100,3 +100,50 @@ func TestAStreamedChunkDecodesWithoutTheForwardedMetadata(t *testing.T) {
 	t.Logf("allocations per chunk: %.0f with the metadata, %.0f without", whole, lean)
 	assert.LessOrEqual(t, lean, 4.0)
 }
+
+// frames splits b as gRPC's transport hands a message over: one buffer per
+// HTTP/2 DATA frame of at most 16 KiB.
+func frames(b []byte) mem.BufferSlice {
+	var s mem.BufferSlice
+	for len(b) > 0 {
+		n := min(len(b), 16<<10)
+		s = append(s, mem.SliceBuffer(b[:n]))
+		b = b[n:]
+	}
+	return s
+}
+
+// TestALargeMessageTakesABufferOfItsSize: a message larger than a frame is
+// gathered, and a large answer marshaled, into a buffer at most twice its
+// size (gRPC's default pool hands out a cleared MiB for anything between
+// 32 KiB and 1 MiB), and both read back as protobuf reads them.
+func TestALargeMessageTakesABufferOfItsSize(t *testing.T) {
+	for _, size := range []int{100, 20 << 10, 40 << 10, 300 << 10, 3 << 20} {
+		body := make([]byte, size)
+		for i := range body {
+			body[i] = byte('a' + i%26)
+		}
+		req := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}}
+		b, err := proto.Marshal(req)
+		require.NoError(t, err)
+
+		in := gather(frames(b))
+		assert.Equal(t, b, in.ReadOnlyData())
+		assert.LessOrEqual(t, cap(in.ReadOnlyData()), max(2*len(b), 16<<10), "%d bytes gathered", len(b))
+		in.Free()
+		var got extprocv3.ProcessingRequest
+		require.NoError(t, Codec().Unmarshal(frames(b), &got))
+		assert.True(t, proto.Equal(req, &got), "%d bytes read", len(b))
+
+		resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
+			Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: body}}}}}}
+		out, err := Codec().Marshal(resp)
+		require.NoError(t, err)
+		require.Len(t, out, 1)
+		assert.LessOrEqual(t, cap(out[0].ReadOnlyData()), max(2*out.Len(), 1<<10), "a %d-byte answer marshaled", out.Len())
+		var back extprocv3.ProcessingResponse
+		require.NoError(t, proto.Unmarshal(out.Materialize(), &back))
+		assert.True(t, proto.Equal(resp, &back), "a %d-byte answer reads back", out.Len())
+		out.Free()
+	}
+}
