@@ -251,7 +251,7 @@ func peerRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio str
 	}
 	us := func(v float64) string { return fmt.Sprintf("%.0f", v) }
 	x := func(a, b float64) string { return fmt.Sprintf("%.2f×", a/b) }
-	for _, s := range envoyShapes {
+	for _, s := range peerShapes {
 		sums := make([]envoyCPU, len(paths))
 		per := max(n/s.div/rounds, 1)
 		for range rounds {
@@ -282,6 +282,14 @@ func peerRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio str
 	}
 	peerLatencyRows(b, row)
 }
+
+// peerShapes are the Envoy rows' request shapes and a whole answer to a
+// prompt of about 48 KiB (a long conversation: a body larger than a gRPC
+// frame, to each server and, rewritten, back).
+var peerShapes = append(envoyShapes[:len(envoyShapes):len(envoyShapes)], struct {
+	name, body string
+	div        int
+}{"non-streamed, 48 KiB prompt", longPromptBody, 2})
 
 // sidecarTransport is Tollgate's gRPC server on a Unix socket without
 // TLS, as the peer's runs in production.

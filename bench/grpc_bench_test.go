@@ -262,6 +262,11 @@ func exchange(s extprocv3.ExternalProcessor_ProcessClient, req *extprocv3.Proces
 // the attribute of a provider's answer) and the response body in the
 // given pieces.
 func (r *rig) request(ctx context.Context, stream bool, pieces [][]byte) error {
+	return r.requestBody(ctx, requestBody, stream, pieces)
+}
+
+// requestBody is request with a request body of its own.
+func (r *rig) requestBody(ctx context.Context, reqBody string, stream bool, pieces [][]byte) error {
 	check, err := r.authz.Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
 		Source: &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
 			SocketAddress: &corev3.SocketAddress{Address: "127.0.0.1"}}}},
@@ -282,9 +287,9 @@ func (r *rig) request(ctx context.Context, stream bool, pieces [][]byte) error {
 			acctID = h.GetHeader().GetValue()
 		}
 	}
-	body := []byte(requestBody)
+	body := []byte(reqBody)
 	if stream {
-		body = []byte(strings.Replace(requestBody, `"max_tokens":128`, `"max_tokens":128,"stream":true`, 1))
+		body = []byte(strings.Replace(reqBody, `"max_tokens":128`, `"max_tokens":128,"stream":true`, 1))
 	}
 
 	rctx, rcancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, contract.HeaderStep, contract.StepRouterDirect))
@@ -342,15 +347,17 @@ func streamPieces(n int) [][]byte {
 	return pieces
 }
 
-func run(b *testing.B, stream bool, pieces [][]byte) {
+func run(b *testing.B, stream bool, pieces [][]byte) { runBody(b, requestBody, stream, pieces) }
+
+func runBody(b *testing.B, body string, stream bool, pieces [][]byte) {
 	r := newRig(b)
 	ctx := context.Background()
-	require.NoError(b, r.request(ctx, stream, pieces)) // warm the caches
+	require.NoError(b, r.requestBody(ctx, body, stream, pieces)) // warm the caches
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := childCPU(b, r.child.Process.Pid)
 	for i := 0; i < b.N; i++ {
-		if err := r.request(ctx, stream, pieces); err != nil {
+		if err := r.requestBody(ctx, body, stream, pieces); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -387,6 +394,16 @@ func BenchmarkEmptyUnaryCall(b *testing.B) {
 // ext_proc steps. server-cpu-µs/req is the CPU time of the process running
 // authz and ext_proc, per request; allocs are the client's.
 func BenchmarkNonStreamed(b *testing.B) { run(b, false, [][]byte{[]byte(completion)}) }
+
+// BenchmarkNonStreamedLongPrompt is BenchmarkNonStreamed with a prompt of
+// about 48 KiB (a long conversation): a request body larger than a gRPC
+// frame, gathered from several, and a rewritten body as large to answer.
+func BenchmarkNonStreamedLongPrompt(b *testing.B) {
+	runBody(b, longPromptBody, false, [][]byte{[]byte(completion)})
+}
+
+// longPromptBody is requestBody with a user message of about 48 KiB.
+var longPromptBody = strings.Replace(requestBody, "Say hello in five words.", strings.Repeat("Tell me more about the weather. ", 1500), 1)
 
 // BenchmarkStreamed100 is one streamed request whose answer arrives in 100
 // content chunks (plus the usage chunk and [DONE]).
