@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strings"
@@ -52,33 +53,49 @@ const MaxJSONDepth = 64
 
 // tooDeep reports whether body nests arrays and objects more than limit
 // deep, in one pass with no recursion and no allocation. It reads brackets
-// outside strings only and does not otherwise check the JSON.
+// outside strings only and does not otherwise check the JSON. A string is
+// skipped to its closing quote (one not escaped: preceded by an even run
+// of backslashes) by IndexByte, which reads many bytes at a time: a
+// prompt is mostly strings.
 func tooDeep(body []byte, limit int) bool {
 	depth := 0
-	inString, escaped := false, false
-	for _, c := range body {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '"':
+			end := closingQuote(body, i)
+			if end < 0 {
+				return false // an unterminated string: the validator refuses it
 			}
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
+			i = end
+		case '[', '{':
 			depth++
 			if depth > limit {
 				return true
 			}
-		case c == ']' || c == '}':
+		case ']', '}':
 			depth--
 		}
 	}
 	return false
+}
+
+// closingQuote is the index of the quote that ends the string opened at
+// body[open], or -1.
+func closingQuote(body []byte, open int) int {
+	for j := open + 1; ; j++ {
+		k := bytes.IndexByte(body[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		j += k
+		run := 0
+		for b := j - 1; b > open && body[b] == '\\'; b-- {
+			run++
+		}
+		if run%2 == 0 {
+			return j
+		}
+	}
 }
 
 // validRoles are the message roles: "developer" is OpenAI's newer name for

@@ -3,6 +3,7 @@ package extproc
 import (
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"testing"
@@ -382,4 +383,56 @@ func TestTheHeldLimitIsTheBodysOnlyLimit(t *testing.T) {
 			assert.Equal(t, body, string(out), "left as it is")
 		}
 	}
+}
+
+// depthByteByByte is tooDeep's meaning, one byte at a time: the reference
+// the skipping scan must agree with.
+func depthByteByByte(body []byte, limit int) bool {
+	depth := 0
+	inString, escaped := false, false
+	for _, c := range body {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			if depth > limit {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
+}
+
+// TestTheNestingCheckSkipsStringsAsAByteByByteReadDoes: on bodies made of
+// quotes, backslash runs, brackets and text — escaped quotes, strings
+// ending in backslashes, unterminated strings —, the check that skips a
+// string to its closing quote agrees with one that reads every byte.
+func TestTheNestingCheckSkipsStringsAsAByteByByteReadDoes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pieces := []string{`"`, `\\`, `\"`, `[`, `]`, `{`, `}`, `a`, `\\\\`, `:`, `,`}
+	for range 20000 {
+		var b strings.Builder
+		for range rng.IntN(40) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		body := []byte(b.String())
+		for _, limit := range []int{0, 1, 2, 3, 5} {
+			require.Equal(t, depthByteByByte(body, limit), tooDeep(body, limit), "limit %d, body %q", limit, body)
+		}
+	}
+	long := []byte(`{"messages":[{"content":"` + strings.Repeat(`a \\\" [{ `, 5000) + `"}], "x": [[[[1]]]]}`)
+	assert.Equal(t, depthByteByByte(long, 4), tooDeep(long, 4))
+	assert.True(t, tooDeep(long, 4), "the brackets after the long string count")
 }

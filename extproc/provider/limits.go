@@ -19,8 +19,13 @@ import (
 // is modelMax: the smallest of the body's max_tokens and
 // max_completion_tokens and modelMax (0 when there is none at all).
 func OutputLimit(body []byte, modelMax int64) int64 {
+	v := topValues(body, "max_tokens", "max_completion_tokens", "")
+	return limitOf(v[0], v[1], modelMax)
+}
+
+func limitOf(maxTokens, maxCompletion gjson.Result, modelMax int64) int64 {
 	limit := modelMax
-	for _, v := range gjson.GetManyBytes(body, "max_tokens", "max_completion_tokens") {
+	for _, v := range [2]gjson.Result{maxTokens, maxCompletion} {
 		if n := v.Int(); v.Type == gjson.Number && n > 0 && (limit <= 0 || n < limit) {
 			limit = n
 		}
@@ -31,13 +36,37 @@ func OutputLimit(body []byte, modelMax int64) int64 {
 // Choices is a chat body's n: how many answers share the output limit
 // each (1 when absent).
 func Choices(body []byte) int64 {
-	return max(gjson.GetBytes(body, "n").Int(), 1)
+	return choices(topValues(body, "n", "", "")[0])
 }
+
+func choices(n gjson.Result) int64 { return max(n.Int(), 1) }
 
 // HeldOutput is the most output tokens a request may be answered with:
 // its output limit for each of its answers.
 func HeldOutput(body []byte, m *config.Model) int64 {
-	return OutputLimit(body, int64(m.MaxTokens)) * Choices(body)
+	v := topValues(body, "max_tokens", "max_completion_tokens", "n")
+	return limitOf(v[0], v[1], int64(m.MaxTokens)) * choices(v[2])
+}
+
+// topValues are the values of up to three keys at the top level of a JSON
+// object (the first of each, as gjson.Get finds it; an empty key finds
+// nothing), found in one walk of the top level. gjson's GetMany walks it
+// once a key, and a long conversation's messages, which each walk steps
+// over, are most of a body.
+func topValues(body []byte, k0, k1, k2 string) (v [3]gjson.Result) {
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return v
+	}
+	root.ForEach(func(k, val gjson.Result) bool {
+		for i, want := range [3]string{k0, k1, k2} {
+			if want != "" && k.Str == want && !v[i].Exists() {
+				v[i] = val
+			}
+		}
+		return true
+	})
+	return v
 }
 
 // OpenAILimitField is the field an OpenAI-type server honours for the
@@ -60,7 +89,7 @@ func LimitBody(body []byte, field string, limit int64) ([]byte, error) {
 	if field == other {
 		other = "max_completion_tokens"
 	}
-	vs := gjson.GetManyBytes(body, field, other)
+	vs := topValues(body, field, other, "")
 	if vs[0].Type == gjson.Number && vs[0].Int() == limit && vs[0].Num == float64(limit) && !vs[1].Exists() {
 		return body, nil
 	}
