@@ -244,7 +244,7 @@ func relayUpstream(chat []byte, t provider.Target) (provider.Upstream, error) {
 	if err != nil {
 		return provider.Upstream{}, err
 	}
-	if chat, err = provider.LimitBody(chat, "max_completion_tokens", provider.OutputLimit(chat, int64(t.Model.MaxTokens))); err != nil {
+	if chat, err = provider.LimitToHeld(chat, "max_completion_tokens", int64(t.Model.MaxTokens)); err != nil {
 		return provider.Upstream{}, err
 	}
 	body, err := responses.FromChat(chat, t.Deployment.Model)

@@ -328,9 +328,10 @@ func validateMessages(msgs gjson.Result, model *config.Model, r *validChat) *oai
 	var e *oaierror.Error
 	i := 0
 	msgs.ForEach(func(_, m gjson.Result) bool {
-		e = validateMessage(i, m, bad, &r.tally)
-		if e == nil && m.Get("content").IsArray() {
-			e = countParts(i, m.Get("content"), model, r)
+		var content gjson.Result
+		content, e = validateMessage(i, m, bad, &r.tally)
+		if e == nil && content.IsArray() {
+			e = countParts(i, content, model, r)
 		}
 		i++
 		return e == nil
@@ -344,12 +345,14 @@ func validateMessages(msgs gjson.Result, model *config.Model, r *validChat) *oai
 	return nil
 }
 
-// validateMessage checks message i and counts it for the prompt bound.
-func validateMessage(i int, m gjson.Result, bad func(string, ...any) *oaierror.Error, t *promptTally) *oaierror.Error {
+// validateMessage checks message i and counts it for the prompt bound; it
+// returns the message's content, read in the same walk of the message (a
+// long content is read once).
+func validateMessage(i int, m gjson.Result, bad func(string, ...any) *oaierror.Error, t *promptTally) (content gjson.Result, _ *oaierror.Error) {
 	if !m.IsObject() {
-		return bad("messages[%d] must be an object.", i)
+		return content, bad("messages[%d] must be an object.", i)
 	}
-	var role, name, toolCalls, content, toolCallID gjson.Result
+	var role, name, toolCalls, toolCallID gjson.Result
 	m.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "role":
@@ -366,15 +369,15 @@ func validateMessage(i int, m gjson.Result, bad func(string, ...any) *oaierror.E
 		return true
 	})
 	if role.Type != gjson.String || !validRoles[role.Str] {
-		return bad("messages[%d].role must be one of system, developer, user, assistant, tool.", i)
+		return content, bad("messages[%d].role must be one of system, developer, user, assistant, tool.", i)
 	}
 	if n := name; n.Exists() && n.Type != gjson.String {
-		return bad("messages[%d].name must be a string.", i)
+		return content, bad("messages[%d].name must be a string.", i)
 	}
 	hasToolCalls := false
 	if toolCalls.Exists() && toolCalls.Type != gjson.Null {
 		if role.Str != "assistant" || !toolCalls.IsArray() {
-			return bad("messages[%d].tool_calls must be an array, on an assistant message.", i)
+			return content, bad("messages[%d].tool_calls must be an array, on an assistant message.", i)
 		}
 		hasToolCalls = toolCalls.Get("#").Int() > 0
 	}
@@ -387,21 +390,21 @@ func validateMessage(i int, m gjson.Result, bad func(string, ...any) *oaierror.E
 			return ok
 		})
 		if !ok {
-			return bad("messages[%d].content must be a string or a non-empty array of content parts.", i)
+			return content, bad("messages[%d].content must be a string or a non-empty array of content parts.", i)
 		}
 	case (!content.Exists() || content.Type == gjson.Null) && hasToolCalls:
 	case !content.Exists():
-		return bad("messages[%d].content is required.", i)
+		return content, bad("messages[%d].content is required.", i)
 	default:
-		return bad("messages[%d].content must be a string.", i)
+		return content, bad("messages[%d].content must be a string.", i)
 	}
 	if role.Str == "tool" {
 		if id := toolCallID; id.Type != gjson.String || id.Str == "" {
-			return bad("messages[%d] has role tool and needs a tool_call_id.", i)
+			return content, bad("messages[%d] has role tool and needs a tool_call_id.", i)
 		}
 	}
 	tallyMessage(t, role, toolCalls, content)
-	return nil
+	return content, nil
 }
 
 // countParts counts a message's parts for the hold (each an item of the

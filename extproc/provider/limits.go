@@ -19,13 +19,14 @@ import (
 // is modelMax: the smallest of the body's max_tokens and
 // max_completion_tokens and modelMax (0 when there is none at all).
 func OutputLimit(body []byte, modelMax int64) int64 {
-	v := topValues(body, "max_tokens", "max_completion_tokens", "")
-	return limitOf(v[0], v[1], modelMax)
+	var v [3]gjson.Result
+	topValues(body, "max_tokens", "max_completion_tokens", "", &v)
+	return limitOf(&v[0], &v[1], modelMax)
 }
 
-func limitOf(maxTokens, maxCompletion gjson.Result, modelMax int64) int64 {
+func limitOf(maxTokens, maxCompletion *gjson.Result, modelMax int64) int64 {
 	limit := modelMax
-	for _, v := range [2]gjson.Result{maxTokens, maxCompletion} {
+	for _, v := range [2]*gjson.Result{maxTokens, maxCompletion} {
 		if n := v.Int(); v.Type == gjson.Number && n > 0 && (limit <= 0 || n < limit) {
 			limit = n
 		}
@@ -36,37 +37,40 @@ func limitOf(maxTokens, maxCompletion gjson.Result, modelMax int64) int64 {
 // Choices is a chat body's n: how many answers share the output limit
 // each (1 when absent).
 func Choices(body []byte) int64 {
-	return choices(topValues(body, "n", "", "")[0])
+	var v [3]gjson.Result
+	topValues(body, "n", "", "", &v)
+	return max(v[0].Int(), 1)
 }
-
-func choices(n gjson.Result) int64 { return max(n.Int(), 1) }
 
 // HeldOutput is the most output tokens a request may be answered with:
 // its output limit for each of its answers.
 func HeldOutput(body []byte, m *config.Model) int64 {
-	v := topValues(body, "max_tokens", "max_completion_tokens", "n")
-	return limitOf(v[0], v[1], int64(m.MaxTokens)) * choices(v[2])
+	var v [3]gjson.Result
+	topValues(body, "max_tokens", "max_completion_tokens", "n", &v)
+	return limitOf(&v[0], &v[1], int64(m.MaxTokens)) * max(v[2].Int(), 1)
 }
 
-// topValues are the values of up to three keys at the top level of a JSON
-// object (the first of each, as gjson.Get finds it; an empty key finds
-// nothing), found in one walk of the top level. gjson's GetMany walks it
-// once a key, and a long conversation's messages, which each walk steps
-// over, are most of a body.
-func topValues(body []byte, k0, k1, k2 string) (v [3]gjson.Result) {
+// topValues finds the values of up to three keys at the top level of a
+// JSON object (the first of each, as gjson.Get finds it; an empty key
+// finds nothing) in one walk of the top level, into v. gjson's GetMany
+// walks it once a key, and a long conversation's messages, which each
+// walk steps over, are most of a body.
+func topValues(body []byte, k0, k1, k2 string, v *[3]gjson.Result) {
 	root := gjson.ParseBytes(body)
 	if !root.IsObject() {
-		return v
+		return
 	}
 	root.ForEach(func(k, val gjson.Result) bool {
-		for i, want := range [3]string{k0, k1, k2} {
-			if want != "" && k.Str == want && !v[i].Exists() {
-				v[i] = val
-			}
+		switch {
+		case k0 != "" && k.Str == k0 && !v[0].Exists():
+			v[0] = val
+		case k1 != "" && k.Str == k1 && !v[1].Exists():
+			v[1] = val
+		case k2 != "" && k.Str == k2 && !v[2].Exists():
+			v[2] = val
 		}
 		return true
 	})
-	return v
 }
 
 // OpenAILimitField is the field an OpenAI-type server honours for the
@@ -85,17 +89,31 @@ func OpenAILimitField(m *config.Model) string {
 // (max_tokens or max_completion_tokens). The body is returned as it is
 // when it already is so.
 func LimitBody(body []byte, field string, limit int64) ([]byte, error) {
+	return limitBody(body, field, limit, false)
+}
+
+// LimitToHeld is LimitBody(body, field, OutputLimit(body, modelMax)), the
+// body's top level read once for both.
+func LimitToHeld(body []byte, field string, modelMax int64) ([]byte, error) {
+	return limitBody(body, field, modelMax, true)
+}
+
+// limitBody is LimitBody; with fromBody, limit is the model's and the
+// output limit is the body's own, as OutputLimit reads it. The body is
+// read in a frame that is gone before it is rewritten (a stream's
+// goroutine keeps the stack its deepest work grew it to).
+func limitBody(body []byte, field string, limit int64, fromBody bool) ([]byte, error) {
 	other := "max_tokens"
 	if field == other {
 		other = "max_completion_tokens"
 	}
-	vs := topValues(body, field, other, "")
-	if vs[0].Type == gjson.Number && vs[0].Int() == limit && vs[0].Num == float64(limit) && !vs[1].Exists() {
+	limit, done, hasOther := limitPlan(body, field, other, limit, fromBody)
+	if done {
 		return body, nil
 	}
 	out := body
 	var err error
-	if vs[1].Exists() {
+	if hasOther {
 		if out, err = sjson.DeleteBytes(out, other); err != nil {
 			return nil, fmt.Errorf("remove %s: %w", other, err)
 		}
@@ -104,4 +122,32 @@ func LimitBody(body []byte, field string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("set %s: %w", field, err)
 	}
 	return out, nil
+}
+
+// limitPlan reads the body's limits: the limit to set (the body's own
+// output limit under limit, with fromBody), whether the body already has
+// it alone in field, and whether it has the other field.
+//
+//go:noinline
+func limitPlan(body []byte, field, other string, limit int64, fromBody bool) (int64, bool, bool) {
+	third := ""
+	if field != "max_tokens" && field != "max_completion_tokens" {
+		third = field
+	}
+	var all [3]gjson.Result
+	topValues(body, "max_tokens", "max_completion_tokens", third, &all)
+	if fromBody {
+		limit = limitOf(&all[0], &all[1], limit)
+	}
+	at := func(name string) *gjson.Result {
+		switch name {
+		case "max_tokens":
+			return &all[0]
+		case "max_completion_tokens":
+			return &all[1]
+		}
+		return &all[2]
+	}
+	f, o := at(field), at(other)
+	return limit, f.Type == gjson.Number && f.Int() == limit && f.Num == float64(limit) && !o.Exists(), o.Exists()
 }

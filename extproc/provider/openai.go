@@ -87,7 +87,7 @@ func openAIBody(req *Request, t Target) (body []byte, asked bool, err error) {
 		return nil, false, fmt.Errorf("rewrite model: %w", err)
 	}
 	if t.Model != nil {
-		if body, err = LimitBody(body, limitField(t), OutputLimit(body, int64(t.Model.MaxTokens))); err != nil {
+		if body, err = LimitToHeld(body, limitField(t), int64(t.Model.MaxTokens)); err != nil {
 			return nil, false, err
 		}
 	}
