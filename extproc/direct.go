@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"strconv"
@@ -35,18 +36,21 @@ type straightRoute struct {
 	deployment *config.Deployment
 	provider   *config.Provider
 	send       []byte
-	state      string
-	hand       handover
+	// held is the body Envoy holds (the client's): an attempt's request
+	// body equal to it is not sent back.
+	held  []byte
+	state string
+	hand  handover
 }
 
 // routeStraight says whether the admitted request is routed straight (its
 // model has one deployment), and leaves what straight needs in r.routed.
 //
 //go:noinline
-func (r *routerStep) routeStraight(cr validChat, send []byte, state string) bool {
+func (r *routerStep) routeStraight(cr validChat, send, held []byte, state string) bool {
 	d, p, ok := r.cfg.OnlyDeployment(cr.Model)
 	if ok {
-		r.routed = straightRoute{deployment: d, provider: p, send: send, state: state, hand: newHandover(&r.admission, cr, state)}
+		r.routed = straightRoute{deployment: d, provider: p, send: send, held: held, state: state, hand: newHandover(&r.admission, cr, state)}
 	}
 	return ok
 }
@@ -82,7 +86,7 @@ func (r *routerStep) straight(ctx context.Context) *extprocv3.ProcessingResponse
 	// the client's header map and the provider's request. The client's
 	// body stays with the attempt (u.preq), which estimates a cut stream's
 	// prompt from it.
-	r.hm, rt.send = nil, nil
+	r.hm, rt.send, rt.held = nil, nil, nil
 	u.next.Body, u.next.Headers = nil, nil
 	return resp
 }
@@ -120,7 +124,12 @@ func (r *routerStep) straightAnswer(p *config.Provider, hand *handover) *extproc
 	})
 	ans := newAnswer(phaseRequestBody)
 	ans.common.ClearRouteCache = true
-	ans.setHeaders(contract.SetRawHeaders(kv...), remove).replaceBody(up.Body)
+	ans.setHeaders(contract.SetRawHeaders(kv...), remove)
+	if !bytes.Equal(up.Body, r.routed.held) {
+		// A body as the client sent it (a provider of its API, its limit
+		// already the one held) stays the one Envoy holds.
+		ans.replaceBody(up.Body)
+	}
 	resp := ans.msg()
 	// For the access log alone: no upstream step reads it, so it is not
 	// signed.

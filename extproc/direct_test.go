@@ -3,6 +3,7 @@ package extproc
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"weak"
@@ -11,6 +12,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -97,6 +99,38 @@ func TestAModelWithOneDeploymentIsRoutedStraightToIt(t *testing.T) {
 		assert.Equal(t, 1, r.Attempts)
 	}
 	assert.Equal(t, []string{gpt}, g.health.successes, "the deployment's health hears of it")
+}
+
+// An attempt's request body that is the client's own (the deployment's
+// model named alike, the output limit already the one held) is not sent
+// back: Envoy keeps the body it holds. One that differs is sent.
+func TestAnAttemptsBodyEqualToTheClientsIsNotSentBack(t *testing.T) {
+	g := newRig(t)
+	for _, tt := range []struct {
+		body    string
+		changed bool
+		limit   int64
+	}{
+		{`{"model":"free","messages":[{"role":"user","content":"hi"}],"max_tokens":50}`, false, 50},
+		{`{"model":"free","messages":[{"role":"user","content":"hi"}]}`, true, 100},                           // the held limit is added
+		{`{"model":"free","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":50}`, true, 50}, // in the field the provider reads
+	} {
+		x := g.open(contract.StepRouterDirect)
+		require.Nil(t, g.send(x, requestHeaders(contract.PathChatCompletions, "POST", false)).GetImmediateResponse())
+		resp := g.send(x, requestBody(tt.body))
+		require.Nil(t, resp.GetImmediateResponse(), tt.body)
+		m := commonOf(resp).GetBodyMutation()
+		if tt.changed {
+			require.NotNil(t, m, tt.body)
+			assert.Equal(t, tt.limit, gjson.GetBytes(m.GetBody(), "max_tokens").Int(), "the held limit: %s", tt.body)
+			assert.Equal(t, strconv.Itoa(len(m.GetBody())), setHeadersOf(resp)["content-length"])
+		} else {
+			assert.Nil(t, m, "Envoy's body stays: %s", tt.body)
+			assert.Equal(t, strconv.Itoa(len(tt.body)), setHeadersOf(resp)["content-length"])
+		}
+		assert.Equal(t, "openai.test", setHeadersOf(resp)[":authority"], "the attempt's headers are set either way")
+		finish(x)
+	}
 }
 
 // The built-in edge's router step (contract.StepRouterEdge) routes

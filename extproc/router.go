@@ -192,7 +192,7 @@ func (r *routerStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (*e
 			return r.refuse(oaierror.Internal, cr.Asked), nil
 		}
 	}
-	if r.direct && r.routeStraight(cr, send, state) {
+	if r.direct && r.routeStraight(cr, send, b.GetBody(), state) {
 		return nil, nil // handle makes the attempt (straight)
 	}
 	return r.routeToCluster(cr, send, !sameBytes(send, b.GetBody()), state), nil

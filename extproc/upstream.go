@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -182,7 +183,7 @@ func (u *upstreamStep) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 	if f := u.prepare(ctx, b.GetBody()); f != nil {
 		return f.answer(u), nil
 	}
-	return u.send(u.next), nil
+	return u.send(u.next, b.GetBody()), nil
 }
 
 // attemptFailure is why an attempt's request could not be made: the
@@ -284,14 +285,19 @@ func (u *upstreamStep) unsupported(err error) oaierror.Error {
 		strings.Replace(pe.Error(), strconv.Quote(pe.Param), strconv.Quote(param), 1))
 }
 
-// send is the request body's answer: the attempt's upstream request.
-func (u *upstreamStep) send(up provider.Upstream) *extprocv3.ProcessingResponse {
+// send is the request body's answer: the attempt's upstream request. Its
+// body is not sent back when it is the one Envoy holds (held).
+func (u *upstreamStep) send(up provider.Upstream, held []byte) *extprocv3.ProcessingResponse {
 	var pairs [16]string // on the stack for up to 5 provider headers
 	kv := append(pairs[:0], ":path", up.Path, ":authority", up.Authority, "content-length", strconv.Itoa(len(up.Body)))
 	for _, h := range up.Headers {
 		kv = append(kv, h.Name, h.Value)
 	}
-	return newAnswer(phaseRequestBody).setHeaders(contract.SetRawHeaders(kv...), removeForUpstream(up.Headers)).replaceBody(up.Body).msg()
+	ans := newAnswer(phaseRequestBody).setHeaders(contract.SetRawHeaders(kv...), removeForUpstream(up.Headers))
+	if !bytes.Equal(up.Body, held) {
+		ans.replaceBody(up.Body)
+	}
+	return ans.msg()
 }
 
 // removeForUpstream lists the headers an attempt removes: every internal
