@@ -237,9 +237,10 @@ func startPeerBehindEnvoy(b testing.TB, mockURL string, env []string) *envoyPath
 }
 
 // peerRows measures (a), (c), (c′) — Tollgate on a Unix socket without
-// TLS, the transport the peer runs in production — and (d) in interleaved
-// rounds: CPU per request and ext_proc messages, memory per slow stream,
-// and the added latency.
+// TLS, the transport the peer runs in production —, (d) and (b′) — the
+// no-op servers exchanging Tollgate's messages on that transport: the
+// floor of Tollgate's sequence — in interleaved rounds: CPU per request
+// and ext_proc messages, memory per slow stream, and the added latency.
 func peerRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio string)) {
 	m := newPacedMock(b, mockTokens, envoyChunkGap)
 	env := []string{"GOMAXPROCS=1"}
@@ -248,7 +249,9 @@ func peerRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio str
 		startTollgateBehindEnvoy(b, m.URL, "", grpcVariant{name: "production"}, env),
 		startTollgateBehindEnvoy(b, m.URL, "", sidecarTransport, env),
 		startPeerBehindEnvoy(b, m.URL, env),
+		startNoopBehindEnvoy(b, m.URL, sidecarTransport, env),
 	}
+	forwarded := paths[4].server.readStats(b).Forwarded
 	us := func(v float64) string { return fmt.Sprintf("%.0f", v) }
 	x := func(a, b float64) string { return fmt.Sprintf("%.2f×", a/b) }
 	for _, s := range peerShapes {
@@ -256,20 +259,27 @@ func peerRows(b testing.TB, n, rounds int, row func(what, ours, floor, ratio str
 		per := max(n/s.div/rounds, 1)
 		for range rounds {
 			for i, p := range paths {
+				if i == 4 && s.body == longPromptBody {
+					continue
+				}
 				v := measureEnvoy(b, p, s.body, per)
 				sums[i].envoy += v.envoy / float64(rounds)
 				sums[i].server += v.server / float64(rounds)
 				sums[i].msgs += v.msgs / float64(rounds)
 			}
 		}
-		a, c, c2, d := sums[0], sums[1], sums[2], sums[3]
+		a, c, c2, d, b2 := sums[0], sums[1], sums[2], sums[3], sums[4]
 		row("peer, "+s.name+": CPU µs/request (Envoy + gRPC server), (c) Tollgate vs (d) Envoy AI Gateway", us(c.total()), us(d.total()), x(c.total(), d.total()))
 		row("… Envoy's share, (c) vs (d)", us(c.envoy), us(d.envoy), x(c.envoy, d.envoy))
 		row("… the gRPC server's share, (c) vs (d)", us(c.server), us(d.server), x(c.server, d.server))
 		row("… ext_proc messages/request (Envoy's count), (c) vs (d)", fmt.Sprintf("%.1f", c.msgs), fmt.Sprintf("%.1f", d.msgs), x(c.msgs, d.msgs))
 		row("… (c′) Tollgate on the peer's transport (a Unix socket without TLS) vs (d)", fmt.Sprintf("%s (%s + %s)", us(c2.total()), us(c2.envoy), us(c2.server)), us(d.total()), x(c2.total(), d.total()))
+		if s.body != longPromptBody { // (b) has recorded the two shapes of the Envoy rows
+			row("… (b′) no-op servers exchanging Tollgate's messages, on the peer's transport, vs (d)", fmt.Sprintf("%s (%s + %s)", us(b2.total()), us(b2.envoy), us(b2.server)), us(d.total()), x(b2.total(), d.total()))
+		}
 		row("… over (a) Envoy alone ("+us(a.total())+" µs): (c), (c′) vs (d)", x(c.total(), a.total())+", "+x(c2.total(), a.total()), x(d.total(), a.total()), "")
 	}
+	require.Equal(b, forwarded, paths[4].server.readStats(b).Forwarded, "(b′) passed nothing measured to the real servers")
 	kib := func(v float64) string { return fmt.Sprintf("%.1f", v/1024) }
 	for _, ms := range memoryShapes {
 		envoy, tollgate, floor := envoyMemory(b, grpcVariant{name: "production"}, ms, true)
@@ -299,18 +309,9 @@ var sidecarTransport = grpcVariant{name: "Unix socket, plaintext", unix: true, p
 // turns, every core; (c) on PostgreSQL and Redis when the latency rows
 // have them.
 func peerLatencyRows(b testing.TB, row func(what, ours, floor, ratio string)) {
-	pg, redisURL, ok := latencyStores()
-	var extra []string
-	what := "SQLite, in-memory limiter"
-	if ok {
-		extra, what = []string{"--redis", redisURL}, "PostgreSQL, Redis"
-	} else {
-		pg = ""
-	}
 	m := newMock(b, mockTokens)
-	cores := []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}
-	c := startTollgateBehindEnvoy(b, m.URL, pg, grpcVariant{name: "production"}, cores, extra...)
-	d := startPeerBehindEnvoy(b, m.URL, cores)
+	c, what := startLatencyTollgate(b, m.URL)
+	d := startPeerBehindEnvoy(b, m.URL, []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())})
 	a := startFloorEnvoy(b, m.URL)
 	cl := c.cl
 	for range 100 {

@@ -140,16 +140,8 @@ func envoyMemory(b testing.TB, v grpcVariant, ms memoryShape, withFloor bool) (e
 // PostgreSQL and Redis as latencyRows has them — and 500 through (a),
 // interleaved; the added p50 and p99 are (c)'s over (a)'s.
 func envoyLatencyRows(b testing.TB, row func(what, ours, floor, ratio string)) {
-	pg, redisURL, ok := latencyStores()
-	var extra []string
-	what := "SQLite, in-memory limiter"
-	if ok {
-		extra, what = []string{"--redis", redisURL}, "PostgreSQL, Redis"
-	} else {
-		pg = ""
-	}
 	m := newMock(b, mockTokens)
-	c := startTollgateBehindEnvoy(b, m.URL, pg, grpcVariant{name: "production"}, []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}, extra...)
+	c, what := startLatencyTollgate(b, m.URL)
 	a := startFloorEnvoy(b, m.URL)
 	cl := c.cl
 	for range 100 {
@@ -161,6 +153,22 @@ func envoyLatencyRows(b testing.TB, row func(what, ours, floor, ratio string)) {
 	p50, p99 := latency(b, cl, []string{a.api, c.api}, requestBody, rate, d)
 	row("Envoy path: added latency at "+at+" ("+what+"), p50, (c) over (a)", ms(p50[1]-p50[0]), "Envoy alone: "+ms(p50[0]), "")
 	row("Envoy path: added latency at "+at+" ("+what+"), p99, (c) over (a)", ms(p99[1]-p99[0]), "Envoy alone: "+ms(p99[0]), "")
+}
+
+// startLatencyTollgate is (c) for the latency rows: every core, on
+// PostgreSQL and Redis as latencyRows has them (else SQLite and the
+// in-memory limiter, which what names).
+func startLatencyTollgate(b testing.TB, mockURL string) (c *envoyPath, what string) {
+	pg, redisURL, ok := latencyStores()
+	var extra []string
+	what = "SQLite, in-memory limiter"
+	if ok {
+		extra, what = []string{"--redis", redisURL}, "PostgreSQL, Redis"
+	} else {
+		pg = ""
+	}
+	cores := []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}
+	return startTollgateBehindEnvoy(b, mockURL, pg, grpcVariant{name: "production"}, cores, extra...), what
 }
 
 // sidecarVariants are the shapes tried between Envoy and the gRPC server
