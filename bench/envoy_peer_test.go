@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -81,11 +82,6 @@ const (
 	peerFilter = `
 name: envoy.filters.http.ext_proc
 typed_config:
-  "@type": type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor
-  grpc_service: {envoy_grpc: {cluster_name: peer_extproc}, timeout: 30s}
-  message_timeout: 10s
-  allow_mode_override: true
-  metadata_options: {receiving_namespaces: {untyped: [io.envoy.ai_gateway]}}
   processing_mode:
     request_header_mode: SEND
     request_body_mode: BUFFERED
@@ -93,6 +89,17 @@ typed_config:
     response_header_mode: SEND
     response_body_mode: BUFFERED
     response_trailer_mode: SKIP
+`
+	// peerProcessor is what both of the peer's ext_proc filters set
+	// besides their processing modes: its server, its timeouts, the mode
+	// override its router-level filter uses, and the metadata namespace it
+	// writes.
+	peerProcessor = `
+"@type": type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor
+grpc_service: {envoy_grpc: {cluster_name: peer_extproc}, timeout: 30s}
+message_timeout: 10s
+allow_mode_override: true
+metadata_options: {receiving_namespaces: {untyped: [io.envoy.ai_gateway]}}
 `
 	peerClusters = `
 - name: mock
@@ -105,11 +112,6 @@ typed_config:
       http_filters:
         - name: upstream_extproc
           typed_config:
-            "@type": type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor
-            grpc_service: {envoy_grpc: {cluster_name: peer_extproc}, timeout: 30s}
-            message_timeout: 10s
-            allow_mode_override: true
-            metadata_options: {receiving_namespaces: {untyped: [io.envoy.ai_gateway]}}
             request_attributes:
               - xds.upstream_host_metadata.filter_metadata['aigateway.envoy.io']['per_route_rule_backend_name']
               - xds.cluster_metadata.filter_metadata['aigateway.envoy.io']['per_route_rule_backend_name']
@@ -159,10 +161,15 @@ func peerBootstrap(b testing.TB, mockURL, sock string) []byte {
 	require.NoError(b, json.Unmarshal(floor, &boot))
 	u, err := url.Parse(mockURL)
 	require.NoError(b, err)
-	var filter map[string]any
+	var filter, common map[string]any
 	var clusters []any
 	require.NoError(b, yaml.Unmarshal([]byte(peerFilter), &filter))
 	require.NoError(b, yaml.Unmarshal([]byte(fmt.Sprintf(peerClusters, u.Hostname(), u.Port(), sock)), &clusters))
+	require.NoError(b, yaml.Unmarshal([]byte(peerProcessor), &common))
+	upstream := clusters[0].(map[string]any)["typed_extension_protocol_options"].(map[string]any)["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].(map[string]any)["http_filters"].([]any)[0].(map[string]any)
+	for _, f := range []map[string]any{filter, upstream} {
+		maps.Copy(f["typed_config"].(map[string]any), common)
+	}
 	static := boot["staticResources"].(map[string]any)
 	static["clusters"] = clusters
 	hcm := static["listeners"].([]any)[0].(map[string]any)["filterChains"].([]any)[0].(map[string]any)["filters"].([]any)[0].(map[string]any)["typedConfig"].(map[string]any)
