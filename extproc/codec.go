@@ -18,7 +18,9 @@ import (
 // streamed answer's included, and the step reads them on its first, the
 // request headers: decoding them into a Struct on every chunk was most of
 // a chunk's decoding (its maps and values), for nothing. Every other
-// message decodes as protobuf does. Its buffers come from codecPool.
+// message decodes as protobuf does. An answer's dynamic metadata is
+// written by the codec itself (structwire.go), the rest of it by protobuf.
+// Its buffers come from codecPool.
 func Codec() encoding.CodecV2 { return codec{encoding.GetCodecV2(grpcproto.Name)} }
 
 type codec struct{ encoding.CodecV2 }
@@ -71,21 +73,45 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok {
 		return c.CodecV2.Marshal(v)
 	}
-	// The size computed here is the one MarshalAppend uses.
-	size := proto.Size(m)
-	opts := proto.MarshalOptions{UseCachedSize: true}
-	if mem.IsBelowBufferPoolingThreshold(size) {
-		b, err := opts.Marshal(m)
-		if err != nil {
+	// An answer's dynamic metadata is written apart (structwire.go),
+	// after the rest.
+	meta, num, restore := takeMetadata(m)
+	metaLen, metaSize := 0, 0
+	if meta != nil {
+		defer restore()
+		var err error
+		if metaLen, err = structSize(meta, 0); err != nil {
 			return nil, err
 		}
-		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+		metaSize = messageFieldSize(num, metaLen)
 	}
-	buf := codecPool.Get(size)
-	if _, err := opts.MarshalAppend((*buf)[:0], m); err != nil {
-		codecPool.Put(buf)
+	// The size computed here is the one MarshalAppend uses.
+	size := proto.Size(m) + metaSize
+	opts := proto.MarshalOptions{UseCachedSize: true}
+	var b []byte
+	var buf *[]byte
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		b = make([]byte, 0, size)
+	} else {
+		buf = codecPool.Get(size)
+		b = (*buf)[:0]
+	}
+	b, err := opts.MarshalAppend(b, m)
+	if err != nil {
+		if buf != nil {
+			codecPool.Put(buf)
+		}
 		return nil, err
 	}
+	if meta != nil {
+		b = protowire.AppendTag(b, num, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(metaLen))
+		b = appendStruct(b, meta, 0)
+	}
+	if buf == nil {
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	*buf = b
 	return mem.BufferSlice{mem.NewBuffer(buf, codecPool)}, nil
 }
 

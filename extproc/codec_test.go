@@ -1,17 +1,24 @@
 package extproc
 
 import (
+	"math"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/tollgate/envoy/contract"
+	"github.com/tollgate/tollgate/store"
 )
 
 // forwarded is the metadata Envoy forwards with every message of the
@@ -146,4 +153,117 @@ func TestALargeMessageTakesABufferOfItsSize(t *testing.T) {
 		assert.True(t, proto.Equal(resp, &back), "a %d-byte answer reads back", out.Len())
 		out.Free()
 	}
+}
+
+// TestTheCodecWritesDynamicMetadataAsProtobufDoes: the codec writes an
+// answer's dynamic metadata itself (structwire.go); what it writes reads
+// back as the answer it was given, at the size protobuf gives it, for the
+// servers' own metadata and for random Structs of every kind of value,
+// nested, large and small; the answer keeps its metadata.
+func TestTheCodecWritesDynamicMetadataAsProtobufDoes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 39))
+	hand := handover{keyID: "key_1", accountID: "acct_1", requestID: "req_1", modelID: "gpt-4o-mini", stream: true,
+		started: time.Unix(1700000000, 0), leaseID: "lease_1", held: 1234, endpointState: "state", tokensHeld: 99, expires: time.Unix(1700000100, 0)}
+	metas := []*structpb.Struct{
+		hand.encode([]byte("step-key")),
+		hand.encode(nil),
+		usageMetadata(store.UsageRecord{KeyID: "key_1", Endpoint: "chat", Model: "gpt-4o-mini", Provider: "openai", PromptTokens: 20, CompletionTokens: 7}),
+		{},
+		{Fields: map[string]*structpb.Value{"": {}}},
+	}
+	for range 300 {
+		metas = append(metas, randomStruct(rng, 0))
+	}
+	body := &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
+		ClearRouteCache: true, BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: []byte(`{"model":"m"}`)}}}}}
+	for i, meta := range metas {
+		for _, msg := range []proto.Message{
+			&extprocv3.ProcessingResponse{Response: body, DynamicMetadata: meta, ModeOverride: &filterv3.ProcessingMode{ResponseBodyMode: filterv3.ProcessingMode_STREAMED}},
+			&authv3.CheckResponse{Status: &rpcstatus.Status{}, DynamicMetadata: meta},
+		} {
+			want := proto.Clone(msg)
+			out, err := Codec().Marshal(msg)
+			require.NoError(t, err)
+			assert.Equal(t, proto.Size(want), out.Len(), "metadata %d: the size protobuf gives it", i)
+			back := want.ProtoReflect().New().Interface()
+			require.NoError(t, proto.Unmarshal(out.Materialize(), back))
+			assert.True(t, proto.Equal(want, back), "metadata %d reads back as %v", i, meta)
+			assert.True(t, proto.Equal(want, msg), "metadata %d: the answer keeps it", i)
+			out.Free()
+		}
+	}
+}
+
+// TestTheCodecRefusesMetadataProtobufRefuses: a string that is not UTF-8,
+// a key or a value, fails the answer as protobuf's encoder does, and the
+// answer is left as it was.
+func TestTheCodecRefusesMetadataProtobufRefuses(t *testing.T) {
+	deep := &structpb.Struct{}
+	for range maxStructDepth + 2 {
+		deep = &structpb.Struct{Fields: map[string]*structpb.Value{"a": structpb.NewStructValue(deep)}}
+	}
+	for name, meta := range map[string]*structpb.Struct{
+		"a value":                           {Fields: map[string]*structpb.Value{"k": structpb.NewStringValue("\xff")}},
+		"a key":                             {Fields: map[string]*structpb.Value{"\xfe": structpb.NewBoolValue(true)}},
+		"in a list":                         {Fields: map[string]*structpb.Value{"k": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewStringValue("ok"), structpb.NewStringValue("\xc0")}})}},
+		"nested deeper than protobuf reads": deep,
+	} {
+		t.Run(name, func(t *testing.T) {
+			msg := &extprocv3.ProcessingResponse{DynamicMetadata: meta}
+			if name != "nested deeper than protobuf reads" {
+				_, err := proto.Marshal(msg)
+				require.Error(t, err, "protobuf refuses it too")
+			}
+			_, err := Codec().Marshal(msg)
+			require.Error(t, err)
+			assert.Same(t, meta, msg.DynamicMetadata)
+		})
+	}
+}
+
+// randomStruct is a Struct of up to six fields of every kind of Value,
+// nested up to three deep, its strings sometimes long enough to take the
+// codec's pooled buffers.
+func randomStruct(rng *rand.Rand, depth int) *structpb.Struct {
+	s := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for range rng.IntN(7) {
+		s.Fields[randomString(rng)] = randomValue(rng, depth)
+	}
+	return s
+}
+
+func randomValue(rng *rand.Rand, depth int) *structpb.Value {
+	kinds := 5
+	if depth < 3 {
+		kinds = 7
+	}
+	switch rng.IntN(kinds) {
+	case 0:
+		return structpb.NewNullValue()
+	case 1:
+		return structpb.NewNumberValue([]float64{0, -1, 1.5, 1e300, math.Inf(-1), float64(rng.Int64())}[rng.IntN(6)])
+	case 2:
+		return structpb.NewStringValue(randomString(rng))
+	case 3:
+		return structpb.NewBoolValue(rng.IntN(2) == 0)
+	case 4:
+		return &structpb.Value{}
+	case 5:
+		return structpb.NewStructValue(randomStruct(rng, depth+1))
+	default:
+		l := &structpb.ListValue{}
+		for range rng.IntN(4) {
+			l.Values = append(l.Values, randomValue(rng, depth+1))
+		}
+		return structpb.NewListValue(l)
+	}
+}
+
+func randomString(rng *rand.Rand) string {
+	n := []int{0, 1, 8, 130, 2000}[rng.IntN(5)]
+	b := make([]rune, n)
+	for i := range b {
+		b[i] = []rune("aé€😀 z")[rng.IntN(6)]
+	}
+	return string(b)
 }
