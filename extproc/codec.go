@@ -76,17 +76,27 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	// An answer's dynamic metadata is written apart (structwire.go),
 	// after the rest.
 	meta, num, restore := takeMetadata(m)
-	metaLen, metaSize := 0, 0
+	var metaBytes []byte
 	if meta != nil {
 		defer restore()
-		var err error
-		if metaLen, err = structSize(meta, 0); err != nil {
+		scratch := metaPool.Get().(*[]byte)
+		defer func() {
+			if cap(metaBytes) <= 64<<10 { // a rare large one is not kept
+				*scratch = metaBytes[:0]
+				metaPool.Put(scratch)
+			}
+		}()
+		mb, err := appendStruct((*scratch)[:0], meta, 0)
+		metaBytes = mb
+		if err != nil {
 			return nil, err
 		}
-		metaSize = messageFieldSize(num, metaLen)
 	}
 	// The size computed here is the one MarshalAppend uses.
-	size := proto.Size(m) + metaSize
+	size := proto.Size(m)
+	if meta != nil {
+		size += protowire.SizeTag(num) + protowire.SizeBytes(len(metaBytes))
+	}
 	opts := proto.MarshalOptions{UseCachedSize: true}
 	var b []byte
 	var buf *[]byte
@@ -105,8 +115,7 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	}
 	if meta != nil {
 		b = protowire.AppendTag(b, num, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(metaLen))
-		b = appendStruct(b, meta, 0)
+		b = protowire.AppendBytes(b, metaBytes)
 	}
 	if buf == nil {
 		return mem.BufferSlice{mem.SliceBuffer(b)}, nil

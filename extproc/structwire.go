@@ -3,6 +3,7 @@ package extproc
 import (
 	"errors"
 	"math"
+	"sync"
 	"unicode/utf8"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -16,12 +17,13 @@ import (
 // The dynamic metadata of an answer (the router step's hand-over, the
 // usage record for the access log, the check's API shape) is a
 // google.protobuf.Struct: a map of Values. Protobuf's generic encoder
-// sizes and writes a map through reflection, entry by entry, and did so
+// sizes and writes a map through reflection, entry by entry, and does so
 // twice a message (once to size it, once to write it): a fifth of the
 // server's marshaling on a whole answer, which the no-op floor does not
-// pay. The codec writes an answer's metadata itself, after the rest of the
+// pay (7.4 µs and 48 allocations for a whole answer's two). The codec
+// writes an answer's metadata itself, in one pass, after the rest of the
 // message (a field may come in any order on the wire), with the encoding
-// protobuf gives it.
+// protobuf gives it (2.2 µs, the buffer reused).
 
 // Field numbers of the dynamic_metadata of the answers the servers send.
 var (
@@ -53,7 +55,7 @@ const (
 // protobuf refuses to write too.
 var errInvalidUTF8 = errors.New("extproc: dynamic metadata string is not valid UTF-8")
 
-// errTooDeep is a Struct nested deeper than protobuf reads.
+// errTooDeep is a Struct nested deeper than maxStructDepth.
 var errTooDeep = errors.New("extproc: dynamic metadata nested too deep")
 
 // takeMetadata removes m's dynamic metadata for the codec to write itself,
@@ -75,102 +77,56 @@ func takeMetadata(m proto.Message) (meta *structpb.Struct, num protowire.Number,
 	return nil, 0, nil
 }
 
-// messageFieldSize is the size of field num holding a message of n bytes.
-func messageFieldSize(num protowire.Number, n int) int {
-	return protowire.SizeTag(num) + protowire.SizeBytes(n)
+// The metadata is written in one pass: each nested message's length is
+// written after its body, in the room left for the longest varint a
+// length can take, and the body moved back over what the varint did not
+// use.
+const lenRoom = 5 // bytes of a varint holding any length below 4 GiB
+
+// openLen leaves room for a length at the end of b, returning where it is.
+func openLen(b []byte) ([]byte, int) { return append(b, 0, 0, 0, 0, 0), len(b) }
+
+// closeLen writes the length of what follows the room at mark.
+func closeLen(b []byte, mark int) []byte {
+	n := len(b) - mark - lenRoom
+	v := protowire.SizeVarint(uint64(n))
+	copy(b[mark+v:], b[mark+lenRoom:])
+	protowire.AppendVarint(b[mark:mark], uint64(n))
+	return b[:mark+v+n]
 }
 
-// structSize is the encoded size of s, or an error protobuf would give
-// for it.
-func structSize(s *structpb.Struct, depth int) (int, error) {
+// appendStruct writes the fields of s (a Struct's body) to b, or the error
+// protobuf would give for it.
+func appendStruct(b []byte, s *structpb.Struct, depth int) ([]byte, error) {
 	if depth > maxStructDepth {
-		return 0, errTooDeep
+		return b, errTooDeep
 	}
-	n := 0
 	for k, v := range s.GetFields() {
 		if !utf8.ValidString(k) {
-			return 0, errInvalidUTF8
+			return b, errInvalidUTF8
 		}
-		e, err := entrySize(k, v, depth)
-		if err != nil {
-			return 0, err
-		}
-		n += messageFieldSize(structFields, e)
-	}
-	return n, nil
-}
-
-func entrySize(k string, v *structpb.Value, depth int) (int, error) {
-	n := protowire.SizeTag(entryKey) + protowire.SizeBytes(len(k)) // written even when empty, as protobuf does
-	vs, _, err := valueSize(v, depth)
-	if err != nil {
-		return 0, err
-	}
-	return n + messageFieldSize(entryValue, vs), nil
-}
-
-// valueSize is the encoded size of v and, for a struct or a list, of
-// that message's body (inner), which appendValue takes.
-func valueSize(v *structpb.Value, depth int) (size, inner int, err error) {
-	switch k := v.GetKind().(type) {
-	case nil:
-		return 0, 0, nil
-	case *structpb.Value_NullValue:
-		return protowire.SizeTag(valueNull) + protowire.SizeVarint(uint64(k.NullValue)), 0, nil
-	case *structpb.Value_NumberValue:
-		return protowire.SizeTag(valueNumber) + protowire.SizeFixed64(), 0, nil
-	case *structpb.Value_StringValue:
-		if !utf8.ValidString(k.StringValue) {
-			return 0, 0, errInvalidUTF8
-		}
-		return protowire.SizeTag(valueString) + protowire.SizeBytes(len(k.StringValue)), 0, nil
-	case *structpb.Value_BoolValue:
-		return protowire.SizeTag(valueBool) + 1, 0, nil
-	case *structpb.Value_StructValue:
-		n, err := structSize(k.StructValue, depth+1)
-		return messageFieldSize(valueStruct, n), n, err
-	case *structpb.Value_ListValue:
-		n, err := listSize(k.ListValue, depth+1)
-		return messageFieldSize(valueList, n), n, err
-	}
-	return 0, 0, errors.New("extproc: dynamic metadata value of an unknown kind")
-}
-
-func listSize(l *structpb.ListValue, depth int) (int, error) {
-	if depth > maxStructDepth {
-		return 0, errTooDeep
-	}
-	n := 0
-	for _, v := range l.GetValues() {
-		vs, _, err := valueSize(v, depth)
-		if err != nil {
-			return 0, err
-		}
-		n += messageFieldSize(listValues, vs)
-	}
-	return n, nil
-}
-
-// appendStruct writes s, already sized by structSize (which validated it),
-// as the body of a message field.
-func appendStruct(b []byte, s *structpb.Struct, depth int) []byte {
-	for k, v := range s.GetFields() {
-		vs, inner, _ := valueSize(v, depth)
-		e := protowire.SizeTag(entryKey) + protowire.SizeBytes(len(k)) + messageFieldSize(entryValue, vs)
+		var entry, val int
+		var err error
 		b = protowire.AppendTag(b, structFields, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(e))
+		b, entry = openLen(b)
+		// The key is written even when empty, as protobuf writes it.
 		b = protowire.AppendTag(b, entryKey, protowire.BytesType)
 		b = protowire.AppendString(b, k)
 		b = protowire.AppendTag(b, entryValue, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(vs))
-		b = appendValue(b, v, depth, inner)
+		b, val = openLen(b)
+		b, err = appendValue(b, v, depth)
+		if err != nil {
+			return b, err
+		}
+		b = closeLen(closeLen(b, val), entry)
 	}
-	return b
+	return b, nil
 }
 
-// appendValue writes v, a struct's or a list's body being inner bytes long.
-func appendValue(b []byte, v *structpb.Value, depth, inner int) []byte {
+// appendValue writes the body of v.
+func appendValue(b []byte, v *structpb.Value, depth int) ([]byte, error) {
 	switch k := v.GetKind().(type) {
+	case nil:
 	case *structpb.Value_NullValue:
 		b = protowire.AppendTag(b, valueNull, protowire.VarintType)
 		b = protowire.AppendVarint(b, uint64(k.NullValue))
@@ -178,24 +134,48 @@ func appendValue(b []byte, v *structpb.Value, depth, inner int) []byte {
 		b = protowire.AppendTag(b, valueNumber, protowire.Fixed64Type)
 		b = protowire.AppendFixed64(b, math.Float64bits(k.NumberValue))
 	case *structpb.Value_StringValue:
+		if !utf8.ValidString(k.StringValue) {
+			return b, errInvalidUTF8
+		}
 		b = protowire.AppendTag(b, valueString, protowire.BytesType)
 		b = protowire.AppendString(b, k.StringValue)
 	case *structpb.Value_BoolValue:
 		b = protowire.AppendTag(b, valueBool, protowire.VarintType)
 		b = protowire.AppendVarint(b, protowire.EncodeBool(k.BoolValue))
 	case *structpb.Value_StructValue:
+		var mark int
+		var err error
 		b = protowire.AppendTag(b, valueStruct, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(inner))
-		b = appendStruct(b, k.StructValue, depth+1)
-	case *structpb.Value_ListValue:
-		b = protowire.AppendTag(b, valueList, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(inner))
-		for _, e := range k.ListValue.GetValues() {
-			vs, n, _ := valueSize(e, depth+1)
-			b = protowire.AppendTag(b, listValues, protowire.BytesType)
-			b = protowire.AppendVarint(b, uint64(vs))
-			b = appendValue(b, e, depth+1, n)
+		b, mark = openLen(b)
+		b, err = appendStruct(b, k.StructValue, depth+1)
+		if err != nil {
+			return b, err
 		}
+		b = closeLen(b, mark)
+	case *structpb.Value_ListValue:
+		if depth+1 > maxStructDepth {
+			return b, errTooDeep
+		}
+		var list, mark int
+		var err error
+		b = protowire.AppendTag(b, valueList, protowire.BytesType)
+		b, list = openLen(b)
+		for _, e := range k.ListValue.GetValues() {
+			b = protowire.AppendTag(b, listValues, protowire.BytesType)
+			b, mark = openLen(b)
+			b, err = appendValue(b, e, depth+1)
+			if err != nil {
+				return b, err
+			}
+			b = closeLen(b, mark)
+		}
+		b = closeLen(b, list)
+	default:
+		return b, errors.New("extproc: dynamic metadata value of an unknown kind")
 	}
-	return b
+	return b, nil
 }
+
+// metaPool holds the buffers an answer's metadata is written into before
+// the answer is sized (most answers' take a few hundred bytes).
+var metaPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
