@@ -401,18 +401,34 @@ func (r *openAIResponse) event(data []byte) bool {
 	return true
 }
 
-// readCompletion meters a whole chat.completion body.
+// readCompletion meters a whole chat.completion body, read once at its
+// top level (its first usage and choices count, as gjson's Get reads
+// them), and keeps its text.
 func (r *openAIResponse) readCompletion(body []byte) {
-	r.readUsage(gjson.GetBytes(body, "usage"))
-	for _, t := range gjson.GetBytes(body, "choices.#.text").Array() {
-		r.text.WriteString(t.String()) // a legacy completion
-	}
-	for _, m := range gjson.GetBytes(body, "choices.#.message").Array() {
-		r.text.WriteString(m.Get("content").String())
-		for _, a := range m.Get("tool_calls.#.function.arguments").Array() {
-			r.text.WriteString(a.String())
+	var usage, choices gjson.Result
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		switch {
+		case k.Str == "usage" && !usage.Exists():
+			usage = v
+		case k.Str == "choices" && !choices.Exists():
+			choices = v
 		}
-	}
+		return true
+	})
+	r.readUsage(usage)
+	choices.ForEach(func(_, c gjson.Result) bool {
+		if t := c.Get("text"); t.Exists() {
+			r.text.WriteString(t.String()) // a legacy completion
+		}
+		if m := c.Get("message"); m.Exists() {
+			r.text.WriteString(m.Get("content").String())
+			m.Get("tool_calls").ForEach(func(_, call gjson.Result) bool {
+				r.text.WriteString(call.Get("function.arguments").String())
+				return true
+			})
+		}
+		return true
+	})
 }
 
 // normalizeCompletion adds the fields OpenAI's schema requires that some
