@@ -2,7 +2,6 @@ package extproc
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"net/http"
 	"slices"
@@ -244,7 +243,7 @@ func (r *routerStep) admit(ctx context.Context, body []byte) (validChat, *oaierr
 	if e := r.access(ctx, cr.Model); e != nil {
 		return cr, e
 	}
-	r.requestID = rand.Text()
+	r.requestID = store.OrderedID(r.started)
 	return cr, nil
 }
 

@@ -9,7 +9,6 @@ package usagelog
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,7 +107,7 @@ var ErrClosed = errors.New("usage recorder closed")
 // blocks for long: with the buffer full, the record goes to the journal.
 func (r *Recorder) Record(rec store.UsageRecord) error {
 	if rec.ID == "" {
-		rec.ID = "use_" + rand.Text()
+		rec.ID = "use_" + store.OrderedID(time.Now())
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
