@@ -200,8 +200,15 @@ func (l *Leaser) Hold(ctx context.Context, accountID, _ string, amount money.Nan
 		a.mu.Unlock()
 		select {
 		case a.turn <- struct{}{}:
-		case <-ctx.Done():
-			return "", ctx.Err()
+		default:
+			// Another hold of the account's has the turn: wait for it
+			// (an uncontended turn does not ask ctx for its Done channel,
+			// which a step's context makes only when waited on).
+			select {
+			case a.turn <- struct{}{}:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
 		}
 		id, again, err := l.hold(ctx, a, accountID, amount, arrived)
 		<-a.turn

@@ -66,14 +66,14 @@ type routerStep struct {
 func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
 	switch v := req.Request.(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
-		ctx, cancel := context.WithTimeout(ctx, contract.StepDeadline)
-		defer cancel()
+		ctx := withStepDeadline(ctx, contract.StepDeadline)
+		defer ctx.end()
 		return r.requestHeaders(ctx, v.RequestHeaders)
 	case *extprocv3.ProcessingRequest_RequestBody:
 		// One deadline for the whole answer to the body, as Envoy waits
 		// for it: the admission's and, routed straight, the attempt's.
-		ctx, cancel := context.WithTimeout(ctx, contract.StepDeadline)
-		defer cancel()
+		ctx := withStepDeadline(ctx, contract.StepDeadline)
+		defer ctx.end()
 		if resp, err := r.bodyPhase(ctx, v.RequestBody); resp != nil || err != nil {
 			return resp, err
 		}
