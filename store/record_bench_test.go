@@ -24,33 +24,46 @@ func BenchmarkRecordUsage(b *testing.B) {
 	for _, db := range []string{"SQLite", "PostgreSQL"} {
 		for _, size := range []int{1, 20} {
 			b.Run(fmt.Sprintf("%s/batch%d", db, size), func(b *testing.B) {
-				ctx := context.Background()
-				url := "sqlite://" + filepath.Join(b.TempDir(), "bench.db")
-				if db == "PostgreSQL" {
-					url = storetest.PostgresURL(b)
-				}
-				s, a := openBenchAccount(b, url)
-				k, err := s.CreateKey(ctx, store.Key{AccountID: a.ID, Description: "k", Enabled: true, Hint: "h"}, apikey.HashOf("secret"))
-				if err != nil {
-					b.Fatal(err)
-				}
+				s, k := benchKey(b, db)
 				batch := make([]store.UsageRecord, size)
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i += size {
 					for j := range batch {
-						batch[j] = store.UsageRecord{ID: "use_" + store.OrderedID(time.Now()), KeyID: k.ID, AccountID: a.ID,
-							Model: "gpt-4o-mini", Provider: "openai", PromptTokens: 120, CompletionTokens: 64,
-							Cost: money.Nanos(56_400), Status: 200, Latency: 812 * time.Millisecond, RequestID: "3PNWB5X6JHQO7CYU6TN2HB3DAM",
-							Deployment: "gpt-4o-mini#openai/gpt-4o-mini", Attempts: 1, TTFT: 300 * time.Millisecond, Endpoint: store.EndpointChat}
+						batch[j] = benchRecord(k, "use_"+store.OrderedID(time.Now()))
 					}
-					if err := s.RecordUsage(ctx, batch); err != nil {
+					if err := s.RecordUsage(context.Background(), batch); err != nil {
 						b.Fatal(err)
 					}
 				}
 			})
 		}
 	}
+}
+
+// benchKey opens a store on db (SQLite in a file of b's, or the test
+// PostgreSQL), closed when b ends, with a key of an account whose balance
+// never runs out.
+func benchKey(b *testing.B, db string) (store.Store, store.Key) {
+	b.Helper()
+	url := "sqlite://" + filepath.Join(b.TempDir(), "bench.db")
+	if db == "PostgreSQL" {
+		url = storetest.PostgresURL(b)
+	}
+	s, a := openBenchAccount(b, url)
+	k, err := s.CreateKey(context.Background(), store.Key{AccountID: a.ID, Description: "k", Enabled: true, Hint: "h"}, apikey.HashOf("secret"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, k
+}
+
+// benchRecord is a request's whole record, of k's, with id.
+func benchRecord(k store.Key, id string) store.UsageRecord {
+	return store.UsageRecord{ID: id, KeyID: k.ID, AccountID: k.AccountID,
+		Model: "gpt-4o-mini", Provider: "openai", PromptTokens: 120, CompletionTokens: 64,
+		Cost: money.Nanos(56_400), Status: 200, Latency: 812 * time.Millisecond, RequestID: "3PNWB5X6JHQO7CYU6TN2HB3DAM",
+		Deployment: "gpt-4o-mini#openai/gpt-4o-mini", Attempts: 1, TTFT: 300 * time.Millisecond, Endpoint: store.EndpointChat}
 }
 
 // openBenchAccount opens the store at url, closed when b ends, with one
@@ -81,16 +94,7 @@ func BenchmarkRecordUsageIDs(b *testing.B) {
 	for _, db := range []string{"SQLite", "PostgreSQL"} {
 		for _, ids := range []string{"ordered", "random"} {
 			b.Run(db+"/"+ids, func(b *testing.B) {
-				ctx := context.Background()
-				url := "sqlite://" + filepath.Join(b.TempDir(), "bench.db")
-				if db == "PostgreSQL" {
-					url = storetest.PostgresURL(b)
-				}
-				s, a := openBenchAccount(b, url)
-				k, err := s.CreateKey(ctx, store.Key{AccountID: a.ID, Description: "k", Enabled: true, Hint: "h"}, apikey.HashOf("secret"))
-				if err != nil {
-					b.Fatal(err)
-				}
+				s, k := benchKey(b, db)
 				batch := make([]store.UsageRecord, 40)
 				write := func() {
 					for j := range batch {
@@ -98,12 +102,9 @@ func BenchmarkRecordUsageIDs(b *testing.B) {
 						if ids == "random" {
 							id = rand.Text()
 						}
-						batch[j] = store.UsageRecord{ID: "use_" + id, KeyID: k.ID, AccountID: a.ID,
-							Model: "gpt-4o-mini", Provider: "openai", PromptTokens: 120, CompletionTokens: 64,
-							Cost: money.Nanos(56_400), Status: 200, Latency: 812 * time.Millisecond, RequestID: "3PNWB5X6JHQO7CYU6TN2HB3DAM",
-							Deployment: "gpt-4o-mini#openai/gpt-4o-mini", Attempts: 1, TTFT: 300 * time.Millisecond, Endpoint: store.EndpointChat}
+						batch[j] = benchRecord(k, "use_"+id)
 					}
-					if err := s.RecordUsage(ctx, batch); err != nil {
+					if err := s.RecordUsage(context.Background(), batch); err != nil {
 						b.Fatal(err)
 					}
 				}
