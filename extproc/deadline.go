@@ -20,6 +20,9 @@ type stepContext struct {
 	mu     sync.Mutex
 	timed  context.Context // made by timer when first waited on
 	cancel context.CancelFunc
+	// ended is when end was called: from then it is canceled (or past
+	// its deadline, if that came first), as a timeout context is.
+	ended time.Time
 }
 
 // withStepDeadline is parent until d from now; end releases it when the
@@ -34,6 +37,9 @@ func (c *stepContext) timer() context.Context {
 	defer c.mu.Unlock()
 	if c.timed == nil {
 		c.timed, c.cancel = context.WithDeadline(c.Context, c.deadline)
+		if !c.ended.IsZero() {
+			c.cancel() // first waited on after its message was answered
+		}
 	}
 	return c.timed
 }
@@ -55,11 +61,20 @@ func (c *stepContext) Deadline() (time.Time, bool) {
 func (c *stepContext) Done() <-chan struct{} { return c.timer().Done() }
 
 func (c *stepContext) Err() error {
-	if t := c.made(); t != nil {
+	c.mu.Lock()
+	t, ended := c.timed, c.ended
+	c.mu.Unlock()
+	if t != nil {
 		return t.Err()
 	}
 	if err := c.Context.Err(); err != nil {
 		return err
+	}
+	if !ended.IsZero() {
+		if ended.Before(c.deadline) {
+			return context.Canceled
+		}
+		return context.DeadlineExceeded
 	}
 	if !time.Now().Before(c.deadline) {
 		return context.DeadlineExceeded
@@ -82,10 +97,14 @@ func (c *stepContext) AfterFunc(f func()) (stop func() bool) {
 	return context.AfterFunc(c.timer(), f)
 }
 
-// end releases the timer, if one was made.
+// end cancels it, as a timeout context's cancel does, and releases its
+// timer if one was made.
 func (c *stepContext) end() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.ended.IsZero() {
+		c.ended = time.Now()
+	}
 	if c.cancel != nil {
 		c.cancel()
 	}

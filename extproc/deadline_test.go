@@ -92,4 +92,21 @@ func TestAStepContextIsADeadlineContext(t *testing.T) {
 		assert.ErrorIs(t, c.Err(), context.Canceled)
 		c.end() // twice is harmless
 	})
+
+	t.Run("ended before anything waited, it reads as canceled", func(t *testing.T) {
+		c := withStepDeadline(parent, time.Hour)
+		c.end()
+		assert.ErrorIs(t, c.Err(), context.Canceled)
+		<-c.Done() // waited on after its end: closed at once
+		child, cancel := context.WithCancel(c)
+		defer cancel()
+		<-child.Done()
+		assert.ErrorIs(t, c.Err(), context.Canceled)
+
+		late := withStepDeadline(parent, time.Nanosecond)
+		for late.Err() == nil { // the deadline is a nanosecond away
+		}
+		late.end()
+		assert.ErrorIs(t, late.Err(), context.DeadlineExceeded, "its deadline came first")
+	})
 }
