@@ -7,7 +7,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/stretchr/testify/assert"
@@ -178,7 +178,7 @@ func TestTheCodecWritesDynamicMetadataAsProtobufDoes(t *testing.T) {
 		ClearRouteCache: true, BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: []byte(`{"model":"m"}`)}}}}}
 	for i, meta := range metas {
 		for _, msg := range []proto.Message{
-			&extprocv3.ProcessingResponse{Response: body, DynamicMetadata: meta, ModeOverride: &filterv3.ProcessingMode{ResponseBodyMode: filterv3.ProcessingMode_STREAMED}},
+			&extprocv3.ProcessingResponse{Response: body, DynamicMetadata: meta, ModeOverride: &extprocfilterv3.ProcessingMode{ResponseBodyMode: extprocfilterv3.ProcessingMode_STREAMED}},
 			&authv3.CheckResponse{Status: &rpcstatus.Status{}, DynamicMetadata: meta},
 		} {
 			want := proto.Clone(msg)
