@@ -171,6 +171,16 @@ func (c *Cache) InvalidateAccount(id string) {
 	c.mu.Unlock()
 }
 
+// BalanceChanged drops an account whose balance changed (usage charged to
+// it) and keeps its keys, which hold nothing a charge changes: the next
+// request reads the account again, its keys still from memory.
+func (c *Cache) BalanceChanged(id string) {
+	c.mu.Lock()
+	c.gen++
+	delete(c.accounts, id)
+	c.mu.Unlock()
+}
+
 // Purge drops everything, for when invalidations may have been missed.
 func (c *Cache) Purge() {
 	c.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/apikey"
+	"github.com/tollgate/tollgate/money"
 )
 
 // slowStore answers key and account reads with what it holds when asked,
@@ -79,6 +80,10 @@ func TestARefillThatStartedBeforeAChangeDoesNotOutliveIt(t *testing.T) {
 			a, err := c.Account(context.Background(), "a1")
 			return a.Balance > 0, err
 		}, func(c *Cache) { c.InvalidateAccount("a1") }},
+		{"balance", func(c *Cache) (bool, error) {
+			a, err := c.Account(context.Background(), "a1")
+			return a.Balance > 0, err
+		}, func(c *Cache) { c.BalanceChanged("a1") }},
 		{"purge", func(c *Cache) (bool, error) {
 			k, err := c.KeyByID(context.Background(), "k1")
 			return k.Enabled, err
@@ -134,4 +139,32 @@ func TestAnAccountsChangeDropsItsKeysAndNoOthers(t *testing.T) {
 	k, err = c.KeyByID(t.Context(), "k1")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"gpt-4o-mini"}, k.TeamModels, "by id: read again")
+}
+
+// TestAChargeDropsTheAccountAndKeepsItsKeys: written usage changes an
+// account's balance and nothing its keys hold, so the next request reads
+// the account again and its key from memory.
+func TestAChargeDropsTheAccountAndKeepsItsKeys(t *testing.T) {
+	var h apikey.Hash
+	s := &slowStore{key: Key{ID: "k1", AccountID: "a1", TeamModels: []string{"gpt-4o"}},
+		acct: Account{ID: "a1", Balance: 100}}
+	c := NewCache(s, time.Hour, time.Now)
+	_, err := c.KeyByHash(t.Context(), h)
+	require.NoError(t, err)
+	_, err = c.KeyByID(t.Context(), "k1")
+	require.NoError(t, err)
+	_, err = c.Account(t.Context(), "a1")
+	require.NoError(t, err)
+	s.key.TeamModels, s.acct.Balance = []string{"changed"}, 40
+
+	c.BalanceChanged("a1")
+	a, err := c.Account(t.Context(), "a1")
+	require.NoError(t, err)
+	assert.Equal(t, money.Nanos(40), a.Balance, "the account is read again")
+	k, err := c.KeyByHash(t.Context(), h)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gpt-4o"}, k.TeamModels, "by hash: kept")
+	k, err = c.KeyByID(t.Context(), "k1")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gpt-4o"}, k.TeamModels, "by id: kept")
 }

@@ -170,7 +170,7 @@ func (a *App) buildUsage(ctx context.Context) error {
 		Logger:  a.log,
 		OnWritten: func(ids []string) {
 			for _, id := range ids {
-				a.cache.InvalidateAccount(id)
+				a.cache.BalanceChanged(id)
 			}
 		},
 	})
