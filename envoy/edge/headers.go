@@ -2,10 +2,12 @@ package edge
 
 import (
 	"context"
+	"hash/maphash"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -100,6 +102,39 @@ func (n *headerNames) remember(m *map[string]string, k, v string) {
 	}
 }
 
+// values turns the raw values of header mutations back into strings.
+var values valueCache
+
+// valueCache keeps the last string made of each of its slots' raw values:
+// most values an answer sets repeat from request to request (a cluster,
+// a provider's path, host and credential, a content type, a flag), and
+// then cost no string each. A value that misses replaces its slot's. It
+// is bounded by its slots, and by maxCachedValue the length of a value
+// it keeps.
+type valueCache struct {
+	slots [valueSlots]atomic.Pointer[string]
+}
+
+const (
+	valueSlots     = 256 // a power of two
+	maxCachedValue = 256
+)
+
+var valueSeed = maphash.MakeSeed()
+
+func (c *valueCache) str(raw []byte) string {
+	if len(raw) > maxCachedValue {
+		return string(raw)
+	}
+	slot := &c.slots[maphash.Bytes(valueSeed, raw)&(valueSlots-1)]
+	if p := slot.Load(); p != nil && *p == string(raw) {
+		return *p
+	}
+	v := string(raw)
+	slot.Store(&v)
+	return v
+}
+
 func (h headers) clone() headers {
 	c := make(headers, len(h))
 	for k, v := range h {
@@ -145,8 +180,8 @@ func (h headers) apply(set []*corev3.HeaderValueOption, remove []string) {
 	for _, o := range set {
 		k := strings.ToLower(o.GetHeader().GetKey())
 		v := o.GetHeader().GetValue()
-		if len(o.GetHeader().GetRawValue()) > 0 {
-			v = string(o.GetHeader().GetRawValue())
+		if raw := o.GetHeader().GetRawValue(); len(raw) > 0 {
+			v = values.str(raw)
 		}
 		old, exists := h[k]
 		switch o.GetAppendAction() {

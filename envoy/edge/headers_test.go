@@ -3,8 +3,10 @@ package edge
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -70,4 +72,36 @@ func TestMessagesCarryTheirPhaseAndEnd(t *testing.T) {
 		assert.Nil(t, b.GetRequestBody())
 	}
 	assert.Equal(t, 1.0, testing.AllocsPerRun(10, func() { _ = bodyMessage(nil, true, false) }))
+}
+
+func TestRawValuesBecomeTheSameStringsAgain(t *testing.T) {
+	var c valueCache
+	assert.Equal(t, "application/json", c.str([]byte("application/json")))
+	assert.Equal(t, 0.0, testing.AllocsPerRun(10, func() { _ = c.str([]byte("application/json")) }),
+		"a value seen before costs no string")
+	// Every slot replaced many times over: each answer is still its value.
+	for i := range 4 * valueSlots {
+		v := "v" + strconv.Itoa(i)
+		assert.Equal(t, v, c.str([]byte(v)))
+	}
+	raw := []byte("application/json")
+	got := c.str(raw)
+	raw[0] = 'X' // the bytes are the message's: the string is a copy
+	assert.Equal(t, "application/json", got)
+	long := strings.Repeat("x", maxCachedValue+1)
+	assert.Equal(t, long, c.str([]byte(long)))
+	for i := range c.slots {
+		if p := c.slots[i].Load(); p != nil {
+			assert.LessOrEqual(t, len(*p), maxCachedValue, "a long value is not kept")
+		}
+	}
+}
+
+func TestAMutationSetsTheRawValueOrTheValue(t *testing.T) {
+	h := headers{"a": "old"}
+	h.apply([]*corev3.HeaderValueOption{
+		{Header: &corev3.HeaderValue{Key: "A", RawValue: []byte("raw")}, AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD},
+		{Header: &corev3.HeaderValue{Key: "b", Value: "plain"}, AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD},
+	}, nil)
+	assert.Equal(t, headers{"a": "raw", "b": "plain"}, h)
 }
