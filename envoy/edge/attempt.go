@@ -285,7 +285,16 @@ type attempt struct {
 	// records that it did).
 	reqCtx     context.Context
 	cancelHTTP context.CancelFunc
-	idled      atomic.Bool
+	// timer is the attempt's one timer: first_byte_timeout from the
+	// request sent to the response headers (timedOut records that it
+	// fired), then, reset, stream_idle_timeout on every silence of the
+	// body (idled records that it fired; reading tells which it was).
+	timer    *time.Timer
+	reading  atomic.Bool
+	timedOut atomic.Bool
+	idled    atomic.Bool
+	// body wraps the response's body for a read at once (idleTimer).
+	body resettingBody
 
 	span trace.Span // ended by close
 }
@@ -395,32 +404,39 @@ func (e *Edge) send(a *attempt, h headers, body []byte) (*http.Response, bool) {
 	req.ContentLength = int64(len(body))
 	// first_byte_timeout: from the request sent to the response headers.
 	firstByte := orDefault(ep.FirstByteTimeout, config.DefaultFirstByteTimeout)
-	var timedOut atomic.Bool
-	timer := time.AfterFunc(firstByte, func() {
-		timedOut.Store(true)
-		cancelHTTP()
-	})
+	a.timer = time.AfterFunc(firstByte, a.expire)
 	rt := e.opt.Transport
 	if local, ok := e.opt.InProcess[ep.Base.Host]; ok {
 		rt = local
 	}
 	resp, err := rt.RoundTrip(req)
-	if !timer.Stop() && err == nil {
+	if !a.timer.Stop() && err == nil {
 		// The timer fired as the headers came: the request is cancelled.
 		resp.Body.Close()
 		err = errTimeout
 	}
 	if err != nil {
-		if timedOut.Load() {
+		if a.timedOut.Load() {
 			err = fmt.Errorf("%w: no response headers within %s", errTimeout, firstByte)
 		}
 		a.err = fmt.Errorf("upstream request: %w", err)
 		// The provider's fault, unless the client left, the request ran
 		// out of time or Tollgate is stopping.
-		a.unreachable = timedOut.Load() || a.reqCtx.Err() == nil
+		a.unreachable = a.timedOut.Load() || a.reqCtx.Err() == nil
 		return nil, false
 	}
 	return resp, true
+}
+
+// expire is the attempt's timer firing: it cancels the provider request,
+// and records which timeout it was.
+func (a *attempt) expire() {
+	if a.reading.Load() {
+		a.idled.Store(true)
+	} else {
+		a.timedOut.Store(true)
+	}
+	a.cancelHTTP()
 }
 
 // responseHeaders passes the provider's response headers through the

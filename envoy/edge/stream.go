@@ -163,9 +163,9 @@ func (rl *relay) send(piece []byte, end bool) error {
 // whole reads a non-streamed answer whole, has the upstream step translate
 // it, and returns the response as the step left it (possibly replaced).
 func (e *Edge) whole(ctx context.Context, a *attempt) *response {
-	stopIdle := a.idleTimer()
+	idle := a.idleTimer()
 	body, err := readSized(a.resp.Body, a.resp.ContentLength, maxWholeBody)
-	stopIdle()
+	idle.Stop()
 	if err != nil {
 		if ctx.Err() != nil {
 			return e.internal(ctx, "client left during a buffered answer", err)
@@ -227,14 +227,14 @@ func (a *attempt) writeDeadline(now time.Time) time.Time {
 }
 
 // startIdleTimer bounds every silence of the response body by the
-// endpoint's idle timeout: the timer cancels the provider request, and is
-// pushed back by every piece read (idleTimeout). It costs no goroutine
-// until it fires.
+// endpoint's idle timeout: the attempt's timer, stopped when the response
+// headers came (send), now cancels the provider request after a silence,
+// and is pushed back by every piece read (idleTimeout). It costs no
+// goroutine until it fires.
 func (a *attempt) startIdleTimer() *time.Timer {
-	return time.AfterFunc(a.idleTimeout(), func() {
-		a.idled.Store(true)
-		a.cancelHTTP()
-	})
+	a.reading.Store(true)
+	a.timer.Reset(a.idleTimeout())
+	return a.timer
 }
 
 func (a *attempt) idleTimeout() time.Duration {
@@ -242,11 +242,12 @@ func (a *attempt) idleTimeout() time.Duration {
 }
 
 // idleTimer is startIdleTimer for a body read at once: every read that
-// returns data pushes the timer back. The returned function stops it.
-func (a *attempt) idleTimer() func() {
+// returns data pushes the timer back. Stop the timer when the read ends.
+func (a *attempt) idleTimer() *time.Timer {
 	t := a.startIdleTimer()
-	a.resp.Body = &resettingBody{ReadCloser: a.resp.Body, t: t, d: a.idleTimeout()}
-	return func() { t.Stop() }
+	a.body = resettingBody{ReadCloser: a.resp.Body, t: t, d: a.idleTimeout()}
+	a.resp.Body = &a.body
+	return t
 }
 
 // resettingBody pushes the idle timer back on every read that returns data.
