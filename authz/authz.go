@@ -377,19 +377,25 @@ func (s *Server) allow(key store.Key, requestID string, now time.Time, shape oai
 		set = contract.SetHeaders(contract.HeaderKeyID, key.ID, contract.HeaderAccountID, key.AccountID, contract.HeaderDecision, signed)
 		remove = removedByAuthz
 	}
-	resp := &authv3.CheckResponse{
-		Status: &rpcstatus.Status{Code: int32(codes.OK)},
-		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
-			Headers:              set,
-			HeadersToRemove:      remove,
-			ResponseHeadersToAdd: responseHeaders,
-		}},
-	}
+	a := new(allowance)
+	a.http.Headers, a.http.HeadersToRemove, a.http.ResponseHeadersToAdd = set, remove, responseHeaders
+	a.ok.OkResponse = &a.http
+	a.resp.Status, a.resp.HttpResponse = &a.status, &a.ok
+	resp := &a.resp
 	resp.DynamicMetadata = openAIShape
 	if shape == oaierror.ShapeAnthropic {
 		resp.DynamicMetadata = anthropicShape
 	}
 	return resp
+}
+
+// allowance is an admission's answer in one allocation (its status is OK,
+// the zero code).
+type allowance struct {
+	resp   authv3.CheckResponse
+	status rpcstatus.Status
+	ok     authv3.CheckResponse_OkResponse
+	http   authv3.OkHttpResponse
 }
 
 // openAIShape and anthropicShape are the dynamic metadata of an admitted

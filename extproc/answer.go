@@ -7,9 +7,9 @@ import (
 
 // This file builds the steps' usual answers — a phase's CommonResponse
 // with a header mutation and a body mutation — in one allocation for the
-// answer and one for each mutation it makes, not one per message of the
-// answer (the response, its phase, the common response, each mutation):
-// every message of every request makes one.
+// answer and its header mutation and one for a body mutation, not one per
+// message of the answer (the response, its phase, the common response,
+// each mutation): every message of every request makes one.
 
 // phase is the ext_proc phase an answer answers.
 type phase int
@@ -31,6 +31,7 @@ type answer struct {
 	headers extprocv3.HeadersResponse
 	body    extprocv3.BodyResponse
 	common  extprocv3.CommonResponse
+	mut     extprocv3.HeaderMutation
 }
 
 // newAnswer is an answer to p that continues unchanged.
@@ -51,7 +52,8 @@ func newAnswer(p phase) *answer {
 
 // setHeaders sets and removes headers (either may be nil).
 func (a *answer) setHeaders(set []*corev3.HeaderValueOption, remove []string) *answer {
-	a.common.HeaderMutation = &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove}
+	a.mut.SetHeaders, a.mut.RemoveHeaders = set, remove
+	a.common.HeaderMutation = &a.mut
 	return a
 }
 

@@ -33,5 +33,6 @@ func TestAnswersAnswerTheirPhaseWithTheirMutationsInFewAllocations(t *testing.T)
 		assert.Equal(t, "new", string(common(full).GetBodyMutation().GetBody()))
 	}
 	assert.Equal(t, 1.0, testing.AllocsPerRun(10, func() { _ = newAnswer(phaseResponseBody).msg() }))
-	assert.Equal(t, 3.0, testing.AllocsPerRun(10, func() { _ = newAnswer(phaseRequestBody).setHeaders(nil, nil).replaceBody(nil).msg() }))
+	assert.Equal(t, 2.0, testing.AllocsPerRun(10, func() { _ = newAnswer(phaseRequestBody).setHeaders(nil, nil).replaceBody(nil).msg() }),
+		"the answer with its header mutation, and the body mutation")
 }

@@ -127,7 +127,7 @@ type authzClient struct{ s authv3.AuthorizationServer }
 // edge then fails closed with 500 internal_error.
 func (c authzClient) Check(ctx context.Context, req *authv3.CheckRequest, _ ...grpc.CallOption) (resp *authv3.CheckResponse, err error) {
 	if err := ctx.Err(); err != nil {
-		return nil, status.FromContextError(err).Err()
+		return nil, contextStatus(err)
 	}
 	defer guard.Recover(WhereAuthz, nil, func(*guard.Panic) string {
 		resp, err = nil, errInternal
@@ -144,7 +144,7 @@ type procClient struct{ b *Binding }
 
 func (c procClient) Process(ctx context.Context, _ ...grpc.CallOption) (extprocv3.ExternalProcessor_ProcessClient, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, status.FromContextError(err).Err()
+		return nil, contextStatus(err)
 	}
 	step := contract.StepRouter
 	if md, ok := metadata.FromOutgoingContext(ctx); ok {
@@ -160,7 +160,7 @@ func (c procClient) Process(ctx context.Context, _ ...grpc.CallOption) (extprocv
 // spares the metadata.
 func (c procClient) ProcessStep(ctx context.Context, step string) (extprocv3.ExternalProcessor_ProcessClient, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, status.FromContextError(err).Err()
+		return nil, contextStatus(err)
 	}
 	x, err := c.b.opener(ctx, step)
 	if err != nil {
@@ -171,7 +171,7 @@ func (c procClient) ProcessStep(ctx context.Context, step string) (extprocv3.Ext
 	s.stopWatch = context.AfterFunc(ctx, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.end(status.FromContextError(ctx.Err()).Err())
+		s.end(contextStatus(ctx.Err()))
 	})
 	return s, nil
 }
@@ -224,6 +224,24 @@ const (
 
 var errInternal = status.Error(codes.Internal, "internal error")
 
+// contextStatus is the status of a call whose context ended with err, as
+// gRPC's (status.FromContextError); a context's own two ends share theirs,
+// as every stream of a finished request ends with one of them.
+func contextStatus(err error) error {
+	switch err {
+	case context.Canceled:
+		return errCanceled
+	case context.DeadlineExceeded:
+		return errDeadline
+	}
+	return status.FromContextError(err).Err()
+}
+
+var (
+	errCanceled = status.FromContextError(context.Canceled).Err()
+	errDeadline = status.FromContextError(context.DeadlineExceeded).Err()
+)
+
 func (s *stream) Send(req *extprocv3.ProcessingRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -262,7 +280,7 @@ func (s *stream) CloseSend() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ctx.Err() != nil {
-		s.end(status.FromContextError(s.ctx.Err()).Err())
+		s.end(contextStatus(s.ctx.Err()))
 	} else {
 		s.end(io.EOF)
 	}
