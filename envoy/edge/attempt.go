@@ -42,13 +42,13 @@ var errTimeout = errors.New("upstream timeout")
 func (e *Edge) upstream(ctx context.Context, reqHeaders headers, body []byte, router extprocv3.ExternalProcessor_ProcessClient, extra headers, forward *corev3.Metadata) (final *response, s streaming) {
 	cluster := e.opt.Clusters()[reqHeaders[contract.HeaderCluster]]
 	reqCtx, cancelReq := context.WithTimeout(ctx, orDefault(cluster.RequestTimeout, config.DefaultRequestTimeout))
-	stopWatch := context.AfterFunc(e.stopped, cancelReq)
+	slot := e.inflight.add(cancelReq)
 	defer func() {
 		if s.a == nil {
-			stopWatch()
+			e.inflight.remove(slot)
 			cancelReq()
 		} else { // they end after the stream
-			s.stopWatch, s.cancelReq = stopWatch, cancelReq
+			s.inflight, s.slot, s.cancelReq = &e.inflight, slot, cancelReq
 		}
 	}()
 

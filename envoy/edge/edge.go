@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -180,9 +181,10 @@ type Options struct {
 // Edge is the HTTP handler.
 type Edge struct {
 	opt Options
-	// stopped is done when opt.Stop closes.
-	stopped context.Context
-	tracer  trace.Tracer
+	// inflight cancels the provider requests in flight when opt.Stop
+	// closes.
+	inflight inflight
+	tracer   trace.Tracer
 	// tracing: the provider records spans; without it the edge makes none
 	// and passes the client's trace context on as it came.
 	tracing bool
@@ -206,18 +208,72 @@ func New(opt Options) *Edge {
 		opt.Tracer = noop.NewTracerProvider()
 	}
 	_, off := opt.Tracer.(noop.TracerProvider)
-	e := &Edge{opt: opt, stopped: context.Background(), tracer: opt.Tracer.Tracer(tracerName), tracing: !off}
+	e := &Edge{opt: opt, tracer: opt.Tracer.Tracer(tracerName), tracing: !off}
 	if opt.Stop != nil {
-		stopped, stop := context.WithCancel(context.Background())
 		go func() {
 			// Owned by the Stop channel: it ends when Stop closes, which
 			// the owner of the channel does at shutdown.
 			<-opt.Stop
-			stop()
+			e.inflight.stop()
 		}()
-		e.stopped = stopped
 	}
 	return e
+}
+
+// inflight holds the cancel functions of the requests in flight, to
+// cancel them all when the edge stops, in slots a request takes and gives
+// back: no allocation a request once the slots have grown to the most
+// requests in flight at once (where watching a context that ends at the
+// stop would make two).
+type inflight struct {
+	mu      sync.Mutex
+	stopped bool
+	slots   []context.CancelFunc
+	free    []int
+}
+
+// add holds cancel until remove(slot); after the stop it calls it at once.
+func (f *inflight) add(cancel context.CancelFunc) (slot int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		cancel()
+		return -1
+	}
+	if n := len(f.free); n > 0 {
+		slot, f.free = f.free[n-1], f.free[:n-1]
+		f.slots[slot] = cancel
+		return slot
+	}
+	f.slots = append(f.slots, cancel)
+	return len(f.slots) - 1
+}
+
+func (f *inflight) remove(slot int) {
+	if slot < 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return
+	}
+	f.slots[slot] = nil
+	f.free = append(f.free, slot)
+}
+
+// stop cancels every request in flight, and every one added after.
+func (f *inflight) stop() {
+	f.mu.Lock()
+	f.stopped = true
+	cancels := f.slots
+	f.slots, f.free = nil, nil
+	f.mu.Unlock()
+	for _, cancel := range cancels {
+		if cancel != nil {
+			cancel()
+		}
+	}
 }
 
 // response is what will be written to the client.
@@ -254,6 +310,7 @@ type served struct {
 	shape        oaierror.Shape
 	span         trace.Span
 	cancel       context.CancelFunc // nil when the server ends the request's context
+	ctx          requestCtx         // the request's context: its id and shape for the edge's replies
 	s            streaming          // the answer to stream, if any
 	rl           relay              // its way to the client
 }
@@ -278,7 +335,8 @@ func (e *Edge) begin(rw http.ResponseWriter, r *http.Request) (*served, context.
 	if r.Context().Done() == nil {
 		ctx, q.cancel = context.WithCancel(ctx)
 	}
-	return q, withRequest(ctx, id, q.shape)
+	q.ctx = requestCtx{Context: ctx, id: id, shape: q.shape}
+	return q, &q.ctx
 }
 
 // end ends what begin started.
@@ -356,14 +414,15 @@ func (e *Edge) handle(ctx context.Context, q *served, r *http.Request) bool {
 type streaming struct {
 	a            *attempt
 	headers      headers // the client's
-	stopWatch    func() bool
+	inflight     *inflight
+	slot         int // in inflight
 	cancelReq    context.CancelFunc
 	cancelRouter context.CancelFunc
 }
 
 func (s *streaming) release() {
 	s.a.close()
-	s.stopWatch()
+	s.inflight.remove(s.slot)
 	s.cancelReq()
 	s.cancelRouter()
 }
@@ -514,26 +573,37 @@ func validRequestID(id string) bool {
 	return true
 }
 
-// requestKey keys what the edge's replies need to know of the request in
-// its context: its id, and the error shape its path's clients read.
-type requestKey struct{}
-
-type requestFacts struct {
+// requestCtx is a request's context with what the edge's replies need to
+// know of the request: its id, and the error shape its path's clients
+// read. It lives in the request's state (served): no allocation of its
+// own, where context.WithValue would make two.
+type requestCtx struct {
+	context.Context
 	id    string
 	shape oaierror.Shape
 }
 
-func withRequest(ctx context.Context, id string, shape oaierror.Shape) context.Context {
-	return context.WithValue(ctx, requestKey{}, requestFacts{id: id, shape: shape})
+// requestKey keys the requestCtx in a context made from it.
+type requestKey struct{}
+
+func (c *requestCtx) Value(key any) any {
+	if key == (requestKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
 }
 
 func requestIDOf(ctx context.Context) string {
-	f, _ := ctx.Value(requestKey{}).(requestFacts)
-	return f.id
+	if c, ok := ctx.Value(requestKey{}).(*requestCtx); ok {
+		return c.id
+	}
+	return ""
 }
 
 // shapeOf is the error shape of the request's path (OpenAI's if unknown).
 func shapeOf(ctx context.Context) oaierror.Shape {
-	f, _ := ctx.Value(requestKey{}).(requestFacts)
-	return f.shape
+	if c, ok := ctx.Value(requestKey{}).(*requestCtx); ok {
+		return c.shape
+	}
+	return oaierror.ShapeOpenAI
 }
