@@ -146,30 +146,33 @@ func (h headers) clone() headers {
 // proto is the header map as Envoy sends it (raw_value, as Envoy does).
 func (h headers) proto() *corev3.HeaderMap {
 	hm := new(corev3.HeaderMap)
-	h.protoInto(hm)
+	h.protoInto(hm, nil, nil, nil)
 	return hm
 }
 
-// protoInto fills hm with h in three allocations whatever the number of
-// headers, each of the size it needs: the messages live in one array,
-// their pointers in another, the values in one byte buffer.
-func (h headers) protoInto(hm *corev3.HeaderMap) {
+// protoInto fills hm with h: in the room given (vals, ptrs, raw: no
+// allocation) when the headers fit it, else in three allocations whatever
+// the number of headers, each of the size it needs: the messages live in
+// one array, their pointers in another, the values in one byte buffer.
+func (h headers) protoInto(hm *corev3.HeaderMap, vals []corev3.HeaderValue, ptrs []*corev3.HeaderValue, raw []byte) {
 	size := 0
 	for _, v := range h {
 		size += len(v)
 	}
-	raw := make([]byte, 0, size)
-	vals := make([]corev3.HeaderValue, len(h))
-	out := make([]*corev3.HeaderValue, 0, len(h))
+	if len(h) <= len(vals) && size <= len(raw) {
+		raw, vals, ptrs = raw[:0:size], vals[:len(h)], ptrs[:0:len(h)]
+	} else {
+		raw, vals, ptrs = make([]byte, 0, size), make([]corev3.HeaderValue, len(h)), make([]*corev3.HeaderValue, 0, len(h))
+	}
 	i := 0
 	for k, v := range h {
 		start := len(raw)
 		raw = append(raw, v...)
 		vals[i].Key, vals[i].RawValue = k, raw[start:len(raw):len(raw)]
-		out = append(out, &vals[i])
+		ptrs = append(ptrs, &vals[i])
 		i++
 	}
-	hm.Headers = out
+	hm.Headers = ptrs
 }
 
 // apply performs a header mutation with Envoy's append-action semantics.
@@ -206,10 +209,28 @@ func (h headers) apply(set []*corev3.HeaderValueOption, remove []string) {
 }
 
 // headersMessage is the ext_proc message of a request's headers or
-// (response) a response's, in one allocation beside the header values'.
+// (response) a response's, in one allocation with its headers when they
+// fit a message's room (a few headers, or as many as an SDK's request or
+// a provider's answer has), in four when they do not.
 func headersMessage(h headers, response, end bool) *extprocv3.ProcessingRequest {
-	m := new(headersMsg)
-	h.protoInto(&m.hm)
+	size := 0
+	for _, v := range h {
+		size += len(v)
+	}
+	var m *headersMsg
+	switch {
+	case len(h) <= fewHeaders && size <= fewHeaderBytes:
+		r := new(headersMsgFew)
+		m = &r.headersMsg
+		h.protoInto(&m.hm, r.vals[:], r.ptrs[:], r.raw[:])
+	case len(h) <= manyHeaders && size <= manyHeaderBytes:
+		r := new(headersMsgMany)
+		m = &r.headersMsg
+		h.protoInto(&m.hm, r.vals[:], r.ptrs[:], r.raw[:])
+	default:
+		m = new(headersMsg)
+		h.protoInto(&m.hm, nil, nil, nil)
+	}
 	m.hh.Headers, m.hh.EndOfStream = &m.hm, end
 	if response {
 		m.res.ResponseHeaders = &m.hh
@@ -227,6 +248,27 @@ type headersMsg struct {
 	res  extprocv3.ProcessingRequest_ResponseHeaders
 	hh   extprocv3.HttpHeaders
 	hm   corev3.HeaderMap
+}
+
+// The rooms of a headers message: a few headers (a test's, an edge's own
+// reply's), or as many as an SDK's request or a provider's answer has.
+const (
+	fewHeaders, fewHeaderBytes   = 8, 256
+	manyHeaders, manyHeaderBytes = 20, 1024
+)
+
+type headersMsgFew struct {
+	headersMsg
+	vals [fewHeaders]corev3.HeaderValue
+	ptrs [fewHeaders]*corev3.HeaderValue
+	raw  [fewHeaderBytes]byte
+}
+
+type headersMsgMany struct {
+	headersMsg
+	vals [manyHeaders]corev3.HeaderValue
+	ptrs [manyHeaders]*corev3.HeaderValue
+	raw  [manyHeaderBytes]byte
 }
 
 // bodyMessage is the ext_proc message of a piece of a request's body or

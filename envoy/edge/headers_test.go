@@ -105,3 +105,27 @@ func TestAMutationSetsTheRawValueOrTheValue(t *testing.T) {
 	}, nil)
 	assert.Equal(t, headers{"a": "raw", "b": "plain"}, h)
 }
+
+func TestAHeadersMessageHoldsItsHeadersInItsRoomWhenTheyFit(t *testing.T) {
+	few := headers{":path": "/v1/chat/completions", ":method": "POST", "content-type": "application/json", "x-empty": ""}
+	many := headers{"authorization": strings.Repeat("k", fewHeaderBytes)}
+	tooMany := headers{}
+	for i := range manyHeaders + 1 {
+		tooMany["x-h"+strconv.Itoa(i)] = "v"
+	}
+	tooLong := headers{"authorization": strings.Repeat("k", manyHeaderBytes+1)}
+	for _, h := range []headers{few, many, tooMany, tooLong, {}} {
+		got := headers{}
+		for _, v := range headersMessage(h, false, false).GetRequestHeaders().GetHeaders().GetHeaders() {
+			got[v.GetKey()] = string(v.GetRawValue())
+			assert.Equal(t, len(v.GetRawValue()), cap(v.GetRawValue()), "a value cannot grow into the next one")
+		}
+		assert.Equal(t, h, got)
+	}
+	for _, c := range []struct {
+		h      headers
+		allocs float64
+	}{{few, 1}, {many, 1}, {tooMany, 4}, {tooLong, 4}} {
+		assert.Equal(t, c.allocs, testing.AllocsPerRun(10, func() { _ = headersMessage(c.h, true, false) }), "%d headers", len(c.h))
+	}
+}
