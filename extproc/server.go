@@ -324,27 +324,42 @@ type Session struct {
 // ctx is the stream's context (the request's, for the upstream step's
 // provider calls and logs).
 func (s *Server) Open(ctx context.Context, step string) (*Session, error) {
-	var p processor
+	var x *Session
 	switch step {
-	case contract.StepRouter:
-		p = &routerStep{s: s, cfg: s.opt.Config()}
-	case contract.StepRouterDirect:
-		p, step = &routerStep{s: s, cfg: s.opt.Config(), direct: true}, contract.StepRouter
-	case contract.StepRouterEdge:
-		p, step = &routerStep{s: s, cfg: s.opt.Config(), direct: true, noLog: true}, contract.StepRouter
+	case contract.StepRouter, contract.StepRouterDirect, contract.StepRouterEdge:
+		// The session and its step in one allocation.
+		rs := new(routerSession)
+		rs.r = routerStep{s: s, cfg: s.opt.Config(), direct: step != contract.StepRouter, noLog: step == contract.StepRouterEdge}
+		x, step = &rs.x, contract.StepRouter
+		x.p = &rs.r
 	case contract.StepUpstream:
-		p = &upstreamStep{s: s, cfg: s.opt.Config()}
+		us := new(upstreamSession)
+		us.u = upstreamStep{s: s, cfg: s.opt.Config()}
+		x = &us.x
+		x.p = &us.u
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "unknown %s %q", contract.HeaderStep, step)
 	}
-	if p != nil {
-		s.opt.Observer.Stream(step)
-		leave := func() {}
-		if s.opt.InFlight != nil {
-			leave = s.opt.InFlight.Enter()
-		}
-		return &Session{ctx: ctx, p: p, step: step, obs: s.opt.Observer, log: s.opt.Logger, leave: leave}, nil
+	s.opt.Observer.Stream(step)
+	x.ctx, x.step, x.obs, x.log, x.leave = ctx, step, s.opt.Observer, s.opt.Logger, noLeave
+	if s.opt.InFlight != nil {
+		x.leave = s.opt.InFlight.Enter()
 	}
-	return nil, status.Errorf(codes.InvalidArgument, "unknown %s %q", contract.HeaderStep, step)
+	return x, nil
 }
+
+// routerSession and upstreamSession are a session with its step.
+type routerSession struct {
+	x Session
+	r routerStep
+}
+
+type upstreamSession struct {
+	x Session
+	u upstreamStep
+}
+
+func noLeave() {}
 
 // Handle processes one message; a nil response means none is sent for it.
 // An error ends the stream: the caller then calls Finish with it.

@@ -14,8 +14,10 @@ func SetHeaders(pairs ...string) []*corev3.HeaderValueOption { return setHeaders
 func SetRawHeaders(pairs ...string) []*corev3.HeaderValueOption { return setHeaders(true, pairs) }
 
 // setHeaders builds the options in one allocation for up to two headers
-// whose raw values fit tinyRaw bytes (most answers' mutations), in three
-// otherwise, each of the size it needs: the options with their header
+// whose raw values fit tinyRaw bytes (most answers' mutations) and for up
+// to six that fit smallRaw (an admission's identity and decision, a
+// request routed straight to its provider), in three otherwise, each of
+// the size it needs: the options with their header
 // values in one array, their pointers in another, raw values in one
 // buffer. Each header is set once per request or answer, so this is on
 // every request's path.
@@ -32,10 +34,14 @@ func setHeaders(raw bool, pairs []string) []*corev3.HeaderValueOption {
 		both []setOption
 		out  []*corev3.HeaderValueOption
 	)
-	if n <= 2 && size <= tinyRaw {
+	switch {
+	case n <= 2 && size <= tinyRaw:
 		s := new(setOf2)
 		buf, both, out = s.buf[:0], s.both[:n:n], s.out[:n:n]
-	} else {
+	case n <= 6 && size <= smallRaw:
+		s := new(setOf6)
+		buf, both, out = s.buf[:0:size], s.both[:n:n], s.out[:n:n]
+	default:
 		if raw {
 			buf = make([]byte, 0, size)
 		}
@@ -62,6 +68,10 @@ func setHeaders(raw bool, pairs []string) []*corev3.HeaderValueOption {
 // a cluster's name fit.
 const tinyRaw = 64
 
+// smallRaw bounds the raw values a setOf6 holds: a provider's path, host
+// and credential fit.
+const smallRaw = 512
+
 // setOption is an option and its header value.
 type setOption struct {
 	opt corev3.HeaderValueOption
@@ -73,4 +83,11 @@ type setOf2 struct {
 	both [2]setOption
 	out  [2]*corev3.HeaderValueOption
 	buf  [tinyRaw]byte
+}
+
+// setOf6 holds the mutations of up to six headers in one allocation.
+type setOf6 struct {
+	both [6]setOption
+	out  [6]*corev3.HeaderValueOption
+	buf  [smallRaw]byte
 }

@@ -295,6 +295,9 @@ type attempt struct {
 	idled    atomic.Bool
 	// body wraps the response's body for a read at once (idleTimer).
 	body resettingBody
+	// dial is the provider request's context's parent: reqCtx with the
+	// endpoint's connect timeout.
+	dial connectCtx
 
 	span trace.Span // ended by close
 }
@@ -390,7 +393,8 @@ func (a *attempt) requestPhases(h headers, body []byte, forward *corev3.Metadata
 // false (a.err set) when no response came.
 func (e *Edge) send(a *attempt, h headers, body []byte) (*http.Response, bool) {
 	ep := a.ep
-	hctx, cancelHTTP := context.WithCancel(withConnectTimeout(a.reqCtx, orDefault(ep.ConnectTimeout, config.DefaultConnectTimeout)))
+	a.dial = connectCtx{Context: a.reqCtx, timeout: orDefault(ep.ConnectTimeout, config.DefaultConnectTimeout)}
+	hctx, cancelHTTP := context.WithCancel(&a.dial)
 	a.cancelHTTP = cancelHTTP
 	req, err := http.NewRequestWithContext(hctx, h[":method"], ep.Base.Scheme+"://"+ep.Base.Host+h[":path"], bytes.NewReader(body))
 	if err != nil {
@@ -486,8 +490,19 @@ func orDefault(d, dflt time.Duration) time.Duration {
 // connectTimeoutKey carries an attempt's connect timeout to the dialer.
 type connectTimeoutKey struct{}
 
-func withConnectTimeout(ctx context.Context, d time.Duration) context.Context {
-	return context.WithValue(ctx, connectTimeoutKey{}, d)
+// connectCtx is a context that carries a connect timeout to the dialer,
+// held in the attempt (where context.WithValue would make two
+// allocations).
+type connectCtx struct {
+	context.Context
+	timeout time.Duration
+}
+
+func (c *connectCtx) Value(key any) any {
+	if key == (connectTimeoutKey{}) {
+		return c.timeout
+	}
+	return c.Context.Value(key)
 }
 
 // newTransport is the edge's own transport to providers: pooled
