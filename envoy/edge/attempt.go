@@ -246,7 +246,7 @@ func retriable(status int) bool { return status == http.StatusTooManyRequests ||
 // replace the whole response.
 func (e *Edge) finalize(ctx context.Context, router extprocv3.ExternalProcessor_ProcessClient, resp *response) *response {
 	h := resp.headers.clone()
-	h[":status"] = strconv.Itoa(resp.status)
+	h[":status"] = statusString(resp.status)
 	pr, err := exchange(router, headersMessage(h, true, resp.body != nil && len(resp.body) == 0))
 	if err != nil {
 		return e.internal(ctx, "router step response headers", err)
@@ -447,7 +447,7 @@ func (a *attempt) expire() {
 // attempt's upstream step: it may answer itself (a.local), or ask for the
 // whole body at once (a.buffered); the headers it leaves are a.respHeaders.
 func (a *attempt) responseHeaders(resp *http.Response) {
-	rh := headers{":status": strconv.Itoa(resp.StatusCode)}
+	rh := headers{":status": statusString(resp.StatusCode)}
 	fromHTTP(resp.Header, rh)
 	msg := headersMessage(rh, true, false)
 	if a.direct {
@@ -479,6 +479,22 @@ func (a *attempt) responseHeaders(resp *http.Response) {
 var viaUpstream = map[string]*structpb.Struct{contract.AttributesNamespace: {Fields: map[string]*structpb.Value{
 	contract.AttrCodeDetails: structpb.NewStringValue(contract.ViaUpstream),
 }}}
+
+// statusString is an HTTP status as the :status header writes it; the
+// statuses there are made once.
+func statusString(code int) string {
+	if code >= 0 && code < len(statusStrings) {
+		return statusStrings[code]
+	}
+	return strconv.Itoa(code)
+}
+
+var statusStrings = func() (s [600]string) {
+	for i := range s {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+}()
 
 func orDefault(d, dflt time.Duration) time.Duration {
 	if d > 0 {

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -29,4 +30,11 @@ func TestTheProviderRequestsContextCarriesTheConnectTimeoutToTheDialer(t *testin
 	case <-time.After(10 * time.Second):
 		t.Fatal("the request's context did not end with its parent")
 	}
+}
+
+func TestStatusStringsAreTheStatusesDigits(t *testing.T) {
+	for _, code := range []int{0, 99, 200, 429, 599, 600, 999, -1} {
+		assert.Equal(t, strconv.Itoa(code), statusString(code))
+	}
+	assert.Equal(t, 0.0, testing.AllocsPerRun(10, func() { _ = statusString(503) }))
 }

@@ -395,8 +395,11 @@ func (e *Edge) handle(ctx context.Context, q *served, r *http.Request) bool {
 	}
 	ok := check.GetOkResponse()
 	reqHeaders.apply(ok.GetHeaders(), ok.GetHeadersToRemove())
-	extra := headers{} // ext_authz's response_headers_to_add, on every answer
-	extra.apply(ok.GetResponseHeadersToAdd(), nil)
+	var extra headers // ext_authz's response_headers_to_add, on every answer
+	if add := ok.GetResponseHeadersToAdd(); len(add) > 0 {
+		extra = make(headers, len(add))
+		extra.apply(add, nil)
+	}
 
 	var resp *response
 	resp, q.s = e.afterAuthz(ctx, r, reqHeaders, extra)
