@@ -140,9 +140,7 @@ func (r *routerStep) requestHeaders(ctx context.Context, h *extprocv3.HttpHeader
 	if h.GetEndOfStream() {
 		return r.refuse(oaierror.Invalid("invalid_request", "", "The request has no body; send the request as JSON."), ""), nil
 	}
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
-		RequestHeaders: &extprocv3.HeadersResponse{},
-	}}, nil
+	return newAnswer(phaseRequestHeaders).msg(), nil
 }
 
 // requestBody admits the request and answers it, or returns nil when the
@@ -322,9 +320,7 @@ func (r *routerStep) identity(ctx context.Context) (store.Key, store.Account, er
 // request, and they pass untouched, in the shape their filter gave them.
 func (r *routerStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
 	if r.keyID == "" {
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
-			ResponseHeaders: &extprocv3.HeadersResponse{},
-		}}, nil
+		return newAnswer(phaseResponseHeaders).msg(), nil
 	}
 	r.answered = true
 	st := headerInt(h.GetHeaders(), ":status")
@@ -461,13 +457,13 @@ func removeHeaders(names ...string) *extprocv3.ProcessingResponse {
 func passThrough(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
 	switch req.Request.(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}}
+		return newAnswer(phaseRequestHeaders).msg()
 	case *extprocv3.ProcessingRequest_RequestBody:
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}}
+		return newAnswer(phaseRequestBody).msg()
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{}}}
+		return newAnswer(phaseResponseHeaders).msg()
 	case *extprocv3.ProcessingRequest_ResponseBody:
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}}}
+		return newAnswer(phaseResponseBody).msg()
 	case *extprocv3.ProcessingRequest_RequestTrailers:
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
