@@ -34,16 +34,17 @@ func (*openAI) Translate(req *Request, t Target) (Upstream, Response, error) {
 	if err != nil {
 		return Upstream{}, nil, err
 	}
-	base, err := url.Parse(t.Provider.BaseURL)
+	b, err := baseOf(t.Provider)
 	if err != nil {
-		return Upstream{}, nil, fmt.Errorf("provider %s: base_url: %w", t.Provider.Name, err)
+		return Upstream{}, nil, err
 	}
 	up := Upstream{
-		Path:      base.Path + "/chat/completions",
-		Authority: base.Host,
+		Path:      b.chatPath,
+		Authority: b.host,
 		Body:      body,
-		Headers:   []Header{{"content-type", "application/json"}},
+		Headers:   make([]Header, 1, 2),
 	}
+	up.Headers[0] = Header{"content-type", "application/json"}
 	if k := t.Provider.APIKey.Reveal(); k != "" {
 		up.Headers = append(up.Headers, Header{"authorization", "Bearer " + k})
 	}

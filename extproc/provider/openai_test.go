@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 
@@ -193,4 +194,18 @@ func TestAReasoningModelGetsTheHeldLimitAsMaxCompletionTokens(t *testing.T) {
 			assert.False(t, gjson.GetBytes(up.Body, "max_tokens").Exists(), "%s: one limit only: %s", typ, up.Body)
 		}
 	}
+}
+
+func TestABaseURLIsReadOnceAndAsURLParseReadsIt(t *testing.T) {
+	for _, raw := range []string{"https://api.openai.com/v1", "http://127.0.0.1:8080", "https://x.example/a/b/", "http://[::1]:9/v1"} {
+		p := &config.Provider{Name: "p", BaseURL: raw}
+		b, err := baseOf(p)
+		require.NoError(t, err)
+		u, err := url.Parse(raw)
+		require.NoError(t, err)
+		assert.Equal(t, base{host: u.Host, path: u.Path, chatPath: u.Path + "/chat/completions"}, *b)
+		assert.Equal(t, 0.0, testing.AllocsPerRun(10, func() { _, _ = baseOf(p) }), "read once")
+	}
+	_, err := baseOf(&config.Provider{Name: "bad", BaseURL: "http://a b"})
+	assert.ErrorContains(t, err, "provider bad: base_url:")
 }

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -36,11 +38,45 @@ var defaultEnv = env{
 // upstreamURL splits a provider's base URL into the authority and the path
 // prefix that every request path starts with.
 func upstreamURL(p *config.Provider) (authority, path string, err error) {
+	b, err := baseOf(p)
+	if err != nil {
+		return "", "", err
+	}
+	return b.host, strings.TrimRight(b.path, "/"), nil
+}
+
+// base is a provider's base URL read: its authority, its path, and the
+// path of its chat completions.
+type base struct {
+	host, path, chatPath string
+}
+
+// bases keeps the base URLs read, by their text: a request reads its
+// provider's without parsing it again. A configuration names a few; past
+// maxBases (configurations reloaded with ever new ones) a base is read
+// each time.
+var (
+	bases  sync.Map // string → *base
+	nBases atomic.Int64
+)
+
+const maxBases = 1024
+
+func baseOf(p *config.Provider) (*base, error) {
+	if b, ok := bases.Load(p.BaseURL); ok {
+		return b.(*base), nil
+	}
 	u, err := url.Parse(p.BaseURL)
 	if err != nil {
-		return "", "", fmt.Errorf("provider %s: base_url: %w", p.Name, err)
+		return nil, fmt.Errorf("provider %s: base_url: %w", p.Name, err)
 	}
-	return u.Host, strings.TrimRight(u.Path, "/"), nil
+	b := &base{host: u.Host, path: u.Path, chatPath: u.Path + "/chat/completions"}
+	if nBases.Load() < maxBases {
+		if _, loaded := bases.LoadOrStore(p.BaseURL, b); !loaded {
+			nBases.Add(1)
+		}
+	}
+	return b, nil
 }
 
 // clientStatus is the status a client gets for a provider's status.
