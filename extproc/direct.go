@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/tollgate/tollgate/config"
@@ -157,16 +156,9 @@ func (r *routerStep) directResponseHeaders(req *extprocv3.ProcessingRequest, h *
 	mut := out.GetResponseHeaders().GetResponse().GetHeaderMutation()
 	mut.SetHeaders = append(withoutInternal(mut.SetHeaders), r.tokenHeaders...)
 	mut.RemoveHeaders = append(mut.RemoveHeaders, internalAnswerHeaders...)
-	body := extprocfilterv3.ProcessingMode_STREAMED
-	if out.ModeOverride != nil {
-		body = extprocfilterv3.ProcessingMode_BUFFERED // a whole answer, translated at once
-	}
-	out.ModeOverride = &extprocfilterv3.ProcessingMode{
-		RequestHeaderMode:  extprocfilterv3.ProcessingMode_SEND,
-		RequestBodyMode:    extprocfilterv3.ProcessingMode_BUFFERED,
-		ResponseHeaderMode: extprocfilterv3.ProcessingMode_SEND,
-		ResponseBodyMode:   body,
-	}
+	if out.ModeOverride == nil {
+		out.ModeOverride = streamedAnswer
+	} // else a whole answer, translated at once (bufferedAnswer)
 	if u.status < 200 || u.status >= 300 {
 		// A failure is the router step's to record, as on the two-step
 		// route; its body is still translated.

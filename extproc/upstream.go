@@ -344,14 +344,24 @@ func (u *upstreamStep) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Pro
 	out := newAnswer(phaseResponseHeaders).setHeaders(set, notPassedBack(h.GetHeaders())).msg()
 	if !ok || (!u.preq.Stream && !piecewise(u.part)) {
 		// A whole JSON answer is translated at once: ask Envoy to buffer it.
-		out.ModeOverride = &extprocfilterv3.ProcessingMode{
-			RequestHeaderMode:  extprocfilterv3.ProcessingMode_SEND,
-			RequestBodyMode:    extprocfilterv3.ProcessingMode_BUFFERED,
-			ResponseHeaderMode: extprocfilterv3.ProcessingMode_SEND,
-			ResponseBodyMode:   extprocfilterv3.ProcessingMode_BUFFERED,
-		}
+		out.ModeOverride = bufferedAnswer
 	}
 	return out, nil
+}
+
+// bufferedAnswer and streamedAnswer are the processing modes of an
+// answer's body, whole or piece by piece (read-only: every answer shares
+// them).
+var bufferedAnswer, streamedAnswer = answerMode(extprocfilterv3.ProcessingMode_BUFFERED),
+	answerMode(extprocfilterv3.ProcessingMode_STREAMED)
+
+func answerMode(body extprocfilterv3.ProcessingMode_BodySendMode) *extprocfilterv3.ProcessingMode {
+	return &extprocfilterv3.ProcessingMode{
+		RequestHeaderMode:  extprocfilterv3.ProcessingMode_SEND,
+		RequestBodyMode:    extprocfilterv3.ProcessingMode_BUFFERED,
+		ResponseHeaderMode: extprocfilterv3.ProcessingMode_SEND,
+		ResponseBodyMode:   body,
+	}
 }
 
 func (u *upstreamStep) responseBody(ctx context.Context, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {

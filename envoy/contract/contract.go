@@ -8,6 +8,8 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -138,7 +140,37 @@ const ClusterPrefix = "tollgate-model-"
 // ClusterName is the name of the upstream cluster serving a public model.
 // Model ids may contain characters Envoy names do not like, so anything but
 // [A-Za-z0-9._-] is replaced by '_' and a length suffix keeps distinct ids apart.
-func ClusterName(modelID string) string {
+func ClusterName(modelID string) string { return namesOf(modelID).cluster }
+
+// clusterNames are a model's two cluster names.
+type clusterNames struct{ cluster, direct string }
+
+// modelNames keeps the cluster names of the models seen, by model id: a
+// request's router step names its model's cluster without making the
+// name again. Past maxModelNames (configurations reloaded with ever new
+// models) a name is made each time.
+var (
+	modelNames  sync.Map // string → *clusterNames
+	nModelNames atomic.Int64
+)
+
+const maxModelNames = 4096
+
+func namesOf(modelID string) *clusterNames {
+	if n, ok := modelNames.Load(modelID); ok {
+		return n.(*clusterNames)
+	}
+	c := clusterName(modelID)
+	n := &clusterNames{cluster: c, direct: DirectPrefix + strings.TrimPrefix(c, ClusterPrefix)}
+	if nModelNames.Load() < maxModelNames {
+		if _, loaded := modelNames.LoadOrStore(strings.Clone(modelID), n); !loaded {
+			nModelNames.Add(1)
+		}
+	}
+	return n
+}
+
+func clusterName(modelID string) string {
 	var b strings.Builder
 	b.Grow(len(ClusterPrefix) + len(modelID) + 4)
 	b.WriteString(ClusterPrefix)
@@ -181,9 +213,7 @@ const DirectPrefix = "tollgate-direct-"
 // router step rewrote it for that deployment and sees its answer
 // (StepRouterDirect). Its own name, apart from the model's cluster, so
 // that a request the router step did not rewrite can never reach it.
-func DirectClusterName(modelID string) string {
-	return DirectPrefix + strings.TrimPrefix(ClusterName(modelID), ClusterPrefix)
-}
+func DirectClusterName(modelID string) string { return namesOf(modelID).direct }
 
 // Processing modes, as Envoy's ext_proc ProcessingMode enums spell them. The
 // bootstrap, the xDS cluster filters and the built-in edge all use these.

@@ -63,3 +63,19 @@ func TestSetHeadersOverwriteEachNameInFewAllocations(t *testing.T) {
 	seven := []string{"a", "1", "b", "2", "c", "3", "d", "4", "e", "5", "f", "6", "g", "7"}
 	assert.Equal(t, 3.0, testing.AllocsPerRun(100, func() { _ = SetRawHeaders(seven...) }), "more headers than the room")
 }
+
+func TestAModelsClusterNamesAreMadeOnceAndStayApart(t *testing.T) {
+	seen := map[string]string{}
+	for _, id := range []string{"gpt-4o", "gpt 4o", "gpt_4o", "anthropic/claude-3.5", "anthropic_claude-3.5", "ünï", ""} {
+		c, d := ClusterName(id), DirectClusterName(id)
+		assert.Equal(t, clusterName(id), c, "as made")
+		assert.Equal(t, DirectPrefix+strings.TrimPrefix(c, ClusterPrefix), d)
+		assert.True(t, strings.HasPrefix(c, ClusterPrefix))
+		for _, n := range []string{c, d} {
+			other, dup := seen[n]
+			assert.False(t, dup, "%q names %q and %q", n, id, other)
+			seen[n] = id
+		}
+		assert.Equal(t, 0.0, testing.AllocsPerRun(10, func() { _, _ = ClusterName(id), DirectClusterName(id) }), "made once")
+	}
+}
