@@ -28,7 +28,19 @@ type stepContext struct {
 // withStepDeadline is parent until d from now; end releases it when the
 // message is answered.
 func withStepDeadline(parent context.Context, d time.Duration) *stepContext {
-	return &stepContext{Context: parent, deadline: time.Now().Add(d)}
+	return new(stepContext).start(parent, d)
+}
+
+// start makes c parent until d from now: a step keeps its messages'
+// contexts in its own state, for no allocation. A c started before (a
+// second message of a kind that comes once) is left as it is, for what
+// was made from it, and a new context is started.
+func (c *stepContext) start(parent context.Context, d time.Duration) *stepContext {
+	if c.Context != nil {
+		c = new(stepContext)
+	}
+	c.Context, c.deadline = parent, time.Now().Add(d)
+	return c
 }
 
 // timer is the context with the deadline's timer, made on first use.

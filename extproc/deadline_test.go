@@ -110,3 +110,20 @@ func TestAStepContextIsADeadlineContext(t *testing.T) {
 		assert.ErrorIs(t, late.Err(), context.DeadlineExceeded, "its deadline came first")
 	})
 }
+
+func TestAStepContextStartedTwiceLeavesTheFirstAsItEnded(t *testing.T) {
+	var c stepContext
+	first := c.start(t.Context(), time.Hour)
+	require.Same(t, &c, first, "started in place")
+	child, cancel := context.WithCancel(first)
+	defer cancel()
+	first.end()
+	require.ErrorIs(t, child.Err(), context.Canceled)
+
+	second := c.start(t.Context(), time.Hour)
+	require.NotSame(t, first, second, "a new one")
+	require.NoError(t, second.Err())
+	require.ErrorIs(t, first.Err(), context.Canceled, "the first stays ended")
+	require.ErrorIs(t, child.Err(), context.Canceled)
+	second.end()
+}

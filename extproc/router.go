@@ -61,18 +61,21 @@ type routerStep struct {
 	// hm is the request's headers, read for the attempt of a request
 	// routed straight (kept only when direct).
 	hm map[string]string
+	// steps are the contexts of the request's headers and body messages,
+	// each bounded by contract.StepDeadline (one message of each comes).
+	steps [2]stepContext
 }
 
 func (r *routerStep) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
 	switch v := req.Request.(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
-		ctx := withStepDeadline(ctx, contract.StepDeadline)
+		ctx := r.steps[0].start(ctx, contract.StepDeadline)
 		defer ctx.end()
 		return r.requestHeaders(ctx, v.RequestHeaders)
 	case *extprocv3.ProcessingRequest_RequestBody:
 		// One deadline for the whole answer to the body, as Envoy waits
 		// for it: the admission's and, routed straight, the attempt's.
-		ctx := withStepDeadline(ctx, contract.StepDeadline)
+		ctx := r.steps[1].start(ctx, contract.StepDeadline)
 		defer ctx.end()
 		if resp, err := r.bodyPhase(ctx, v.RequestBody); resp != nil || err != nil {
 			return resp, err
