@@ -73,6 +73,7 @@ type Key struct {
 type macState struct {
 	h   hash.Hash
 	buf []byte // the MAC's input, then the decoded payload (bounded by maxValue)
+	out []byte // a signed value as it is made (bounded as buf)
 	sum [sha256.Size]byte
 	got [sha256.Size]byte
 }
@@ -109,7 +110,7 @@ func (k Key) state() *macState {
 }
 
 func (k Key) put(st *macState) {
-	if k.macs != nil && cap(st.buf) <= maxValue {
+	if k.macs != nil && cap(st.buf) <= maxValue && cap(st.out) <= maxValue {
 		k.macs.Put(st)
 	}
 }
@@ -132,10 +133,11 @@ func (k Key) Sign(d Decision) string {
 	}
 	p = strconv.AppendInt(p, d.Expires.Unix(), 10)
 	st.buf = p
-	out := make([]byte, 0, len(version)+enc.EncodedLen(len(p))+1+enc.EncodedLen(sha256.Size))
-	out = enc.AppendEncode(append(out, version...), p)
+	out := enc.AppendEncode(append(st.out[:0], version...), p)
 	sum := st.mac(out[len(version):])
-	return string(enc.AppendEncode(append(out, '.'), sum))
+	out = enc.AppendEncode(append(out, '.'), sum)
+	st.out = out
+	return string(out)
 }
 
 // Verify checks value's signature (in constant time) and expiry against
