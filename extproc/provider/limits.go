@@ -55,8 +55,11 @@ func HeldOutput(body []byte, m *config.Model) int64 {
 // finds nothing) in one walk of the top level, into v. gjson's GetMany
 // walks it once a key, and a long conversation's messages, which each
 // walk steps over, are most of a body.
+//
+// The values alias body (read in place, not copied): they are for reading
+// while body is unchanged.
 func topValues(body []byte, k0, k1, k2 string, v *[3]gjson.Result) {
-	root := gjson.ParseBytes(body)
+	root := parseInPlace(body)
 	if !root.IsObject() {
 		return
 	}

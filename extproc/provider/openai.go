@@ -407,7 +407,8 @@ func (r *openAIResponse) event(data []byte) bool {
 // them), and keeps its text.
 func (r *openAIResponse) readCompletion(body []byte) {
 	var usage, choices gjson.Result
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+	// Read in place: nothing read is kept but numbers and the text, copied.
+	parseInPlace(body).ForEach(func(k, v gjson.Result) bool {
 		switch {
 		case k.Str == "usage" && !usage.Exists():
 			usage = v
