@@ -83,9 +83,13 @@ func openAIBody(req *Request, t Target) (body []byte, asked bool, err error) {
 	if body, err = profileBody(t.Provider.ProfileOf(), req.Body); err != nil {
 		return nil, false, err
 	}
-	body, err = sjson.SetBytes(body, "model", t.Deployment.Model)
-	if err != nil {
-		return nil, false, fmt.Errorf("rewrite model: %w", err)
+	// A body already naming the deployment's model (the request's top
+	// level names it once: validate refuses a key given twice) keeps it.
+	if m := parseInPlace(body).Get("model"); m.Type != gjson.String || m.Str != t.Deployment.Model {
+		body, err = sjson.SetBytes(body, "model", t.Deployment.Model)
+		if err != nil {
+			return nil, false, fmt.Errorf("rewrite model: %w", err)
+		}
 	}
 	if t.Model != nil {
 		if body, err = LimitToHeld(body, limitField(t), int64(t.Model.MaxTokens)); err != nil {
