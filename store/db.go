@@ -57,8 +57,8 @@ type database interface {
 	forUpdate() string
 	// insertUsage is the statement that inserts a batch of usage records,
 	// given as one JSON array of usageRow ($1), skipping those stored
-	// before, and returns the id of each record it inserted.
-	insertUsage() string
+	// before; with named, it returns the id of each record it inserted.
+	insertUsage(named bool) string
 	close()
 }
 

@@ -52,13 +52,19 @@ func (d *postgresDB) forUpdate() string { return " FOR UPDATE" }
 
 // insertUsage reads the batch with json_populate_recordset, which types
 // each field as the table's column.
-func (d *postgresDB) insertUsage() string { return postgresInsertUsage }
+func (d *postgresDB) insertUsage(named bool) string {
+	if named {
+		return postgresInsertUsageNamed
+	}
+	return postgresInsertUsage
+}
+
+const postgresInsertUsageNamed = postgresInsertUsage + returningID
 
 const postgresInsertUsage = `INSERT INTO usage_records (` + usageColumns + `)
 SELECT ` + usageColumns + `
 FROM json_populate_recordset(NULL::usage_records, $1::json)
-ON CONFLICT (id) DO NOTHING
-RETURNING id`
+ON CONFLICT (id) DO NOTHING`
 
 func (d *postgresDB) inTx(ctx context.Context, fn func(querier) error) error {
 	tx, err := d.pool.Begin(ctx)

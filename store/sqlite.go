@@ -110,13 +110,22 @@ func (d *sqliteDB) forUpdate() string { return "" }
 // than a prepared INSERT a record; with jsonb_each, 10% less). SQLite's
 // JSON functions give JSON integers as INTEGER and true/false as 1/0. The
 // WHERE true is SQLite's: it tells the upsert clause from a join's ON.
-func (d *sqliteDB) insertUsage() string { return sqliteInsertUsage }
+func (d *sqliteDB) insertUsage(named bool) string {
+	if named {
+		return sqliteInsertUsageNamed
+	}
+	return sqliteInsertUsage
+}
+
+var sqliteInsertUsageNamed = sqliteInsertUsage + returningID
 
 var sqliteInsertUsage = `INSERT INTO usage_records (` + usageColumns + `)
 SELECT ` + jsonFields("value", usageColumns) + `
 FROM jsonb_each($1) WHERE true
-ON CONFLICT (id) DO NOTHING
-RETURNING id`
+ON CONFLICT (id) DO NOTHING`
+
+// returningID makes a usage insert name the records it inserted.
+const returningID = "\nRETURNING id"
 
 // jsonFields is the select list that reads each of columns from the JSON
 // object in from.

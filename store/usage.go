@@ -48,7 +48,27 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 	if err != nil {
 		return fmt.Errorf("store: record usage: %w", err)
 	}
-	err = s.db.inTx(ctx, func(q querier) error {
+	err = s.recordUsage(ctx, sorted, rows, now, false)
+	if errors.Is(err, errSeenBefore) {
+		err = s.recordUsage(ctx, sorted, rows, now, true)
+	}
+	if err != nil {
+		return fmt.Errorf("store: record usage: %w", err)
+	}
+	return nil
+}
+
+// errSeenBefore ends a batch's transaction whose insert skipped a record
+// stored before: the batch is written again, learning which.
+var errSeenBefore = errors.New("a record of the batch was stored before")
+
+// recordUsage writes the batch (sorted, its rows) in one transaction.
+// Most batches are new: unless named, the insert only counts what it
+// wrote, and a batch with a record stored before fails with
+// errSeenBefore, having changed nothing; named, the insert names the
+// records it wrote, and only those are charged.
+func (s *sqlStore) recordUsage(ctx context.Context, sorted []UsageRecord, rows string, now time.Time, named bool) error {
+	return s.db.inTx(ctx, func(q querier) error {
 		changes := accountChanges{}
 		var reservations []string
 		leases := map[string]money.Nanos{}
@@ -58,7 +78,15 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 		// new; a record stored before is skipped with its charges (it was
 		// charged, released and rolled up then).
 		var inserted []string
-		if err := q.queryEach(ctx, s.db.insertUsage(), []any{rows}, func(sc scanner) error {
+		if !named {
+			n, err := q.exec(ctx, s.db.insertUsage(false), rows)
+			if err != nil {
+				return err
+			}
+			if n != int64(len(sorted)) {
+				return errSeenBefore
+			}
+		} else if err := q.queryEach(ctx, s.db.insertUsage(true), []any{rows}, func(sc scanner) error {
 			var id string
 			if err := sc.Scan(&id); err != nil {
 				return err
@@ -70,7 +98,7 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 		}
 		slices.Sort(inserted)
 		for _, r := range sorted {
-			if _, ok := slices.BinarySearch(inserted, r.ID); !ok {
+			if _, ok := slices.BinarySearch(inserted, r.ID); named && !ok {
 				continue
 			}
 			created := now
@@ -107,10 +135,6 @@ func (s *sqlStore) RecordUsage(ctx context.Context, records []UsageRecord) error
 		}
 		return s.enqueueBudgetCrossings(ctx, q, crossed)
 	})
-	if err != nil {
-		return fmt.Errorf("store: record usage: %w", err)
-	}
-	return nil
 }
 
 // settle releases the reservations and shrinks the leases (each by what

@@ -39,7 +39,10 @@ var errTimeout = errors.New("upstream timeout")
 // streams live on it, as Envoy closes them when the downstream goes away.
 // Provider requests live on reqCtx, which also ends with the request
 // timeout and at Stop.
-func (e *Edge) upstream(ctx context.Context, reqHeaders headers, body []byte, router extprocv3.ExternalProcessor_ProcessClient, extra headers, forward *corev3.Metadata) (final *response, s streaming) {
+//
+// ns is the request namespace of the router step's dynamic metadata (nil
+// for none), which Envoy forwards to the upstream step (metadata_options).
+func (e *Edge) upstream(ctx context.Context, reqHeaders headers, body []byte, router extprocv3.ExternalProcessor_ProcessClient, extra headers, ns *structpb.Struct) (final *response, s streaming) {
 	cluster := e.opt.Clusters()[reqHeaders[contract.HeaderCluster]]
 	reqCtx, cancelReq := context.WithTimeout(ctx, orDefault(cluster.RequestTimeout, config.DefaultRequestTimeout))
 	slot := e.inflight.add(cancelReq)
@@ -59,6 +62,10 @@ func (e *Edge) upstream(ctx context.Context, reqHeaders headers, body []byte, ro
 	}
 	if cluster.Direct {
 		return e.direct(ctx, reqCtx, cluster.Endpoints[0], reqHeaders, body, router, extra)
+	}
+	forward := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
+	if ns != nil {
+		forward.FilterMetadata[contract.RequestMetadataNamespace] = ns
 	}
 	last, n := e.tryEndpoints(ctx, reqCtx, cluster.Endpoints, skip, reqHeaders, body, forward)
 	if last == nil || last.err != nil {
@@ -267,6 +274,7 @@ type attempt struct {
 	cancelProc  context.CancelFunc
 	resp        *http.Response
 	respHeaders headers
+	statusCode  int // respHeaders' :status, as the upstream step left it
 	buffered    bool      // the upstream step asked for the whole body at once
 	local       *response // the upstream step answered itself
 	// direct: proc is the router step's stream (a direct cluster's
@@ -303,8 +311,7 @@ type attempt struct {
 }
 
 func (a *attempt) status() int {
-	st, _ := strconv.Atoi(a.respHeaders[":status"])
-	return st
+	return a.statusCode
 }
 
 func (a *attempt) close() {
@@ -402,6 +409,7 @@ func (e *Edge) send(a *attempt, h headers, body []byte) (*http.Response, bool) {
 		return nil, false
 	}
 	req.Host = h[":authority"]
+	req.Header = make(http.Header, len(h)) // its size: no growing
 	toHTTP(h, req.Header, func(k string) bool {
 		return k == "" || k[0] == ':' || hopByHop[k] || k == "host" || k == "content-length"
 	})
@@ -447,7 +455,8 @@ func (a *attempt) expire() {
 // attempt's upstream step: it may answer itself (a.local), or ask for the
 // whole body at once (a.buffered); the headers it leaves are a.respHeaders.
 func (a *attempt) responseHeaders(resp *http.Response) {
-	rh := headers{":status": statusString(resp.StatusCode)}
+	rh := make(headers, len(resp.Header)+1)
+	rh[":status"] = statusString(resp.StatusCode)
 	fromHTTP(resp.Header, rh)
 	msg := headersMessage(rh, true, false)
 	if a.direct {
@@ -471,6 +480,7 @@ func (a *attempt) responseHeaders(resp *http.Response) {
 		a.buffered = true
 	}
 	a.respHeaders = rh
+	a.statusCode, _ = strconv.Atoi(rh[":status"])
 }
 
 // viaUpstream is the router step's response attribute for a provider's

@@ -34,7 +34,6 @@ import (
 	"sync"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.opentelemetry.io/otel/trace"
@@ -505,16 +504,15 @@ func (e *Edge) afterAuthz(ctx context.Context, r *http.Request, reqHeaders, extr
 	}
 	// Dynamic metadata the router step wrote, of which Envoy forwards the
 	// request namespace to the upstream step (metadata_options).
-	forward := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
-	if ns := pr.GetDynamicMetadata().GetFields()[contract.RequestMetadataNamespace].GetStructValue(); ns != nil {
-		forward.FilterMetadata[contract.RequestMetadataNamespace] = ns
+	ns := pr.GetDynamicMetadata().GetFields()[contract.RequestMetadataNamespace].GetStructValue()
+	if ns != nil {
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
 			span.SetAttributes(attrModel.String(ns.GetFields()[contract.MetaModel].GetStringValue()))
 		}
 	}
 
 	// 3. Route by the cluster header, then the upstream attempts.
-	return e.upstream(ctx, reqHeaders, body, router, extra, forward)
+	return e.upstream(ctx, reqHeaders, body, router, extra, ns)
 }
 
 var errTooLarge = errors.New("body too large")

@@ -181,7 +181,7 @@ func (e *Edge) whole(ctx context.Context, a *attempt) *response {
 	if imm := pr.GetImmediateResponse(); imm != nil {
 		return immediateResponse(imm)
 	}
-	h := a.respHeaders.clone()
+	h := a.respHeaders // the attempt's own: its status is kept apart (statusCode)
 	if c := pr.GetResponseBody().GetResponse(); c != nil {
 		applyCommon(h, c)
 		if m := c.GetBodyMutation(); m != nil {
