@@ -136,7 +136,10 @@ func TestABudgetSetByTheCLIRefusesCountsAndIsRaised(t *testing.T) {
 	const body = `{"model":"gpt-4o-mini","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
 	var refused *http.Response
 	var refusal []byte
-	eventually(t, func() bool {
+	// Several answers and their records' writes: on a machine as loaded
+	// as CI's (every e2e binding and the race tests at once) more than
+	// eventually's few seconds.
+	waitFor(t, 30*time.Second, 20*time.Millisecond, func() bool {
 		resp, b := tg.post(t, secret, body)
 		refused, refusal = resp, b
 		// A budget_held 429 (the last answer's record not yet written)
