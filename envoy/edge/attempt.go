@@ -274,7 +274,7 @@ type attempt struct {
 	cancelProc  context.CancelFunc
 	resp        *http.Response
 	respHeaders headers
-	statusCode  int // respHeaders' :status, as the upstream step left it
+	statusCode  int       // respHeaders' :status, as the upstream step left it
 	buffered    bool      // the upstream step asked for the whole body at once
 	local       *response // the upstream step answered itself
 	// direct: proc is the router step's stream (a direct cluster's

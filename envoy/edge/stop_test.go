@@ -54,9 +54,11 @@ func TestStoppingTheEdgeEndsTheProviderRequestsInFlight(t *testing.T) {
 	require.NoError(t, err)
 	stop := make(chan struct{})
 	e := New(Options{
-		Authz:        allowAll{},
-		ExtProc:      &fakeExtProc{translate: map[int]int{}, local: map[string]bool{}},
-		Clusters:     func() map[string]Cluster { return map[string]Cluster{"c": {Name: "c", Endpoints: []Endpoint{{Base: u, Weight: 1, Deployment: "m#0"}}}} },
+		Authz:   allowAll{},
+		ExtProc: &fakeExtProc{translate: map[int]int{}, local: map[string]bool{}},
+		Clusters: func() map[string]Cluster {
+			return map[string]Cluster{"c": {Name: "c", Endpoints: []Endpoint{{Base: u, Weight: 1, Deployment: "m#0"}}}}
+		},
 		MaxBodyBytes: func() int { return 1 << 20 },
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Rand:         func(int) int { return 0 },
