@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,9 @@ func TestEveryVariantServes(t *testing.T) {
 					assert.Positive(t, p.envoy.stat(t, "grpc.tollgate.streams_total"), "%s: calls go through google_grpc", p.name)
 				} else {
 					assert.Zero(t, p.envoy.stat(t, "grpc.tollgate.streams_total"), "%s: calls go through envoy_grpc", p.name)
+				}
+				for k, want := range v.runtime {
+					assert.Equal(t, fmt.Sprint(want), p.envoy.runtimeValue(t, k), "%s: the runtime flag is in force", p.name)
 				}
 			}
 		})

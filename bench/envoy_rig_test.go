@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/tollgate/tollgate/envoy/local"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -75,6 +76,7 @@ type grpcVariant struct {
 	unix      bool           // a Unix socket between Envoy and the gRPC server
 	plaintext bool           // no TLS on that connection
 	h2        map[string]any // merged into the cluster's http2_protocol_options
+	runtime   map[string]any // merged into the bootstrap's static runtime layer
 	// edit changes the listener and clusters Tollgate serves; they are
 	// then served from the bench (envoy_xds_test.go).
 	edit resourceEdit
@@ -85,7 +87,7 @@ type grpcVariant struct {
 // apply edits the substituted bootstrap for v; xdsAddr, when not empty,
 // is the bench's xDS server, which ADS then asks.
 func (v grpcVariant) apply(boot []byte, xdsAddr string) ([]byte, error) {
-	if !v.unix && !v.plaintext && v.h2 == nil && xdsAddr == "" {
+	if !v.unix && !v.plaintext && v.h2 == nil && v.runtime == nil && xdsAddr == "" {
 		return boot, nil
 	}
 	var doc map[string]any
@@ -114,6 +116,19 @@ func (v grpcVariant) apply(boot []byte, xdsAddr string) ([]byte, error) {
 	}
 	if v.plaintext {
 		delete(c, "transport_socket")
+	}
+	if v.runtime != nil {
+		layers, _ := doc["layered_runtime"].(map[string]any)["layers"].([]any)
+		var static map[string]any
+		for _, l := range layers {
+			if m, _ := l.(map[string]any); m["name"] == "static" {
+				static, _ = m["static_layer"].(map[string]any)
+			}
+		}
+		if static == nil {
+			return nil, errors.New("envoy.yaml has no static runtime layer")
+		}
+		maps.Copy(static, v.runtime)
 	}
 	if v.h2 != nil {
 		opts := c["typed_extension_protocol_options"].(map[string]any)["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].(map[string]any)
@@ -658,4 +673,19 @@ func (e *envoyProc) stat(b testing.TB, name string) int64 {
 	n, err := strconv.ParseInt(v, 10, 64)
 	require.NoError(b, err, "%s: %q", name, body)
 	return n
+}
+
+// runtimeValue is the value Envoy's runtime holds for key (the admin's
+// /runtime, its final value after every layer; "" when no layer sets it).
+func (e *envoyProc) runtimeValue(b testing.TB, key string) string {
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(e.admin + "/runtime")
+	require.NoError(b, err)
+	defer resp.Body.Close()
+	var rt struct {
+		Entries map[string]struct {
+			FinalValue string `json:"final_value"`
+		} `json:"entries"`
+	}
+	require.NoError(b, json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&rt))
+	return rt.Entries[key].FinalValue
 }

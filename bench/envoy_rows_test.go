@@ -188,6 +188,8 @@ var sidecarVariants = []grpcVariant{
 	{name: "google_grpc, TCP loopback, plaintext", edit: googleGRPC, plaintext: true},
 	{name: "ext_proc send_body_without_waiting_for_header_response", edit: sendBodyEarly},
 	{name: "ext_proc's gRPC service without retry_policy", edit: noStreamRetry},
+	{name: "Envoy's HTTP/2 codec oghttp2", runtime: map[string]any{"envoy.reloadable_features.http2_use_oghttp2": true}},
+	{name: "Envoy's HTTP/2 codec nghttp2", runtime: map[string]any{"envoy.reloadable_features.http2_use_oghttp2": false}},
 	{name: "(b) answers a stream in FULL_DUPLEX_STREAMED mode", noopEnv: []string{"TOLLGATE_BENCH_NOOP_DUPLEX=1"}},
 }
 
