@@ -136,23 +136,31 @@ func envoyMemory(b testing.TB, v grpcVariant, ms memoryShape, withFloor bool) (e
 	return envoy, tollgate, floor
 }
 
-// envoyLatencyRows: 500 requests per second through (c) — every core,
-// PostgreSQL and Redis as latencyRows has them — and 500 through (a),
-// interleaved; the added p50 and p99 are (c)'s over (a)'s.
+// envoyLatencyRows: the rate's requests per second (latencyRate) through
+// (c) — every core, PostgreSQL and Redis as latencyRows has them — and as
+// many through (a), interleaved; the added p50 and p99 are (c)'s over
+// (a)'s. Then the same through (b), the no-op servers exchanging (c)'s
+// messages on every core, and (a) again: the latency the message sequence
+// adds with no work behind it, the floor of (c)'s, at the same load.
 func envoyLatencyRows(b testing.TB, row func(what, ours, floor, ratio string)) {
 	m := newMock(b, mockTokens)
 	c, what := startLatencyTollgate(b, m.URL)
 	a := startFloorEnvoy(b, m.URL)
-	cl := c.cl
+	bb := startNoopBehindEnvoy(b, m.URL, grpcVariant{name: "production"}, []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())})
 	for range 100 {
-		require.NoError(b, cl.do(c.api, requestBody))
-		require.NoError(b, cl.do(a.api, requestBody))
+		require.NoError(b, c.cl.do(c.api, requestBody))
+		require.NoError(b, c.cl.do(a.api, requestBody))
+		require.NoError(b, bb.cl.do(bb.api, requestBody))
 	}
 	rate, d := latencyRate(b), 10*time.Second
 	at := strconv.Itoa(rate) + " req/s"
-	p50, p99 := latency(b, cl, []string{a.api, c.api}, requestBody, rate, d)
-	row("Envoy path: added latency at "+at+" ("+what+"), p50, (c) over (a)", ms(p50[1]-p50[0]), "Envoy alone: "+ms(p50[0]), "")
-	row("Envoy path: added latency at "+at+" ("+what+"), p99, (c) over (a)", ms(p99[1]-p99[0]), "Envoy alone: "+ms(p99[0]), "")
+	p50, p99 := latency(b, c.cl, []string{a.api, c.api}, requestBody, rate, d)
+	// (b) replays its recorded answers to any key: c's client serves.
+	f50, f99 := latency(b, c.cl, []string{a.api, bb.api}, requestBody, rate, d)
+	row("Envoy path: added latency at "+at+" ("+what+"), p50, (c) over (a), and (b) no-op servers over (a)", ms(p50[1]-p50[0]), ms(f50[1]-f50[0]),
+		"Envoy alone: "+ms(p50[0])+", "+ms(f50[0]))
+	row("Envoy path: added latency at "+at+" ("+what+"), p99, (c) over (a), and (b) no-op servers over (a)", ms(p99[1]-p99[0]), ms(f99[1]-f99[0]),
+		"Envoy alone: "+ms(p99[0])+", "+ms(f99[0]))
 }
 
 // startLatencyTollgate is (c) for the latency rows: every core, on
